@@ -1,0 +1,41 @@
+// Shared pieces of the Python binding (nanobind).
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/vector.h>
+
+#include "core/shape.h"
+#include "core/tensor.h"
+#include "dispatch/dispatcher.h"
+
+namespace nb = nanobind;
+
+namespace strata::py {
+
+// Python-side dtype object: a singleton per ScalarType (strata.float32 ...).
+struct DType {
+  ScalarType type;
+};
+
+nb::object dtype_object(ScalarType t);
+// Accepts a strata dtype object, or a NumPy/torch dtype-like with a name.
+std::optional<ScalarType> to_scalar_type(nb::handle h);
+std::optional<Device> to_device(nb::handle h);
+
+// Python number -> 0-d wrapped tensor (participates in promotion by category).
+Tensor wrap_number(nb::handle h);
+bool is_number(nb::handle h);
+
+nb::object wrap_tensor(Tensor t);
+nb::object tensor_to_list(const Tensor& t);
+Tensor tensor_from_data(nb::handle data, std::optional<ScalarType> dtype, std::optional<Device> device);
+
+void bind_tensor(nb::module_& m);
+void bind_ops(nb::module_& m);
+void bind_indexing(nb::module_& m);
+void bind_extras(nb::module_& m);
+
+}  // namespace strata::py

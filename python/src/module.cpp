@@ -1,0 +1,65 @@
+// strata._C: the extension module.
+#include <dlfcn.h>
+
+#include "backends/cpu/parallel.h"
+#include "bind.h"
+#include "ops/stub.h"
+
+namespace strata::py {
+
+void bind_extras(nb::module_& m) {
+  m.def("set_num_threads", [](int n) { set_num_threads(n); });
+  m.def("get_num_threads", [] { return get_num_threads(); });
+  m.def("_cpu_capability", [] { return std::string(cpu_capability_name(cpu_capability())); });
+  m.def("get_default_dtype", [] { return dtype_object(default_dtype()); });
+  m.def("set_default_dtype", [](const DType& d) { set_default_dtype(d.type); });
+  m.def("promote_types", [](const DType& a, const DType& b) { return dtype_object(promote_types(a.type, b.type)); });
+  m.def("_rename_privateuse1_backend", [](const std::string& n) { rename_privateuse1_backend(n); });
+  // Loads a shared library whose static initialisers register ops, kernels or
+  // backends with the dispatcher (strata.ops.load_library).
+  m.def("_load_library", [](const std::string& path) {
+    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+    STRATA_CHECK(h, "load_library: could not load ", path, ": ", dlerror());
+  });
+  m.def("_cpu_allocator_stats", [] {
+    auto s = cpu_allocator_stats();
+    nb::dict d;
+    d["allocated_bytes"] = s.allocated_bytes;
+    d["peak_bytes"] = s.peak_bytes;
+    d["num_allocs"] = s.num_allocs;
+    return d;
+  });
+  m.def("_reset_peak_memory_stats", [] { reset_cpu_peak_stats(); });
+}
+
+}  // namespace strata::py
+
+NB_MODULE(_C, m) {
+  using namespace strata;
+  // dtype singletons live until exit by design.
+  nb::set_leak_warnings(false);
+  // Most specific first: each maps to the Python exception torch raises.
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const TypeError& e) {
+      PyErr_SetString(PyExc_TypeError, e.what());
+    } catch (const ValueError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const IndexError& e) {
+      PyErr_SetString(PyExc_IndexError, e.what());
+    } catch (const NotImplementedError& e) {
+      PyErr_SetString(PyExc_NotImplementedError, e.what());
+    } catch (const OutOfMemoryError& e) {
+      PyErr_SetString(PyExc_MemoryError, e.what());
+    } catch (const Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    } catch (const std::bad_alloc& e) {
+      PyErr_SetString(PyExc_MemoryError, "out of memory (std::bad_alloc)");
+    }
+  });
+  py::bind_tensor(m);
+  py::bind_ops(m);
+  py::bind_indexing(m);
+  py::bind_extras(m);
+}

@@ -1,0 +1,416 @@
+// The Tensor type as Python sees it, dtype and device objects, and data
+// exchange: nested lists, NumPy (zero-copy both ways) and DLPack.
+#include <Python.h>
+
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/tuple.h>
+
+#include <cstring>
+
+#include "bind.h"
+#include "core/allocator.h"
+#include "ops/ops.h"
+
+namespace strata::py {
+
+// ---------------------------------------------------------------------------
+// dtype objects
+
+namespace {
+nb::object g_dtype_objects[kNumScalarTypes];
+}
+
+nb::object dtype_object(ScalarType t) { return g_dtype_objects[static_cast<int>(t)]; }
+
+std::optional<ScalarType> to_scalar_type(nb::handle h) {
+  if (nb::isinstance<DType>(h)) return nb::cast<const DType&>(h).type;
+  // Python types as dtypes, like torch: float -> float64, int -> int64, bool -> bool.
+  if (h.ptr() == reinterpret_cast<PyObject*>(&PyFloat_Type)) return ScalarType::Float64;
+  if (h.ptr() == reinterpret_cast<PyObject*>(&PyLong_Type)) return ScalarType::Int64;
+  if (h.ptr() == reinterpret_cast<PyObject*>(&PyBool_Type)) return ScalarType::Bool;
+  return std::nullopt;
+}
+
+std::optional<Device> to_device(nb::handle h) {
+  if (nb::isinstance<Device>(h)) return nb::cast<Device>(h);
+  if (PyUnicode_Check(h.ptr())) return Device(nb::cast<std::string>(h));
+  if (PyLong_Check(h.ptr())) return Device(DeviceType::CUDA, static_cast<int8_t>(nb::cast<int64_t>(h)));
+  return std::nullopt;
+}
+
+// ---------------------------------------------------------------------------
+// numbers and nested data
+
+bool is_number(nb::handle h) {
+  PyObject* p = h.ptr();
+  if (PyBool_Check(p) || PyLong_Check(p) || PyFloat_Check(p)) return true;
+  if (nb::isinstance<Tensor>(h) || PySequence_Check(p)) return false;
+  return PyIndex_Check(p) || PyObject_HasAttrString(p, "__float__");
+}
+
+Tensor wrap_number(nb::handle h) {
+  PyObject* p = h.ptr();
+  if (PyBool_Check(p)) return scalar_to_tensor(Scalar(p == Py_True), ScalarType::Bool, Device(), true);
+  if (PyFloat_Check(p)) return scalar_to_tensor(Scalar(PyFloat_AS_DOUBLE(p)), ScalarType::Float64, Device(), true);
+  if (PyLong_Check(p) || PyIndex_Check(p)) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(p, &overflow);
+    if (v == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      nb::object idx = nb::steal(PyNumber_Index(p));
+      v = PyLong_AsLongLongAndOverflow(idx.ptr(), &overflow);
+    }
+    if (overflow) throw Error("Overflow when unpacking long: value does not fit in int64");
+    return scalar_to_tensor(Scalar(int64_t(v)), ScalarType::Int64, Device(), true);
+  }
+  double d = PyFloat_AsDouble(p);
+  if (d == -1.0 && PyErr_Occurred()) throw nb::python_error();
+  return scalar_to_tensor(Scalar(d), ScalarType::Float64, Device(), true);
+}
+
+namespace {
+
+enum class Kind { Bool = 0, Int = 1, Float = 2 };
+
+struct DataScan {
+  DimVector shape;
+  Kind kind = Kind::Bool;
+  bool any = false;
+};
+
+bool is_sequence_like(nb::handle h) {
+  return (PyList_Check(h.ptr()) || PyTuple_Check(h.ptr())) ||
+         (!PyUnicode_Check(h.ptr()) && !PyBytes_Check(h.ptr()) && PySequence_Check(h.ptr()) &&
+          !nb::isinstance<Tensor>(h) && !nb::hasattr(h, "__array_interface__"));
+}
+
+void scan(nb::handle h, size_t depth, DataScan& s) {
+  if (nb::isinstance<Tensor>(h)) {
+    const Tensor& t = nb::cast<const Tensor&>(h);
+    STRATA_CHECK_VALUE(t.numel() == 1 && t.dim() == 0, "tensor(): only one element tensors can be converted to "
+                       "Python scalars inside a nested sequence");
+    Kind k = t.dtype() == ScalarType::Bool ? Kind::Bool : is_floating_type(t.dtype()) ? Kind::Float : Kind::Int;
+    s.kind = std::max(s.kind, k);
+    s.any = true;
+    STRATA_CHECK_VALUE(depth == s.shape.size(), "tensor(): expected sequence at dim ", depth);
+    return;
+  }
+  if (is_sequence_like(h)) {
+    nb::sequence seq = nb::borrow<nb::sequence>(h);
+    int64_t n = static_cast<int64_t>(nb::len(seq));
+    if (depth == s.shape.size() && !s.any) {
+      s.shape.push_back(n);
+    } else {
+      STRATA_CHECK_VALUE(depth < s.shape.size() && s.shape[depth] == n, "expected sequence of length ",
+                         depth < s.shape.size() ? s.shape[depth] : 0, " at dim ", depth, " (got ", n, ")");
+    }
+    for (int64_t i = 0; i < n; ++i) scan(seq[i], depth + 1, s);
+    return;
+  }
+  STRATA_CHECK_VALUE(depth == s.shape.size(), "expected sequence of length ",
+                     depth < s.shape.size() ? s.shape[depth] : 0, " at dim ", depth, " (got a scalar)");
+  PyObject* p = h.ptr();
+  Kind k;
+  if (PyBool_Check(p)) k = Kind::Bool;
+  else if (PyLong_Check(p) || PyIndex_Check(p)) k = Kind::Int;
+  else if (PyFloat_Check(p) || PyObject_HasAttrString(p, "__float__")) k = Kind::Float;
+  else
+    throw TypeError(str("tensor(): could not infer dtype of ", nb::cast<std::string>(nb::str(h.type().attr("__name__")))));
+  s.kind = s.any ? std::max(s.kind, k) : k;
+  s.any = true;
+}
+
+void fill(nb::handle h, double*& dp, int64_t*& ip) {
+  if (nb::isinstance<Tensor>(h)) {
+    Scalar v = nb::cast<const Tensor&>(h).item();
+    if (dp) *dp++ = v.to_double();
+    else *ip++ = v.to_int();
+    return;
+  }
+  if (is_sequence_like(h)) {
+    for (nb::handle e : nb::borrow<nb::sequence>(h)) fill(e, dp, ip);
+    return;
+  }
+  PyObject* p = h.ptr();
+  if (dp) {
+    double d = PyFloat_AsDouble(p);
+    if (d == -1.0 && PyErr_Occurred()) throw nb::python_error();
+    *dp++ = d;
+  } else {
+    int overflow = 0;
+    nb::object idx = nb::steal(PyNumber_Index(p));
+    if (!idx.is_valid()) throw nb::python_error();
+    long long v = PyLong_AsLongLongAndOverflow(idx.ptr(), &overflow);
+    if (overflow) throw Error("Overflow when unpacking long: value does not fit in int64");
+    *ip++ = v;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// NumPy / DLPack
+
+nb::dlpack::dtype dl_dtype(ScalarType t) {
+  using nb::dlpack::dtype_code;
+  uint8_t bits = static_cast<uint8_t>(element_size(t) * 8);
+  switch (t) {
+    case ScalarType::Bool: return {static_cast<uint8_t>(dtype_code::Bool), 8, 1};
+    case ScalarType::UInt8: return {static_cast<uint8_t>(dtype_code::UInt), 8, 1};
+    case ScalarType::Float16:
+    case ScalarType::Float32:
+    case ScalarType::Float64: return {static_cast<uint8_t>(dtype_code::Float), bits, 1};
+    case ScalarType::BFloat16: return {static_cast<uint8_t>(dtype_code::Bfloat), 16, 1};
+    default: return {static_cast<uint8_t>(dtype_code::Int), bits, 1};
+  }
+}
+
+ScalarType from_dl_dtype(nb::dlpack::dtype d) {
+  using nb::dlpack::dtype_code;
+  auto code = static_cast<dtype_code>(d.code);
+  STRATA_CHECK_TYPE(d.lanes == 1, "from_dlpack: vector dtypes are not supported");
+  if (code == dtype_code::Bool) return ScalarType::Bool;
+  if (code == dtype_code::UInt && d.bits == 8) return ScalarType::UInt8;
+  if (code == dtype_code::Int) {
+    switch (d.bits) {
+      case 8: return ScalarType::Int8;
+      case 16: return ScalarType::Int16;
+      case 32: return ScalarType::Int32;
+      case 64: return ScalarType::Int64;
+    }
+  }
+  if (code == dtype_code::Float) {
+    switch (d.bits) {
+      case 16: return ScalarType::Float16;
+      case 32: return ScalarType::Float32;
+      case 64: return ScalarType::Float64;
+    }
+  }
+  if (code == dtype_code::Bfloat && d.bits == 16) return ScalarType::BFloat16;
+  throw TypeError(str("can't convert array of dtype code ", int(d.code), " with ", int(d.bits),
+                      " bits: the only supported types are: float64, float32, float16, bfloat16, int64, int32, "
+                      "int16, int8, uint8, and bool."));
+}
+
+void release_pyobject(void* ctx) {
+  nb::gil_scoped_acquire g;
+  Py_XDECREF(static_cast<PyObject*>(ctx));
+}
+
+// A tensor over memory owned by a Python object (kept alive by the storage).
+Tensor tensor_over_array(nb::ndarray<nb::ro, nb::device::cpu> a, nb::handle owner, const char* op) {
+  ScalarType st = from_dl_dtype(a.dtype());
+  size_t nd = a.ndim();
+  DimVector sizes(nd), strides(nd);
+  int64_t span = 1;
+  bool empty = false;
+  for (size_t i = 0; i < nd; ++i) {
+    sizes[i] = static_cast<int64_t>(a.shape(i));
+    strides[i] = static_cast<int64_t>(a.stride(i));
+    STRATA_CHECK_VALUE(strides[i] >= 0, op, ": At least one stride in the given numpy array is negative, and "
+                       "tensors with negative strides are not currently supported. (You can probably work around "
+                       "this by making a copy of your array  with array.copy().)");
+    if (sizes[i] == 0) empty = true;
+    span += (sizes[i] - 1) * strides[i];
+  }
+  if (empty) span = 0;
+  size_t nbytes = static_cast<size_t>(span) * element_size(st);
+  PyObject* o = owner.ptr();
+  Py_INCREF(o);
+  void* ptr = const_cast<void*>(a.data());
+  auto storage = make_intrusive<StorageImpl>(DataPtr(ptr, o, &release_pyobject), nbytes, Device());
+  return Tensor(make_intrusive<TensorImpl>(storage, 0, sizes, strides, st));
+}
+
+struct DLPackOwner {
+  Tensor t;
+  std::vector<int64_t> shape, strides;
+};
+
+}  // namespace
+
+Tensor tensor_from_data(nb::handle data, std::optional<ScalarType> dtype, std::optional<Device> device) {
+  Tensor out;
+  if (nb::isinstance<Tensor>(data)) {
+    out = clone(nb::cast<const Tensor&>(data));
+    if (dtype) out = to_dtype(out, *dtype);
+  } else if (nb::hasattr(data, "__array_interface__")) {
+    nb::object arr = nb::module_::import_("numpy").attr("ascontiguousarray")(data);
+    auto a = nb::cast<nb::ndarray<nb::ro, nb::device::cpu>>(arr);
+    out = clone(tensor_over_array(a, arr, "tensor"));
+    if (dtype) out = to_dtype(out, *dtype);
+  } else {
+    DataScan s;
+    scan(data, 0, s);
+    ScalarType natural = !s.any && !s.shape.empty() ? default_dtype()
+                         : s.kind == Kind::Float ? default_dtype()
+                         : s.kind == Kind::Int   ? ScalarType::Int64
+                                                 : ScalarType::Bool;
+    if (!s.any && s.shape.empty()) natural = default_dtype();
+    ScalarType target = dtype.value_or(natural);
+    bool as_float = s.kind == Kind::Float || is_floating_type(target);
+    Tensor buf = empty_tensor(s.shape, as_float ? ScalarType::Float64 : ScalarType::Int64, Device());
+    double* dp = as_float ? buf.data_ptr<double>() : nullptr;
+    int64_t* ip = as_float ? nullptr : buf.data_ptr<int64_t>();
+    if (buf.numel() > 0 || s.shape.empty()) fill(data, dp, ip);
+    out = to_dtype(buf, target);
+    if (out.is_same(buf)) out = buf;
+  }
+  if (device && *device != out.device()) out = to_device(out, *device);
+  return out;
+}
+
+nb::object wrap_tensor(Tensor t) { return nb::cast(std::move(t), nb::rv_policy::move); }
+
+namespace {
+nb::object element_to_py(const char* p, ScalarType st) {
+  return visit_dtype(st, [&]<typename T>() -> nb::object {
+    T v;
+    std::memcpy(&v, p, sizeof(T));
+    if constexpr (std::is_same_v<T, bool>) return nb::bool_(v);
+    else if constexpr (is_float_v<T>) return nb::float_(static_cast<double>(static_cast<opmath_t<T>>(v)));
+    else return nb::int_(static_cast<int64_t>(v));
+  });
+}
+nb::object to_list_rec(const char* p, const Tensor& t, int64_t d) {
+  if (d == t.dim()) return element_to_py(p, t.dtype());
+  int64_t n = t.sizes()[d], st = t.strides()[d] * static_cast<int64_t>(t.element_size());
+  nb::list l;
+  for (int64_t i = 0; i < n; ++i) l.append(to_list_rec(p + i * st, t, d + 1));
+  return l;
+}
+}  // namespace
+
+nb::object tensor_to_list(const Tensor& t0) {
+  STRATA_CHECK(!t0.device().is_meta(), "tolist(): cannot read data of a tensor on the meta device");
+  Tensor t = to_device(t0, Device());
+  return to_list_rec(static_cast<const char*>(t.data_ptr()), t, 0);
+}
+
+// ---------------------------------------------------------------------------
+
+void bind_tensor(nb::module_& m) {
+  nb::class_<DType>(m, "dtype")
+      .def_prop_ro("is_floating_point", [](const DType& d) { return is_floating_type(d.type); })
+      .def_prop_ro("is_signed", [](const DType& d) { return is_signed_type(d.type); })
+      .def_prop_ro("itemsize", [](const DType& d) { return element_size(d.type); })
+      .def_prop_ro("is_complex", [](const DType&) { return false; })
+      .def_prop_ro("_name", [](const DType& d) { return std::string(dtype_name(d.type)); })
+      .def("__repr__", [](const DType& d) { return "strata." + std::string(dtype_name(d.type)); })
+      .def("__reduce__", [](const DType& d) { return std::string(dtype_name(d.type)); });
+  for (int i = 0; i < kNumScalarTypes; ++i) {
+    auto st = static_cast<ScalarType>(i);
+    g_dtype_objects[i] = nb::cast(DType{st});
+    m.attr(std::string(dtype_name(st)).c_str()) = g_dtype_objects[i];
+  }
+  m.attr("_dtype_objects") = nb::make_tuple();
+
+  nb::class_<Device>(m, "device")
+      .def("__init__", [](Device* d, const std::string& s) { new (d) Device(s); })
+      .def("__init__",
+           [](Device* d, const std::string& type, int64_t index) {
+             Device parsed(type);
+             new (d) Device(parsed.type, static_cast<int8_t>(index));
+           })
+      .def("__init__", [](Device* d, const Device& o) { new (d) Device(o); })
+      .def_prop_ro("type", [](const Device& d) { return device_type_name(d.type); })
+      .def_prop_ro("index", [](const Device& d) -> nb::object {
+        return d.index < 0 ? nb::object(nb::none()) : nb::object(nb::int_(d.index));
+      })
+      .def("__eq__", [](const Device& a, nb::handle b) {
+        auto d = to_device(b);
+        return d && a == *d;
+      })
+      .def("__hash__", [](const Device& d) { return static_cast<int>(d.type) * 131 + d.index; })
+      .def("__str__", &Device::str)
+      .def("__repr__", [](const Device& d) {
+        std::string s = "device(type='" + device_type_name(d.type) + "'";
+        if (d.index >= 0) s += ", index=" + std::to_string(d.index);
+        return s + ")";
+      });
+
+  nb::class_<Tensor>(m, "Tensor", nb::dynamic_attr())
+      .def_prop_ro("_shape", [](const Tensor& t) {
+        nb::tuple tup = nb::steal<nb::tuple>(PyTuple_New(t.dim()));
+        for (int64_t i = 0; i < t.dim(); ++i) PyTuple_SET_ITEM(tup.ptr(), i, PyLong_FromLongLong(t.sizes()[i]));
+        return tup;
+      })
+      .def_prop_ro("dtype", [](const Tensor& t) { return dtype_object(t.dtype()); })
+      .def_prop_ro("device", [](const Tensor& t) { return t.device(); })
+      .def_prop_ro("ndim", [](const Tensor& t) { return t.dim(); })
+      .def_prop_ro("_version", [](const Tensor& t) { return t.version(); })
+      .def_prop_ro("is_meta", [](const Tensor& t) { return t.device().is_meta(); })
+      .def_prop_ro("is_cpu", [](const Tensor& t) { return t.device().is_cpu(); })
+      .def_prop_ro("is_cuda", [](const Tensor& t) { return t.device().type == DeviceType::CUDA; })
+      .def_prop_ro("_is_wrapped_number", [](const Tensor& t) { return t.impl()->is_wrapped_number(); })
+      .def("dim", [](const Tensor& t) { return t.dim(); })
+      .def("ndimension", [](const Tensor& t) { return t.dim(); })
+      .def("numel", [](const Tensor& t) { return t.numel(); })
+      .def("nelement", [](const Tensor& t) { return t.numel(); })
+      .def("element_size", [](const Tensor& t) { return t.element_size(); })
+      .def("storage_offset", [](const Tensor& t) { return t.storage_offset(); })
+      .def("is_contiguous", [](const Tensor& t) { return t.is_contiguous(); })
+      .def("is_floating_point", [](const Tensor& t) { return is_floating_type(t.dtype()); })
+      .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); })
+      .def("_storage_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.impl()->storage().get()); })
+      .def("_storage_nbytes", [](const Tensor& t) { return t.impl()->storage()->nbytes(); })
+      .def("_is_same", [](const Tensor& a, const Tensor& b) { return a.is_same(b); })
+      .def("_stride", [](const Tensor& t) {
+        nb::tuple tup = nb::steal<nb::tuple>(PyTuple_New(t.dim()));
+        for (int64_t i = 0; i < t.dim(); ++i) PyTuple_SET_ITEM(tup.ptr(), i, PyLong_FromLongLong(t.strides()[i]));
+        return tup;
+      })
+      .def("item", [](const Tensor& t) -> nb::object {
+        STRATA_CHECK(!t.device().is_meta(), "item(): Tensor.item() cannot be called on meta tensors");
+        Tensor c = to_device(t, Device());
+        STRATA_CHECK(c.numel() == 1, "a Tensor with ", c.numel(), " elements cannot be converted to Scalar");
+        return element_to_py(static_cast<const char*>(c.data_ptr()), c.dtype());
+      })
+      .def("tolist", [](const Tensor& t) { return tensor_to_list(t); })
+      .def("_numpy", [](const Tensor& t) {
+        STRATA_CHECK(t.device().is_cpu(), "can't convert ", t.device().str(), " tensor to numpy. Use "
+                     "Tensor.cpu() to copy the tensor to host memory first.");
+        STRATA_CHECK_TYPE(t.dtype() != ScalarType::BFloat16, "Got unsupported ScalarType BFloat16");
+        auto* owner = new Tensor(t);
+        nb::capsule cap(owner, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
+        std::vector<size_t> shape(t.sizes().begin(), t.sizes().end());
+        std::vector<int64_t> strides(t.strides().begin(), t.strides().end());
+        return nb::ndarray<nb::numpy>(t.data_ptr(), t.dim(), shape.data(), cap, strides.data(), dl_dtype(t.dtype()),
+                                      nb::device::cpu::value, 0);
+      })
+      .def("__dlpack__",
+           [](const Tensor& t, nb::handle /*stream*/) {
+             STRATA_CHECK(t.device().is_cpu(), "__dlpack__: only CPU tensors can be exported for now");
+             auto* owner = new Tensor(t);
+             nb::capsule cap(owner, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
+             std::vector<size_t> shape(t.sizes().begin(), t.sizes().end());
+             std::vector<int64_t> strides(t.strides().begin(), t.strides().end());
+             nb::ndarray<> arr(t.data_ptr(), t.dim(), shape.data(), cap, strides.data(), dl_dtype(t.dtype()),
+                               nb::device::cpu::value, 0);
+             return nb::cast(arr, nb::rv_policy::reference).attr("__dlpack__")();
+           },
+           nb::arg("stream").none() = nb::none())
+      .def("__dlpack_device__", [](const Tensor& t) { return nb::make_tuple(1, 0); });
+
+  m.def("_from_numpy", [](nb::handle arr) {
+    auto a = nb::cast<nb::ndarray<nb::ro, nb::device::cpu>>(arr);
+    return tensor_over_array(a, arr, "from_numpy");
+  });
+  m.def("_from_dlpack", [](nb::handle obj) {
+    // nanobind accepts DLPack capsules and objects with __dlpack__.
+    auto a = nb::cast<nb::ndarray<nb::ro>>(obj);
+    STRATA_CHECK(a.device_type() == nb::device::cpu::value, "from_dlpack: only CPU memory is supported for now");
+    nb::object owner = nb::cast(a);
+    return tensor_over_array(nb::ndarray<nb::ro, nb::device::cpu>(a), owner, "from_dlpack");
+  });
+  m.def("_tensor", [](nb::handle data, nb::handle dtype, nb::handle device) {
+    std::optional<ScalarType> st;
+    if (!dtype.is_none()) {
+      st = to_scalar_type(dtype);
+      STRATA_CHECK_TYPE(st, "tensor(): dtype must be a strata.dtype");
+    }
+    std::optional<Device> dev;
+    if (!device.is_none()) dev = to_device(device);
+    return tensor_from_data(data, st, dev);
+  }, nb::arg("data").none(), nb::arg("dtype").none(), nb::arg("device").none());
+}
+
+}  // namespace strata::py

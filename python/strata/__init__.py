@@ -1,0 +1,39 @@
+"""Strata: a deep-learning framework with a C++ core and PyTorch's Python API.
+
+``import strata as torch`` runs ordinary torch code over the surface Strata
+implements. Every op is declared once in the C++ op table (src/ops/decl) and
+reaches Python through one generic binding (``strata._C._ops``); this package
+adds the Python-only conveniences on top.
+"""
+
+from . import _C
+from ._C import Tensor, device, dtype
+from ._C import (  # noqa: F401  (dtype objects)
+    bool,
+    uint8,
+    int8,
+    int16,
+    int32,
+    int64,
+    float16,
+    bfloat16,
+    float32,
+    float64,
+)
+from ._C import get_default_dtype, set_default_dtype, get_num_threads, set_num_threads, promote_types
+
+# PyTorch's dtype aliases.
+half = float16
+float = float32  # noqa: A001
+double = float64
+short = int16
+int = int32  # noqa: A001
+long = int64
+
+from ._size import Size  # noqa: E402
+from ._functions import *  # noqa: E402,F401,F403
+from ._functions import __all__ as _fn_all  # noqa: E402
+from . import _tensor  # noqa: E402,F401  (attaches Tensor methods)
+from ._grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode  # noqa: E402
+
+__version__ = "0.1.0"

@@ -1,0 +1,107 @@
+"""Module-level functions: every op of the C++ op table, plus the few
+functions that only exist in Python (tensor construction, NumPy/DLPack)."""
+
+import builtins as _builtins
+
+from . import _C
+
+_ops = _C._ops
+
+__all__ = []
+
+
+def _export_ops():
+    g = globals()
+    for info in _C._op_schemas():
+        name = info["name"]
+        if name.startswith("_") or name.endswith("_") or name in g:
+            continue
+        g[name] = getattr(_ops, name)
+        __all__.append(name)
+
+
+_export_ops()
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    """Copies data (nested sequences, numbers, NumPy arrays, tensors) into a new tensor."""
+    t = _C._tensor(data, dtype, device)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def as_tensor(data, dtype=None, device=None):
+    if isinstance(data, _C.Tensor):
+        if (dtype is None or data.dtype is dtype) and (device is None or data.device == _C.device(str(device))):
+            return data
+        return data.to(dtype=dtype, device=device)
+    if type(data).__module__ == "numpy" and type(data).__name__ == "ndarray" and dtype is None and device is None:
+        try:
+            return from_numpy(data)
+        except (TypeError, ValueError):
+            pass
+    return _C._tensor(data, dtype, device)
+
+
+def asarray(obj, dtype=None, device=None, copy=None):
+    if copy:
+        return _C._tensor(obj, dtype, device)
+    return as_tensor(obj, dtype, device)
+
+
+def from_numpy(array):
+    """A tensor sharing memory with a NumPy array (no copy)."""
+    if type(array).__module__ != "numpy":
+        raise TypeError(f"expected np.ndarray (got {type(array).__name__})")
+    return _C._from_numpy(array)
+
+
+def from_dlpack(ext):
+    """A tensor sharing memory with any object that implements DLPack."""
+    if isinstance(ext, _C.Tensor):
+        return ext
+    return _C._from_dlpack(ext)
+
+
+def is_tensor(obj):
+    return isinstance(obj, _C.Tensor)
+
+
+def is_floating_point(t):
+    return t.dtype.is_floating_point
+
+
+def numel(t):
+    return t.numel()
+
+
+def result_type(a, b):
+    """The dtype an op on a and b computes in (PyTorch's promotion rules)."""
+    return _ops.add(a, b).dtype if not (isinstance(a, _C.Tensor) and a.device.type == "meta") else None
+
+
+def can_cast(from_, to):
+    cat = lambda d: 0 if d is _C.bool else (2 if d.is_floating_point else 1)  # noqa: E731
+    return cat(from_) <= cat(to)
+
+
+def is_grad_enabled():
+    from ._grad_mode import is_grad_enabled as f
+
+    return f()
+
+
+__all__ += [
+    "tensor",
+    "as_tensor",
+    "asarray",
+    "from_numpy",
+    "from_dlpack",
+    "is_tensor",
+    "is_floating_point",
+    "numel",
+    "result_type",
+    "can_cast",
+]
+del _builtins

@@ -1,0 +1,262 @@
+"""Methods, operators and properties of strata.Tensor.
+
+Most methods are generated: every op in the C++ op table whose first argument
+is `self` becomes a method, and every op that takes `out=` also gets an
+in-place variant `name_` that writes into self. What is written here by hand
+is only what has no op behind it (conversions, Python protocols)."""
+
+import builtins
+
+from . import _C
+from ._size import Size
+
+Tensor = _C.Tensor
+_ops = _C._ops
+
+
+def _install_generated_methods():
+    seen = set()
+    for info in _C._op_schemas():
+        name = info["name"]
+        if name in seen or name.startswith("_"):
+            continue
+        seen.add(name)
+        args = info["args"]
+        if not args or args[0]["name"] != "self" or args[0]["type"] != "Tensor":
+            continue
+        fn = getattr(_ops, name)
+        if not hasattr(Tensor, name):
+            setattr(Tensor, name, fn)
+        has_out = builtins.any(a["name"] == "out" for a in args)
+        if has_out and not name.endswith("_") and not hasattr(Tensor, name + "_"):
+            setattr(Tensor, name + "_", _make_inplace(fn, name))
+
+
+def _make_inplace(fn, name):
+    def method(self, *args, **kwargs):
+        fn(self, *args, out=self, **kwargs)
+        return self
+
+    method.__name__ = name + "_"
+    return method
+
+
+_install_generated_methods()
+
+# ---- properties --------------------------------------------------------------
+Tensor.shape = property(lambda self: Size(self._shape))
+
+
+def _size(self, dim=None):
+    s = self._shape
+    if dim is None:
+        return Size(s)
+    n = len(s)
+    if not (-max(n, 1) <= dim < max(n, 1)):
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-max(n, 1)}, {max(n, 1) - 1}], but got {dim})")
+    return s[dim] if n else 1
+
+
+def _stride(self, dim=None):
+    s = self._stride()
+    if dim is None:
+        return s
+    return s[dim]
+
+
+Tensor.size = _size
+Tensor.stride = _stride
+Tensor.__len__ = lambda self: _len(self)
+
+
+def _len(self):
+    if self.ndim == 0:
+        raise TypeError("len() of a 0-d tensor")
+    return self._shape[0]
+
+
+Tensor.__hash__ = lambda self: id(self)
+
+
+# ---- conversions -------------------------------------------------------------
+def _to(self, *args, **kwargs):
+    dtype = kwargs.pop("dtype", None)
+    device = kwargs.pop("device", None)
+    copy = kwargs.pop("copy", False)
+    kwargs.pop("non_blocking", None)
+    for a in args:
+        if isinstance(a, _C.dtype):
+            dtype = a
+        elif isinstance(a, (str, _C.device)):
+            device = a
+        elif isinstance(a, Tensor):
+            dtype, device = a.dtype, a.device
+        else:
+            raise TypeError(f"to() received an invalid argument: {type(a).__name__}")
+    if kwargs:
+        raise TypeError(f"to() got an unexpected keyword argument '{next(iter(kwargs))}'")
+    if device is not None and not isinstance(device, _C.device):
+        device = _C.device(device)
+    same_dtype = dtype is None or dtype is self.dtype
+    same_device = device is None or device == self.device
+    if same_dtype and same_device and not copy:
+        return self
+    return _ops._to_copy(self, dtype=dtype, device=device)
+
+
+Tensor.to = _to
+Tensor.cpu = lambda self: _to(self, device="cpu")
+Tensor.type_as = lambda self, other: _to(self, dtype=other.dtype)
+for _name, _dt in [
+    ("float", _C.float32),
+    ("double", _C.float64),
+    ("half", _C.float16),
+    ("bfloat16", _C.bfloat16),
+    ("int", _C.int32),
+    ("long", _C.int64),
+    ("short", _C.int16),
+    ("char", _C.int8),
+    ("byte", _C.uint8),
+    ("bool", _C.bool),
+]:
+    setattr(Tensor, _name, (lambda d: lambda self: _to(self, dtype=d))(_dt))
+
+
+def _numpy(self, force=False):
+    return self._numpy()
+
+
+Tensor.numpy = _numpy
+
+
+def _array(self, dtype=None, copy=None):
+    import numpy as np
+
+    a = self._numpy()
+    return a.astype(dtype) if dtype is not None else a
+
+
+Tensor.__array__ = _array
+
+
+def _item_check(self, what):
+    if self.numel() != 1:
+        raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
+    return self.item()
+
+
+Tensor.__float__ = lambda self: builtins.float(_item_check(self, "float"))
+Tensor.__int__ = lambda self: builtins.int(_item_check(self, "int"))
+
+
+def _index(self):
+    if self.dtype.is_floating_point or self.numel() != 1:
+        raise TypeError("only integer tensors of a single element can be converted to an index")
+    return self.item()
+
+
+Tensor.__index__ = _index
+
+
+def _bool(self):
+    if self.numel() != 1:
+        raise RuntimeError(
+            f"Boolean value of Tensor with more than one value is ambiguous" if self.numel() > 1 else "Boolean value of Tensor with no values is ambiguous"
+        )
+    return builtins.bool(self.item())
+
+
+Tensor.__bool__ = _bool
+
+
+def _iter(self):
+    if self.ndim == 0:
+        raise TypeError("iteration over a 0-d tensor")
+    for i in range(self._shape[0]):
+        yield self[i]
+
+
+Tensor.__iter__ = _iter
+
+# ---- operators ---------------------------------------------------------------
+Tensor.__add__ = lambda self, other: _ops.add(self, other)
+Tensor.__radd__ = lambda self, other: _ops.add(self, other)
+Tensor.__iadd__ = lambda self, other: self.add_(other)
+Tensor.__sub__ = lambda self, other: _ops.sub(self, other)
+Tensor.__rsub__ = lambda self, other: _ops.sub(other, self)
+Tensor.__isub__ = lambda self, other: self.sub_(other)
+Tensor.__mul__ = lambda self, other: _ops.mul(self, other)
+Tensor.__rmul__ = lambda self, other: _ops.mul(self, other)
+Tensor.__imul__ = lambda self, other: self.mul_(other)
+Tensor.__truediv__ = lambda self, other: _ops.div(self, other)
+Tensor.__rtruediv__ = lambda self, other: _ops.div(other, self)
+Tensor.__itruediv__ = lambda self, other: self.div_(other)
+Tensor.__floordiv__ = lambda self, other: _ops.floor_divide(self, other)
+Tensor.__rfloordiv__ = lambda self, other: _ops.floor_divide(other, self)
+Tensor.__ifloordiv__ = lambda self, other: self.floor_divide_(other)
+Tensor.__mod__ = lambda self, other: _ops.remainder(self, other)
+Tensor.__rmod__ = lambda self, other: _ops.remainder(other, self)
+Tensor.__imod__ = lambda self, other: self.remainder_(other)
+Tensor.__pow__ = lambda self, other: _ops.pow(self, other)
+Tensor.__rpow__ = lambda self, other: _ops.pow(other, self)
+Tensor.__ipow__ = lambda self, other: self.pow_(other)
+Tensor.__neg__ = lambda self: _ops.neg(self)
+Tensor.__pos__ = lambda self: self
+Tensor.__abs__ = lambda self: _ops.abs(self)
+Tensor.__invert__ = lambda self: _ops.logical_not(self) if self.dtype is _C.bool else _ops.bitwise_not(self)
+Tensor.__and__ = lambda self, other: _logical_or_bitwise("and", self, other)
+Tensor.__rand__ = lambda self, other: _logical_or_bitwise("and", self, other)
+Tensor.__or__ = lambda self, other: _logical_or_bitwise("or", self, other)
+Tensor.__ror__ = lambda self, other: _logical_or_bitwise("or", self, other)
+Tensor.__xor__ = lambda self, other: _logical_or_bitwise("xor", self, other)
+Tensor.__rxor__ = lambda self, other: _logical_or_bitwise("xor", self, other)
+Tensor.__iand__ = lambda self, other: self.bitwise_and_(other)
+Tensor.__ior__ = lambda self, other: self.bitwise_or_(other)
+Tensor.__ixor__ = lambda self, other: self.bitwise_xor_(other)
+Tensor.__eq__ = lambda self, other: _cmp(_ops.eq, self, other)
+Tensor.__ne__ = lambda self, other: _cmp(_ops.ne, self, other)
+Tensor.__lt__ = lambda self, other: _cmp(_ops.lt, self, other)
+Tensor.__le__ = lambda self, other: _cmp(_ops.le, self, other)
+Tensor.__gt__ = lambda self, other: _cmp(_ops.gt, self, other)
+Tensor.__ge__ = lambda self, other: _cmp(_ops.ge, self, other)
+
+
+def _logical_or_bitwise(kind, a, b):
+    return getattr(_ops, "bitwise_" + kind)(a, b)
+
+
+def _cmp(op, a, b):
+    if b is None or not (isinstance(b, (Tensor, builtins.int, builtins.float, builtins.bool)) or hasattr(b, "__float__")):
+        return NotImplemented
+    return op(a, b)
+
+
+# Aliases with PyTorch's names.
+Tensor.true_divide = lambda self, other: _ops.div(self, other)
+Tensor.multiply = Tensor.mul
+Tensor.subtract = Tensor.sub
+Tensor.divide = Tensor.div
+Tensor.absolute = Tensor.abs
+Tensor.negative = Tensor.neg
+Tensor.clip = Tensor.clamp
+Tensor.clip_ = Tensor.clamp_
+Tensor.fix = Tensor.trunc
+Tensor.greater = Tensor.gt
+Tensor.less = Tensor.lt
+Tensor.greater_equal = Tensor.ge
+Tensor.less_equal = Tensor.le
+Tensor.not_equal = Tensor.ne
+Tensor.clamp_min = lambda self, min: _ops.clamp(self, min, None)
+Tensor.clamp_max = lambda self, max: _ops.clamp(self, None, max)
+Tensor.new_tensor = lambda self, data, dtype=None, device=None: _C._tensor(data, dtype or self.dtype, device or self.device)
+Tensor.dim_order = lambda self: tuple(sorted(range(self.ndim), key=lambda d: -self._stride()[d]))
+
+
+def _repr(self):
+    from ._repr import tensor_repr
+
+    return tensor_repr(self)
+
+
+Tensor.__repr__ = _repr
+Tensor.__str__ = _repr

@@ -1,0 +1,109 @@
+// CPU inner loops of the unary elementwise ops. Compiled once per ISA level.
+#include "backends/cpu/loops.h"
+#include "ops/pointwise.h"
+#include "ops/pointwise_functors.h"
+
+namespace strata {
+namespace cpu {
+inline namespace STRATA_CPU_NS {
+namespace {
+
+using fn_t = void (*)(TensorIterator&, const PwArgs&);
+
+#define STRATA_UNARY_K(name, Op, float_only)                                             \
+  void name##_kernel(TensorIterator& it, const PwArgs&) { unary_kernel(it, fn::Op{}, float_only); }
+#define STRATA_UNARY_BOOL_K(name, Op) \
+  void name##_kernel(TensorIterator& it, const PwArgs&) { unary_bool_kernel(it, fn::Op{}); }
+#define STRATA_BINARY_K(name, Op, Visit) \
+  void name##_kernel(TensorIterator& it, const PwArgs&) { binary_kernel(it, fn::Op{}, Visit{}); }
+#define STRATA_BINARY_BOOL_K(name, Op) \
+  void name##_kernel(TensorIterator& it, const PwArgs&) { binary_bool_kernel(it, fn::Op{}); }
+
+STRATA_UNARY_K(exp, Exp, true)
+STRATA_UNARY_K(exp2, Exp2, true)
+STRATA_UNARY_K(expm1, Expm1, true)
+STRATA_UNARY_K(log, Log, true)
+STRATA_UNARY_K(log2, Log2, true)
+STRATA_UNARY_K(log10, Log10, true)
+STRATA_UNARY_K(log1p, Log1p, true)
+STRATA_UNARY_K(sqrt, Sqrt, true)
+STRATA_UNARY_K(rsqrt, Rsqrt, true)
+STRATA_UNARY_K(reciprocal, Reciprocal, true)
+STRATA_UNARY_K(sin, Sin, true)
+STRATA_UNARY_K(cos, Cos, true)
+STRATA_UNARY_K(tan, Tan, true)
+STRATA_UNARY_K(tanh, Tanh, true)
+STRATA_UNARY_K(asin, Asin, true)
+STRATA_UNARY_K(acos, Acos, true)
+STRATA_UNARY_K(atan, Atan, true)
+STRATA_UNARY_K(sinh, Sinh, true)
+STRATA_UNARY_K(cosh, Cosh, true)
+STRATA_UNARY_K(sigmoid, Sigmoid, true)
+STRATA_UNARY_K(erf, Erf, true)
+STRATA_UNARY_K(erfc, Erfc, true)
+STRATA_UNARY_K(neg, Neg, false)
+STRATA_UNARY_K(abs, Abs, false)
+STRATA_UNARY_K(sign, Sign, false)
+STRATA_UNARY_K(square, Square, false)
+STRATA_UNARY_K(floor, Floor, false)
+STRATA_UNARY_K(ceil, Ceil, false)
+STRATA_UNARY_K(trunc, Trunc, false)
+STRATA_UNARY_K(bitwise_not, BitwiseNot, false)
+STRATA_UNARY_BOOL_K(isnan, IsNan)
+STRATA_UNARY_BOOL_K(isinf, IsInf)
+STRATA_UNARY_BOOL_K(isfinite, IsFinite)
+STRATA_UNARY_BOOL_K(logical_not, LogicalNot)
+
+void round_kernel(TensorIterator& it, const PwArgs& a) {
+  if (a.a == 0) unary_kernel(it, fn::Round{}, false);
+  else unary_kernel(it, fn::RoundDecimals{std::pow(10.0, a.a)}, false);
+}
+void nan_to_num_kernel(TensorIterator& it, const PwArgs& a) {
+  unary_kernel(it, fn::NanToNum{a.a, a.b, a.c}, false);
+}
+
+}  // namespace
+}  // namespace STRATA_CPU_NS
+}  // namespace cpu
+
+#define STRATA_REG(name)                                 \
+  STRATA_DECLARE_STUB(name##_stub, PointwiseFn);        \
+  STRATA_REGISTER_CPU_KERNEL(name##_stub, cpu::name##_kernel);
+STRATA_REG(exp)
+STRATA_REG(exp2)
+STRATA_REG(expm1)
+STRATA_REG(log)
+STRATA_REG(log2)
+STRATA_REG(log10)
+STRATA_REG(log1p)
+STRATA_REG(sqrt)
+STRATA_REG(rsqrt)
+STRATA_REG(reciprocal)
+STRATA_REG(sin)
+STRATA_REG(cos)
+STRATA_REG(tan)
+STRATA_REG(tanh)
+STRATA_REG(asin)
+STRATA_REG(acos)
+STRATA_REG(atan)
+STRATA_REG(sinh)
+STRATA_REG(cosh)
+STRATA_REG(sigmoid)
+STRATA_REG(erf)
+STRATA_REG(erfc)
+STRATA_REG(neg)
+STRATA_REG(abs)
+STRATA_REG(sign)
+STRATA_REG(square)
+STRATA_REG(floor)
+STRATA_REG(ceil)
+STRATA_REG(trunc)
+STRATA_REG(bitwise_not)
+STRATA_REG(isnan)
+STRATA_REG(isinf)
+STRATA_REG(isfinite)
+STRATA_REG(logical_not)
+STRATA_REG(round)
+STRATA_REG(nan_to_num)
+
+}  // namespace strata

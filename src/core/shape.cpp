@@ -1,0 +1,92 @@
+#include "core/shape.h"
+
+#include <sstream>
+
+namespace strata {
+
+int64_t checked_numel(IntArrayRef sizes, const char* op) {
+  int64_t n = 1;
+  bool overflow = false;
+  for (int64_t s : sizes) {
+    if (s < 0) {
+      throw Error(str(op, ": Trying to create tensor with negative dimension ", s, ": ", shape_str(sizes)));
+    }
+    overflow |= __builtin_mul_overflow(n, s, &n);
+  }
+  // A zero anywhere makes the count 0 even if a partial product overflowed.
+  for (int64_t s : sizes)
+    if (s == 0) return 0;
+  if (overflow) {
+    throw Error(str(op, ": the number of elements of shape ", shape_str(sizes), " overflows int64"));
+  }
+  return n;
+}
+
+DimVector contiguous_strides(IntArrayRef sizes) {
+  DimVector st(sizes.size());
+  int64_t acc = 1;
+  for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i >= 0; --i) {
+    st[i] = acc;
+    acc *= std::max<int64_t>(sizes[i], 1);
+  }
+  return st;
+}
+
+bool is_contiguous_geometry(IntArrayRef sizes, IntArrayRef strides) {
+  int64_t expected = 1;
+  for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i >= 0; --i) {
+    if (sizes[i] == 0) return true;
+    if (sizes[i] != 1 && strides[i] != expected) return false;
+    expected *= sizes[i];
+  }
+  return true;
+}
+
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
+  int64_t n = ndim == 0 ? 1 : ndim;
+  if (dim < -n || dim >= n) {
+    throw IndexError(str(op ? op : "", op ? ": " : "", "Dimension out of range (expected to be in range of [", -n,
+                         ", ", n - 1, "], but got ", dim, ")"));
+  }
+  return dim < 0 ? dim + n : dim;
+}
+
+uint64_t dims_to_mask(IntArrayRef dims, int64_t ndim, const char* op) {
+  STRATA_CHECK(ndim <= 64, op, ": tensors with more than 64 dimensions are not supported");
+  uint64_t mask = 0;
+  for (int64_t d : dims) {
+    int64_t w = wrap_dim(d, ndim, op);
+    STRATA_CHECK(!(mask & (uint64_t(1) << w)), op, ": dim ", w, " appears multiple times in the list of dims");
+    mask |= uint64_t(1) << w;
+  }
+  return mask;
+}
+
+DimVector broadcast_shapes(IntArrayRef a, IntArrayRef b, const char* op) {
+  size_t n = std::max(a.size(), b.size());
+  DimVector out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da == db || db == 1) {
+      out[i] = da;
+    } else if (da == 1) {
+      out[i] = db;
+    } else {
+      throw Error(str(op, ": The size of tensor a (", da, ") must match the size of tensor b (", db,
+                      ") at non-singleton dimension ", i, "; shapes ", shape_str(a), " and ", shape_str(b),
+                      " cannot be broadcast"));
+    }
+  }
+  return out;
+}
+
+std::string shape_str(IntArrayRef s) {
+  std::ostringstream ss;
+  ss << "[";
+  for (size_t i = 0; i < s.size(); ++i) ss << (i ? ", " : "") << s[i];
+  ss << "]";
+  return ss.str();
+}
+
+}  // namespace strata

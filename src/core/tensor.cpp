@@ -1,0 +1,89 @@
+#include "core/tensor.h"
+
+#include "core/shape.h"
+
+namespace strata {
+
+intrusive_ptr<StorageImpl> make_storage(size_t nbytes, Device device) {
+  return make_intrusive<StorageImpl>(get_allocator(device.type)->allocate(nbytes), nbytes, device);
+}
+
+TensorImpl::TensorImpl(intrusive_ptr<StorageImpl> storage, int64_t offset, DimVector sizes, DimVector strides,
+                       ScalarType dtype)
+    : storage_(std::move(storage)), offset_(offset), sizes_(std::move(sizes)), strides_(std::move(strides)),
+      dtype_(dtype) {
+  keys_ = DispatchKeySet(backend_key_for(storage_->device().type));
+  refresh();
+}
+
+TensorImpl::~TensorImpl() = default;
+
+void TensorImpl::refresh() {
+  numel_ = 1;
+  for (int64_t s : sizes_) numel_ *= s;
+  contiguous_ = is_contiguous_geometry(sizes_, strides_);
+}
+
+void TensorImpl::set_geometry(DimVector sizes, DimVector strides, int64_t offset) {
+  sizes_ = std::move(sizes);
+  strides_ = std::move(strides);
+  offset_ = offset;
+  refresh();
+}
+
+int64_t Tensor::size(int64_t d) const { return sizes()[wrap_dim(d, dim(), "size")]; }
+int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
+
+std::string Tensor::shape_str() const { return strata::shape_str(sizes()); }
+
+std::string Tensor::describe() const {
+  return str(dtype_name(dtype()), " tensor of shape ", shape_str(), " on ", device().str());
+}
+
+Scalar Tensor::item() const {
+  STRATA_CHECK(numel() == 1, "item(): a Tensor with ", numel(), " elements cannot be converted to Scalar");
+  STRATA_CHECK(device().is_cpu(), "item(): the tensor is on ", device().str(),
+               "; copy it to the cpu first (tensor.cpu())");
+  return visit_dtype(dtype(), [&]<typename T>() -> Scalar { return Scalar(*data_ptr<T>()); });
+}
+
+Tensor empty_tensor(IntArrayRef sizes, ScalarType dtype, Device device) {
+  STRATA_CHECK(dtype != ScalarType::Undefined, "empty: undefined dtype");
+  int64_t n = checked_numel(sizes, "empty");
+  size_t nbytes = 0;
+  if (__builtin_mul_overflow(static_cast<size_t>(n), element_size(dtype), &nbytes)) {
+    throw Error(str("empty: ", shape_str(sizes), " elements of ", dtype_name(dtype), " overflow the address space"));
+  }
+  DimVector sz(sizes.begin(), sizes.end());
+  return Tensor(make_intrusive<TensorImpl>(make_storage(nbytes, device), 0, sz, contiguous_strides(sz), dtype));
+}
+
+Tensor make_view(const Tensor& base, DimVector sizes, DimVector strides, int64_t offset) {
+  auto impl = make_intrusive<TensorImpl>(base.impl()->storage(), offset, std::move(sizes), std::move(strides),
+                                         base.dtype());
+  impl->set_key_set(base.key_set());
+  return Tensor(std::move(impl));
+}
+
+Tensor scalar_to_tensor(const Scalar& s, ScalarType dtype, Device device, bool wrapped) {
+  Tensor t = empty_tensor({}, dtype, device);
+  if (device.is_cpu()) {
+    visit_dtype(dtype, [&]<typename T>() { *t.data_ptr<T>() = s.to<T>(); });
+  }
+  t.impl()->set_wrapped_number(wrapped);
+  return t;
+}
+
+std::string Scalar::repr() const {
+  switch (kind_) {
+    case Kind::Bool: return v_.i ? "True" : "False";
+    case Kind::Int: return std::to_string(v_.i);
+    default: {
+      std::ostringstream ss;
+      ss << v_.d;
+      return ss.str();
+    }
+  }
+}
+
+}  // namespace strata

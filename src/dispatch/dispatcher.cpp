@@ -1,0 +1,206 @@
+#include "dispatch/dispatcher.h"
+
+#include <sstream>
+
+namespace strata {
+
+void register_builtin_schemas(Dispatcher& d);  // ops/op_list.cpp
+
+std::string_view dispatch_key_name(DispatchKey k) {
+  switch (k) {
+    case DispatchKey::CPU: return "CPU";
+    case DispatchKey::CUDA: return "CUDA";
+    case DispatchKey::Meta: return "Meta";
+    case DispatchKey::PrivateUse1: return "PrivateUse1";
+    case DispatchKey::CompositeImplicit: return "CompositeImplicit";
+    case DispatchKey::ADInplaceOrView: return "ADInplaceOrView";
+    case DispatchKey::Autograd: return "Autograd";
+    case DispatchKey::Autocast: return "Autocast";
+    case DispatchKey::Vmap: return "Vmap";
+    case DispatchKey::Functionalize: return "Functionalize";
+    case DispatchKey::Tracer: return "Tracer";
+    case DispatchKey::Profiler: return "Profiler";
+    case DispatchKey::Python: return "Python";
+    default: return "Undefined";
+  }
+}
+
+LocalDispatchKeySet& tls_local_dispatch_key_set() {
+  thread_local LocalDispatchKeySet s;
+  return s;
+}
+
+ExcludeDispatchKeyGuard::ExcludeDispatchKeyGuard(DispatchKeySet ks) {
+  auto& tls = tls_local_dispatch_key_set();
+  prev_ = tls.excluded;
+  tls.excluded = tls.excluded | ks;
+}
+ExcludeDispatchKeyGuard::~ExcludeDispatchKeyGuard() { tls_local_dispatch_key_set().excluded = prev_; }
+IncludeDispatchKeyGuard::IncludeDispatchKeyGuard(DispatchKeySet ks) {
+  auto& tls = tls_local_dispatch_key_set();
+  prev_ = tls.included;
+  tls.included = tls.included | ks;
+}
+IncludeDispatchKeyGuard::~IncludeDispatchKeyGuard() { tls_local_dispatch_key_set().included = prev_; }
+
+Dispatcher& Dispatcher::get() {
+  static Dispatcher* d = [] {
+    auto* p = new Dispatcher();  // never destroyed: kernels may run during exit
+    register_builtin_schemas(*p);
+    return p;
+  }();
+  return *d;
+}
+
+Dispatcher::Dispatcher() {
+  // Functionality layers are transparent until something registers for them.
+  for (int k = kFirstFunctionalityKey; k < kNumDispatchKeys; ++k) fallbacks_[k] = KernelFunction::make_fallthrough();
+}
+
+OperatorEntry& Dispatcher::def(const std::string& schema_text, uint32_t flags, int id) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  FunctionSchema schema = parse_schema(schema_text);
+  std::string full = schema.full_name();
+  STRATA_CHECK(!by_name_.count(full), "Dispatcher::def: operator ", full, " is already defined");
+  if (id < 0) id = static_cast<int>(ops_.size());
+  STRATA_CHECK(id == static_cast<int>(ops_.size()), "Dispatcher::def: operator ids must be dense (", full, ")");
+  ops_.push_back(std::make_unique<OperatorEntry>(std::move(schema), flags, id));
+  OperatorEntry& op = *ops_.back();
+  by_name_[full] = &op;
+  // The first overload also answers to the bare name.
+  by_name_.emplace(op.schema().name, &op);
+  recompute(op);
+  return op;
+}
+
+OperatorEntry* Dispatcher::find(std::string_view name) const {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  auto it = by_name_.find(std::string(name));
+  return it == by_name_.end() ? nullptr : it->second;
+}
+
+std::vector<OperatorEntry*> Dispatcher::overloads(std::string_view name) const {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  std::vector<OperatorEntry*> out;
+  for (auto& op : ops_)
+    if (op->schema().name == name) out.push_back(op.get());
+  return out;
+}
+
+void Dispatcher::register_kernel(OperatorEntry& op, DispatchKey key, KernelFunction k) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  if (k.typed) {
+    const auto& s = op.schema();
+    bool ok = k.arg_types.size() == s.args.size() && k.ret_types.size() == s.returns.size();
+    for (size_t i = 0; ok && i < s.args.size(); ++i) ok = k.arg_types[i] == s.args[i].type;
+    for (size_t i = 0; ok && i < s.returns.size(); ++i) {
+      ok = k.ret_types[i] == s.returns[i] ||
+           (k.ret_types[i] == ArgType::TensorList && s.returns[i] == ArgType::TensorList);
+    }
+    if (!ok) {
+      std::ostringstream ss;
+      ss << "Dispatcher: kernel " << k.debug_name << " for " << s.full_name() << " has C++ signature (";
+      for (size_t i = 0; i < k.arg_types.size(); ++i) ss << (i ? ", " : "") << arg_type_name(k.arg_types[i]);
+      ss << ") which does not match the schema " << s.text;
+      throw Error(ss.str());
+    }
+  }
+  op.registered_[static_cast<int>(key)] = std::move(k);
+  recompute(op);
+}
+
+void Dispatcher::register_fallback(DispatchKey key, KernelFunction k) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  fallbacks_[static_cast<int>(key)] = std::move(k);
+  for (auto& op : ops_) recompute(*op);
+}
+
+// Note [Computing the dispatch table]
+// For each key: the op's own kernel; else, for a backend key, the op's
+// CompositeImplicit kernel (it is written in terms of other ops, so it works on
+// every backend); else the key's global fallback. Functionality keys whose
+// entry is a fallthrough are collected into a mask that calls remove before
+// the bit scan, so a transparent layer costs nothing.
+void Dispatcher::recompute(OperatorEntry& op) {
+  op.fallthrough_ = DispatchKeySet();
+  const KernelFunction& composite = op.registered_[static_cast<int>(DispatchKey::CompositeImplicit)];
+  for (int k = 0; k < kNumDispatchKeys; ++k) {
+    auto key = static_cast<DispatchKey>(k);
+    const KernelFunction* chosen = nullptr;
+    DispatchKey source = key;
+    if (op.registered_[k].valid()) {
+      chosen = &op.registered_[k];
+    } else if (is_backend_key(key) && composite.valid()) {
+      chosen = &composite;
+      source = DispatchKey::CompositeImplicit;
+    } else if (k >= kFirstFunctionalityKey && composite.valid() && fallbacks_[k].fallthrough) {
+      chosen = &fallbacks_[k];
+    } else if (fallbacks_[k].valid()) {
+      chosen = &fallbacks_[k];
+      source = key;
+    }
+    if (chosen && chosen->fallthrough) {
+      op.fallthrough_ = op.fallthrough_.add(key);
+      op.table_[k] = KernelFunction();
+    } else {
+      op.table_[k] = chosen ? *chosen : KernelFunction();
+    }
+    op.source_[k] = source;
+  }
+}
+
+void OperatorEntry::report_missing(DispatchKeySet ks) const {
+  DispatchKey k = ks.highest();
+  std::ostringstream ss;
+  ss << "Could not run '" << schema_.full_name() << "' with arguments from the '" << dispatch_key_name(k)
+     << "' backend: no kernel is registered for it. '" << schema_.full_name() << "' has kernels for: [";
+  bool first = true;
+  for (int i = 0; i < kNumDispatchKeys; ++i) {
+    if (registered_[i].valid() && !registered_[i].fallthrough) {
+      ss << (first ? "" : ", ") << dispatch_key_name(static_cast<DispatchKey>(i));
+      first = false;
+    }
+  }
+  ss << "]";
+  throw NotImplementedError(ss.str());
+}
+
+namespace detail {
+DispatchKeySet collect_keys_boxed(const Stack& s) {
+  DispatchKeySet ks;
+  for (const IValue& v : s) {
+    if (v.is_tensor()) {
+      if (v.to_tensor().defined()) ks = ks | v.to_tensor().key_set();
+    } else if (v.is_tensor_list()) {
+      for (const auto& t : v.to_tensor_list())
+        if (t.defined()) ks = ks | t.key_set();
+    } else if (v.is_device()) {
+      ks = ks.add(backend_key_for(v.to_device().type));
+    }
+  }
+  return ks;
+}
+}  // namespace detail
+
+void call_boxed(const OperatorEntry& op, Stack& stack) {
+  DispatchKeySet ks = apply_tls(detail::collect_keys_boxed(stack), op);
+  op.lookup(ks).boxed(op, ks, stack);
+}
+
+void redispatch_boxed(const OperatorEntry& op, DispatchKeySet ks, DispatchKey self, Stack& stack) {
+  DispatchKeySet below = ks.below(self) - op.fallthrough_keys();
+  op.lookup(below).boxed(op, below, stack);
+}
+
+KernelRegistrar::KernelRegistrar(const char* op_name, DispatchKey key, KernelFunction k) {
+  Dispatcher& d = Dispatcher::get();
+  OperatorEntry* op = d.find(op_name);
+  STRATA_CHECK(op, "KernelRegistrar: unknown operator '", op_name, "'");
+  d.register_kernel(*op, key, std::move(k));
+}
+
+FallbackRegistrar::FallbackRegistrar(DispatchKey key, KernelFunction k) {
+  Dispatcher::get().register_fallback(key, std::move(k));
+}
+
+}  // namespace strata

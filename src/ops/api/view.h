@@ -1,0 +1,5 @@
+#pragma once
+
+#include "ops/op_list.h"
+
+namespace strata {}  // namespace strata

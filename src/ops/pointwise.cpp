@@ -1,0 +1,276 @@
+// Device-generic implementations of the elementwise ops: dtype rules, argument
+// checks, then the per-device stub. Registered for CPU and Meta.
+#include "ops/pointwise.h"
+
+#include "ops/op_list.h"
+#include "ops/ops.h"
+
+namespace strata {
+
+void resize_out(Tensor& out, IntArrayRef shape, const char* op) {
+  int64_t n = checked_numel(shape, op);
+  DimVector sz(shape.begin(), shape.end());
+  size_t need = static_cast<size_t>(n) * out.element_size();
+  size_t have = out.impl()->storage()->nbytes();
+  if (need + out.storage_offset() * out.element_size() <= have) {
+    out.impl()->set_geometry(sz, contiguous_strides(sz), out.storage_offset());
+  } else {
+    out.impl()->set_storage(make_storage(need, out.device()));
+    out.impl()->set_geometry(sz, contiguous_strides(sz), 0);
+  }
+}
+
+Tensor run_pointwise(const char* op, const DispatchStub<PointwiseFn>& stub, PwRule rule, std::vector<Tensor> inputs,
+                     const std::optional<Tensor>& out, const PwArgs& args, int skip_promotion_of) {
+  TensorIterator::Config cfg;
+  cfg.op = op;
+  cfg.skip_promotion_of = skip_promotion_of;
+  if (out && out->defined()) {
+    cfg.out = *out;
+    cfg.inplace = !inputs.empty() && out->is_same(inputs[0]);
+  }
+  switch (rule) {
+    case PwRule::Promote:
+      break;
+    case PwRule::IntToFloat:
+      cfg.int_to_float = true;
+      break;
+    case PwRule::BoolOut:
+      cfg.out_dtype = ScalarType::Bool;
+      break;
+    case PwRule::BoolCompute:
+      cfg.out_dtype = ScalarType::Bool;
+      cfg.compute_dtype = ScalarType::Bool;
+      break;
+    case PwRule::IntegralOnly:
+      break;
+  }
+  TensorIterator it(std::move(cfg), std::move(inputs));
+  if (rule == PwRule::IntegralOnly) {
+    STRATA_CHECK_TYPE(is_integral_type(it.common_dtype(), true), op, ": expected integral or bool tensors, but got ",
+                      dtype_name(it.common_dtype()), " (bitwise ops are not defined for floating point)");
+  }
+  if (!it.is_meta() && it.numel() > 0) stub(it.device().type, it, args);
+  if (it.output().defined() && out && out->defined()) out->bump_version();
+  return it.finish();
+}
+
+namespace {
+
+using OptT = std::optional<Tensor>;
+
+#define STRATA_POINTWISE_UNARY(name, rule)                                      \
+  STRATA_DEFINE_STUB(name##_stub, PointwiseFn);                                 \
+  Tensor name##_impl(const Tensor& self, const OptT& out) {                     \
+    return run_pointwise(#name, name##_stub, rule, {self}, out);                \
+  }                                                                             \
+  STRATA_IMPL_CPU_META(name, name##_impl);
+
+#define STRATA_POINTWISE_BINARY(name, rule)                                     \
+  STRATA_DEFINE_STUB(name##_stub, PointwiseFn);                                 \
+  Tensor name##_impl(const Tensor& self, const Tensor& other, const OptT& out) { \
+    return run_pointwise(#name, name##_stub, rule, {self, other}, out);         \
+  }                                                                             \
+  STRATA_IMPL_CPU_META(name, name##_impl);
+
+}  // namespace
+
+// Stubs must have external linkage: the per-ISA kernel files register into them.
+#define STRATA_PW_UNARY_LIST(X) \
+  X(exp, IntToFloat) X(exp2, IntToFloat) X(expm1, IntToFloat) X(log, IntToFloat) X(log2, IntToFloat) \
+  X(log10, IntToFloat) X(log1p, IntToFloat) X(sqrt, IntToFloat) X(rsqrt, IntToFloat)                \
+  X(reciprocal, IntToFloat) X(sin, IntToFloat) X(cos, IntToFloat) X(tan, IntToFloat)                 \
+  X(tanh, IntToFloat) X(asin, IntToFloat) X(acos, IntToFloat) X(atan, IntToFloat) X(sinh, IntToFloat) \
+  X(cosh, IntToFloat) X(sigmoid, IntToFloat) X(erf, IntToFloat) X(erfc, IntToFloat)                   \
+  X(abs, Promote) X(sign, Promote) X(square, Promote) X(floor, Promote) X(ceil, Promote)             \
+  X(trunc, Promote) X(isnan, BoolOut) X(isinf, BoolOut) X(isfinite, BoolOut)                          \
+  X(logical_not, BoolCompute) X(bitwise_not, IntegralOnly)
+
+#define STRATA_PW_BINARY_LIST(X)                                                                      \
+  X(mul, Promote) X(maximum, Promote) X(minimum, Promote)     \
+  X(atan2, IntToFloat) X(eq, BoolOut) X(ne, BoolOut) X(lt, BoolOut) X(le, BoolOut) X(gt, BoolOut)    \
+  X(ge, BoolOut) X(logical_and, BoolCompute) X(logical_or, BoolCompute) X(logical_xor, BoolCompute)  \
+  X(bitwise_and, IntegralOnly) X(bitwise_or, IntegralOnly) X(bitwise_xor, IntegralOnly)
+
+#define STRATA_X_UNARY(n, r) STRATA_POINTWISE_UNARY(n, PwRule::r)
+#define STRATA_X_BINARY(n, r) STRATA_POINTWISE_BINARY(n, PwRule::r)
+STRATA_PW_UNARY_LIST(STRATA_X_UNARY)
+STRATA_PW_BINARY_LIST(STRATA_X_BINARY)
+
+// ---- ops with extra arguments or checks -------------------------------------
+
+namespace {
+
+// Integer division by zero raises (it would be SIGFPE on x86 otherwise).
+void check_int_divisor(const char* op, const Tensor& self, const Tensor& other) {
+  ScalarType common = result_type({self, other});
+  if (!is_integral_type(common, true) || other.device().is_meta() || other.numel() == 0) return;
+  Tensor zero = eq(other, scalar_to_tensor(Scalar(int64_t(0)), other.dtype(), other.device(), true));
+  STRATA_CHECK(!any_nonzero(zero), op, ": ZeroDivisionError: integer division by zero (divisor ",
+               other.describe(), ")");
+}
+
+}  // namespace
+
+STRATA_DEFINE_STUB(neg_stub, PointwiseFn);
+Tensor neg_impl(const Tensor& self, const OptT& out) {
+  STRATA_CHECK_TYPE(self.dtype() != ScalarType::Bool, "neg: Negation, the `-` operator, on a bool tensor is not "
+                    "supported. If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+  return run_pointwise("neg", neg_stub, PwRule::Promote, {self}, out);
+}
+STRATA_IMPL_CPU_META(neg, neg_impl);
+
+STRATA_DEFINE_STUB(round_stub, PointwiseFn);
+Tensor round_impl(const Tensor& self, int64_t decimals, const OptT& out) {
+  PwArgs a;
+  a.a = static_cast<double>(decimals);
+  return run_pointwise("round", round_stub, PwRule::Promote, {self}, out, a);
+}
+STRATA_IMPL_CPU_META(round, round_impl);
+
+STRATA_DEFINE_STUB(nan_to_num_stub, PointwiseFn);
+Tensor nan_to_num_impl(const Tensor& self, std::optional<double> nan, std::optional<double> posinf,
+                       std::optional<double> neginf, const OptT& out) {
+  PwArgs a;
+  a.a = nan.value_or(0.0);
+  // Defaults: the largest and lowest finite value of self's dtype.
+  double big = 0;
+  switch (self.dtype()) {
+    case ScalarType::Float16: big = 65504.0; break;
+    case ScalarType::BFloat16: big = 3.3895313892515355e38; break;
+    case ScalarType::Float32: big = std::numeric_limits<float>::max(); break;
+    default: big = std::numeric_limits<double>::max(); break;
+  }
+  a.b = posinf.value_or(big);
+  a.c = neginf.value_or(-big);
+  return run_pointwise("nan_to_num", nan_to_num_stub, PwRule::Promote, {self}, out, a);
+}
+STRATA_IMPL_CPU_META(nan_to_num, nan_to_num_impl);
+
+STRATA_DEFINE_STUB(add_stub, PointwiseFn);
+Tensor add_impl(const Tensor& self, const Tensor& other, const Scalar& alpha, const OptT& out) {
+  ScalarType common = result_type({self, other});
+  STRATA_CHECK_TYPE(!(alpha.is_floating_point() && is_integral_type(common, true)), "add: For integral input tensors, "
+                    "argument alpha must not be a floating point number.");
+  STRATA_CHECK_TYPE(!(alpha.is_integral(false) && common == ScalarType::Bool) || alpha.to_int() == 1 ||
+                        alpha.to_int() == 0,
+                    "add: Boolean alpha only supported for Boolean results.");
+  PwArgs a;
+  a.a = alpha.to_double();
+  return run_pointwise("add", add_stub, PwRule::Promote, {self, other}, out, a);
+}
+STRATA_IMPL_CPU_META(add, add_impl);
+
+Tensor sub_impl(const Tensor& self, const Tensor& other, const Scalar& alpha, const OptT& out) {
+  STRATA_CHECK_TYPE(self.dtype() != ScalarType::Bool || other.dtype() != ScalarType::Bool,
+                    "sub: Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
+                    "`logical_xor()` operator instead.");
+  STRATA_CHECK_TYPE(self.dtype() != ScalarType::Bool && other.dtype() != ScalarType::Bool,
+                    "sub: Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to "
+                    "invert a mask, use the `~` or `logical_not()` operator instead.");
+  ScalarType common = result_type({self, other});
+  STRATA_CHECK_TYPE(!(alpha.is_floating_point() && is_integral_type(common, true)),
+                    "sub: For integral input tensors, argument alpha must not be a floating point number.");
+  PwArgs a;
+  a.a = -alpha.to_double();
+  return run_pointwise("sub", add_stub, PwRule::Promote, {self, other}, out, a);
+}
+STRATA_IMPL_CPU_META(sub, sub_impl);
+
+STRATA_DEFINE_STUB(div_true_stub, PointwiseFn);
+STRATA_DEFINE_STUB(div_floor_stub, PointwiseFn);
+STRATA_DEFINE_STUB(div_trunc_stub, PointwiseFn);
+Tensor div_impl(const Tensor& self, const Tensor& other, std::optional<std::string_view> mode, const OptT& out) {
+  if (!mode) return run_pointwise("div", div_true_stub, PwRule::IntToFloat, {self, other}, out);
+  STRATA_CHECK_VALUE(*mode == "floor" || *mode == "trunc", "div expected rounding_mode to be one of None, 'trunc', "
+                     "or 'floor' but found '", *mode, "'");
+  check_int_divisor("div", self, other);
+  return run_pointwise("div", *mode == "floor" ? div_floor_stub : div_trunc_stub, PwRule::Promote, {self, other},
+                       out);
+}
+STRATA_IMPL_CPU_META(div, div_impl);
+
+Tensor floor_divide_impl(const Tensor& self, const Tensor& other, const OptT& out) {
+  check_int_divisor("floor_divide", self, other);
+  return run_pointwise("floor_divide", div_floor_stub, PwRule::Promote, {self, other}, out);
+}
+STRATA_IMPL_CPU_META(floor_divide, floor_divide_impl);
+
+STRATA_DEFINE_STUB(pow_stub, PointwiseFn);
+Tensor pow_impl(const Tensor& self, const Tensor& exponent, const OptT& out) {
+  ScalarType common = result_type({self, exponent});
+  if (is_integral_type(common, false) && !exponent.device().is_meta() && exponent.numel() > 0 &&
+      is_integral_type(exponent.dtype(), false)) {
+    Tensor negative = lt(exponent, scalar_to_tensor(Scalar(int64_t(0)), exponent.dtype(), exponent.device(), true));
+    STRATA_CHECK(!any_nonzero(negative), "pow: Integers to negative integer powers are not allowed.");
+  }
+  return run_pointwise("pow", pow_stub, PwRule::Promote, {self, exponent}, out);
+}
+STRATA_IMPL_CPU_META(pow, pow_impl);
+
+// remainder and fmod on integers need the same zero check as division.
+STRATA_DEFINE_STUB(remainder_stub, PointwiseFn);
+Tensor remainder_impl(const Tensor& self, const Tensor& other, const OptT& out) {
+  check_int_divisor("remainder", self, other);
+  return run_pointwise("remainder", remainder_stub, PwRule::Promote, {self, other}, out);
+}
+STRATA_IMPL_CPU_META(remainder, remainder_impl);
+
+STRATA_DEFINE_STUB(fmod_stub, PointwiseFn);
+Tensor fmod_impl(const Tensor& self, const Tensor& other, const OptT& out) {
+  check_int_divisor("fmod", self, other);
+  return run_pointwise("fmod", fmod_stub, PwRule::Promote, {self, other}, out);
+}
+STRATA_IMPL_CPU_META(fmod, fmod_impl);
+
+STRATA_DEFINE_STUB(where_stub, PointwiseFn);
+Tensor where_impl(const Tensor& cond, const Tensor& self, const Tensor& other, const OptT& out) {
+  STRATA_CHECK_TYPE(cond.dtype() == ScalarType::Bool || cond.dtype() == ScalarType::UInt8,
+                    "where expected condition to be a boolean tensor, but got a tensor with dtype ",
+                    dtype_name(cond.dtype()));
+  Tensor c = cond.dtype() == ScalarType::Bool ? cond : to_dtype(cond, ScalarType::Bool);
+  return run_pointwise("where", where_stub, PwRule::Promote, {c, self, other}, out, {}, 0);
+}
+STRATA_IMPL_CPU_META(where, where_impl);
+
+STRATA_DEFINE_STUB(lerp_stub, PointwiseFn);
+Tensor lerp_impl(const Tensor& self, const Tensor& end, const Tensor& weight, const OptT& out) {
+  STRATA_CHECK_TYPE(is_floating_type(self.dtype()) && self.dtype() == end.dtype(), "lerp: expected self and end to "
+                    "be floating-point tensors of the same dtype, but got ", dtype_name(self.dtype()), " and ",
+                    dtype_name(end.dtype()));
+  return run_pointwise("lerp", lerp_stub, PwRule::Promote, {self, end, weight}, out);
+}
+STRATA_IMPL_CPU_META(lerp, lerp_impl);
+
+STRATA_DEFINE_STUB(clamp_stub, PointwiseFn);
+STRATA_DEFINE_STUB(clamp_min_stub, PointwiseFn);
+STRATA_DEFINE_STUB(clamp_max_stub, PointwiseFn);
+Tensor clamp_impl(const Tensor& self, const OptT& min, const OptT& max, const OptT& out) {
+  bool has_min = min && min->defined(), has_max = max && max->defined();
+  STRATA_CHECK(has_min || has_max, "clamp: At least one of 'min' or 'max' must not be None");
+  STRATA_CHECK_TYPE(self.dtype() != ScalarType::Bool, "clamp is not supported for bool tensors");
+  if (has_min && has_max) return run_pointwise("clamp", clamp_stub, PwRule::Promote, {self, *min, *max}, out);
+  if (has_min) return run_pointwise("clamp", clamp_min_stub, PwRule::Promote, {self, *min}, out);
+  return run_pointwise("clamp", clamp_max_stub, PwRule::Promote, {self, *max}, out);
+}
+STRATA_IMPL_CPU_META(clamp, clamp_impl);
+
+Tensor masked_fill_impl(const Tensor& self, const Tensor& mask, const Tensor& value, const OptT& out) {
+  STRATA_CHECK_TYPE(mask.dtype() == ScalarType::Bool, "masked_fill only supports boolean masks, but got mask with "
+                    "dtype ", dtype_name(mask.dtype()));
+  STRATA_CHECK(value.dim() == 0, "masked_fill only supports a 0-dimensional value tensor, but got tensor with ",
+               value.dim(), " dimension(s).");
+  bool inplace = out && out->defined() && out->is_same(self);
+  if (inplace) {
+    // In place the result keeps self's dtype: value is cast into it.
+    Tensor v = to_dtype(value, self.dtype());
+    return run_pointwise("masked_fill", where_stub, PwRule::Promote, {mask, v, self}, out, {}, 0);
+  }
+  // Out of place: result has self's dtype too (value is cast), like torch.
+  Tensor v = to_dtype(value, self.dtype());
+  v.impl()->set_wrapped_number(true);
+  return run_pointwise("masked_fill", where_stub, PwRule::Promote, {mask, v, self}, out, {}, 0);
+}
+STRATA_IMPL_CPU_META(masked_fill, masked_fill_impl);
+
+}  // namespace strata

@@ -1,0 +1,205 @@
+#include "ops/tensor_iterator.h"
+
+#include <algorithm>
+
+#include "ops/ops.h"
+#include "ops/pointwise.h"
+
+namespace strata {
+
+void update_result_type_state(ResultTypeState& st, const Tensor& t) {
+  if (!t.defined()) return;
+  ScalarType cur = t.dtype();
+  if (t.impl()->is_wrapped_number()) {
+    // A Python float counts as the default dtype, a Python int as int64.
+    if (is_floating_type(cur)) cur = default_dtype();
+    st.wrapped_result = promote_types(st.wrapped_result == ScalarType::Undefined ? cur : st.wrapped_result, cur);
+  } else if (t.dim() > 0) {
+    st.dim_result = promote_types(st.dim_result == ScalarType::Undefined ? cur : st.dim_result, cur);
+  } else {
+    st.zero_result = promote_types(st.zero_result == ScalarType::Undefined ? cur : st.zero_result, cur);
+  }
+}
+
+void update_result_type_state(ResultTypeState& st, const Scalar& s) {
+  ScalarType cur = s.natural_dtype();
+  st.wrapped_result = promote_types(st.wrapped_result == ScalarType::Undefined ? cur : st.wrapped_result, cur);
+}
+
+namespace {
+int category(ScalarType t) { return t == ScalarType::Bool ? 0 : is_integral_type(t, false) ? 1 : 2; }
+
+// The higher-priority class wins unless the lower one is of a higher category.
+ScalarType combine_categories(ScalarType higher, ScalarType lower) {
+  if (higher == ScalarType::Undefined) return lower;
+  if (lower == ScalarType::Undefined) return higher;
+  if (is_floating_type(higher)) return higher;
+  if (higher == ScalarType::Bool || is_floating_type(lower)) return promote_types(higher, lower);
+  return higher;
+}
+}  // namespace
+
+ScalarType result_type(const ResultTypeState& st) {
+  return combine_categories(st.dim_result, combine_categories(st.zero_result, st.wrapped_result));
+}
+
+ScalarType result_type(std::initializer_list<Tensor> ts) {
+  ResultTypeState st;
+  for (const auto& t : ts) update_result_type_state(st, t);
+  return result_type(st);
+}
+
+bool can_cast(ScalarType from, ScalarType to) { return category(from) <= category(to); }
+
+Device common_device(std::span<const Tensor> ts, const char* op) {
+  std::optional<Device> dev;
+  for (const auto& t : ts) {
+    if (!t.defined()) continue;
+    Device d = t.device();
+    if (!dev) {
+      dev = d;
+    } else if (*dev != d) {
+      // CPU scalars may be mixed with tensors of any device.
+      if (d.is_cpu() && t.dim() == 0) continue;
+      if (dev->is_cpu()) {
+        bool all_scalar_so_far = true;
+        for (const auto& u : ts) {
+          if (&u == &t) break;
+          if (u.defined() && u.dim() != 0) all_scalar_so_far = false;
+        }
+        if (all_scalar_so_far) {
+          dev = d;
+          continue;
+        }
+      }
+      throw Error(str(op, ": Expected all tensors to be on the same device, but found at least two devices, ",
+                      dev->str(), " and ", d.str(), "!"));
+    }
+  }
+  return dev.value_or(Device());
+}
+
+TensorIterator::TensorIterator(Config cfg, std::vector<Tensor> inputs) : cfg_(std::move(cfg)), inputs_(std::move(inputs)) {
+  STRATA_CHECK(static_cast<int>(inputs_.size()) + 1 <= kMaxOperands, cfg_.op, ": too many operands");
+  device_ = common_device(inputs_, cfg_.op);
+  if (cfg_.out) {
+    Device od = cfg_.out->device();
+    STRATA_CHECK(od == device_ || inputs_.empty(), cfg_.op, ": Expected out tensor to be on ", device_.str(),
+                 " but got ", od.str());
+    device_ = od;
+  }
+
+  // Broadcast shape.
+  DimVector shape;
+  for (const auto& t : inputs_) {
+    DimVector next = broadcast_shapes(shape, t.sizes(), cfg_.op);
+    shape = std::move(next);
+  }
+
+  // A generator (fill) has no inputs: it covers its output.
+  if (inputs_.empty() && cfg_.out) shape.assign(cfg_.out->sizes().begin(), cfg_.out->sizes().end());
+
+  // Dtypes.
+  if (cfg_.compute_dtype) {
+    common_ = *cfg_.compute_dtype;
+  } else {
+    ResultTypeState st;
+    for (int i = 0; i < ninputs(); ++i)
+      if (i != cfg_.skip_promotion_of) update_result_type_state(st, inputs_[i]);
+    common_ = result_type(st);
+    if (common_ == ScalarType::Undefined) common_ = default_dtype();
+  }
+  if (cfg_.int_to_float && !is_floating_type(common_)) common_ = default_dtype();
+  ScalarType out_dtype = cfg_.out_dtype.value_or(common_);
+
+  if (cfg_.out) {
+    Tensor o = *cfg_.out;
+    if (cfg_.inplace) {
+      STRATA_CHECK(can_cast(out_dtype, o.dtype()), cfg_.op, ": result type ", dtype_name(out_dtype),
+                   " can't be cast to the desired output type ", dtype_name(o.dtype()));
+      STRATA_CHECK(std::equal(shape.begin(), shape.end(), o.sizes().begin(), o.sizes().end()), cfg_.op,
+                   ": output with shape ", o.shape_str(), " doesn't match the broadcast shape ", shape_str(shape));
+    } else {
+      STRATA_CHECK(can_cast(out_dtype, o.dtype()), cfg_.op, ": result type ", dtype_name(out_dtype),
+                   " can't be cast to the desired output type ", dtype_name(o.dtype()));
+      if (!std::equal(shape.begin(), shape.end(), o.sizes().begin(), o.sizes().end())) resize_out(o, shape, cfg_.op);
+    }
+    if (o.dtype() == out_dtype) {
+      out_ = o;
+    } else {
+      // Compute in the op's own dtype, then cast into out (see finish()).
+      user_out_ = o;
+      out_ = empty_tensor(shape, out_dtype, device_);
+    }
+  } else {
+    out_ = empty_tensor(shape, out_dtype, device_);
+  }
+  numel_ = out_.numel();
+
+  if (cfg_.promote_inputs) {
+    for (int i = 0; i < ninputs(); ++i) {
+      if (i == cfg_.skip_promotion_of) continue;
+      if (inputs_[i].dtype() != common_) inputs_[i] = to_dtype(inputs_[i], common_);
+    }
+  }
+  if (!is_meta()) compute_geometry(shape);
+}
+
+void TensorIterator::compute_geometry(const DimVector& shape) {
+  const int nd = static_cast<int>(shape.size());
+  const int nop = noperands();
+  // Reverse to innermost-first and broadcast the strides (in bytes).
+  DimVector sh(shape.rbegin(), shape.rend());
+  strides_.assign(nop, DimVector(nd, 0));
+  data_.assign(nop, nullptr);
+  for (int o = 0; o < nop; ++o) {
+    const Tensor& t = o == 0 ? out_ : inputs_[o - 1];
+    data_[o] = static_cast<char*>(t.data_ptr());
+    int64_t es = static_cast<int64_t>(t.element_size());
+    int off = nd - static_cast<int>(t.dim());
+    for (int d = 0; d < t.dim(); ++d) {
+      int rd = nd - 1 - (d + off);
+      strides_[o][rd] = t.sizes()[d] == 1 ? 0 : t.strides()[d] * es;
+    }
+  }
+  // Drop size-1 dims, then merge neighbours whose strides line up for every operand.
+  DimVector new_shape;
+  std::vector<DimVector> new_strides(nop);
+  for (int d = 0; d < nd; ++d) {
+    if (sh[d] == 1) continue;
+    bool merge = !new_shape.empty();
+    for (int o = 0; merge && o < nop; ++o) merge = new_strides[o].back() * new_shape.back() == strides_[o][d];
+    if (merge) {
+      new_shape.back() *= sh[d];
+    } else {
+      new_shape.push_back(sh[d]);
+      for (int o = 0; o < nop; ++o) new_strides[o].push_back(strides_[o][d]);
+    }
+  }
+  if (new_shape.empty() && nd > 0) {
+    new_shape.push_back(1);
+    for (int o = 0; o < nop; ++o) new_strides[o].push_back(0);
+  }
+  shape_ = std::move(new_shape);
+  strides_ = std::move(new_strides);
+}
+
+Tensor TensorIterator::finish() {
+  if (user_out_.defined()) {
+    if (!is_meta()) copy_(user_out_, out_, false);
+    return user_out_;
+  }
+  return out_;
+}
+
+bool TensorIterator::is_contiguous() const {
+  if (ndim() > 1) return false;
+  if (ndim() == 0) return true;
+  for (int o = 0; o < noperands(); ++o) {
+    const Tensor& t = o == 0 ? out_ : inputs_[o - 1];
+    if (strides_[o][0] != static_cast<int64_t>(t.element_size())) return false;
+  }
+  return true;
+}
+
+}  // namespace strata

@@ -1,0 +1,61 @@
+#include <gtest/gtest.h>
+
+#include "core/shape.h"
+#include "ops/ops.h"
+
+using namespace strata;
+
+TEST(Core, PromoteTypes) {
+  EXPECT_EQ(promote_types(ScalarType::UInt8, ScalarType::Int8), ScalarType::Int16);
+  EXPECT_EQ(promote_types(ScalarType::Float16, ScalarType::BFloat16), ScalarType::Float32);
+  EXPECT_EQ(promote_types(ScalarType::Bool, ScalarType::Int32), ScalarType::Int32);
+  EXPECT_EQ(promote_types(ScalarType::Int64, ScalarType::Float16), ScalarType::Float16);
+}
+
+TEST(Core, NumelOverflowAndNegativeSizes) {
+  std::vector<int64_t> huge{int64_t(1) << 40, int64_t(1) << 40};
+  EXPECT_THROW(checked_numel(huge), Error);
+  std::vector<int64_t> neg{2, -1};
+  EXPECT_THROW(empty_tensor(neg, ScalarType::Float32, Device()), Error);
+  std::vector<int64_t> zero{int64_t(1) << 62, 0, int64_t(1) << 62};
+  EXPECT_EQ(checked_numel(zero), 0);
+}
+
+TEST(Core, HugeAllocationIsCleanError) {
+  std::vector<int64_t> big{int64_t(1) << 45};
+  EXPECT_THROW(empty_tensor(big, ScalarType::Float32, Device()), OutOfMemoryError);
+  Tensor ok = empty_tensor(std::vector<int64_t>{4}, ScalarType::Float32, Device());
+  EXPECT_EQ(ok.numel(), 4);
+}
+
+TEST(Core, AddBroadcastAndPromotion) {
+  Tensor a = empty_tensor(std::vector<int64_t>{2, 3}, ScalarType::Float32, Device());
+  fill_(a, 1.5);
+  Tensor b = empty_tensor(std::vector<int64_t>{3}, ScalarType::Int64, Device());
+  fill_(b, int64_t(2));
+  Tensor c = add(a, b);
+  ASSERT_EQ(c.dtype(), ScalarType::Float32);
+  ASSERT_EQ(c.dim(), 2);
+  for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(c.data_ptr<float>()[i], 3.5f);
+  uint32_t v = a.version();
+  add(a, b, 1, a);
+  EXPECT_GT(a.version(), v);
+  EXPECT_FLOAT_EQ(a.data_ptr<float>()[0], 3.5f);
+}
+
+TEST(Core, IntegerDivisionByZeroThrows) {
+  Tensor a = empty_tensor(std::vector<int64_t>{3}, ScalarType::Int64, Device());
+  fill_(a, int64_t(7));
+  Tensor z = empty_tensor(std::vector<int64_t>{3}, ScalarType::Int64, Device());
+  fill_(z, int64_t(0));
+  EXPECT_THROW(remainder(a, z), Error);
+  EXPECT_THROW(div(a, z, std::string_view("floor")), Error);
+}
+
+TEST(Core, MetaTensorsHaveNoData) {
+  Tensor a = empty_tensor(std::vector<int64_t>{1000, 1000}, ScalarType::Float32, Device(DeviceType::Meta));
+  Tensor b = exp(a);
+  EXPECT_EQ(b.device().type, DeviceType::Meta);
+  EXPECT_EQ(b.numel(), 1000000);
+  EXPECT_EQ(b.data_ptr(), nullptr);
+}
