@@ -332,7 +332,7 @@ nb::object make_result_type(const FunctionSchema& s) {
                                                                  fields);
 }
 
-nb::object make_op_function(const std::string& name) {
+nb::object make_op_function(const std::string& name, bool as_method = false) {
   auto ov = std::make_shared<Overloads>();
   ov->name = name;
   for (auto* e : Dispatcher::get().overloads(name)) {
@@ -340,8 +340,10 @@ nb::object make_op_function(const std::string& name) {
     ov->result_types.push_back(make_result_type(e->schema()));
   }
   STRATA_CHECK(!ov->entries.empty(), "_bind_op: no operator named '", name, "'");
-  return nb::cpp_function([ov](nb::args args, nb::kwargs kwargs) { return call_overloads(*ov, args, kwargs); },
-                          nb::name(name.c_str()));
+  auto fn = [ov](nb::args args, nb::kwargs kwargs) { return call_overloads(*ov, args, kwargs); };
+  // A method version binds `self` as the first positional argument.
+  if (as_method) return nb::cpp_function(fn, nb::name(name.c_str()), nb::is_method());
+  return nb::cpp_function(fn, nb::name(name.c_str()));
 }
 
 nb::dict schema_info(const OperatorEntry& e) {
@@ -374,6 +376,7 @@ void bind_ops(nb::module_& m) {
     const std::string& name = d.op(static_cast<int>(i)).schema().name;
     if (!nb::hasattr(ops, name.c_str())) ops.attr(name.c_str()) = make_op_function(name);
   }
+  m.def("_op_method", [](const std::string& name) { return make_op_function(name, true); });
   m.def("_bind_op", [ops](const std::string& name) {
     nb::object f = make_op_function(name);
     std::string attr = name;

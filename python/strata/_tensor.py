@@ -26,7 +26,7 @@ def _install_generated_methods():
             continue
         fn = getattr(_ops, name)
         if not hasattr(Tensor, name):
-            setattr(Tensor, name, fn)
+            setattr(Tensor, name, _C._op_method(name))
         has_out = builtins.any(a["name"] == "out" for a in args)
         if has_out and not name.endswith("_") and not hasattr(Tensor, name + "_"):
             setattr(Tensor, name + "_", _make_inplace(fn, name))

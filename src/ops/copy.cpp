@@ -26,6 +26,12 @@ void set_cross_device_copy(CrossDeviceCopy fn) { g_cross_device_copy = fn; }
 
 Tensor copy_impl(const Tensor& self, const Tensor& src, bool /*non_blocking*/) {
   if (self.is_same(src)) return self;
+  if (self.device().is_meta()) {
+    broadcast_shapes(self.sizes(), src.sizes(), "copy_");
+    return self;
+  }
+  STRATA_CHECK(!src.device().is_meta(), "copy_: Cannot copy out of meta tensor; no data! (copying a ",
+               src.describe(), " into a ", self.describe(), ")");
   if (self.device() != src.device() && !(src.dim() == 0 && src.device().is_cpu()) && !self.device().is_meta() &&
       !src.device().is_meta()) {
     STRATA_CHECK(g_cross_device_copy, "copy_: no copy routine from ", src.device().str(), " to ",
