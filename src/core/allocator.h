@@ -65,5 +65,7 @@ struct AllocatorStats {
 };
 AllocatorStats cpu_allocator_stats();
 void reset_cpu_peak_stats();
+// Returns cached free blocks of the CPU allocator to the system.
+void empty_cpu_cache();
 
 }  // namespace strata

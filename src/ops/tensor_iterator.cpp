@@ -96,8 +96,9 @@ TensorIterator::TensorIterator(Config cfg, std::vector<Tensor> inputs) : cfg_(st
     shape = std::move(next);
   }
 
-  // A generator (fill) has no inputs: it covers its output.
-  if (inputs_.empty() && cfg_.out) shape.assign(cfg_.out->sizes().begin(), cfg_.out->sizes().end());
+  // In place, the output takes part in broadcasting (copy_ of a [4, 5] source
+  // into [2, 4, 5]); a generator (fill) has no inputs and covers its output.
+  if (cfg_.inplace && cfg_.out) shape = broadcast_shapes(shape, cfg_.out->sizes(), cfg_.op);
 
   // Dtypes.
   if (cfg_.compute_dtype) {

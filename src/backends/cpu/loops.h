@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "backends/cpu/parallel.h"
+#include "backends/cpu/vector_math.h"
 #include "ops/tensor_iterator.h"
 
 #ifndef STRATA_CPU_NS
