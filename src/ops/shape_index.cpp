@@ -231,7 +231,7 @@ Tensor nonzero_impl(const Tensor& self, const OptT& out) {
     throw NotImplementedError(str("nonzero: the output shape depends on the data, so it cannot run on the meta "
                                   "device (input ", self.describe(), ")"));
   }
-  Tensor r = nonzero_stub(self.device().type, contiguous(self));
+  Tensor r = nonzero_stub.get(self.device().type)(contiguous(self));
   if (!has_out(out)) return r;
   Tensor result = prepare_out(out, r.sizes(), ScalarType::Int64, self.device(), "nonzero");
   if (r.numel() > 0) copy_(result, r);
@@ -271,7 +271,7 @@ Tensor masked_select_impl(const Tensor& self, const Tensor& mask, const OptT& ou
     for (int64_t d = 0; d < t.dim(); ++d) st[pad + d] = t.size(d) == 1 ? 0 : t.stride(d);
     return contiguous(make_view(t, shape, st, t.storage_offset()));
   };
-  Tensor r = masked_select_stub(self.device().type, expand(self), expand(mask));
+  Tensor r = masked_select_stub.get(self.device().type)(expand(self), expand(mask));
   if (!has_out(out)) return r;
   Tensor result = prepare_out(out, r.sizes(), self.dtype(), self.device(), "masked_select");
   if (r.numel() > 0) copy_(result, r);

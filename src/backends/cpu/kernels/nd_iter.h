@@ -4,7 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
+
+#include "core/dtype.h"
 
 #ifndef STRATA_CPU_NS
 #error "nd_iter.h is for kernel files compiled per ISA level"

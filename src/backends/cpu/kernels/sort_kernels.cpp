@@ -45,7 +45,7 @@ __attribute__((noinline)) void topk_items(std::vector<Item<K>>& buf, int64_t k, 
     bool gt = largest ? key_less(a.key, b.key) : key_less(b.key, a.key);
     return lt || (!gt && a.idx < b.idx);
   };
-  topk_items(buf, k, largest);
+  std::partial_sort(buf.begin(), buf.begin() + k, buf.end(), cmp);
 }
 
 // Geometry over every dim but `dim`, for three operands (values, indices, self).
