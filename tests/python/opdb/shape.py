@@ -485,7 +485,7 @@ register(
            samples=flip_samples, errors=flip_errors, method="flip"),
     OpInfo("roll", ref=ref_roll, dtypes=ALL, samples=roll_samples, errors=roll_errors, method="roll"),
     OpInfo("repeat", ref=lambda a, reps: np.tile(a, reps), dtypes=ALL, samples=repeat_samples, errors=repeat_errors,
-           method=None),
+           compare_dtype=False),  # torch has Tensor.repeat but no torch.repeat
     OpInfo("tile", ref=lambda a, reps: np.tile(a, reps), dtypes=ALL, samples=tile_samples, errors=tile_errors,
            method="tile"),
     OpInfo("tril", ref=lambda a, k=0: np.tril(a, k), dtypes=ALL, samples=tri_samples, errors=tri_errors,

@@ -204,6 +204,7 @@ Tensor nonzero_kernel(const Tensor& self) {
   const int64_t pieces = num_pieces(n, kGrainSize);
   const int64_t per = (n + pieces - 1) / pieces;
   std::vector<int64_t> counts(pieces + 1, 0);
+  const std::vector<int64_t> sizes(self.sizes().begin(), self.sizes().end());
   return visit_dtype(self.dtype(), [&]<typename T>() {
     const T* in = self.data_ptr<T>();
     parallel_for(0, pieces, 1, [&](int64_t pb, int64_t pe) {
@@ -224,8 +225,8 @@ Tensor nonzero_kernel(const Tensor& self) {
         if (b >= e) continue;
         int64_t rem = b;
         for (int d = nd - 1; d >= 0; --d) {
-          idx[d] = rem % self.size(d);
-          rem /= self.size(d);
+          idx[d] = rem % sizes[d];
+          rem /= sizes[d];
         }
         int64_t* w = o + counts[piece] * nd;
         for (int64_t i = b; i < e; ++i) {
@@ -234,7 +235,7 @@ Tensor nonzero_kernel(const Tensor& self) {
             w += nd;
           }
           for (int d = nd - 1; d >= 0; --d) {
-            if (++idx[d] < self.size(d)) break;
+            if (++idx[d] < sizes[d]) break;
             idx[d] = 0;
           }
         }
