@@ -194,9 +194,11 @@ Tensor take_along_dim_impl(const Tensor& self, const Tensor& indices, std::optio
     STRATA_CHECK(self.dim() == indices.dim(), "take_along_dim(): input and indices should have the same number of "
                  "dimensions, but got ", self.dim(), " dimensions for input, and ", indices.dim(),
                  " dimensions for indices (shapes ", self.shape_str(), " and ", indices.shape_str(), ")");
+    STRATA_CHECK_INDEX(self.dim() > 0, "take_along_dim(): Dimension specified as ", *dim,
+                       " but tensor has no dimensions");
     d = wrap_dim(*dim, self.dim(), "take_along_dim");
-    src = as_1d_if_scalar(self);
-    idx = as_1d_if_scalar(indices);
+    src = self;
+    idx = indices;
     // Broadcast every dim but d.
     DimVector ss = to_vec(src.sizes()), is = to_vec(idx.sizes()), sst = to_vec(src.strides()),
               ist = to_vec(idx.strides());
@@ -217,11 +219,10 @@ Tensor take_along_dim_impl(const Tensor& self, const Tensor& indices, std::optio
     idx = make_view(idx, is, ist, idx.storage_offset());
   }
   DimVector out_sizes = to_vec(idx.sizes());
-  if (dim && self.dim() == 0) out_sizes.clear();
   Tensor result = prepare_out(out, out_sizes, self.dtype(), self.device(), "take_along_dim");
   if (self.device().is_meta() || result.numel() == 0) return result;
   STRATA_CHECK_INDEX(src.size(d) > 0, "take_along_dim(): cannot take indices from an empty dimension ", d);
-  gather_stub(self.device().type, as_1d_if_scalar(result), src, d, idx, true, "take_along_dim");
+  gather_stub(self.device().type, result, src, d, idx, true, "take_along_dim");
   return result;
 }
 STRATA_IMPL_CPU_META(take_along_dim, take_along_dim_impl);

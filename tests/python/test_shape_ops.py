@@ -183,7 +183,7 @@ def test_large_inputs_use_threads_consistently():
     same(st.nonzero(S(t > 0)), torch.nonzero(t > 0))
     same(st.masked_select(S(t), S(t > 1)), torch.masked_select(t, t > 1))
     v, i = st.sort(S(t), 0)
-    tv, ti = torch.sort(t, 0, stable=True)
+    tv, ti = torch.sort(t, dim=0, stable=True)
     same(v, tv)
     same(i, ti)
     same(st.tril(S(t), 3), torch.tril(t, 3))

@@ -108,8 +108,6 @@ def ref_index_add(a, dim, index, source, alpha=1):
 def ref_take_along_dim(a, indices, dim=None):
     if dim is None:
         return np.take_along_axis(a.reshape(-1), indices.reshape(-1), 0)
-    if a.ndim == 0:
-        return a.reshape(1)[indices.reshape(1)].reshape(())
     return np.take_along_axis(a, indices, dim)
 
 
@@ -293,7 +291,7 @@ def take_along_dim_samples(dtype, rng):
     yield SampleInput((a, index_arr((1, 4), 3, rng, low=-3), 0), name="broadcast, negative")
     yield SampleInput((arr((3, 1), dtype, rng), index_arr((3, 2), 1, rng), 1), name="broadcast self")
     yield SampleInput((a, index_arr((5,), 12, rng)), name="flattened")
-    yield SampleInput((arr((), dtype, rng), np.array(0), 0), name="0-d")
+    yield SampleInput((arr((), dtype, rng), np.array(0)), name="0-d flattened")
 
 
 def nonzero_samples(dtype, rng):
@@ -453,6 +451,7 @@ def take_along_dim_errors(rng):
     yield ErrorInput((f32(2, 3), np.zeros((1, 1), F32), 0), match="int64")
     yield ErrorInput((f32(2, 3), np.zeros((3, 1), np.int64), 1), match="broadcast")
     yield ErrorInput((f32(2, 3), np.zeros((1, 1), np.int64), 2), error=IndexError, match="Dimension out of range")
+    yield ErrorInput((f32(), np.zeros((), np.int64), 0), error=IndexError, match="no dimensions")
 
 
 def masked_select_errors(rng):
