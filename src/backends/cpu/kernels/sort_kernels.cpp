@@ -1,0 +1,167 @@
+// CPU sort and topk. Keys are widened to int64 (integers, bool) or double
+// (floating types, exact for all of them), so the sorting code is instantiated
+// twice, not once per dtype; values are moved as raw elements by index.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "backends/cpu/kernels/nd_iter.h"
+#include "backends/cpu/loops.h"
+#include "ops/shape_stubs.h"
+
+namespace strata {
+namespace cpu {
+inline namespace STRATA_CPU_NS {
+namespace {
+
+template <typename K>
+struct Item {
+  K key;
+  int64_t idx;
+};
+
+// NaN sorts as the greatest value (PyTorch's order).
+template <typename K>
+STRATA_ALWAYS_INLINE bool key_less(K a, K b) {
+  if constexpr (std::is_floating_point_v<K>) return a < b || (!std::isnan(a) && std::isnan(b));
+  else return a < b;
+}
+
+// Instantiated per key type only (not per dtype).
+template <typename K>
+__attribute__((noinline)) void sort_items(std::vector<Item<K>>& buf, bool descending) {
+  if (descending) {
+    std::stable_sort(buf.begin(), buf.end(), [](const Item<K>& a, const Item<K>& b) { return key_less(b.key, a.key); });
+  } else {
+    std::stable_sort(buf.begin(), buf.end(), [](const Item<K>& a, const Item<K>& b) { return key_less(a.key, b.key); });
+  }
+}
+
+// Ties go to the lower index, so results do not depend on the algorithm.
+template <typename K>
+__attribute__((noinline)) void topk_items(std::vector<Item<K>>& buf, int64_t k, bool largest) {
+  auto cmp = [largest](const Item<K>& a, const Item<K>& b) {
+    bool lt = largest ? key_less(b.key, a.key) : key_less(a.key, b.key);
+    bool gt = largest ? key_less(a.key, b.key) : key_less(b.key, a.key);
+    return lt || (!gt && a.idx < b.idx);
+  };
+  std::partial_sort(buf.begin(), buf.begin() + k, buf.end(), cmp);
+}
+
+// Geometry over every dim but `dim`, for three operands (values, indices, self).
+struct Slices {
+  NdGeom<3> g;
+  int64_t count = 1;
+};
+
+Slices outer_slices(const Tensor& values, const Tensor& indices, const Tensor& self, int64_t dim) {
+  Slices s;
+  int p = 0;
+  const Tensor* ts[3] = {&values, &indices, &self};
+  for (int d = 0; d < self.dim(); ++d) {
+    if (d == dim) continue;
+    s.g.sizes[p] = values.size(d);
+    for (int k = 0; k < 3; ++k) s.g.strides[k][p] = ts[k]->stride(d) * static_cast<int64_t>(ts[k]->element_size());
+    s.count *= values.size(d);
+    p++;
+  }
+  s.g.nd = p;
+  return s;
+}
+
+template <typename K, typename T>
+void load_keys(std::vector<Item<K>>& buf, const char* base, int64_t stride, int64_t n) {
+  buf.resize(n);
+  for (int64_t i = 0; i < n; ++i) {
+    T v = *reinterpret_cast<const T*>(base + i * stride);
+    buf[i] = {static_cast<K>(static_cast<opmath_t<T>>(v)), i};
+  }
+}
+
+// Calls f.template operator()<K, T>() with T the dtype's C++ type and K its key type.
+template <typename F>
+void visit_keyed(ScalarType t, F&& f) {
+  visit_dtype(t, [&]<typename T>() {
+    using K = std::conditional_t<is_float_v<T>, double, int64_t>;
+    f.template operator()<K, T>();
+  });
+}
+
+template <typename E, typename K>
+void write_out(const std::vector<Item<K>>& buf, int64_t n, char* v, int64_t vs, char* ix, int64_t xs, const char* src,
+               int64_t ss) {
+  for (int64_t i = 0; i < n; ++i) {
+    *reinterpret_cast<E*>(v + i * vs) = *reinterpret_cast<const E*>(src + buf[i].idx * ss);
+    *reinterpret_cast<int64_t*>(ix + i * xs) = buf[i].idx;
+  }
+}
+
+void sort_kernel(const Tensor& values, const Tensor& indices, const Tensor& self, int64_t dim, bool descending) {
+  Slices s = outer_slices(values, indices, self, dim);
+  const int64_t L = self.size(dim);
+  const int64_t es = static_cast<int64_t>(self.element_size());
+  const int64_t vs = values.stride(dim) * es, xs = indices.stride(dim) * 8, ss = self.stride(dim) * es;
+  char* vb = static_cast<char*>(values.data_ptr());
+  char* xb = static_cast<char*>(indices.data_ptr());
+  const char* sb = static_cast<const char*>(self.data_ptr());
+  visit_keyed(self.dtype(), [&]<typename K, typename T>() {
+    int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(L, 1) / 8);
+    parallel_for(0, s.count, grain, [&](int64_t b, int64_t e) {
+      std::vector<Item<K>> buf;
+      for_each_run_nd(s.g, b, e, [&](const int64_t* off, const int64_t*, int64_t n) {
+        const int64_t last = s.g.nd - 1;
+        for (int64_t r = 0; r < n; ++r) {
+          int64_t o0 = off[0], o1 = off[1], o2 = off[2];
+          if (s.g.nd > 0) {
+            o0 += r * s.g.strides[0][last];
+            o1 += r * s.g.strides[1][last];
+            o2 += r * s.g.strides[2][last];
+          }
+          load_keys<K, T>(buf, sb + o2, ss, L);
+          sort_items(buf, descending);
+          write_out<T, K>(buf, L, vb + o0, vs, xb + o1, xs, sb + o2, ss);
+        }
+      });
+    });
+  });
+}
+
+void topk_kernel(const Tensor& values, const Tensor& indices, const Tensor& self, int64_t k, int64_t dim,
+                 bool largest) {
+  Slices s = outer_slices(values, indices, self, dim);
+  const int64_t L = self.size(dim);
+  const int64_t es = static_cast<int64_t>(self.element_size());
+  const int64_t vs = values.stride(dim) * es, xs = indices.stride(dim) * 8, ss = self.stride(dim) * es;
+  char* vb = static_cast<char*>(values.data_ptr());
+  char* xb = static_cast<char*>(indices.data_ptr());
+  const char* sb = static_cast<const char*>(self.data_ptr());
+  visit_keyed(self.dtype(), [&]<typename K, typename T>() {
+    int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(L, 1) / 4);
+    parallel_for(0, s.count, grain, [&](int64_t b, int64_t e) {
+      std::vector<Item<K>> buf;
+      for_each_run_nd(s.g, b, e, [&](const int64_t* off, const int64_t*, int64_t n) {
+        const int64_t last = s.g.nd - 1;
+        for (int64_t r = 0; r < n; ++r) {
+          int64_t o0 = off[0], o1 = off[1], o2 = off[2];
+          if (s.g.nd > 0) {
+            o0 += r * s.g.strides[0][last];
+            o1 += r * s.g.strides[1][last];
+            o2 += r * s.g.strides[2][last];
+          }
+          load_keys<K, T>(buf, sb + o2, ss, L);
+          topk_items(buf, k, largest);
+          write_out<T, K>(buf, k, vb + o0, vs, xb + o1, xs, sb + o2, ss);
+        }
+      });
+    });
+  });
+}
+
+}  // namespace
+}  // namespace STRATA_CPU_NS
+}  // namespace cpu
+
+STRATA_REGISTER_CPU_KERNEL(sort_stub, cpu::sort_kernel);
+STRATA_REGISTER_CPU_KERNEL(topk_stub, cpu::topk_kernel);
+
+}  // namespace strata
