@@ -133,24 +133,23 @@ class _Formatter:
                 self.max_width = builtins.max(self.max_width, len(str(v)))
         else:
             nz = [v for v in values if math.isfinite(v) and v != 0]
-            if nz:
-                absv = [abs(v) for v in nz]
-                vmin, vmax = builtins.min(absv), builtins.max(absv)
-                self.int_mode = all(v == math.ceil(v) for v in nz)
-                if self.int_mode:
-                    if vmax / vmin > 1000.0 or vmax > 1.0e8:
-                        self.sci_mode = True
-                        self.max_width = builtins.max(len(f"{v:.{p}e}") for v in nz)
-                    else:
-                        self.max_width = builtins.max(len(f"{v:.0f}") + 1 for v in nz)
-                else:
-                    if vmax / vmin > 1000.0 or vmax > 1.0e8 or vmin < 1.0e-4:
-                        self.sci_mode = True
-                        self.max_width = builtins.max(len(f"{v:.{p}e}") for v in nz)
-                    else:
-                        self.max_width = builtins.max(len(f"{v:.{p}f}") for v in nz)
-        if PRINT_OPTS.sci_mode is not None:
-            self.sci_mode = PRINT_OPTS.sci_mode
+            if not nz:
+                return  # only zeros and non-finite values: plain formatting, width 1
+            absv = [abs(v) for v in nz]
+            vmin, vmax = builtins.min(absv), builtins.max(absv)
+            self.int_mode = all(v == math.ceil(v) for v in nz)
+            if PRINT_OPTS.sci_mode is None:
+                self.sci_mode = vmax / vmin > 1000.0 or vmax > 1.0e8 or vmin < 1.0e-4
+            else:
+                self.sci_mode = PRINT_OPTS.sci_mode
+            # The width is that of the widest value in the chosen notation; in
+            # integer mode a trailing "." marks the tensor as floating point.
+            if self.sci_mode:
+                self.max_width = builtins.max(len(f"{v:.{p}e}") for v in nz)
+            elif self.int_mode:
+                self.max_width = builtins.max(len(f"{v:.0f}") + 1 for v in nz)
+            else:
+                self.max_width = builtins.max(len(f"{v:.{p}f}") for v in nz)
 
     def width(self):
         return self.max_width

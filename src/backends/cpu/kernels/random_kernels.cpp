@@ -93,8 +93,14 @@ void random_fill(T* o, int64_t n, const RandomParams& p) {
       for_each_block(o, n, V, [&](int64_t bi, T* dst, int cnt) {
         Block blk = block(bi);
         for (int k = 0; k < cnt; ++k) {
-          O u = unit<std::conditional_t<is_float_v<T>, T, float>>(blk, k);
+          if (kind == RandomKind::Bernoulli) {
+            // Full float (or double) resolution of p whatever the output type.
+            using UB = std::conditional_t<std::is_same_v<T, double>, double, float>;
+            dst[k] = static_cast<T>(static_cast<double>(unit<UB>(blk, k)) < a ? 1 : 0);
+            continue;
+          }
           if constexpr (is_float_v<T>) {
+            O u = unit<T>(blk, k);
             if (kind == RandomKind::Uniform) {
               dst[k] = static_cast<T>(static_cast<O>(a) + (static_cast<O>(b) - static_cast<O>(a)) * u);
               continue;
@@ -104,7 +110,6 @@ void random_fill(T* o, int64_t n, const RandomParams& p) {
               continue;
             }
           }
-          dst[k] = static_cast<T>(static_cast<double>(u) < a ? 1 : 0);  // Bernoulli
         }
       });
       return;
