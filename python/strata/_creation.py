@@ -82,26 +82,31 @@ def _finish(t, requires_grad):
     return t
 
 
-def _factory(op, name, size, out, dtype, layout, device, pin_memory, requires_grad, **extra):
+def _factory(op, name, args, size, out, dtype, layout, device, pin_memory, requires_grad, **extra):
+    """args: sizes given positionally; size: the size= keyword (torch accepts either)."""
     _check_opts(name, layout, pin_memory)
-    t = op(_size(size, name), dtype=dtype, device=device, out=out, **extra)
+    if size is not None:
+        if args:
+            raise TypeError(f"{name}() got multiple values for argument 'size'")
+        args = (size,)
+    t = op(_size(args, name), dtype=dtype, device=device, out=out, **extra)
     return _finish(t, requires_grad)
 
 
 # ---- factories -------------------------------------------------------------------
 
-def zeros(*size, out=None, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False):
-    return _factory(_ops.zeros, "zeros", size, out, dtype, layout, device, pin_memory, requires_grad)
+def zeros(*args, size=None, out=None, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False):
+    return _factory(_ops.zeros, "zeros", args, size, out, dtype, layout, device, pin_memory, requires_grad)
 
 
-def ones(*size, out=None, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False):
-    return _factory(_ops.ones, "ones", size, out, dtype, layout, device, pin_memory, requires_grad)
+def ones(*args, size=None, out=None, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False):
+    return _factory(_ops.ones, "ones", args, size, out, dtype, layout, device, pin_memory, requires_grad)
 
 
-def empty(*size, out=None, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False,
+def empty(*args, size=None, out=None, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False,
           memory_format=None):
     _check_opts("empty", memory_format=memory_format)
-    return _factory(_ops.empty, "empty", size, out, dtype, layout, device, pin_memory, requires_grad)
+    return _factory(_ops.empty, "empty", args, size, out, dtype, layout, device, pin_memory, requires_grad)
 
 
 def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None, pin_memory=False,
@@ -136,8 +141,9 @@ def range(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devic
     t = _ops.arange(0, builtins.max(n, 0), 1, dtype=_C.float64, device=device)
     t = (t * step + start).to(dtype or _C.get_default_dtype())
     if out is not None:
-        out.copy_(t) if tuple(out.shape) == tuple(t.shape) else None
-        return out
+        if tuple(out.shape) != tuple(t.shape):
+            raise RuntimeError(f"range: out= has shape {tuple(out.shape)}, expected {tuple(t.shape)}")
+        return out.copy_(t)
     return _finish(t, requires_grad)
 
 
@@ -214,15 +220,15 @@ def randint_like(input, low=0, high=None, *, generator=None, dtype=None, layout=
 
 # ---- random ---------------------------------------------------------------------------
 
-def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None, pin_memory=False,
+def rand(*args, size=None, generator=None, out=None, dtype=None, layout=None, device=None, pin_memory=False,
          requires_grad=False):
-    return _factory(_ops.rand, "rand", size, out, dtype, layout, device, pin_memory, requires_grad,
+    return _factory(_ops.rand, "rand", args, size, out, dtype, layout, device, pin_memory, requires_grad,
                     generator=_gen_id(generator))
 
 
-def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None, pin_memory=False,
+def randn(*args, size=None, generator=None, out=None, dtype=None, layout=None, device=None, pin_memory=False,
           requires_grad=False):
-    return _factory(_ops.randn, "randn", size, out, dtype, layout, device, pin_memory, requires_grad,
+    return _factory(_ops.randn, "randn", args, size, out, dtype, layout, device, pin_memory, requires_grad,
                     generator=_gen_id(generator))
 
 

@@ -1,5 +1,6 @@
 // Factories: empty, empty_strided, zeros, ones, full, arange, linspace,
 // logspace, eye. Device-generic: Meta gets shapes and dtypes only.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 

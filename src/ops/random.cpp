@@ -1,4 +1,5 @@
 // Random sampling ops over the counter-based generator (core/generator.h).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>

@@ -2,7 +2,9 @@
 // in core/generator.h). Work is split by 128-bit block, never inside one, and
 // each block's values depend only on its index: results do not depend on the
 // number of threads. Compiled once per ISA level.
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "backends/cpu/loops.h"
 #include "ops/creation_common.h"
