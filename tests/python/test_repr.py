@@ -15,6 +15,8 @@ DTYPES = ["float32", "float64", "float16", "bfloat16", "int64", "int32", "int8",
 def both(data, dtype=None):
     """The same tensor in strata and torch (from a NumPy array or nested list)."""
     a = np.asarray(data)
+    if a.ndim == 0:
+        a = a.item()  # a Python number, so both libraries make a 0-d tensor
     if dtype is None:
         return st.tensor(a), torch.tensor(a)
     return st.tensor(a, dtype=getattr(st, dtype)), torch.tensor(a, dtype=getattr(torch, dtype))

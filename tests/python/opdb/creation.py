@@ -30,7 +30,7 @@ def arange_samples(dtype, rng):
 
 def arange_ref(*args, dtype=None):
     start, end, step = (0, args[0], 1) if len(args) == 1 else (args + (1,))[:3]
-    npd = np_dtype(str(dtype).split(".")[1])
+    npd = np.dtype(np_dtype(str(dtype).split(".")[1]))
     if npd.kind == "f":
         # torch (and strata) accumulate in double and round once.
         n = int(np.ceil((end - start) / step))
@@ -49,7 +49,7 @@ def linspace_samples(dtype, rng):
 
 
 def linspace_ref(start, end, steps, dtype=None):
-    npd = np_dtype(str(dtype).split(".")[1])
+    npd = np.dtype(np_dtype(str(dtype).split(".")[1]))
     if npd.kind == "f":
         return np.linspace(start, end, steps).astype(npd)
     # torch: integer bounds, a double step, the second half counted back from end, truncation.
@@ -69,7 +69,7 @@ def logspace_samples(dtype, rng):
 
 
 def logspace_ref(start, end, steps, base=10.0, dtype=None):
-    return np.logspace(start, end, steps, base=base).astype(np_dtype(str(dtype).split(".")[1]))
+    return np.logspace(start, end, steps, base=base).astype(np.dtype(np_dtype(str(dtype).split(".")[1])))
 
 
 def eye_samples(dtype, rng):
@@ -79,7 +79,7 @@ def eye_samples(dtype, rng):
 
 
 def eye_ref(n, m=None, dtype=None):
-    return np.eye(n, m, dtype=np_dtype(str(dtype).split(".")[1]))
+    return np.eye(n, m, dtype=np.dtype(np_dtype(str(dtype).split(".")[1])))
 
 
 def full_samples(dtype, rng):
@@ -90,7 +90,7 @@ def full_samples(dtype, rng):
 
 
 def full_ref(shape, val, dtype=None):
-    return np.full(shape, val, dtype=np_dtype(str(dtype).split(".")[1]))
+    return np.full(shape, val, dtype=np.dtype(np_dtype(str(dtype).split(".")[1])))
 
 
 def full_inferred_samples(dtype, rng):
@@ -121,19 +121,21 @@ def eye_errors(rng):
 
 def full_errors(rng):
     yield ErrorInput(((2, -1), 1.0), match="negative dimension")
-    yield ErrorInput(((2,), "x"), error=TypeError)
+    yield ErrorInput(((2,), "x"), error=TypeError, match="fill_value")
 
 
+# meta=False: the harness moves tensor arguments to the meta device, and
+# factories have none; test_creation.py covers device="meta" for each of them.
 register(
     OpInfo("arange", ref=arange_ref, dtypes=NUMERIC + ("float16", "bfloat16"), samples=arange_samples,
-           errors=arange_errors),
+           errors=arange_errors, meta=False),
     OpInfo("linspace", ref=linspace_ref, dtypes=NUMERIC, samples=linspace_samples, errors=linspace_errors,
-           tol={"float32": (1e-6, 1e-6)}),
+           tol={"float32": (1e-6, 1e-6)}, meta=False),
     OpInfo("logspace", ref=logspace_ref, dtypes=("float32", "float64"), samples=logspace_samples,
-           tol={"float32": (1e-5, 1e-5)}),
+           tol={"float32": (1e-5, 1e-5)}, meta=False),
     OpInfo("eye", ref=eye_ref, dtypes=NUMERIC + ("bool", "float16", "bfloat16"), samples=eye_samples,
-           errors=eye_errors),
+           errors=eye_errors, meta=False),
     OpInfo("full", ref=full_ref, dtypes=NUMERIC + ("bool", "float16", "bfloat16"), samples=full_samples,
-           errors=full_errors),
-    OpInfo("full", ref=full_inferred_ref, dtypes=("float32",), samples=full_inferred_samples),
+           errors=full_errors, meta=False),
+    OpInfo("full", ref=full_inferred_ref, dtypes=("float32",), samples=full_inferred_samples, meta=False),
 )
