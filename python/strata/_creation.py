@@ -42,7 +42,7 @@ strided = layout("strided")
 __all__ = [
     "zeros", "ones", "full", "empty", "empty_strided", "arange", "range", "linspace", "logspace", "eye",
     "zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like", "randint_like",
-    "rand", "randn", "randint", "randperm", "normal", "bernoulli", "multinomial", "poisson",
+    "rand", "randn", "randint", "randperm", "normal", "bernoulli", "multinomial",
     "Generator", "default_generator", "manual_seed", "seed", "initial_seed", "get_rng_state", "set_rng_state",
     "layout", "strided", "set_printoptions", "get_printoptions", "printoptions",
 ]
@@ -295,10 +295,6 @@ def bernoulli(input, p=None, *, generator=None, out=None):
 
 def multinomial(input, num_samples, replacement=False, *, generator=None, out=None):
     return _ops.multinomial(input, num_samples, replacement, generator=_gen_id(generator), out=out)
-
-
-def poisson(input, generator=None):
-    raise NotImplementedError("poisson: not implemented yet")
 
 
 # ---- Tensor methods -----------------------------------------------------------------
