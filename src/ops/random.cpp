@@ -1,0 +1,361 @@
+// Random sampling ops over the counter-based generator (core/generator.h).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/shape.h"
+#include "ops/creation_common.h"
+#include "ops/ops.h"
+
+namespace strata {
+
+STRATA_DEFINE_STUB(random_stub, RandomFn);
+STRATA_DEFINE_STUB(randperm_stub, RandpermFn);
+
+namespace {
+
+// Fills self (any layout) with the distribution in p, drawing counters from
+// generator `gen`. Meta tensors and empty ones consume nothing.
+const Tensor& random_into(const Tensor& self, RandomParams p, OptInt gen) {
+  if (self.device().is_meta() || self.numel() == 0) return self;
+  int per_block = random_values_per_block(p.kind, self.dtype(), p.range);
+  p.state = reserve_random_blocks(gen, random_blocks_for(self.numel(), per_block));
+  if (self.is_contiguous()) {
+    random_stub(self.device().type, self, p);
+  } else {
+    // Generate in logical order, then scatter: values depend on the element's
+    // index, not on the memory layout.
+    Tensor tmp = empty_tensor(self.sizes(), self.dtype(), self.device());
+    random_stub(tmp.device().type, tmp, p);
+    copy_(self, tmp, false);
+  }
+  self.bump_version();
+  return self;
+}
+
+void check_floating(const char* op, ScalarType dt) {
+  STRATA_CHECK(is_floating_type(dt), op, ": expected a floating point dtype, got ", dtype_name(dt));
+}
+
+Tensor wrapped(double v, const Tensor& like) { return scalar_to_tensor(Scalar(v), like.dtype(), like.device(), true); }
+
+// Inclusive [lowest, highest] that random_/randint may produce for a dtype:
+// integers their full range, floats the integers they represent exactly.
+std::pair<double, double> integer_bounds(ScalarType dt) {
+  return visit_dtype(dt, [&]<typename T>() -> std::pair<double, double> {
+    if constexpr (std::is_same_v<T, bool>) {
+      return {0.0, 1.0};
+    } else if constexpr (is_float_v<T>) {
+      int digits = std::is_same_v<T, double> ? 53 : std::is_same_v<T, float> ? 24 : std::is_same_v<T, Half> ? 11 : 8;
+      double m = std::ldexp(1.0, digits);
+      return {-m, m};
+    } else {
+      return {static_cast<double>(std::numeric_limits<T>::lowest()),
+              static_cast<double>(std::numeric_limits<T>::max())};
+    }
+  });
+}
+
+Tensor rand_impl(IntArrayRef size, OptInt gen, OptDType dtype, OptDevice device, const std::optional<Tensor>& out) {
+  ScalarType dt = factory_dtype("rand", dtype, out, default_dtype());
+  check_floating("rand", dt);
+  Tensor t = factory_alloc("rand", size, dt, factory_device("rand", device, out));
+  RandomParams p;
+  p.kind = RandomKind::Uniform;
+  random_into(t, p, gen);
+  return finish_factory("rand", t, out);
+}
+STRATA_IMPL_CPU_META(rand, rand_impl);
+
+Tensor randn_impl(IntArrayRef size, OptInt gen, OptDType dtype, OptDevice device, const std::optional<Tensor>& out) {
+  ScalarType dt = factory_dtype("randn", dtype, out, default_dtype());
+  check_floating("randn", dt);
+  Tensor t = factory_alloc("randn", size, dt, factory_device("randn", device, out));
+  RandomParams p;
+  p.kind = RandomKind::Normal;
+  random_into(t, p, gen);
+  return finish_factory("randn", t, out);
+}
+STRATA_IMPL_CPU_META(randn, randn_impl);
+
+Tensor randint_impl(int64_t low, int64_t high, IntArrayRef size, OptInt gen, OptDType dtype, OptDevice device,
+                    const std::optional<Tensor>& out) {
+  ScalarType dt = factory_dtype("randint", dtype, out, ScalarType::Int64);
+  STRATA_CHECK(low < high, "randint: expects 'low' to be less than 'high', but got low=", low, " >= high=", high);
+  auto [lo, hi] = integer_bounds(dt);
+  STRATA_CHECK(static_cast<double>(low) >= lo && static_cast<double>(high - 1) <= hi, "randint: range [", low, ", ",
+               high, ") is out of bounds for dtype ", dtype_name(dt));
+  Tensor t = factory_alloc("randint", size, dt, factory_device("randint", device, out));
+  RandomParams p;
+  p.kind = RandomKind::IntRange;
+  p.low = low;
+  p.range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
+  random_into(t, p, gen);
+  return finish_factory("randint", t, out);
+}
+STRATA_IMPL_CPU_META(randint, randint_impl);
+
+Tensor randperm_impl(int64_t n, OptInt gen, OptDType dtype, OptDevice device, const std::optional<Tensor>& out) {
+  STRATA_CHECK(n >= 0, "randperm: n must be non-negative, got ", n);
+  ScalarType dt = factory_dtype("randperm", dtype, out, ScalarType::Int64);
+  STRATA_CHECK(dt != ScalarType::Bool || n <= 2, "randperm: n is too large for result tensor type: 'Bool'");
+  STRATA_CHECK(n == 0 || static_cast<double>(n - 1) <= integer_bounds(dt).second,
+               "randperm: n is too large for result tensor type: '", dtype_name(dt), "'");
+  Tensor t = factory_alloc("randperm", std::vector<int64_t>{n}, dt, factory_device("randperm", device, out));
+  if (!t.device().is_meta() && n > 0) {
+    GeneratorState st = reserve_random_blocks(gen, static_cast<uint64_t>(n));
+    randperm_stub(t.device().type, t, n, st);
+  }
+  return finish_factory("randperm", t, out);
+}
+STRATA_IMPL_CPU_META(randperm, randperm_impl);
+
+Tensor uniform_impl(const Tensor& self, double from, double to, OptInt gen) {
+  check_floating("uniform_", self.dtype());
+  STRATA_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from, " > to=", to);
+  STRATA_CHECK(std::isfinite(to - from), "uniform_ expects to-from to be finite, but found to-from=", to - from);
+  RandomParams p;
+  p.kind = RandomKind::Uniform;
+  p.a = from;
+  p.b = to;
+  return random_into(self, p, gen);
+}
+STRATA_IMPL_CPU_META(uniform_, uniform_impl);
+
+Tensor normal_impl(const Tensor& self, double mean, double std, OptInt gen) {
+  check_floating("normal_", self.dtype());
+  STRATA_CHECK(std >= 0.0, "normal_ expects std >= 0.0, but found std ", std);
+  RandomParams p;
+  p.kind = RandomKind::Normal;
+  p.a = mean;
+  p.b = std;
+  return random_into(self, p, gen);
+}
+STRATA_IMPL_CPU_META(normal_, normal_impl);
+
+Tensor exponential_impl(const Tensor& self, double lambd, OptInt gen) {
+  check_floating("exponential_", self.dtype());
+  STRATA_CHECK(lambd > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambd);
+  RandomParams p;
+  p.kind = RandomKind::Exponential;
+  p.a = lambd;
+  return random_into(self, p, gen);
+}
+STRATA_IMPL_CPU_META(exponential_, exponential_impl);
+
+Tensor random_impl(const Tensor& self, int64_t from, OptInt to, OptInt gen) {
+  auto [lo, hi] = integer_bounds(self.dtype());
+  RandomParams p;
+  p.kind = RandomKind::IntRange;
+  p.low = from;
+  if (to) {
+    STRATA_CHECK(from < *to, "random_ expects 'from' to be less than 'to', but got from=", from, " >= to=", *to);
+    STRATA_CHECK(static_cast<double>(from) >= lo && static_cast<double>(*to - 1) <= hi, "random_: range [", from,
+                 ", ", *to, ") is out of bounds for dtype ", dtype_name(self.dtype()));
+    p.range = static_cast<uint64_t>(*to) - static_cast<uint64_t>(from);
+  } else {
+    // [from, the largest value the dtype holds exactly]; 2^64 values wrap to 0 ("all").
+    STRATA_CHECK(static_cast<double>(from) >= lo && static_cast<double>(from) <= hi, "random_: from=", from,
+                 " is out of bounds for dtype ", dtype_name(self.dtype()));
+    uint64_t top = self.dtype() == ScalarType::Int64 ? static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+                                                       : static_cast<uint64_t>(static_cast<int64_t>(hi));
+    p.range = top - static_cast<uint64_t>(from) + 1;
+  }
+  return random_into(self, p, gen);
+}
+STRATA_IMPL_CPU_META(random_, random_impl);
+
+Tensor bernoulli_float_impl(const Tensor& self, double prob, OptInt gen) {
+  STRATA_CHECK(prob >= 0 && prob <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", prob);
+  RandomParams p;
+  p.kind = RandomKind::Bernoulli;
+  p.a = prob;
+  return random_into(self, p, gen);
+}
+STRATA_IMPL_CPU_META(bernoulli__float, bernoulli_float_impl);
+
+Tensor bernoulli_tensor_impl(const Tensor& self, const Tensor& prob, OptInt gen) {
+  check_floating("bernoulli_", prob.dtype());
+  DimVector b = broadcast_shapes(self.sizes(), prob.sizes(), "bernoulli_");
+  STRATA_CHECK(std::equal(b.begin(), b.end(), self.sizes().begin(), self.sizes().end()),
+               "bernoulli_: probability tensor of shape ", prob.shape_str(), " cannot be broadcast to ",
+               self.shape_str());
+  if (self.device().is_meta()) return self;
+  if (!prob.device().is_meta()) {
+    Tensor bad = logical_or(lt(prob, wrapped(0.0, prob)), gt(prob, wrapped(1.0, prob)));
+    STRATA_CHECK(!any_nonzero(logical_or(bad, isnan(prob))), "bernoulli_: all probabilities must be in [0, 1]");
+  }
+  // u < p with u uniform in [0, 1) in double: exact for p = 0 and p = 1.
+  Tensor u = rand(self.sizes(), gen, ScalarType::Float64, self.device());
+  copy_(self, lt(u, to_dtype(prob, ScalarType::Float64)), false);
+  return self;
+}
+STRATA_IMPL_CPU_META(bernoulli__Tensor, bernoulli_tensor_impl);
+
+Tensor bernoulli_impl(const Tensor& self, OptInt gen) {
+  check_floating("bernoulli", self.dtype());
+  Tensor out = empty_tensor(self.sizes(), self.dtype(), self.device());
+  return bernoulli_(out, self, gen);
+}
+STRATA_IMPL_CPU_META(bernoulli, bernoulli_impl);
+
+Tensor bernoulli_p_impl(const Tensor& self, double prob, OptInt gen) {
+  check_floating("bernoulli", self.dtype());
+  Tensor out = empty_tensor(self.sizes(), self.dtype(), self.device());
+  return bernoulli_(out, prob, gen);
+}
+STRATA_IMPL_CPU_META(bernoulli_p, bernoulli_p_impl);
+
+void check_std(const Tensor& std) {
+  if (std.device().is_meta()) return;
+  STRATA_CHECK(!any_nonzero(lt(std, wrapped(0.0, std))), "normal expects all elements of std >= 0.0");
+}
+
+// mean + std * z with z standard normal of the broadcast shape.
+Tensor normal_tensors(const Tensor& mean, const Tensor& std, OptInt gen, const std::optional<Tensor>& out) {
+  // A Python number (wrapped 0-d tensor) takes the other operand's dtype, as in
+  // type promotion.
+  bool wm = mean.impl()->is_wrapped_number(), ws = std.impl()->is_wrapped_number();
+  ScalarType dt = wm && ws ? default_dtype()
+                  : wm     ? std.dtype()
+                  : ws     ? mean.dtype()
+                           : promote_types(mean.dtype(), std.dtype());
+  check_floating("normal", dt);
+  check_std(std);
+  DimVector shape = broadcast_shapes(mean.sizes(), std.sizes(), "normal");
+  Device dev = mean.device().is_meta() || std.device().is_meta() ? Device(DeviceType::Meta) : mean.device();
+  Tensor z = randn(shape, gen, dt, dev);
+  return finish_factory("normal", add(mul(z, std), mean), out);
+}
+
+Tensor normal_tt_impl(const Tensor& mean, const Tensor& std, OptInt gen, const std::optional<Tensor>& out) {
+  return normal_tensors(mean, std, gen, out);
+}
+STRATA_IMPL_CPU_META(normal_Tensor_Tensor, normal_tt_impl);
+
+Tensor normal_tf_impl(const Tensor& mean, double std, OptInt gen, const std::optional<Tensor>& out) {
+  STRATA_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  check_floating("normal", mean.dtype());
+  Tensor z = randn(mean.sizes(), gen, mean.dtype(), mean.device());
+  return finish_factory("normal", add(mul(z, wrapped(std, z)), mean), out);
+}
+STRATA_IMPL_CPU_META(normal_Tensor_float, normal_tf_impl);
+
+Tensor normal_ft_impl(double mean, const Tensor& std, OptInt gen, const std::optional<Tensor>& out) {
+  check_floating("normal", std.dtype());
+  check_std(std);
+  Tensor z = randn(std.sizes(), gen, std.dtype(), std.device());
+  return finish_factory("normal", add(mul(z, std), wrapped(mean, z)), out);
+}
+STRATA_IMPL_CPU_META(normal_float_Tensor, normal_ft_impl);
+
+Tensor normal_ff_impl(double mean, double std, IntArrayRef size, OptInt gen, OptDType dtype, OptDevice device,
+                      const std::optional<Tensor>& out) {
+  ScalarType dt = factory_dtype("normal", dtype, out, default_dtype());
+  Tensor t = factory_alloc("normal", size, dt, factory_device("normal", device, out));
+  normal_(t, mean, std, gen);
+  return finish_factory("normal", t, out);
+}
+STRATA_IMPL_CPU_META(normal_float_float, normal_ff_impl);
+
+Tensor multinomial_impl(const Tensor& self, int64_t num_samples, bool replacement, OptInt gen,
+                        const std::optional<Tensor>& out) {
+  STRATA_CHECK(self.dim() == 1 || self.dim() == 2, "multinomial: prob_dist must be 1 or 2 dim, got ", self.dim(),
+               " dims (shape ", self.shape_str(), ")");
+  check_floating("multinomial", self.dtype());
+  STRATA_CHECK(num_samples > 0, "multinomial: cannot sample n_sample <= 0 samples (got ", num_samples, ")");
+  int64_t rows = self.dim() == 2 ? self.size(0) : 1;
+  int64_t cats = self.size(-1);
+  STRATA_CHECK(cats > 0, "multinomial: number of categories cannot be zero");
+  STRATA_CHECK(replacement || num_samples <= cats, "multinomial: cannot sample n_sample > prob_dist.size(-1) samples "
+               "without replacement (n_sample=", num_samples, ", categories=", cats, ")");
+  DimVector shape = self.dim() == 2 ? DimVector{rows, num_samples} : DimVector{num_samples};
+  Tensor result = empty_tensor(shape, ScalarType::Int64, self.device());
+  if (self.device().is_meta()) return finish_factory("multinomial", result, out);
+  STRATA_CHECK(self.device().is_cpu(), "multinomial: only implemented on cpu, got ", self.device().str());
+  Tensor prob = contiguous(to_dtype(self, ScalarType::Float64));
+  Tensor u = rand(std::vector<int64_t>{rows, num_samples}, gen, ScalarType::Float64, self.device());
+  const double* P = prob.data_ptr<double>();
+  const double* U = u.data_ptr<double>();
+  int64_t* R = result.data_ptr<int64_t>();
+  std::vector<double> w(cats), cdf(cats);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t nonzero = 0;
+    for (int64_t c = 0; c < cats; ++c) {
+      double v = P[r * cats + c];
+      STRATA_CHECK(std::isfinite(v) && v >= 0, "multinomial: probability tensor contains either `inf`, `nan` or "
+                   "element < 0");
+      w[c] = v;
+      nonzero += v > 0;
+    }
+    STRATA_CHECK(nonzero > 0, "multinomial: invalid multinomial distribution (sum of probabilities <= 0)");
+    STRATA_CHECK(replacement || nonzero >= num_samples, "multinomial: invalid multinomial distribution (with "
+                 "replacement=False, not enough non-negative category to sample)");
+    // First category whose cumulative weight exceeds u * total: never a
+    // zero-weight one since u < 1 (the clamp and walk-back guard rounding).
+    auto draw = [&](double uu, double total) {
+      int64_t j = std::upper_bound(cdf.begin(), cdf.end(), uu * total) - cdf.begin();
+      if (j >= cats) j = cats - 1;
+      while (w[j] == 0 && j > 0) --j;
+      return j;
+    };
+    auto build_cdf = [&] {
+      double total = 0;
+      for (int64_t c = 0; c < cats; ++c) cdf[c] = (total += w[c]);
+      return total;
+    };
+    if (replacement) {
+      double total = build_cdf();
+      for (int64_t s = 0; s < num_samples; ++s) R[r * num_samples + s] = draw(U[r * num_samples + s], total);
+    } else {
+      for (int64_t s = 0; s < num_samples; ++s) {
+        int64_t j = draw(U[r * num_samples + s], build_cdf());
+        R[r * num_samples + s] = j;
+        w[j] = 0;
+      }
+    }
+  }
+  return finish_factory("multinomial", result, out);
+}
+STRATA_IMPL_CPU_META(multinomial, multinomial_impl);
+
+// ---- generator state -------------------------------------------------------
+
+Tensor get_rng_state_impl(OptInt gen) {
+  GeneratorState s = generator_state(gen);
+  Tensor t = empty_tensor(std::vector<int64_t>{16}, ScalarType::UInt8, Device(DeviceType::CPU));
+  uint8_t* p = t.data_ptr<uint8_t>();
+  for (int i = 0; i < 8; ++i) {
+    p[i] = static_cast<uint8_t>(s.seed >> (8 * i));
+    p[8 + i] = static_cast<uint8_t>(s.offset >> (8 * i));
+  }
+  return t;
+}
+STRATA_IMPL(_get_rng_state, CPU, get_rng_state_impl);
+
+Tensor set_rng_state_impl(const Tensor& state, OptInt gen) {
+  STRATA_CHECK_TYPE(state.dtype() == ScalarType::UInt8, "set_rng_state: expected a torch.ByteTensor (uint8), got ",
+                    dtype_name(state.dtype()));
+  STRATA_CHECK(state.numel() == 16 && state.device().is_cpu(),
+               "set_rng_state: expected a cpu uint8 tensor of 16 bytes (seed, offset), got ", state.describe());
+  Tensor c = contiguous(state);
+  const uint8_t* p = c.data_ptr<uint8_t>();
+  GeneratorState s;
+  for (int i = 0; i < 8; ++i) {
+    s.seed |= static_cast<uint64_t>(p[i]) << (8 * i);
+    s.offset |= static_cast<uint64_t>(p[8 + i]) << (8 * i);
+  }
+  set_generator_state(gen, s);
+  return state;
+}
+STRATA_IMPL(_set_rng_state, CPU, set_rng_state_impl);
+
+Tensor drop_generator_impl(int64_t id) {
+  drop_generator(id);
+  return empty_tensor(std::vector<int64_t>{0}, ScalarType::UInt8, Device(DeviceType::CPU));
+}
+STRATA_IMPL(_drop_generator, CPU, drop_generator_impl);
+
+}  // namespace
+}  // namespace strata
