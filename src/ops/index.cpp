@@ -49,14 +49,14 @@ Prepared prepare(const Tensor& self, TensorList indices, int64_t dim, const char
                                       "result shape depends on the mask's values"));
       }
       Tensor mask = to_device(t, Device());
-      int64_t nnz = mask_indices_stub(DeviceType::CPU, mask, nullptr);
+      int64_t nnz = mask_indices_stub.get(DeviceType::CPU)(mask, nullptr);
       std::vector<Tensor> rows;
       std::vector<int64_t*> ptrs;
       for (int64_t j = 0; j < m; ++j) {
         rows.push_back(empty_tensor(DimVector{nnz}, ScalarType::Int64, Device()));
         ptrs.push_back(rows.back().data_ptr<int64_t>());
       }
-      mask_indices_stub(DeviceType::CPU, mask, ptrs.data());
+      mask_indices_stub.get(DeviceType::CPU)(mask, ptrs.data());
       for (auto& r : rows) p.idx.push_back(to_device(r, self.device().is_meta() ? Device() : self.device()));
       d += m;
     } else if (t.dtype() == ScalarType::Int64 || t.dtype() == ScalarType::Int32) {

@@ -104,8 +104,8 @@ Tensor view_dtype_impl(const Tensor& self, ScalarType dtype) {
   const int64_t new_es = static_cast<int64_t>(element_size(dtype));
   DimVector sizes = to_vec(self.sizes()), strides = to_vec(self.strides());
   int64_t offset = self.storage_offset();
-  const char* from = dtype_name(self.dtype());
-  const char* to = dtype_name(dtype);
+  std::string_view from = dtype_name(self.dtype());
+  std::string_view to = dtype_name(dtype);
   if (old_es != new_es) {
     STRATA_CHECK(self.dim() > 0, "view.dtype: self.dim() cannot be 0 to view ", from, " as ", to,
                  " (different element sizes)");
