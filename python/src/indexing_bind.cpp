@@ -145,14 +145,16 @@ Lowered lower_basic(const Tensor& self, Items& items) {
   }
   Lowered r;
   r.view = self;
-  int64_t d = 0;
+  int64_t d = 0;   // dim of the view being built
+  int64_t od = 0;  // dim of self, for messages
   for (Item& it : items.v) {
     switch (it.kind) {
       case Kind::Int: {
         int64_t size = r.view.sizes()[d];
         STRATA_CHECK_INDEX(it.value >= -size && it.value < size, "index ", it.value,
-                           " is out of bounds for dimension ", d, " with size ", size);
+                           " is out of bounds for dimension ", od, " with size ", size);
         r.view = select(r.view, d, it.value);
+        od++;
         break;
       }
       case Kind::Slice: {
@@ -161,6 +163,7 @@ Lowered lower_basic(const Tensor& self, Items& items) {
           r.view = slice(r.view, d, int64_t(it.start), int64_t(it.stop), int64_t(it.step));
         }
         d++;
+        od++;
         break;
       }
       case Kind::None:
@@ -174,11 +177,13 @@ Lowered lower_basic(const Tensor& self, Items& items) {
         break;
       case Kind::Ellipsis:
         d += n - consumed;
+        od += n - consumed;
         break;
       case Kind::Tensor: {
         int64_t c = is_mask(it.t) ? it.t.dim() : 1;
         r.adv.push_back(Adv{d, c, it.t});
         d += c;
+        od += c;
         break;
       }
     }

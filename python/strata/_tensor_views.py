@@ -45,9 +45,19 @@ Tensor.squeeze_ = _inplace_view("squeeze_", _ops.squeeze)
 Tensor.unsqueeze_ = _inplace_view("unsqueeze_", _ops.unsqueeze)
 Tensor.as_strided_ = _inplace_view("as_strided_", _ops.as_strided)
 
+
+# torch returns a tuple from unbind; the generic binding returns lists for Tensor[].
+def unbind(input, dim=0):
+    return tuple(_ops.unbind(input, dim))
+
+
+Tensor.unbind = lambda self, dim=0: unbind(self, dim)
+
+
 # `slice` is an op (aten::slice) but must not shadow the builtin for
 # `from strata import *`; torch exposes it only under torch.ops.
 _pkg = sys.modules[__name__.rsplit(".", 1)[0]]
+_pkg.unbind = unbind
 for _name in ("slice",):
     if _pkg.__dict__.get(_name) is getattr(_ops, _name, None):
         delattr(_pkg, _name)
