@@ -4,13 +4,12 @@
 //  1. basic parts, left to right, through the view ops: int -> select,
 //     slice -> slice, None -> unsqueeze, Ellipsis -> skip dims, and a Python
 //     bool -> unsqueeze (then an empty slice for False);
-//  2. the advanced parts (integer/bool tensors, lists, arrays, 0-d integer
-//     tensors) with one `index` (read) or `index_put_` (write) call. If the
+//  2. the advanced parts (integer/bool tensors, lists, arrays) with one `index` (read) or `index_put_` (write) call. If the
 //     advanced indices are adjacent their result dims stay in place (the op's
 //     `dim` argument); if a slice/None/Ellipsis separates them, the indexed
 //     dims are permuted to the front first (NumPy's rule).
-// Ints are selects, as in PyTorch (NumPy would count them as advanced
-// indices for the placement rule). Everything goes through the dispatcher, so
+// Ints (and 0-d integer tensors) are selects, as in PyTorch (NumPy would
+// count them as advanced indices for the placement rule). Everything goes through the dispatcher, so
 // autograd sees ordinary view and index ops.
 #include <Python.h>
 
@@ -75,6 +74,10 @@ Item classify(nb::handle h) {
     if (t.dim() == 0 && t.dtype() == ScalarType::Bool && !t.device().is_meta()) {
       it.kind = Kind::Bool;
       it.value = t.item().to_bool();
+    } else if (t.dim() == 0 && is_integral_type(t.dtype(), false) && !t.device().is_meta()) {
+      // Like torch: a 0-d integer tensor selects (a view), as an int would.
+      it.kind = Kind::Int;
+      it.value = t.item().to_int();
     } else if (is_floating_type(t.dtype())) {
       throw IndexError("tensors used as indices must be long, int, byte or bool tensors");
     } else {
@@ -93,6 +96,9 @@ Item classify(nb::handle h) {
     if (it.t.dtype() == ScalarType::Bool && it.t.dim() == 0) {
       it.kind = Kind::Bool;
       it.value = it.t.item().to_bool();
+    } else if (it.t.dim() == 0) {
+      it.kind = Kind::Int;
+      it.value = it.t.item().to_int();
     }
   } else {
     invalid_index(h);
@@ -330,7 +336,8 @@ void setitem(const Tensor& self, nb::handle idx, nb::handle value) {
   if (is_scalar) {
     fill_(target, s);
   } else {
-    copy_(target, strip_leading_ones(vt, target.dim()));
+    // copy_ broadcasts only within the same number of dims: expand first.
+    copy_(target, expand(strip_leading_ones(vt, target.dim()), target.sizes()));
   }
 }
 
@@ -338,11 +345,13 @@ void setitem(const Tensor& self, nb::handle idx, nb::handle value) {
 
 void bind_indexing(nb::module_& m) {
   nb::object cls = m.attr("Tensor");
-  cls.attr("__getitem__") = nb::cpp_function(&getitem, nb::is_method(), nb::name("__getitem__"));
-  cls.attr("__setitem__") = nb::cpp_function(&setitem, nb::is_method(), nb::name("__setitem__"));
+  cls.attr("__getitem__") =
+      nb::cpp_function(&getitem, nb::is_method(), nb::name("__getitem__"), nb::arg("idx").none());
+  cls.attr("__setitem__") = nb::cpp_function(&setitem, nb::is_method(), nb::name("__setitem__"),
+                                             nb::arg("idx").none(), nb::arg("value").none());
   // Same operations as plain functions, for timing and for Python helpers.
-  m.def("_getitem", &getitem);
-  m.def("_setitem", &setitem);
+  m.def("_getitem", &getitem, nb::arg("self"), nb::arg("idx").none());
+  m.def("_setitem", &setitem, nb::arg("self"), nb::arg("idx").none(), nb::arg("value").none());
   // In-place view ops (transpose_, squeeze_, ...) re-point self at the
   // geometry of a view of itself.
   m.def("_set_geometry_from", [](const Tensor& self, const Tensor& view) {
