@@ -285,3 +285,34 @@ def test_torch_specific_int_placement():
     t = torch.from_numpy(A.copy())
     for idx in [(0, slice(None), I([0, 1])), (slice(None), 0, slice(None), I([1, 2])), (I([0, 1]), 0, I([1, 2]))]:
         np.testing.assert_array_equal(x[to_st(idx)].numpy(), t[to_torch_idx(idx)].numpy())
+
+
+def test_random_layouts_gather_and_put():
+    # Post dims that cannot be merged (permuted, strided) and sizes that split
+    # into several parallel chunks in the middle of a block.
+    rng = np.random.default_rng(7)
+    for trial in range(30):
+        nd = int(rng.integers(2, 5))
+        shape = [int(s) for s in rng.integers(1, 9, nd)]
+        if trial % 5 == 0:
+            shape[0], shape[-1] = 40, 37
+        perm = [int(p) for p in rng.permutation(nd)]
+        steps = tuple(slice(None, None, int(rng.integers(1, 3))) for _ in range(nd))
+        base = rng.standard_normal(shape).astype(np.float32)
+        x = st.from_numpy(base).permute(*perm)[steps]
+        a = base.transpose(perm)[steps]
+        d = int(rng.integers(0, nd))
+        n = a.shape[d]
+        idx = rng.integers(-n, n, int(rng.integers(0, 50))) if n else np.zeros(0, np.int64)
+        key = (slice(None),) * d + (idx,)
+        skey = (slice(None),) * d + (st.tensor(idx, dtype=st.int64),)
+        np.testing.assert_array_equal(x[skey].numpy(), a[key])
+        idx = np.unique(idx % max(n, 1))  # duplicates: which write wins is unspecified
+        key = (slice(None),) * d + (idx,)
+        skey = (slice(None),) * d + (st.tensor(idx, dtype=st.int64),)
+        vals = rng.standard_normal(a[key].shape).astype(np.float32)
+        expected = a.copy()
+        expected[key] = vals
+        x[skey] = st.from_numpy(vals)
+        np.testing.assert_array_equal(x.numpy(), expected)
+        np.testing.assert_array_equal(base.transpose(perm)[steps], expected)  # written through to the base
