@@ -200,10 +200,70 @@ int64_t prod(const DimVector& v) {
   return n;
 }
 
+[[noreturn]] void throw_out_of_bounds(const IndexKernelArgs& a, int64_t b) {
+  for (size_t j = 0; j < a.idx.size(); ++j) {
+    int64_t v = a.idx[j][b], size = a.idx_sizes[j];
+    if (v < -size || v >= size) {
+      throw IndexError(str("index ", v, " is out of bounds for dimension ", a.first_dim + int64_t(j), " with size ",
+                           size));
+    }
+  }
+  throw IndexError(str(a.op, ": index out of bounds"));
+}
+
 void index_kernel(const IndexKernelArgs& a) {
   const int64_t nb = prod(a.b_sizes);
   const int64_t npre = prod(a.pre_sizes);
   const int64_t k = static_cast<int64_t>(a.idx.size());
+  const Post post = coalesce_post(a);
+  if (post.numel == 1 && npre == 1 && a.b_sizes.size() <= 1 && a.mode != IndexKernelArgs::Mode::Accumulate) {
+    // x[idx], x[mask] and their writes: one element per index position, so
+    // compute each offset and move the element in one pass.
+    const bool gather = a.mode == IndexKernelArgs::Mode::Gather;
+    const int64_t ob = a.b_sizes.empty() ? 0 : a.b_other_strides[0];
+    auto run = [&]<int ES>() {
+      using E = typename Bits<ES>::type;
+      E* self = reinterpret_cast<E*>(a.self);
+      E* other = reinterpret_cast<E*>(a.other);
+      std::atomic<int64_t> bad{nb};
+      // A write validates every index before touching self; a read checks as it goes.
+      auto pass = [&](bool move) {
+        parallel_for(0, nb, kGrainSize / 4, [&](int64_t begin, int64_t end) {
+          for (int64_t b = begin; b < end; ++b) {
+            int64_t off = 0;
+            bool ok = true;
+            for (int64_t j = 0; j < k; ++j) {
+              int64_t v = a.idx[j][b], size = a.idx_sizes[j];
+              ok &= v >= -size && v < size;
+              off += (v < 0 ? v + size : v) * a.idx_strides[j];
+            }
+            if (!ok) {
+              int64_t cur = bad.load();
+              while (b < cur && !bad.compare_exchange_weak(cur, b)) {
+              }
+              break;
+            }
+            if (!move) continue;
+            if (gather) other[b * ob] = self[off];
+            else self[off] = other[b * ob];
+          }
+        });
+      };
+      if (!gather) pass(false);
+      if (bad.load() == nb) pass(true);
+      return bad.load();
+    };
+    int64_t b = nb;
+    switch (element_size(a.dtype)) {
+      case 1: b = run.template operator()<1>(); break;
+      case 2: b = run.template operator()<2>(); break;
+      case 4: b = run.template operator()<4>(); break;
+      case 8: b = run.template operator()<8>(); break;
+      default: throw NotImplementedError(str(a.op, ": unsupported element size ", element_size(a.dtype)));
+    }
+    if (b < nb) throw_out_of_bounds(a, b);
+    return;
+  }
   // Offsets into self of every B position, checking bounds first (no throw
   // inside the parallel region: record the first bad position instead).
   std::vector<int64_t> self_b(nb);
@@ -224,15 +284,7 @@ void index_kernel(const IndexKernelArgs& a) {
       self_b[b] = off;
     }
   });
-  if (int64_t b = bad.load(); b < nb) {
-    for (int64_t j = 0; j < k; ++j) {
-      int64_t v = a.idx[j][b], size = a.idx_sizes[j];
-      if (v < -size || v >= size) {
-        throw IndexError(str("index ", v, " is out of bounds for dimension ", a.first_dim + j, " with size ", size));
-      }
-    }
-  }
-  const Post post = coalesce_post(a);
+  if (int64_t b = bad.load(); b < nb) throw_out_of_bounds(a, b);
   if (npre * nb * post.numel == 0) return;
   std::vector<int64_t> other_b(nb), self_pre(npre), other_pre(npre);
   grid_offsets(a.b_sizes, a.b_other_strides, other_b.data(), nb);
@@ -261,6 +313,39 @@ void index_kernel(const IndexKernelArgs& a) {
   }
 }
 
+// Calls f(offset, stride, n, idx) for runs along the mask's last dim that
+// cover linear positions [begin, end); idx holds the run start's coordinates.
+template <typename F>
+void mask_runs(const DimVector& sizes, const DimVector& strides, int64_t begin, int64_t end, F&& f) {
+  const int64_t nd = static_cast<int64_t>(sizes.size());
+  if (nd == 0) {
+    if (begin < end) f(int64_t(0), int64_t(0), int64_t(1), static_cast<const int64_t*>(nullptr));
+    return;
+  }
+  int64_t idx[64];
+  int64_t rem = begin, off = 0;
+  for (int64_t d = nd - 1; d >= 0; --d) {
+    idx[d] = rem % sizes[d];
+    rem /= sizes[d];
+    off += idx[d] * strides[d];
+  }
+  const int64_t inner = sizes[nd - 1], st = strides[nd - 1];
+  int64_t pos = begin;
+  while (pos < end) {
+    int64_t n = std::min(end - pos, inner - idx[nd - 1]);
+    f(off, st, n, static_cast<const int64_t*>(idx));
+    pos += n;
+    off += n * st;
+    idx[nd - 1] += n;
+    for (int64_t d = nd - 1; d > 0 && idx[d] == sizes[d]; --d) {
+      off -= idx[d] * strides[d];
+      idx[d] = 0;
+      idx[d - 1]++;
+      off += strides[d - 1];
+    }
+  }
+}
+
 // Two passes over fixed chunks: count per chunk in parallel, then each chunk
 // writes its coordinates from its prefix-sum position.
 int64_t mask_indices_kernel(const Tensor& mask, int64_t* const* rows) {
@@ -270,32 +355,24 @@ int64_t mask_indices_kernel(const Tensor& mask, int64_t* const* rows) {
   const uint8_t* base = static_cast<const uint8_t*>(mask.data_ptr());
   const DimVector sizes(mask.sizes().begin(), mask.sizes().end());
   const DimVector strides(mask.strides().begin(), mask.strides().end());
-  const int64_t chunk = 65536;
+  const int64_t chunk = 1 << 18;
   const int64_t nchunks = (n + chunk - 1) / chunk;
   std::vector<int64_t> counts(nchunks + 1, 0);
-  auto walk = [&](int64_t c, auto&& on_true) {
-    int64_t begin = c * chunk, end = std::min(n, begin + chunk);
-    int64_t idx[64];
-    int64_t rem = begin, off = 0;
-    for (int64_t d = nd - 1; d >= 0; --d) {
-      idx[d] = rem % sizes[d];
-      rem /= sizes[d];
-      off += idx[d] * strides[d];
-    }
-    for (int64_t i = begin; i < end; ++i) {
-      if (base[off]) on_true(idx);
-      for (int64_t d = nd - 1; d >= 0; --d) {
-        off += strides[d];
-        if (++idx[d] < sizes[d]) break;
-        off -= idx[d] * strides[d];
-        idx[d] = 0;
-      }
-    }
-  };
   parallel_for(0, nchunks, 1, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
       int64_t cnt = 0;
-      walk(c, [&](const int64_t*) { cnt++; });
+      mask_runs(sizes, strides, c * chunk, std::min(n, (c + 1) * chunk),
+                [&](int64_t off, int64_t st, int64_t len, const int64_t*) {
+                  const uint8_t* p = base + off;
+                  int64_t k = 0;
+                  if (st == 1) {
+#pragma omp simd reduction(+ : k)
+                    for (int64_t i = 0; i < len; ++i) k += p[i] != 0;
+                  } else {
+                    for (int64_t i = 0; i < len; ++i) k += p[i * st] != 0;
+                  }
+                  cnt += k;
+                });
       counts[c + 1] = cnt;
     }
   });
@@ -304,10 +381,18 @@ int64_t mask_indices_kernel(const Tensor& mask, int64_t* const* rows) {
   parallel_for(0, nchunks, 1, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
       int64_t pos = counts[c];
-      walk(c, [&](const int64_t* idx) {
-        for (int64_t d = 0; d < nd; ++d) rows[d][pos] = idx[d];
-        pos++;
-      });
+      mask_runs(sizes, strides, c * chunk, std::min(n, (c + 1) * chunk),
+                [&](int64_t off, int64_t st, int64_t len, const int64_t* idx) {
+                  const uint8_t* p = base + off;
+                  int64_t* last = nd > 0 ? rows[nd - 1] : nullptr;
+                  const int64_t first = nd > 0 ? idx[nd - 1] : 0;
+                  for (int64_t i = 0; i < len; ++i) {
+                    if (!p[i * st]) continue;
+                    for (int64_t d = 0; d + 1 < nd; ++d) rows[d][pos] = idx[d];
+                    if (last) last[pos] = first + i;
+                    pos++;
+                  }
+                });
     }
   });
   return counts[nchunks];
