@@ -217,3 +217,39 @@ class TestAgainstTorch:
             with pytest.raises(Exception) as se:
                 c(st, st.tensor(np.zeros((2, 3, 4), np.float32)))
             assert issubclass(se.type, te.type) or issubclass(te.type, se.type), (se.value, te.value)
+
+
+EDGE_CASES = [
+    ((), lambda x: x.squeeze(0)), ((), lambda x: x.unsqueeze(-1)), ((), lambda x: x.flatten()), ((), lambda x: x.t()),
+    ((3,), lambda x: x.t()), ((), lambda x: x.unfold(0, 1, 1)), ((4, 5), lambda x: x.diagonal(-2)),
+    ((4, 5), lambda x: x.diagonal(9)), ((0, 3), lambda x: x.diagonal()),
+    ((2, 3, 4), lambda x: x.movedim((-1, 0), (0, -1))), ((2, 3, 4), lambda x: x.flatten(0, 1)),
+    ((2, 3, 4), lambda x: x.unflatten(-1, (2, -1))), ((2, 1, 4), lambda x: x.squeeze((0, 1))),
+    ((2, 3, 4), lambda x: x.narrow(-1, -2, 2)), ((2, 3), lambda x: x.expand(4, -1, 3)),
+    ((2, 1), lambda x: x.expand(2, 0)), ((5,), lambda x: x.unfold(0, 2, 3)),
+    ((2, 3, 4), lambda x: x.transpose(0, 2).reshape(4, 6)), ((2, 3, 4), lambda x: x.transpose(0, 1).view(3, 2, 2, 2)),
+    ((6,), lambda x: x.as_strided((2, 2), (1, 2), 1)), ((2, 3, 4), lambda x: x.unbind(-1)),
+    ((2, 3), lambda x: x[:, None, ..., None, 1:]), ((2, 3, 4), lambda x: x[..., 1, None]),
+    ((2, 3, 4), lambda x: x[1:, -1:, ::3]), ((2, 3, 4), lambda x: x.select(-1, -4)), ((3, 4), lambda x: x.mT),
+    ((0,), lambda x: x.view(0, 5, 0)), ((4,), lambda x: x.view(2, 2).swapaxes(0, 1)),
+    ((2, 3, 4), lambda x: x.diagonal(1, -1, 0)), ((3, 3), lambda x: x.view(-1, 1, 9)),
+    ((2, 3, 4), lambda x: x.permute(-1, -2, -3)), ((4, 4), lambda x: x[1:3, 1:3].reshape(4)),
+    ((4, 4), lambda x: x[::2].view(8)), ((4, 4), lambda x: x[:, ::2].view(8)), ((2, 3), lambda x: x.view(3, -1, 4)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(EDGE_CASES)))
+def test_edge_geometry_matches_torch(case):
+    torch = pytest.importorskip("torch")
+    shape, f = EDGE_CASES[case]
+    a = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+
+    def run(mod, x):
+        try:
+            r = f(x)
+        except Exception as e:  # the same exception type is part of the contract
+            return type(e).__name__
+        rs = r if isinstance(r, (list, tuple)) else [r]
+        return [(tuple(t.shape), tuple(t.stride()), t.storage_offset()) for t in rs]
+
+    assert run(st, st.from_numpy(a.copy())) == run(torch, torch.from_numpy(a.copy()))
