@@ -106,7 +106,7 @@ Item classify(nb::handle h) {
   return it;
 }
 
-// Small-vector of items: most index expressions have a handful.
+// The parsed index expression, left to right.
 struct Items {
   std::vector<Item> v;
 };
