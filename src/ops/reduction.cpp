@@ -287,7 +287,8 @@ STRATA_IMPL_CPU_META(argmin, argmin_impl);
 namespace {
 Tensor all_any(const char* op, const DispatchStub<ReduceFn>& stub, const Tensor& self, OptIntArrayRef dim,
                bool keepdim) {
-  uint64_t mask = reduce_mask(self, dim, op);
+  // Unlike sum, an explicit empty dim list reduces nothing here (as in torch).
+  uint64_t mask = dim && dim->empty() ? 0 : reduce_mask(self, dim, op);
   Tensor out = run_reduce(stub, self, mask, keepdim, ScalarType::Bool);
   // Like torch, uint8 inputs give uint8 results.
   return self.dtype() == ScalarType::UInt8 ? to_dtype(out, ScalarType::UInt8) : out;
@@ -325,7 +326,7 @@ Tensor norm_impl(const Tensor& self, const std::optional<Scalar>& p, OptIntArray
   uint64_t mask = reduce_mask(in, dim, "norm");
   if (std::isinf(a.p)) {
     for (int64_t d = 0; d < in.dim(); ++d) {
-      STRATA_CHECK_INDEX(!((mask >> d) & 1) || in.size(d) != 0, "norm: cannot compute the ", a.p > 0 ? "" : "-",
+      STRATA_CHECK(!((mask >> d) & 1) || in.size(d) != 0, "norm: cannot compute the ", a.p > 0 ? "" : "-",
                          "inf norm on an empty tensor because the operation does not have an identity (input of "
                          "shape ", in.shape_str(), ")");
     }
