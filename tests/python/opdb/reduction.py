@@ -197,10 +197,14 @@ def ref_logsumexp(a, dim, keepdim=False):
 
 
 def ref_all(a, dim=None, keepdim=False):
+    if isinstance(dim, (list, tuple)) and len(dim) == 0:
+        return a != 0  # all/any with dim=[] reduce nothing (unlike sum)
     return _keep(np.all(a, axis=_axis(a, dim), keepdims=keepdim), a, dim, keepdim)
 
 
 def ref_any(a, dim=None, keepdim=False):
+    if isinstance(dim, (list, tuple)) and len(dim) == 0:
+        return a != 0
     return _keep(np.any(a, axis=_axis(a, dim), keepdims=keepdim), a, dim, keepdim)
 
 

@@ -200,6 +200,7 @@ STRATA_ALWAYS_INLINE int64_t offset_of(int64_t lin, const DimVector& sizes, cons
 // that cover reduced linear indices [b, e).
 template <typename F>
 void walk_runs(const ReduceGeom& g, int64_t b, int64_t e, const F& f) {
+  if (b >= e) return;  // also keeps a zero-size dim out of the index arithmetic
   const int64_t n0 = g.red_sizes[0], s0 = g.red_in[0];
   const size_t nd = g.red_sizes.size();
   int64_t idx[64];
