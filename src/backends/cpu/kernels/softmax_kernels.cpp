@@ -74,9 +74,11 @@ void softmax_rows(const T* in, T* out, int64_t outer, int64_t n, bool log) {
       if (log) {
 #pragma omp simd reduction(+ : s)
         for (int64_t k = 0; k < n; ++k) s += vexp(static_cast<A>(x[k]) - shift);
-        A ls = std::log(s) + shift;
+        // (x - max) - log(sum): adding log(sum) to a large max first would
+        // round it away.
+        A ls = std::log(s);
 #pragma omp simd
-        for (int64_t k = 0; k < n; ++k) y[k] = static_cast<T>(static_cast<A>(x[k]) - ls);
+        for (int64_t k = 0; k < n; ++k) y[k] = static_cast<T>((static_cast<A>(x[k]) - shift) - ls);
       } else {
         if constexpr (std::is_same_v<T, A>) {
 #pragma omp simd reduction(+ : s)
@@ -132,10 +134,11 @@ void softmax_inner(const T* in, T* out, int64_t outer, int64_t n, int64_t inner,
         for (int64_t j = 0; j < w; ++j) sm[j] += vexp(static_cast<A>(row[j]) - mx[j]);
       }
       if (log) {
-        for (int64_t j = 0; j < w; ++j) sm[j] = std::log(sm[j]) + mx[j];
+        for (int64_t j = 0; j < w; ++j) sm[j] = std::log(sm[j]);
         for (int64_t r = 0; r < n; ++r) {
 #pragma omp simd
-          for (int64_t j = 0; j < w; ++j) y[r * inner + j] = static_cast<T>(static_cast<A>(x[r * inner + j]) - sm[j]);
+          for (int64_t j = 0; j < w; ++j)
+            y[r * inner + j] = static_cast<T>((static_cast<A>(x[r * inner + j]) - mx[j]) - sm[j]);
         }
       } else {
         for (int64_t j = 0; j < w; ++j) sm[j] = A(1) / sm[j];
