@@ -14,6 +14,11 @@ namespace strata::py {
 
 namespace {
 
+// Overload resolution runs twice: first without converting one-element tensors
+// to numbers (so max(x, y) with a 0-d tensor y picks the tensor overload, as in
+// torch), then, if nothing matched, with that conversion.
+thread_local bool t_tensors_as_numbers = false;
+
 bool is_index_like(nb::handle h) {
   return PyLong_Check(h.ptr()) || (!PyFloat_Check(h.ptr()) && PyIndex_Check(h.ptr()) && !nb::isinstance<Tensor>(h));
 }
@@ -25,7 +30,7 @@ bool to_int(nb::handle h, int64_t* out) {
   }
   if (nb::isinstance<Tensor>(h)) {
     const Tensor& t = nb::cast<const Tensor&>(h);
-    if (t.numel() != 1 || !is_integral_type(t.dtype(), true)) return false;
+    if (!t_tensors_as_numbers || t.numel() != 1 || !is_integral_type(t.dtype(), true)) return false;
     *out = t.item().to_int();
     return true;
   }
@@ -55,7 +60,7 @@ bool to_double(nb::handle h, double* out) {
   }
   if (nb::isinstance<Tensor>(h)) {
     const Tensor& t = nb::cast<const Tensor&>(h);
-    if (t.numel() != 1) return false;
+    if (!t_tensors_as_numbers || t.numel() != 1) return false;
     *out = t.item().to_double();
     return true;
   }
@@ -82,7 +87,7 @@ bool to_scalar(nb::handle h, Scalar* out) {
   }
   if (nb::isinstance<Tensor>(h)) {
     const Tensor& t = nb::cast<const Tensor&>(h);
-    if (t.numel() != 1) return false;
+    if (!t_tensors_as_numbers || t.numel() != 1) return false;
     *out = t.item();
     return true;
   }
@@ -304,14 +309,19 @@ nb::object results_to_python(const Overloads& ov, size_t which, Stack& stack) {
 nb::object call_overloads(const Overloads& ov, nb::args args, nb::kwargs kwargs) {
   Stack stack;
   std::vector<std::string> why;
-  for (size_t i = 0; i < ov.entries.size(); ++i) {
-    std::string err = parse(ov.entries[i]->schema(), args, kwargs, stack);
-    if (err.empty()) {
-      call_boxed(*ov.entries[i], stack);
-      return results_to_python(ov, i, stack);
+  for (int pass = 0; pass < 2; ++pass) {
+    t_tensors_as_numbers = pass == 1;
+    for (size_t i = 0; i < ov.entries.size(); ++i) {
+      std::string err = parse(ov.entries[i]->schema(), args, kwargs, stack);
+      if (err.empty()) {
+        t_tensors_as_numbers = false;
+        call_boxed(*ov.entries[i], stack);
+        return results_to_python(ov, i, stack);
+      }
+      if (pass == 1) why.push_back(std::move(err));
     }
-    why.push_back(std::move(err));
   }
+  t_tensors_as_numbers = false;
   std::ostringstream ss;
   ss << ov.name << "() received an invalid combination of arguments - got (";
   for (size_t i = 0; i < args.size(); ++i) ss << (i ? ", " : "") << py_type_name(args[i]);
