@@ -1,0 +1,221 @@
+// The built-in GEMM (fallback when no BLAS library loads) and the integer
+// matmul loop. Compiled once per ISA level, so the micro-kernel's plain C++
+// loops become SSE, AVX2 or AVX-512 code.
+//
+// Structure (Goto/BLIS style, simplified): op(B) is packed in kc x nc blocks
+// into NR-wide column panels, op(A) in mc x kc blocks into MR-high row panels
+// (both zero-padded), and an MR x NR register tile accumulates over kc. Threads
+// split the NR panels of one block, sharing the packed A and B.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "backends/cpu/gemm_native.h"
+#include "backends/cpu/loops.h"
+
+namespace strata {
+namespace cpu {
+inline namespace STRATA_CPU_NS {
+namespace {
+
+constexpr int kVecBytes = STRATA_CPU_CAP == 2 ? 64 : (STRATA_CPU_CAP == 1 ? 32 : 16);
+
+template <typename T>
+struct Blocking {
+  static constexpr int NR = 2 * kVecBytes / static_cast<int>(sizeof(T));  // two vector registers wide
+  static constexpr int MR = 6;  // 12 accumulators: fits 16 registers with room for the B loads
+  static constexpr int64_t KC = 256;
+  static constexpr int64_t MC = 96;
+  static constexpr int64_t NC = 4096 / NR * NR;
+};
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+template <typename T>
+std::unique_ptr<T[], FreeDeleter> aligned_buffer(int64_t n) {
+  size_t bytes = (static_cast<size_t>(n) * sizeof(T) + 63) / 64 * 64;
+  return std::unique_ptr<T[], FreeDeleter>(static_cast<T*>(std::aligned_alloc(64, bytes ? bytes : 64)));
+}
+
+template <typename T, int MR, int NR>
+STRATA_ALWAYS_INLINE void micro_kernel(int64_t kc, const T* __restrict ap, const T* __restrict bp, T alpha, T beta,
+                                       T* __restrict c, int64_t ldc, int mr, int nr) {
+  T acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+#pragma omp simd
+    for (int j = 0; j < NR; ++j) acc[i][j] = T(0);
+  for (int64_t p = 0; p < kc; ++p) {
+    const T* __restrict b = bp + p * NR;
+    const T* __restrict a = ap + p * MR;
+    for (int i = 0; i < MR; ++i) {
+      T av = a[i];
+#pragma omp simd
+      for (int j = 0; j < NR; ++j) acc[i][j] += av * b[j];
+    }
+  }
+  if (mr == MR && nr == NR) {
+    for (int i = 0; i < MR; ++i) {
+      T* __restrict ci = c + i * ldc;
+      if (beta == T(0)) {
+#pragma omp simd
+        for (int j = 0; j < NR; ++j) ci[j] = alpha * acc[i][j];
+      } else {
+#pragma omp simd
+        for (int j = 0; j < NR; ++j) ci[j] = alpha * acc[i][j] + beta * ci[j];
+      }
+    }
+    return;
+  }
+  for (int i = 0; i < mr; ++i) {
+    T* ci = c + i * ldc;
+    for (int j = 0; j < nr; ++j) ci[j] = beta == T(0) ? alpha * acc[i][j] : alpha * acc[i][j] + beta * ci[j];
+  }
+}
+
+template <typename T>
+void native_gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+                 int64_t ldb, T beta, T* c, int64_t ldc) {
+  using B = Blocking<T>;
+  constexpr int MR = B::MR, NR = B::NR;
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0 || alpha == T(0)) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
+    return;
+  }
+  const bool a_t = ta == 'T', b_t = tb == 'T';
+  const int64_t nc_max = std::min<int64_t>(B::NC, (n + NR - 1) / NR * NR);
+  const int64_t kc_max = std::min<int64_t>(B::KC, k);
+  const int64_t mc_max = std::min<int64_t>(B::MC, (m + MR - 1) / MR * MR);
+  auto bpack = aligned_buffer<T>(nc_max * kc_max);
+  auto apack = aligned_buffer<T>(mc_max * kc_max);
+  // Small problems stay on one thread: the parallel region would cost more.
+  const bool serial = static_cast<double>(m) * n * k < 64.0 * 64 * 64;
+
+  for (int64_t jc = 0; jc < n; jc += B::NC) {
+    const int64_t nc = std::min<int64_t>(B::NC, n - jc);
+    const int64_t npanels = (nc + NR - 1) / NR;
+    for (int64_t pc = 0; pc < k; pc += B::KC) {
+      const int64_t kc = std::min<int64_t>(B::KC, k - pc);
+      const T beta_eff = pc == 0 ? beta : T(1);
+      T* bp = bpack.get();
+      auto pack_b = [&](int64_t p0, int64_t p1) {
+        for (int64_t jp = p0; jp < p1; ++jp) {
+          T* dst = bp + jp * kc * NR;
+          const int64_t j0 = jc + jp * NR;
+          const int nr = static_cast<int>(std::min<int64_t>(NR, n - j0));
+          for (int64_t p = 0; p < kc; ++p) {
+            T* d = dst + p * NR;
+            if (!b_t) {
+              const T* s = b + (pc + p) * ldb + j0;
+              for (int j = 0; j < nr; ++j) d[j] = s[j];
+            } else {
+              const T* s = b + j0 * ldb + (pc + p);
+              for (int j = 0; j < nr; ++j) d[j] = s[j * ldb];
+            }
+            for (int j = nr; j < NR; ++j) d[j] = T(0);
+          }
+        }
+      };
+      if (serial) pack_b(0, npanels);
+      else parallel_for(0, npanels, 1, pack_b);
+
+      for (int64_t ic = 0; ic < m; ic += B::MC) {
+        const int64_t mc = std::min<int64_t>(B::MC, m - ic);
+        const int64_t mpanels = (mc + MR - 1) / MR;
+        T* ap = apack.get();
+        for (int64_t ip = 0; ip < mpanels; ++ip) {
+          T* dst = ap + ip * kc * MR;
+          const int64_t i0 = ic + ip * MR;
+          const int mr = static_cast<int>(std::min<int64_t>(MR, m - i0));
+          for (int64_t p = 0; p < kc; ++p) {
+            T* d = dst + p * MR;
+            for (int i = 0; i < mr; ++i) d[i] = a_t ? a[(pc + p) * lda + i0 + i] : a[(i0 + i) * lda + pc + p];
+            for (int i = mr; i < MR; ++i) d[i] = T(0);
+          }
+        }
+        auto run = [&](int64_t p0, int64_t p1) {
+          for (int64_t jp = p0; jp < p1; ++jp) {
+            const int64_t j0 = jc + jp * NR;
+            const int nr = static_cast<int>(std::min<int64_t>(NR, n - j0));
+            for (int64_t ip = 0; ip < mpanels; ++ip) {
+              const int64_t i0 = ic + ip * MR;
+              const int mr = static_cast<int>(std::min<int64_t>(MR, m - i0));
+              micro_kernel<T, MR, NR>(kc, ap + ip * kc * MR, bp + jp * kc * NR, alpha, beta_eff, c + i0 * ldc + j0,
+                                      ldc, mr, nr);
+            }
+          }
+        };
+        if (serial) run(0, npanels);
+        else parallel_for(0, npanels, 1, run);
+      }
+    }
+  }
+}
+
+void native_sgemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                  const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  native_gemm<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+void native_dgemm(char ta, char tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
+                  const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  native_gemm<double>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// Integer matmul: accumulate a row of C in uint64 (wrapping, no UB), then
+// narrow, which gives the same bits as accumulating in the integer type.
+template <typename T>
+void int_gemm_typed(const cpublas::IntGemmArgs& g) {
+  const T* a = static_cast<const T*>(g.a);
+  const T* b = static_cast<const T*>(g.b);
+  T* c = static_cast<T*>(g.c);
+  const uint64_t alpha = static_cast<uint64_t>(g.alpha), beta = static_cast<uint64_t>(g.beta);
+  const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, g.n * std::max<int64_t>(g.k, 1)));
+  parallel_for(0, g.m, grain, [&](int64_t i0, int64_t i1) {
+    std::vector<uint64_t> acc(static_cast<size_t>(g.n));
+    for (int64_t i = i0; i < i1; ++i) {
+      std::fill(acc.begin(), acc.end(), 0);
+      for (int64_t p = 0; p < g.k; ++p) {
+        const uint64_t av = static_cast<uint64_t>(static_cast<int64_t>(a[i * g.a_rs + p * g.a_cs]));
+        const T* brow = b + p * g.b_rs;
+        if (g.b_cs == 1) {
+#pragma omp simd
+          for (int64_t j = 0; j < g.n; ++j) acc[j] += av * static_cast<uint64_t>(static_cast<int64_t>(brow[j]));
+        } else {
+          for (int64_t j = 0; j < g.n; ++j)
+            acc[j] += av * static_cast<uint64_t>(static_cast<int64_t>(brow[j * g.b_cs]));
+        }
+      }
+      T* crow = c + i * g.c_rs;
+      for (int64_t j = 0; j < g.n; ++j) {
+        uint64_t v = alpha * acc[j];
+        if (beta != 0) v += beta * static_cast<uint64_t>(static_cast<int64_t>(crow[j * g.c_cs]));
+        crow[j * g.c_cs] = static_cast<T>(v);
+      }
+    }
+  });
+}
+
+void int_gemm(const cpublas::IntGemmArgs& g) {
+  switch (g.dtype) {
+    case ScalarType::UInt8: return int_gemm_typed<uint8_t>(g);
+    case ScalarType::Int8: return int_gemm_typed<int8_t>(g);
+    case ScalarType::Int16: return int_gemm_typed<int16_t>(g);
+    case ScalarType::Int32: return int_gemm_typed<int32_t>(g);
+    case ScalarType::Int64: return int_gemm_typed<int64_t>(g);
+    default: throw Error(str("int_gemm: unsupported dtype ", dtype_name(g.dtype)));
+  }
+}
+
+}  // namespace
+}  // namespace STRATA_CPU_NS
+}  // namespace cpu
+
+STRATA_REGISTER_CPU_KERNEL(native_sgemm_stub, cpu::native_sgemm);
+STRATA_REGISTER_CPU_KERNEL(native_dgemm_stub, cpu::native_dgemm);
+STRATA_REGISTER_CPU_KERNEL(int_gemm_stub, cpu::int_gemm);
+
+}  // namespace strata
