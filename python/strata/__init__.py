@@ -35,5 +35,6 @@ from ._functions import *  # noqa: E402,F401,F403
 from ._functions import __all__ as _fn_all  # noqa: E402
 from . import _tensor  # noqa: E402,F401  (attaches Tensor methods)
 from ._grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode  # noqa: E402
+from . import blas  # noqa: E402,F401  (strata.blas: BLAS routines as ops)
 
 __version__ = "0.1.0"

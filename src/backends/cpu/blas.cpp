@@ -557,3 +557,11 @@ std::string backend_name() {
 }
 
 }  // namespace strata::cpublas
+
+// C entry point so Python (strata.blas.backend(), via ctypes) and the benchmark
+// can show which library is in use without a binding of their own.
+extern "C" __attribute__((visibility("default"))) const char* strata_blas_backend_name() {
+  static thread_local std::string s;
+  s = strata::cpublas::backend_name();
+  return s.c_str();
+}
