@@ -87,6 +87,14 @@ Tensor view_as(const Tensor& t, DimVector sizes, DimVector strides) {
   return make_view(t, std::move(sizes), std::move(strides), t.storage_offset());
 }
 
+// t broadcast to shape as a stride-0 view (t is known to be broadcastable).
+Tensor expand_to(const Tensor& t, IntArrayRef shape) {
+  int64_t pad = static_cast<int64_t>(shape.size()) - t.dim();
+  DimVector st(shape.size(), 0);
+  for (int64_t d = 0; d < t.dim(); ++d) st[pad + d] = t.size(d) == shape[pad + d] ? t.stride(d) : 0;
+  return view_as(t, DimVector(shape.begin(), shape.end()), st);
+}
+
 // c[..., m, n] = beta * c + alpha * a[..., m, k] @ b[..., k, n], where a, b and c
 // have the same number of batch dims (size-1 batch dims of a and b broadcast).
 // reduce_batch: c is 2-D and every batch of a/b is added into it (addbmm).
@@ -189,9 +197,13 @@ Tensor add_product(const char* op, const Tensor& self, const Tensor& a, const Te
                    const Scalar& alpha, const OptT& out, DimVector shape, bool reduce_batch) {
   check_self_broadcast(op, self, shape);
   check_dtype_supported(op, self.dtype());
+  // In place (addmm_): self cannot grow to the broadcast shape.
+  STRATA_CHECK(!(out && out->is_same(self)) ||
+                   std::equal(shape.begin(), shape.end(), self.sizes().begin(), self.sizes().end()),
+               op, ": output with shape ", self.shape_str(), " doesn't match the broadcast shape ", shape_str(shape));
   OutSlot slot(op, out, shape, self.dtype(), self.device(), {&self, &a, &b}, &self);
   bool read_self = beta.to_double() != 0.0 || (beta.is_integral(true) && beta.to_int() != 0);
-  if (read_self && !slot.target.is_same(self)) copy_(slot.target, self, false);
+  if (read_self && !slot.target.is_same(self)) copy_(slot.target, expand_to(self, shape), false);
   gemm_into(op, slot.target, a, b, read_self ? beta : Scalar(0.0), alpha, reduce_batch);
   return slot.finish();
 }
@@ -237,7 +249,8 @@ Tensor addmv_impl(const Tensor& self, const Tensor& mat, const Tensor& vec, cons
   OutSlot slot("addmv", out, std::vector<int64_t>{mat.size(0)}, self.dtype(), self.device(), {&self, &mat, &vec},
                &self);
   bool read_self = beta.to_double() != 0.0;
-  if (read_self && !slot.target.is_same(self)) copy_(slot.target, self, false);
+  if (read_self && !slot.target.is_same(self))
+    copy_(slot.target, expand_to(self, std::vector<int64_t>{mat.size(0)}), false);
   gemm_into("addmv", as_col(slot.target), mat, as_col(vec), read_self ? beta : Scalar(0.0), alpha);
   return slot.finish();
 }
