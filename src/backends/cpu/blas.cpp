@@ -316,6 +316,9 @@ void scale_c(int64_t m, int64_t n, T beta, T* c, int64_t ldc) {
     for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
 }
 
+// Products up to this many multiply-adds run single-threaded (about 5 us of work).
+constexpr double kSmallGemm = 96.0 * 96 * 96;
+
 template <typename T>
 void gemm_impl(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
                int64_t ldb, T beta, T* c, int64_t ldc) {
@@ -328,12 +331,22 @@ void gemm_impl(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, T alpha, con
   Library lib = std::is_same_v<T, float> ? s.sgemm_lib : s.other_lib;
   if (lib == Library::Dnnl) {
     if constexpr (std::is_same_v<T, float>) {
+      int status = 0;
 #ifdef _OPENMP
       // oneDNN (OpenMP build) sizes its team from the calling thread's setting.
+      // Small products run on one thread: a parallel region costs microseconds,
+      // and on a busy machine a barrier can wait a whole scheduler slice.
       int nt = std::max(1, get_num_threads());
-      if (!in_parallel_region() && omp_get_max_threads() != nt) omp_set_num_threads(nt);
+      bool small = static_cast<double>(m) * n * k <= kSmallGemm;
+      int want = small ? 1 : nt;
+      int before = omp_get_max_threads();
+      if (!in_parallel_region() && before != want) omp_set_num_threads(want);
+      status = s.dnnl_sgemm(char(ta), char(tb), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      if (!in_parallel_region() && before != want) omp_set_num_threads(before);
+#else
+      status = s.dnnl_sgemm(char(ta), char(tb), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 #endif
-      if (s.dnnl_sgemm(char(ta), char(tb), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) == 0) return;
+      if (status == 0) return;
       // dnnl refuses only on invalid arguments, which fix_ld rules out; fall through to be safe.
     }
   }
