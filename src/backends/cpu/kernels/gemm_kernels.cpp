@@ -75,8 +75,9 @@ STRATA_ALWAYS_INLINE void micro_kernel(int64_t kc, const T* __restrict ap, const
   }
 }
 
+// One thread's GEMM (the blocked loops).
 template <typename T>
-void native_gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+void gemm_serial(char ta, char tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
                  int64_t ldb, T beta, T* c, int64_t ldc) {
   using B = Blocking<T>;
   constexpr int MR = B::MR, NR = B::NR;
@@ -92,8 +93,6 @@ void native_gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, T alpha, con
   const int64_t mc_max = std::min<int64_t>(B::MC, (m + MR - 1) / MR * MR);
   auto bpack = aligned_buffer<T>(nc_max * kc_max);
   auto apack = aligned_buffer<T>(mc_max * kc_max);
-  // Small problems stay on one thread: the parallel region would cost more.
-  const bool serial = static_cast<double>(m) * n * k < 64.0 * 64 * 64;
 
   for (int64_t jc = 0; jc < n; jc += B::NC) {
     const int64_t nc = std::min<int64_t>(B::NC, n - jc);
@@ -120,8 +119,7 @@ void native_gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, T alpha, con
           }
         }
       };
-      if (serial) pack_b(0, npanels);
-      else parallel_for(0, npanels, 1, pack_b);
+      pack_b(0, npanels);
 
       for (int64_t ic = 0; ic < m; ic += B::MC) {
         const int64_t mc = std::min<int64_t>(B::MC, m - ic);
@@ -149,11 +147,36 @@ void native_gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, T alpha, con
             }
           }
         };
-        if (serial) run(0, npanels);
-        else parallel_for(0, npanels, 1, run);
+        run(0, npanels);
       }
     }
   }
+}
+
+// Threads split C into independent column (or, for narrow C, row) ranges and
+// each runs the serial GEMM on its part: one parallel region and no barriers
+// inside it, which also keeps a busy, shared machine from stalling every block.
+template <typename T>
+void native_gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+                 int64_t ldb, T beta, T* c, int64_t ldc) {
+  using B = Blocking<T>;
+  const int nt = get_num_threads();
+  if (nt <= 1 || static_cast<double>(m) * n * k < 96.0 * 96 * 96 || in_parallel_region())
+    return gemm_serial(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  const bool split_n = (n + B::NR - 1) / B::NR >= 2 * nt || n >= m;
+  const int64_t unit = split_n ? B::NR : B::MR;
+  const int64_t units = ((split_n ? n : m) + unit - 1) / unit;
+  parallel_for(0, units, 1, [&](int64_t u0, int64_t u1) {
+    const int64_t lo = u0 * unit, hi = std::min(u1 * unit, split_n ? n : m);
+    if (lo >= hi) return;
+    if (split_n) {
+      const T* bs = tb == 'T' ? b + lo * ldb : b + lo;
+      gemm_serial(ta, tb, m, hi - lo, k, alpha, a, lda, bs, ldb, beta, c + lo, ldc);
+    } else {
+      const T* as = ta == 'T' ? a + lo : a + lo * lda;
+      gemm_serial(ta, tb, hi - lo, n, k, alpha, as, lda, b, ldb, beta, c + lo * ldc, ldc);
+    }
+  });
 }
 
 void native_sgemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
