@@ -3,7 +3,7 @@
     .venv/bin/python bench/run.py            # default run (about 3 minutes)
     .venv/bin/python bench/run.py --quick    # about 30 seconds
 
-Every figure is measured side by side in the same run (the machines are shared
+Every figure is measured side by side in the same run, peers interleaved call by call (the machines are shared
 and noisy, see /work/shared/PERFORMANCE.md): warm-up, repeats, median with min
 and max. Ratios are throughput ratios (Strata / peer): above 1 means Strata is
 faster.
@@ -39,20 +39,32 @@ except Exception:  # pragma: no cover
     torch = None
 
 
-def timeit(fn, target_s, min_reps=3, max_reps=50):
-    """Median/min/max seconds per call: one warm-up, then enough repeats to fill target_s."""
-    fn()
-    t0 = time.perf_counter()
-    fn()
-    one = max(time.perf_counter() - t0, 1e-7)
-    reps = int(min(max_reps, max(min_reps, target_s / one)))
-    times = []
-    for _ in range(reps):
+def measure(fns, target_s, min_reps=5, max_reps=60):
+    """Median/min/max seconds per call for each of fns (a dict name -> callable).
+
+    The peers' calls are interleaved (a, b, c, a, b, c, ...) so that bursts of
+    load from other users of the machine hit all of them alike: the ratios stay
+    meaningful even when the absolute numbers do not. One warm-up call each,
+    then as many rounds as fill target_s.
+    """
+    one = 0.0
+    for fn in fns.values():
+        fn()
         t0 = time.perf_counter()
         fn()
-        times.append(time.perf_counter() - t0)
-    times.sort()
-    return {"median": times[len(times) // 2], "min": times[0], "max": times[-1], "reps": reps}
+        one += max(time.perf_counter() - t0, 1e-7)
+    reps = int(min(max_reps, max(min_reps, target_s / one)))
+    times = {name: [] for name in fns}
+    for _ in range(reps):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    out = {}
+    for name, ts in times.items():
+        ts.sort()
+        out[name] = {"median": ts[len(ts) // 2], "min": ts[0], "max": ts[-1], "reps": reps}
+    return out
 
 
 def rate(t, work):
@@ -85,19 +97,17 @@ def bench_gemm(shapes, target_s, threads):
         row = {"shape": [m, k, n], "unit": "GFLOP/s"}
         sa, sb = st.from_numpy(a), st.from_numpy(b)
         sout = st.from_numpy(np.empty((m, n), np.float32))
-        row["strata"] = rate(timeit(lambda: st.mm(sa, sb, out=sout), target_s), flops)
+        fns = {"strata": lambda: st.mm(sa, sb, out=sout)}
         if torch is not None:
             ta, tb = torch.from_numpy(a), torch.from_numpy(b)
             tout = torch.empty((m, n))
-            row["torch"] = rate(timeit(lambda: torch.mm(ta, tb, out=tout), target_s), flops)
+            fns["torch"] = lambda: torch.mm(ta, tb, out=tout)
         if dnnl is not None:
             c = np.empty((m, n), np.float32)
             pa, pb, pc = a.ctypes.data, b.ctypes.data, c.ctypes.data
-
-            def call():
-                dnnl(b"N", b"N", m, n, k, 1.0, pa, k, pb, n, 0.0, pc, n)
-
-            row["dnnl_direct"] = rate(timeit(call, target_s), flops)
+            fns["dnnl_direct"] = lambda: dnnl(b"N", b"N", m, n, k, 1.0, pa, k, pb, n, 0.0, pc, n)
+        for name, t in measure(fns, target_s).items():
+            row[name] = rate(t, flops)
         rows.append(row)
         print(f"  gemm {m}x{k}x{n}: strata {row['strata']['median']:.1f} GFLOP/s", file=sys.stderr)
     return rows
@@ -120,13 +130,14 @@ def bench_elementwise(n, target_s, threads, c_loop_reps):
         row = {"op": op, "n": n, "unit": "GB/s"}
         sa, sb, sc = st.from_numpy(a), st.from_numpy(b), st.from_numpy(np.empty_like(a))
         sfn = getattr(st, op)
-        row["strata"] = rate(timeit(lambda: sfn(sa, sb, out=sc), target_s), gb)
+        nfn = np.add if op == "add" else np.multiply
+        fns = {"strata": lambda: sfn(sa, sb, out=sc), "numpy": lambda: nfn(a, b, out=c)}
         if torch is not None:
             ta, tb, tc = torch.from_numpy(a), torch.from_numpy(b), torch.empty(n)
             tfn = getattr(torch, op)
-            row["torch"] = rate(timeit(lambda: tfn(ta, tb, out=tc), target_s), gb)
-        nfn = np.add if op == "add" else np.multiply
-        row["numpy"] = rate(timeit(lambda: nfn(a, b, out=c), target_s), gb)
+            fns["torch"] = lambda: tfn(ta, tb, out=tc)
+        for name, t in measure(fns, target_s).items():
+            row[name] = rate(t, gb)
         if c_loop is not None:
             row["c_loop"] = c_loop[op]
         rows.append(row)
@@ -155,11 +166,11 @@ def main():
     if args.quick:
         square = [64, 256, 1024, 2048]
         skinny = [(64, 4096, 4096), (1, 4096, 4096)]
-        target, n_elem, c_reps = 0.3, 1 << 25, 5
+        target, n_elem, c_reps = 1.0, 1 << 25, 5
     else:
         square = [64, 128, 256, 512, 1024, 2048, 4096]
         skinny = [(64, 4096, 4096), (1, 4096, 4096), (4096, 4096, 64), (256, 64, 4096)]
-        target, n_elem, c_reps = 1.5, 1 << 25, 15
+        target, n_elem, c_reps = 4.0, 1 << 25, 15
 
     t_start = time.time()
     print(f"[bench] BLAS: {st.blas.backend()}", file=sys.stderr)

@@ -30,8 +30,8 @@ template <typename T, typename Gemm>
 void check_all(Gemm&& gemm, double tol) {
   std::mt19937 rng(42);
   std::uniform_real_distribution<double> u(-1, 1);
-  const int64_t shapes[][3] = {{1, 1, 1}, {7, 5, 3}, {33, 65, 17}, {97, 130, 300}, {1, 200, 64}, {150, 1, 9},
-                               {4, 4, 0}};
+  const int64_t shapes[][3] = {{1, 1, 1}, {7, 5, 3}, {33, 65, 17}, {97, 130, 300}, {1, 200, 64}, {150, 1, 9}, {1, 3000, 100},
+                               {2000, 1, 50}, {1, 500, 400}, {4, 4, 0}};
   for (auto& s : shapes) {
     int64_t m = s[0], n = s[1], k = s[2];
     for (Trans ta : {Trans::N, Trans::T})

@@ -188,6 +188,89 @@ void native_dgemm(char ta, char tb, int64_t m, int64_t n, int64_t k, double alph
   native_gemm<double>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+// gemv for the vector-shaped products: stream A once, at memory bandwidth.
+template <typename T>
+void native_gemv(char trans, int64_t m, int64_t n, T alpha, const T* a, int64_t lda, const T* x, int64_t incx,
+                 T beta, T* y, int64_t incy) {
+  const int64_t xlen = trans == 'N' ? n : m;
+  std::vector<T> xbuf;
+  if (incx != 1) {
+    xbuf.resize(static_cast<size_t>(xlen));
+    for (int64_t i = 0; i < xlen; ++i) xbuf[i] = x[i * incx];
+    x = xbuf.data();
+  }
+  const bool big = static_cast<double>(m) * n >= 65536.0;
+  if (trans == 'N') {
+    // y[i] = dot(A[i, :], x): rows split between threads.
+    auto rows = [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const T* __restrict r = a + i * lda;
+        T acc = 0;
+#pragma omp simd reduction(+ : acc)
+        for (int64_t j = 0; j < n; ++j) acc += r[j] * x[j];
+        y[i * incy] = beta == T(0) ? alpha * acc : alpha * acc + beta * y[i * incy];
+      }
+    };
+    if (big) parallel_for(0, m, std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)), rows);
+    else rows(0, m);
+    return;
+  }
+  // y[j] = sum_p x[p] * A[p, j]: threads own column chunks that stay in L1
+  // while the rows of A stream past.
+  constexpr int64_t kChunk = 1024;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  auto cols = [&](int64_t c0, int64_t c1) {
+    alignas(64) T acc[kChunk];
+    for (int64_t ch = c0; ch < c1; ++ch) {
+      const int64_t j0 = ch * kChunk, len = std::min(kChunk, n - j0);
+      for (int64_t j = 0; j < len; ++j) acc[j] = T(0);
+      for (int64_t p = 0; p < m; ++p) {
+        const T xv = x[p];
+        const T* __restrict r = a + p * lda + j0;
+#pragma omp simd
+        for (int64_t j = 0; j < len; ++j) acc[j] += xv * r[j];
+      }
+      for (int64_t j = 0; j < len; ++j) {
+        T* yj = y + (j0 + j) * incy;
+        *yj = beta == T(0) ? alpha * acc[j] : alpha * acc[j] + beta * *yj;
+      }
+    }
+  };
+  if (big && chunks > 1) {
+    parallel_for(0, chunks, 1, cols);
+  } else if (big && get_num_threads() > 1 && !in_parallel_region()) {
+    // One chunk of columns but many rows: split the rows, add the partial sums.
+    const int nt = get_num_threads();
+    std::vector<T> part(static_cast<size_t>(nt) * n, T(0));
+    parallel_for(0, m, std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)), [&](int64_t p0, int64_t p1) {
+      T* acc = part.data() + static_cast<int64_t>(omp_get_thread_num()) * n;
+      for (int64_t p = p0; p < p1; ++p) {
+        const T xv = x[p];
+        const T* __restrict r = a + p * lda;
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) acc[j] += xv * r[j];
+      }
+    });
+    for (int64_t j = 0; j < n; ++j) {
+      T s = 0;
+      for (int t = 0; t < nt; ++t) s += part[t * n + j];
+      T* yj = y + j * incy;
+      *yj = beta == T(0) ? alpha * s : alpha * s + beta * *yj;
+    }
+  } else {
+    cols(0, chunks);
+  }
+}
+
+void native_sgemv(char t, int64_t m, int64_t n, float alpha, const float* a, int64_t lda, const float* x,
+                  int64_t incx, float beta, float* y, int64_t incy) {
+  native_gemv<float>(t, m, n, alpha, a, lda, x, incx, beta, y, incy);
+}
+void native_dgemv(char t, int64_t m, int64_t n, double alpha, const double* a, int64_t lda, const double* x,
+                  int64_t incx, double beta, double* y, int64_t incy) {
+  native_gemv<double>(t, m, n, alpha, a, lda, x, incx, beta, y, incy);
+}
+
 // Integer matmul: accumulate a row of C in uint64 (wrapping, no UB), then
 // narrow, which gives the same bits as accumulating in the integer type.
 template <typename T>
@@ -240,5 +323,7 @@ void int_gemm(const cpublas::IntGemmArgs& g) {
 STRATA_REGISTER_CPU_KERNEL(native_sgemm_stub, cpu::native_sgemm);
 STRATA_REGISTER_CPU_KERNEL(native_dgemm_stub, cpu::native_dgemm);
 STRATA_REGISTER_CPU_KERNEL(int_gemm_stub, cpu::int_gemm);
+STRATA_REGISTER_CPU_KERNEL(native_sgemv_stub, cpu::native_sgemv);
+STRATA_REGISTER_CPU_KERNEL(native_dgemv_stub, cpu::native_dgemv);
 
 }  // namespace strata
