@@ -188,6 +188,25 @@ void native_dgemm(char ta, char tb, int64_t m, int64_t n, int64_t k, double alph
   native_gemm<double>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+// Dot product with several independent vector accumulators (GCC leaves an
+// `omp simd reduction` inside a lambda scalar, and one accumulator would be
+// bound by the FMA latency anyway).
+template <typename T>
+STRATA_ALWAYS_INLINE T dot_contig(const T* __restrict a, const T* __restrict b, int64_t n) {
+  constexpr int L = 4 * kVecBytes / static_cast<int>(sizeof(T));
+  T acc[L];
+  for (int l = 0; l < L; ++l) acc[l] = T(0);
+  int64_t j = 0;
+  for (; j + L <= n; j += L) {
+#pragma omp simd
+    for (int l = 0; l < L; ++l) acc[l] += a[j + l] * b[j + l];
+  }
+  T s = 0;
+  for (int l = 0; l < L; ++l) s += acc[l];
+  for (; j < n; ++j) s += a[j] * b[j];
+  return s;
+}
+
 // gemv for the vector-shaped products: stream A once, at memory bandwidth.
 template <typename T>
 void native_gemv(char trans, int64_t m, int64_t n, T alpha, const T* a, int64_t lda, const T* x, int64_t incx,
@@ -204,10 +223,7 @@ void native_gemv(char trans, int64_t m, int64_t n, T alpha, const T* a, int64_t 
     // y[i] = dot(A[i, :], x): rows split between threads.
     auto rows = [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
-        const T* __restrict r = a + i * lda;
-        T acc = 0;
-#pragma omp simd reduction(+ : acc)
-        for (int64_t j = 0; j < n; ++j) acc += r[j] * x[j];
+        T acc = dot_contig(a + i * lda, x, n);
         y[i * incy] = beta == T(0) ? alpha * acc : alpha * acc + beta * y[i * incy];
       }
     };
