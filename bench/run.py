@@ -39,7 +39,7 @@ except Exception:  # pragma: no cover
     torch = None
 
 
-def measure(fns, target_s, min_reps=5, max_reps=60):
+def measure(fns, target_s, min_reps=7, max_reps=1000):
     """Median/min/max seconds per call for each of fns (a dict name -> callable).
 
     The peers' calls are interleaved (a, b, c, a, b, c, ...) so that bursts of
