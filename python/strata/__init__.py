@@ -38,5 +38,6 @@ from ._shape import split, chunk, nonzero, where  # noqa: E402,F401  (Python-onl
 from ._creation import *  # noqa: E402,F401,F403  (torch-signature factories, random, strata.random)
 from . import _tensor_views  # noqa: E402,F401  (view properties, in-place view methods)
 from ._grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode  # noqa: E402
+from . import blas  # noqa: E402,F401  (strata.blas: BLAS routines as ops)
 
 __version__ = "0.1.0"

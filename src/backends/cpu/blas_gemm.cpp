@@ -1,0 +1,170 @@
+// CPU implementation of the batched strided GEMM behind matmul, mm, bmm,
+// addmm, addmv, dot, baddbmm and addbmm. Turns tensor strides into BLAS
+// layouts: a matrix whose rows or columns are dense is passed as it is
+// (transposed if it is column-major) instead of being copied; a column-major C
+// is computed as C^T = B^T A^T. Only layouts BLAS cannot describe (both strides
+// > 1, stride-0 expanded rows) are copied.
+#include <algorithm>
+#include <array>
+#include <vector>
+
+#include "backends/cpu/blas.h"
+#include "backends/cpu/gemm_native.h"
+#include "backends/cpu/parallel.h"
+#include "ops/linalg_kernel.h"
+
+namespace strata {
+
+namespace {
+
+using cpublas::Trans;
+
+struct Layout {
+  bool ok;
+  Trans t;
+  int64_t ld;
+};
+
+// A rows x cols matrix with strides (rs, cs), as BLAS sees it.
+Layout blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  if (cs == 1 && (rows <= 1 || rs >= std::max<int64_t>(1, cols))) return {true, Trans::N, rs};
+  if (rs == 1 && (cols <= 1 || cs >= std::max<int64_t>(1, rows))) return {true, Trans::T, cs};
+  return {false, Trans::N, 0};
+}
+
+template <typename T>
+void pack(const T* src, int64_t rows, int64_t cols, int64_t rs, int64_t cs, std::vector<T>& dst) {
+  dst.resize(static_cast<size_t>(rows * cols));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) dst[i * cols + j] = src[i * rs + j * cs];
+}
+
+template <typename T>
+struct Scratch {
+  std::vector<T> a, b, c;
+};
+
+// One matrix: C = alpha * A @ B + beta * C for any strides.
+template <typename T>
+void gemm_one(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t a_rs, int64_t a_cs, const T* b,
+              int64_t b_rs, int64_t b_cs, T beta, T* c, int64_t c_rs, int64_t c_cs, Scratch<T>& s) {
+  if (m == 0 || n == 0) return;
+  Layout lc = blas_layout(m, n, c_rs, c_cs);
+  if (lc.ok && lc.t == Trans::T && !(m <= 1 && n <= 1)) {
+    // Column-major C: compute C^T (n x m, row-major) = B^T @ A^T.
+    return gemm_one<T>(n, m, k, alpha, b, b_cs, b_rs, a, a_cs, a_rs, beta, c, c_cs, c_rs, s);
+  }
+  if (!lc.ok) {
+    std::vector<T> tmp(static_cast<size_t>(m * n));
+    if (beta != T(0))
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) tmp[i * n + j] = c[i * c_rs + j * c_cs];
+    gemm_one<T>(m, n, k, alpha, a, a_rs, a_cs, b, b_rs, b_cs, beta, tmp.data(), n, 1, s);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * c_rs + j * c_cs] = tmp[i * n + j];
+    return;
+  }
+  Layout la = blas_layout(m, k, a_rs, a_cs), lb = blas_layout(k, n, b_rs, b_cs);
+  if (!la.ok && k > 0) {
+    pack(a, m, k, a_rs, a_cs, s.a);
+    a = s.a.data();
+    la = {true, Trans::N, k};
+  }
+  if (!lb.ok && k > 0) {
+    pack(b, k, n, b_rs, b_cs, s.b);
+    b = s.b.data();
+    lb = {true, Trans::N, n};
+  }
+  cpublas::gemm(la.t, lb.t, m, n, k, alpha, a, la.ld, b, lb.ld, beta, c, m <= 1 ? std::max<int64_t>(n, 1) : c_rs);
+}
+
+// Visits every batch index of g.batch with the element offsets of A, B, C.
+template <typename F>
+void for_each_batch(const BatchedGemm& g, F&& f) {
+  const int64_t nd = static_cast<int64_t>(g.batch.size());
+  int64_t total = 1;
+  for (int64_t s : g.batch) total *= s;
+  DimVector idx(nd, 0);
+  int64_t oa = 0, ob = 0, oc = 0;
+  for (int64_t t = 0; t < total; ++t) {
+    f(t, oa, ob, oc);
+    for (int64_t d = nd - 1; d >= 0; --d) {
+      if (++idx[d] < g.batch[d]) {
+        oa += g.a_bs[d], ob += g.b_bs[d], oc += g.c_bs[d];
+        break;
+      }
+      oa -= g.a_bs[d] * (g.batch[d] - 1), ob -= g.b_bs[d] * (g.batch[d] - 1), oc -= g.c_bs[d] * (g.batch[d] - 1);
+      idx[d] = 0;
+    }
+  }
+}
+
+template <typename T>
+void batched_float(const BatchedGemm& g) {
+  const T* a = static_cast<const T*>(g.a);
+  const T* b = static_cast<const T*>(g.b);
+  T* c = static_cast<T*>(g.c);
+  const T alpha = static_cast<T>(g.alpha), beta = static_cast<T>(g.beta);
+  int64_t total = 1;
+  for (int64_t s : g.batch) total *= s;
+  const double flops = 2.0 * g.m * g.n * g.k;
+  if (!g.reduce_batch && total >= 2 && flops < 2.0 * 48 * 48 * 48 && get_num_threads() > 1) {
+    // Many small matrices: one thread per matrix (the libraries would not split them).
+    std::vector<std::array<int64_t, 3>> offs;
+    offs.reserve(total);
+    for_each_batch(g, [&](int64_t, int64_t oa, int64_t ob, int64_t oc) { offs.push_back({oa, ob, oc}); });
+    int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(65536.0 / std::max(flops, 1.0)));
+    parallel_for(0, total, grain, [&](int64_t t0, int64_t t1) {
+      Scratch<T> s;
+      for (int64_t t = t0; t < t1; ++t) {
+        auto [oa, ob, oc] = offs[t];
+        gemm_one<T>(g.m, g.n, g.k, alpha, a + oa, g.a_rs, g.a_cs, b + ob, g.b_rs, g.b_cs, beta, c + oc, g.c_rs,
+                    g.c_cs, s);
+      }
+    });
+    return;
+  }
+  Scratch<T> s;
+  for_each_batch(g, [&](int64_t t, int64_t oa, int64_t ob, int64_t oc) {
+    T be = g.reduce_batch && t > 0 ? T(1) : beta;
+    gemm_one<T>(g.m, g.n, g.k, alpha, a + oa, g.a_rs, g.a_cs, b + ob, g.b_rs, g.b_cs, be, c + oc, g.c_rs, g.c_cs, s);
+  });
+  if (g.reduce_batch && total == 0) {
+    // No batches: C = beta * C.
+    gemm_one<T>(g.m, g.n, 0, alpha, a, g.a_rs, g.a_cs, b, g.b_rs, g.b_cs, beta, c, g.c_rs, g.c_cs, s);
+  }
+}
+
+void batched_int(const BatchedGemm& g) {
+  const size_t es = element_size(g.dtype);
+  int64_t total = 1;
+  for (int64_t s : g.batch) total *= s;
+  auto run = [&](int64_t oa, int64_t ob, int64_t oc, int64_t beta, int64_t k) {
+    cpublas::IntGemmArgs a{g.dtype, g.m, g.n, k,
+                           static_cast<const char*>(g.a) + oa * es, g.a_rs, g.a_cs,
+                           static_cast<const char*>(g.b) + ob * es, g.b_rs, g.b_cs,
+                           static_cast<char*>(g.c) + oc * es, g.c_rs, g.c_cs, g.ialpha, beta};
+    int_gemm_stub(DeviceType::CPU, a);
+  };
+  for_each_batch(g, [&](int64_t t, int64_t oa, int64_t ob, int64_t oc) {
+    run(oa, ob, oc, g.reduce_batch && t > 0 ? 1 : g.ibeta, g.k);
+  });
+  if (g.reduce_batch && total == 0) {
+    run(0, 0, 0, g.ibeta, 0);  // alpha * (empty sum) + beta * C
+  }
+}
+
+void batched_gemm_cpu(const BatchedGemm& g) {
+  if (g.m == 0 || g.n == 0) return;
+  switch (g.dtype) {
+    case ScalarType::Float32: return batched_float<float>(g);
+    case ScalarType::Float64: return batched_float<double>(g);
+    default: return batched_int(g);
+  }
+}
+
+StubRegistrar<BatchedGemmFn> g_reg(batched_gemm_stub, 0, &batched_gemm_cpu);
+
+}  // namespace
+
+}  // namespace strata

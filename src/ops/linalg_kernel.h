@@ -1,0 +1,31 @@
+// The one device stub behind every matmul-family op: a batched, strided GEMM.
+// linalg.cpp does the checks, shapes, dtypes and broadcasting (as batch
+// strides of 0) and hands the device this description.
+#pragma once
+
+#include <vector>
+
+#include "core/tensor.h"
+#include "ops/stub.h"
+
+namespace strata {
+
+struct BatchedGemm {
+  ScalarType dtype;  // Float32, Float64 or an integer type (reduced floats are converted before)
+  int64_t m = 0, n = 0, k = 0;
+  DimVector batch;                 // batch shape (empty: one matrix)
+  DimVector a_bs, b_bs, c_bs;      // strides of the batch dims (0 where broadcast)
+  const void* a = nullptr;
+  int64_t a_rs = 0, a_cs = 0;      // element strides of one matrix
+  const void* b = nullptr;
+  int64_t b_rs = 0, b_cs = 0;
+  void* c = nullptr;
+  int64_t c_rs = 0, c_cs = 0;
+  double alpha = 1, beta = 0;      // floating dtypes
+  int64_t ialpha = 1, ibeta = 0;   // integer dtypes
+  bool reduce_batch = false;       // addbmm: every batch adds into the same C (c_bs all 0)
+};
+using BatchedGemmFn = void (*)(const BatchedGemm&);
+STRATA_DECLARE_STUB(batched_gemm_stub, BatchedGemmFn);
+
+}  // namespace strata
