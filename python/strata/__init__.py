@@ -34,6 +34,7 @@ from ._size import Size  # noqa: E402
 from ._functions import *  # noqa: E402,F401,F403
 from ._functions import __all__ as _fn_all  # noqa: E402
 from . import _tensor  # noqa: E402,F401  (attaches Tensor methods)
+from . import nn  # noqa: E402,F401
 from ._grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode  # noqa: E402
 
 __version__ = "0.1.0"
