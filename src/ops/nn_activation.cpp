@@ -36,6 +36,9 @@ STRATA_DEFINE_STUB(hardsigmoid_stub, PointwiseFn);
 STRATA_DEFINE_STUB(hardswish_stub, PointwiseFn);
 STRATA_DEFINE_STUB(log_sigmoid_stub, PointwiseFn);
 
+// Implementations live in strata::nn so their names cannot clash with other families.
+namespace nn {
+
 Tensor relu_impl(const Tensor& self, const OptT& out) {
   STRATA_CHECK(self.dtype() != ScalarType::Bool, "relu: \"clamp_min\" not implemented for 'Bool' (got a ",
                self.describe(), ")");
@@ -85,4 +88,5 @@ Tensor hardtanh_impl(const Tensor& x, double min_val, double max_val, const OptT
 }
 STRATA_IMPL_CPU_META(hardtanh, hardtanh_impl);
 
+}  // namespace nn
 }  // namespace strata

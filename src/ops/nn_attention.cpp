@@ -13,6 +13,9 @@ STRATA_DEFINE_STUB(nn_attention_stub, nn::AttentionFn);
 
 using namespace nn;
 
+// Implementations live in strata::nn so their names cannot clash with other families.
+namespace nn {
+
 namespace {
 // sizes/strides of t's batch dims (all but the last two), right-aligned to nb
 // dims; broadcast dims get stride 0.
@@ -135,4 +138,5 @@ Tensor sdpa_impl(const Tensor& q, const Tensor& k, const Tensor& v, const std::o
 }
 STRATA_IMPL_CPU_META(scaled_dot_product_attention, sdpa_impl);
 
+}  // namespace nn
 }  // namespace strata

@@ -12,6 +12,9 @@ STRATA_DEFINE_STUB(nn_pad_stub, nn::PadFn);
 
 using namespace nn;
 
+// Implementations live in strata::nn so their names cannot clash with other families.
+namespace nn {
+
 namespace {
 
 std::string join_x(IntArrayRef v) {
@@ -354,4 +357,5 @@ Tensor pad_impl(const Tensor& input, IntArrayRef pad, std::string_view mode, std
 }
 STRATA_IMPL_CPU_META(pad, pad_impl);
 
+}  // namespace nn
 }  // namespace strata

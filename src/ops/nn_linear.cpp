@@ -11,6 +11,9 @@ STRATA_DEFINE_STUB(nn_one_hot_stub, nn::OneHotFn);
 
 using namespace nn;
 
+// Implementations live in strata::nn so their names cannot clash with other families.
+namespace nn {
+
 Tensor linear_impl(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias) {
   const char* op = "linear";
   STRATA_CHECK(input.dim() >= 1, "linear: input must have at least 1 dimension, but got a 0-d tensor");
@@ -109,4 +112,5 @@ Tensor one_hot_impl(const Tensor& input, int64_t num_classes) {
 }
 STRATA_IMPL_CPU_META(one_hot, one_hot_impl);
 
+}  // namespace nn
 }  // namespace strata

@@ -14,6 +14,9 @@ STRATA_DEFINE_STUB(bce_stub, PointwiseFn);
 
 using namespace nn;
 
+// Implementations live in strata::nn so their names cannot clash with other families.
+namespace nn {
+
 namespace {
 
 // 'none' keeps x; 'mean'/'sum' reduce it to a 0-d tensor of x's dtype.
@@ -195,4 +198,5 @@ Tensor bce_impl(const Tensor& input, const Tensor& target, const std::optional<T
 }
 STRATA_IMPL_CPU_META(binary_cross_entropy, bce_impl);
 
+}  // namespace nn
 }  // namespace strata

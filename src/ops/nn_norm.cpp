@@ -12,6 +12,9 @@ STRATA_DEFINE_STUB(nn_batch_norm_stub, nn::BatchNormFn);
 
 using namespace nn;
 
+// Implementations live in strata::nn so their names cannot clash with other families.
+namespace nn {
+
 namespace {
 
 // Checks input's trailing dims against normalized_shape; returns (rows, d).
@@ -168,4 +171,5 @@ Tensor batch_norm_impl(const Tensor& input, const std::optional<Tensor>& weight,
 }
 STRATA_IMPL_CPU_META(batch_norm, batch_norm_impl);
 
+}  // namespace nn
 }  // namespace strata

@@ -288,10 +288,11 @@ void class_loss_kernel(const Tensor& input, const Tensor& target, const Tensor& 
       for (int64_t p = 0; p < P; ++p) op[p] = static_cast<T>((1 - eps) * nll[p] + (smooth ? eps / c * sm[p] : 0.0));
       return;
     }
-    double snll = 0, ssm = 0, sw = 0;
+    double snll = 0, ssm = 0, sw = 0, valid = 0;
     for (int64_t p = 0; p < P; ++p) {
       snll += nll[p];
       sw += wt[p];
+      valid += tp[p] != a.ignore_index;
       if (smooth) ssm += sm[p];
     }
     double r;
@@ -299,7 +300,9 @@ void class_loss_kernel(const Tensor& input, const Tensor& target, const Tensor& 
       r = (1 - eps) * snll + eps / c * ssm;
     } else {
       r = (1 - eps) * (snll / sw);
-      if (smooth) r += eps / c * (wp ? ssm / sw : ssm / static_cast<double>(P));
+      // The smoothing term is normalised like the nll term: by the targets' weights, or by the
+      // number of non-ignored targets.
+      if (smooth) r += eps / c * (wp ? ssm / sw : ssm / valid);
     }
     *out.data_ptr<T>() = static_cast<T>(r);
   });
