@@ -164,7 +164,7 @@ struct PoolGeom {
 };
 
 PoolGeom pool_geometry(const char* op, const Tensor& input, IntArrayRef kernel_size, OptIntArrayRef stride,
-                       IntArrayRef padding, IntArrayRef dilation, bool ceil_mode, bool is_max) {
+                       IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
   const int64_t nd = input.dim();
   STRATA_CHECK(nd == 3 || nd == 4, op, ": Expected 3D or 4D (batch mode) tensor for input, but got input of size: ",
                input.shape_str());
@@ -181,13 +181,9 @@ PoolGeom pool_geometry(const char* op, const Tensor& input, IntArrayRef kernel_s
                " dilationW: ", dl[1]);
   for (int i = 0; i < 2; ++i) {
     STRATA_CHECK(pd[i] >= 0, op, ": negative padding is not supported (got padding=", shape_str(pd), ")");
-    if (is_max) {
-      STRATA_CHECK(pd[i] <= ((k[i] - 1) * dl[i] + 1) / 2, op, ": pad should be at most half of effective kernel "
-                   "size, but got pad=", pd[i], ", kernel_size=", k[i], " and dilation=", dl[i]);
-    } else {
-      STRATA_CHECK(pd[i] <= k[i] / 2, op, ": pad should be at most half of kernel size, but got pad=", pd[i],
-                   " and kernel_size=", k[i]);
-    }
+    // Like torch, the limit is half the kernel size (not the dilated one), for max and average pooling.
+    STRATA_CHECK(pd[i] <= k[i] / 2, op, ": pad should be smaller than or equal to half of kernel size, but got padW = ",
+                 pd[1], ", padH = ", pd[0], ", kW = ", k[1], ", kH = ", k[0]);
   }
   PoolGeom g;
   g.h = input.size(nd - 2);
@@ -211,7 +207,7 @@ Tensor2 max_pool2d_with_indices_impl(const Tensor& input, IntArrayRef kernel_siz
                                      IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
   const char* op = "max_pool2d";
   check_floating(op, input, "input");
-  PoolGeom g = pool_geometry(op, input, kernel_size, stride, padding, dilation, ceil_mode, true);
+  PoolGeom g = pool_geometry(op, input, kernel_size, stride, padding, dilation, ceil_mode);
   Device dev = input.device();
   Tensor idx = empty_tensor(g.out_shape, ScalarType::Int64, dev);
   if (dev.is_meta()) return {empty_tensor(g.out_shape, input.dtype(), dev), idx};
@@ -230,7 +226,7 @@ Tensor max_pool2d_impl(const Tensor& input, IntArrayRef kernel_size, OptIntArray
                        IntArrayRef dilation, bool ceil_mode) {
   const char* op = "max_pool2d";
   check_floating(op, input, "input");
-  PoolGeom g = pool_geometry(op, input, kernel_size, stride, padding, dilation, ceil_mode, true);
+  PoolGeom g = pool_geometry(op, input, kernel_size, stride, padding, dilation, ceil_mode);
   Device dev = input.device();
   if (dev.is_meta()) return empty_tensor(g.out_shape, input.dtype(), dev);
   const ScalarType ct = compute_type(input.dtype());
@@ -249,7 +245,7 @@ Tensor avg_pool2d_impl(const Tensor& input, IntArrayRef kernel_size, OptIntArray
   check_floating(op, input, "input");
   STRATA_CHECK(!divisor_override || *divisor_override != 0, op, ": divisor must be not zero");
   std::vector<int64_t> one{1, 1};
-  PoolGeom g = pool_geometry(op, input, kernel_size, stride, padding, one, ceil_mode, false);
+  PoolGeom g = pool_geometry(op, input, kernel_size, stride, padding, one, ceil_mode);
   Device dev = input.device();
   if (dev.is_meta()) return empty_tensor(g.out_shape, input.dtype(), dev);
   const ScalarType ct = compute_type(input.dtype());

@@ -35,9 +35,13 @@ Tensor linear_impl(const Tensor& input, const Tensor& weight, const std::optiona
   const bool fast_bias = has(bias) && bias->dim() == 1 && bias->size(0) == n && weight.dim() == 2;
   if (has(bias) && !fast_bias) {
     // Anything else must broadcast to the output (torch's addmm rule).
-    DimVector b = broadcast_shapes(out_shape, bias->sizes(), op);
-    STRATA_CHECK(std::equal(b.begin(), b.end(), out_shape.begin(), out_shape.end()), "linear: bias of shape ",
-                 bias->shape_str(), " cannot be broadcast to the output shape ", shape_str(out_shape));
+    bool ok = bias->dim() <= static_cast<int64_t>(out_shape.size());
+    for (int64_t i = 1; ok && i <= bias->dim(); ++i) {
+      const int64_t b = bias->size(-i), o = out_shape[out_shape.size() - i];
+      ok = b == o || b == 1;
+    }
+    STRATA_CHECK(ok, "linear: bias of shape ", bias->shape_str(), " cannot be broadcast to the output shape ",
+                 shape_str(out_shape), " (weight of shape ", weight.shape_str(), ")");
   }
   if (dev.is_meta()) return empty_tensor(out_shape, input.dtype(), dev);
   const ScalarType ct = compute_type(input.dtype());

@@ -116,8 +116,8 @@ TEST(NN, PoolNormPadAttention) {
   Tensor ln = layer_norm(make({2, 2}, {1, 3, 5, 5}), std::vector<int64_t>{2});
   EXPECT_NEAR(at(ln, 0), -1, 1e-3);
   EXPECT_NEAR(at(ln, 2), 0, 1e-6);
-  Tensor p = pad(make({3}, {1, 2, 3}), std::vector<int64_t>{2, 1}, "reflect");
-  ASSERT_EQ(p.size(0), 6);
+  Tensor p = pad(make({1, 3}, {1, 2, 3}), std::vector<int64_t>{2, 1}, "reflect");
+  ASSERT_EQ(p.size(1), 6);
   const double want[] = {3, 2, 1, 2, 3, 2};
   for (int i = 0; i < 6; ++i) EXPECT_EQ(at(p, i), want[i]);
   // One key: attention returns its value whatever the scores.

@@ -41,7 +41,7 @@ def S(x):
 
 def T(x):
     if isinstance(x, np.ndarray):
-        return torch.from_numpy(np.ascontiguousarray(x))
+        return torch.from_numpy(np.array(x, order="C", copy=True))
     if isinstance(x, (list, tuple)) and x and all(isinstance(e, np.ndarray) for e in x):
         return type(x)(T(e) for e in x)
     return x
@@ -109,8 +109,10 @@ def test_activation(name, kw, dtype):
     for shape in [(), (0,), (7,), (3, 4), (2, 0, 3), (2, 3, 5)]:
         both(name, rand(shape, dtype), dtype=dtype, **kw)
     both(name, noncontig(rand((4, 6), dtype)), dtype=dtype, **kw)
-    ext = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 1e30, -1e30, 30.0, -30.0, 19.99, 20.01, 1e-8], dtype=dtype)
-    both(name, ext, dtype=dtype, **kw)
+    ext = [np.inf, -np.inf, np.nan, 0.0, -0.0, 1e30, -1e30, 30.0, -30.0, 19.99, 20.01, 1e-8]
+    if name == "gelu" and dtype == "float32":
+        ext = ext[1:]  # torch's vectorised float32 gelu gives nan at +inf (the exact value is inf)
+    both(name, np.array(ext, dtype=dtype), dtype=dtype, **kw)
 
 
 @pytest.mark.parametrize("name", ["relu", "relu6", "silu", "mish", "leaky_relu", "elu", "selu", "celu", "hardtanh",
@@ -166,8 +168,8 @@ def test_activation_errors_and_meta():
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_linear(dtype):
     cases = [((5, 3), (4, 3), (4,)), ((2, 3, 5, 3), (4, 3), (4,)), ((3,), (4, 3), (4,)), ((5, 3), (4, 3), None),
-             ((0, 3), (4, 3), (4,)), ((5, 0), (4, 0), (4,)), ((5, 0), (4, 0), None), ((5, 3), (3,), None),
-             ((5, 3), (3,), ()), ((6, 3), (4, 3), (6, 4)), ((2, 3), (0, 3), (0,))]
+             ((0, 3), (4, 3), (4,)), ((5, 0), (4, 0), (4,)), ((5, 0), (4, 0), None), ((6, 3), (4, 3), (6, 4)),
+             ((2, 3), (0, 3), (0,)), ((2, 5, 3), (4, 3), (1, 4))]
     for xs, ws, bs in cases:
         args = [rand(xs, dtype), rand(ws, dtype, seed=1)]
         if bs is not None:
@@ -176,6 +178,9 @@ def test_linear(dtype):
     both("linear", noncontig(rand((5, 3), dtype)), noncontig(rand((4, 3), dtype, seed=3)), rand((4,), dtype),
          dtype=dtype)
     meta_check("linear", rand((2, 7, 3), dtype), rand((4, 3), dtype), rand((4,), dtype))
+    # A 1-D weight (torch's docs allow it; torch 2.13's CPU path rejects it): checked against NumPy.
+    x, w = rand((5, 3), dtype), rand((3,), dtype, seed=1)
+    np.testing.assert_allclose(SF.linear(S(x), S(w), S(np.array(0.5, dtype))).numpy(), x @ w + 0.5, rtol=TOL[dtype])
 
 
 def test_linear_reduced_and_errors():
@@ -234,8 +239,8 @@ def test_embedding_and_one_hot():
 
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_layer_norm_rms_norm(dtype):
-    for shape, ns in [((4, 5), (5,)), ((2, 3, 4), (3, 4)), ((0, 5), (5,)), ((3, 1), (1,)), ((6,), 6)]:
-        nsl = (ns,) if isinstance(ns, int) else ns
+    for shape, ns in [((4, 5), (5,)), ((2, 3, 4), (3, 4)), ((0, 5), (5,)), ((3, 1), (1,)), ((6,), (6,))]:
+        nsl = ns
         x = rand(shape, dtype) * 3 + 1
         both("layer_norm", x, ns, dtype=dtype)
         both("layer_norm", x, ns, weight=rand(nsl, dtype, seed=1), bias=rand(nsl, dtype, seed=2), eps=1e-3,
@@ -490,7 +495,7 @@ def test_conv_reduced_and_errors():
 
 MAXPOOL = [dict(kernel_size=2), dict(kernel_size=3, stride=1), dict(kernel_size=3, stride=2, padding=1),
            dict(kernel_size=(2, 3), stride=(1, 2)), dict(kernel_size=3, dilation=2), dict(kernel_size=3, ceil_mode=True),
-           dict(kernel_size=2, stride=2, padding=1, ceil_mode=True), dict(kernel_size=3, stride=2, dilation=2, padding=2)]
+           dict(kernel_size=2, stride=2, padding=1, ceil_mode=True), dict(kernel_size=3, stride=2, dilation=2, padding=1)]
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -533,9 +538,9 @@ def test_adaptive_avg_pool2d(dtype):
 
 def test_pool_errors():
     x = S(rand((1, 2, 5, 5)))
-    with pytest.raises(RuntimeError, match="pad should be at most half"):
+    with pytest.raises(RuntimeError, match="pad should be smaller than or equal to half of kernel size"):
         SF.max_pool2d(x, 2, padding=2)
-    with pytest.raises(RuntimeError, match="pad should be at most half"):
+    with pytest.raises(RuntimeError, match="pad should be smaller than or equal to half of kernel size"):
         SF.avg_pool2d(x, 3, padding=2)
     with pytest.raises(RuntimeError, match="Output size is too small"):
         SF.max_pool2d(S(rand((1, 2, 2, 2))), 3)
@@ -561,12 +566,10 @@ def test_pad(dtype):
     for mode in ["reflect", "replicate", "circular"]:
         for x, p in [(x2, (1, 2)), (x3, (2, 1)), (x3, (1, 2, 0, 1)), (x4, (1, 2, 2, 1)), (x4, (3, 0, 1, 2)),
                      (x5, (1, 1, 2, 0, 1, 2)), (rand((0, 3, 4), dtype), (1, 2))]:
-            if mode == "reflect" and max(p) >= min(x.shape[-1], x.shape[-2] if len(p) > 2 else 99):
-                continue
             both("pad", x, p, mode=mode, dtype=dtype)
         both("pad", noncontig(x4), (1, 2, 1, 1), mode=mode, dtype=dtype)
     both("pad", np.arange(12, dtype=np.int64).reshape(3, 4), (1, 1), value=7, dtype=dtype)
-    meta_check("pad", x4, (1, 2, 3, 4), mode="reflect")
+    meta_check("pad", x4, (1, 2, 3, 1), mode="reflect")
 
 
 def test_pad_errors():
@@ -601,7 +604,10 @@ def test_sdpa(dtype):
     both("scaled_dot_product_attention", q, k, v, attn_mask=rng.random((2, 1, 5, 7)) > 0.5, dtype=dtype)
     both("scaled_dot_product_attention", q, k, v, attn_mask=rng.random((1, 7)) > 0.5, dtype=dtype)
     both("scaled_dot_product_attention", q, k, v, attn_mask=rand((2, 1, 5, 7), dtype, seed=4), dtype=dtype)
-    both("scaled_dot_product_attention", q, k, v, attn_mask=rand((7,), dtype, seed=4), dtype=dtype)
+    # A 1-D mask broadcasts over the rows (torch's math path rejects it): same as the (1, S) mask.
+    m1 = rand((7,), dtype, seed=4)
+    close(SF.scaled_dot_product_attention(S(q), S(k), S(v), attn_mask=S(m1)),
+          F.scaled_dot_product_attention(T(q), T(k), T(v), attn_mask=T(m1[None])), dtype)
     both("scaled_dot_product_attention", q[0, 0], k[0, 0], v[0, 0], dtype=dtype)
     both("scaled_dot_product_attention", noncontig(q), noncontig(k), v, dtype=dtype)
     both("scaled_dot_product_attention", rand((0, 3, 5, 8), dtype), rand((0, 3, 7, 8), dtype),

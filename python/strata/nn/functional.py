@@ -48,7 +48,8 @@ def _reduction(size_average, reduce, reduction):
 
 def _act(op, input, inplace, *args):
     if inplace:
-        return op(input, *args, out=input)
+        op(input, *args, out=input)
+        return input
     return op(input, *args)
 
 
@@ -57,7 +58,7 @@ def relu(input, inplace=False):
 
 
 def relu_(input):
-    return _ops.relu(input, out=input)
+    return _act(_ops.relu, input, True)
 
 
 def relu6(input, inplace=False):
@@ -69,7 +70,7 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
 
 
 def hardtanh_(input, min_val=-1.0, max_val=1.0):
-    return _ops.hardtanh(input, float(min_val), float(max_val), out=input)
+    return _act(_ops.hardtanh, input, True, float(min_val), float(max_val))
 
 
 def gelu(input, approximate="none"):
@@ -93,7 +94,7 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
 
 
 def leaky_relu_(input, negative_slope=0.01):
-    return _ops.leaky_relu(input, float(negative_slope), out=input)
+    return _act(_ops.leaky_relu, input, True, float(negative_slope))
 
 
 def elu(input, alpha=1.0, inplace=False):
@@ -101,7 +102,7 @@ def elu(input, alpha=1.0, inplace=False):
 
 
 def elu_(input, alpha=1.0):
-    return _ops.elu(input, float(alpha), out=input)
+    return _act(_ops.elu, input, True, float(alpha))
 
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
@@ -316,11 +317,16 @@ def dropout(input, p=0.5, training=True, inplace=False):
         return input
     st = _strata()
     if p == 1.0:
-        zero = _ops.mul(input, 0)
-        return _ops.copy_(input, zero) if inplace else zero
+        if inplace:
+            _ops.mul(input, 0, out=input)
+            return input
+        return _ops.mul(input, 0)
     keep = _ops.ge(st.rand_like(input), p)
-    out = _ops.mul(input, keep, out=input) if inplace else _ops.mul(input, keep)
-    return _ops.mul(out, 1.0 / (1.0 - p), out=out)
+    out = input if inplace else _ops.mul(input, 1.0 / (1.0 - p))
+    if inplace:
+        _ops.mul(out, 1.0 / (1.0 - p), out=out)
+    _ops.mul(out, keep, out=out)
+    return out
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
