@@ -646,3 +646,54 @@ def test_dropout():
     xc = S(rand((10, 10), low=1.0, high=2.0))
     r = SF.dropout(xc, 0.5, inplace=True)
     assert r is xc
+
+
+# ---- 16-bit floats (computed in float32, like torch's CPU kernels) --------------------------
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_structured_ops_reduced_float(dtype):
+    sd, td = getattr(st, dtype), getattr(torch, dtype)
+
+    def run(name, arrays, tol, **kw):
+        s = getattr(SF, name)(*[st.tensor(a, dtype=sd) if a.dtype.kind == "f" else S(a) for a in arrays], **kw)
+        t = getattr(F, name)(*[torch.tensor(a, dtype=td) if a.dtype.kind == "f" else T(a) for a in arrays], **kw)
+        for a, b in zip(s if isinstance(s, tuple) else [s], t if isinstance(t, tuple) else [t]):
+            close(a, b, dtype, tol)
+
+    tol = 1e-2 if dtype == "float16" else 6e-2
+    run("layer_norm", [rand((3, 8))], tol, normalized_shape=(8,))
+    run("rms_norm", [rand((3, 8))], tol, normalized_shape=(8,))
+    run("group_norm", [rand((2, 4, 5))], tol, num_groups=2)
+    run("batch_norm", [rand((4, 3, 5)), rand((3,)), rand((3,), low=0.5, high=2.0)], tol)
+    run("cross_entropy", [rand((4, 6)), targets((4,), 6)], tol)
+    run("max_pool2d", [rand((1, 2, 6, 6))], tol, kernel_size=2, return_indices=True)
+    run("avg_pool2d", [rand((1, 2, 6, 6))], tol, kernel_size=3, stride=2, padding=1)
+    run("adaptive_avg_pool2d", [rand((1, 2, 6, 6))], tol, output_size=(4, 3))
+    run("pad", [rand((2, 3, 4))], 0, pad=(1, 2), mode="reflect")
+    run("embedding", [targets((2, 3), 5), rand((5, 4))], 0)
+    run("mse_loss", [rand((3, 4)), rand((3, 4), seed=2)], tol)
+    run("binary_cross_entropy_with_logits", [rand((3, 4)), rand((3, 4), low=0, high=1, seed=2)], tol)
+    run("scaled_dot_product_attention", [rand((2, 3, 4)), rand((2, 5, 4), seed=1), rand((2, 5, 4), seed=2)], tol * 2)
+    run("conv1d", [rand((2, 3, 7)), rand((4, 3, 3), seed=1)], tol * 3)
+
+
+def test_more_meta():
+    x, t = rand((3, 4), low=-4.0, high=0.0), targets((3,), 4)
+    meta_check("nll_loss", x, t, reduction="none")
+    meta_check("mse_loss", x, x, reduction="sum")
+    meta_check("conv1d", rand((2, 3, 7)), rand((4, 3, 3)), padding="same")
+    meta_check("adaptive_avg_pool2d", rand((1, 2, 6, 6)), (2, 2))
+    meta_check("one_hot", t, num_classes=4)
+
+
+def test_sdpa_dropout_path():
+    needed = ["matmul", "softmax", "rand_like", "ones"]
+    missing = [n for n in needed if not hasattr(st, n)]
+    if missing:
+        pytest.skip(f"ops from other families missing in this build: {missing}")
+    q, k, v = S(rand((2, 5, 4))), S(rand((2, 6, 4), seed=1)), S(rand((2, 6, 3), seed=2))
+    out = SF.scaled_dot_product_attention(q, k, v, dropout_p=0.5, is_causal=True)
+    assert tuple(out.shape) == (2, 5, 3) and np.isfinite(out.numpy()).all()
+    # Dropping everything leaves zeros.
+    out = SF.scaled_dot_product_attention(q, k, v, dropout_p=1.0)
+    assert not out.numpy().any()

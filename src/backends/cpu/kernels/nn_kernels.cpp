@@ -235,21 +235,26 @@ void class_loss_kernel(const Tensor& input, const Tensor& target, const Tensor& 
       for (int64_t i = lo; i < hi; ++i) {
         const T* xi = xp + i * c * d;
         if (a.logits) {
-          std::fill(mx.begin(), mx.end(), -std::numeric_limits<double>::infinity());
           std::fill(se.begin(), se.end(), 0.0);
-          for (int64_t k = 0; k < c; ++k) {
-            const T* row = xi + k * d;
-            for (int64_t j = 0; j < d; ++j) mx[j] = row[j] > mx[j] ? double(row[j]) : mx[j];
-          }
-          for (int64_t j = 0; j < d; ++j)
-            if (!std::isfinite(mx[j])) mx[j] = std::isnan(mx[j]) ? mx[j] : 0.0;
           if (d == 1) {
-            const T m = static_cast<T>(mx[0]);
+            // The common (N, C) case: contiguous rows, vectorised max and sum of exponentials.
+            T m = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : m)
+            for (int64_t k = 0; k < c; ++k) m = xi[k] > m ? xi[k] : m;
+            if (!std::isfinite(m)) m = T(0);
             opmath_t<T> s = 0;
 #pragma omp simd reduction(+ : s)
             for (int64_t k = 0; k < c; ++k) s += std::exp(xi[k] - m);
+            mx[0] = m;
             se[0] = s;
           } else {
+            std::fill(mx.begin(), mx.end(), -std::numeric_limits<double>::infinity());
+            for (int64_t k = 0; k < c; ++k) {
+              const T* row = xi + k * d;
+              for (int64_t j = 0; j < d; ++j) mx[j] = row[j] > mx[j] ? double(row[j]) : mx[j];
+            }
+            for (int64_t j = 0; j < d; ++j)
+              if (!std::isfinite(mx[j])) mx[j] = 0.0;
             for (int64_t k = 0; k < c; ++k) {
               const T* row = xi + k * d;
               for (int64_t j = 0; j < d; ++j) se[j] += std::exp(double(row[j]) - mx[j]);
@@ -259,10 +264,17 @@ void class_loss_kernel(const Tensor& input, const Tensor& target, const Tensor& 
         // lse[j] = mx + log(se) is the log-normaliser; logp = x - lse.
         if (smooth) {
           std::fill(wx.begin(), wx.end(), 0.0);
-          for (int64_t k = 0; k < c; ++k) {
-            const double wk = wp ? double(wp[k]) : 1.0;
-            const T* row = xi + k * d;
-            for (int64_t j = 0; j < d; ++j) wx[j] += wk * double(row[j]);
+          if (d == 1 && !wp) {
+            double t = 0;
+#pragma omp simd reduction(+ : t)
+            for (int64_t k = 0; k < c; ++k) t += xi[k];
+            wx[0] = t;
+          } else {
+            for (int64_t k = 0; k < c; ++k) {
+              const double wk = wp ? double(wp[k]) : 1.0;
+              const T* row = xi + k * d;
+              for (int64_t j = 0; j < d; ++j) wx[j] += wk * double(row[j]);
+            }
           }
         }
         for (int64_t j = 0; j < d; ++j) {
