@@ -687,7 +687,7 @@ def test_more_meta():
 
 
 def test_sdpa_dropout_path():
-    needed = ["matmul", "softmax", "rand_like", "ones"]
+    needed = ["matmul", "softmax", "rand_like", "ones", "tril"]
     missing = [n for n in needed if not hasattr(st, n)]
     if missing:
         pytest.skip(f"ops from other families missing in this build: {missing}")

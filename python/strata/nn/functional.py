@@ -17,7 +17,7 @@ Tensor = _C.Tensor
 __all__ = [
     "relu", "relu_", "relu6", "gelu", "silu", "mish", "softplus", "leaky_relu", "leaky_relu_", "elu", "elu_",
     "selu", "celu", "hardtanh", "hardtanh_", "hardsigmoid", "hardswish", "logsigmoid", "sigmoid", "tanh",
-    "softsign", "tanhshrink", "linear", "bilinear", "layer_norm", "rms_norm", "batch_norm", "group_norm",
+    "softsign", "tanhshrink", "linear", "layer_norm", "rms_norm", "batch_norm", "group_norm",
     "embedding", "one_hot", "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy",
     "binary_cross_entropy_with_logits", "conv1d", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
     "pad", "scaled_dot_product_attention", "dropout", "softmax", "log_softmax",
@@ -150,23 +150,23 @@ def tanhshrink(input):
 def softmax(input, dim=None, _stacklevel=3, dtype=None):
     if dim is None:
         raise TypeError("softmax(): dim must be given (implicit dim selection is deprecated in torch)")
-    return _strata().softmax(input, dim, dtype=dtype)
+    if dtype is not None:
+        input = input.to(dtype)
+    return _strata().softmax(input, dim)
 
 
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     if dim is None:
         raise TypeError("log_softmax(): dim must be given (implicit dim selection is deprecated in torch)")
-    return _strata().log_softmax(input, dim, dtype=dtype)
+    if dtype is not None:
+        input = input.to(dtype)
+    return _strata().log_softmax(input, dim)
 
 
 # ---- linear, embedding -------------------------------------------------------------
 
 def linear(input, weight, bias=None):
     return _ops.linear(input, weight, bias)
-
-
-def bilinear(input1, input2, weight, bias=None):
-    raise NotImplementedError("strata.nn.functional.bilinear is not implemented yet")
 
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
@@ -240,11 +240,9 @@ def _warn_broadcast(name, input, target):
             "Please ensure they have the same size.", stacklevel=3)
 
 
-def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     reduction = _reduction(size_average, reduce, reduction)
     _warn_broadcast("mse_loss", input, target)
-    if weight is not None:
-        raise NotImplementedError("mse_loss: weight is not supported yet")
     return _ops.mse_loss(input, target, reduction)
 
 
