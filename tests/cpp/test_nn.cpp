@@ -136,6 +136,8 @@ TEST(NN, MetaAndZeroSize) {
   EXPECT_EQ(y.device().type, DeviceType::Meta);
   EXPECT_EQ(y.size(1), 16);
   EXPECT_EQ(y.size(3), 32);
+  Tensor same = conv2d(x, w, std::nullopt, std::vector<int64_t>{1, 1}, std::string_view("same"));
+  EXPECT_EQ(same.size(2), 32);
   Tensor m = max_pool2d(y, std::vector<int64_t>{2, 2});
   EXPECT_EQ(m.size(2), 16);
   Tensor e = empty_tensor(std::vector<int64_t>{0, 3}, ScalarType::Float32, Device());

@@ -88,6 +88,10 @@ inline Tensor conv1d(const Tensor& input, const Tensor& weight, const OptT_& bia
                      IntArrayRef dilation = std::vector<int64_t>{1}, int64_t groups = 1) {
   return call<OpId::conv1d>(input, weight, bias, stride, padding, dilation, groups);
 }
+inline Tensor conv1d(const Tensor& input, const Tensor& weight, const OptT_& bias, IntArrayRef stride,
+                     std::string_view padding, IntArrayRef dilation = std::vector<int64_t>{1}, int64_t groups = 1) {
+  return call<OpId::conv1d_padding>(input, weight, bias, stride, padding, dilation, groups);
+}
 inline Tensor conv2d(const Tensor& input, const Tensor& weight, const OptT_& bias = std::nullopt,
                      IntArrayRef stride = std::vector<int64_t>{1, 1}, IntArrayRef padding = std::vector<int64_t>{0, 0},
                      IntArrayRef dilation = std::vector<int64_t>{1, 1}, int64_t groups = 1) {
