@@ -9,8 +9,8 @@ namespace strata {
 STRATA_DEFINE_STUB(nn_class_loss_stub, nn::ClassLossFn);
 STRATA_DEFINE_STUB(nn_prob_loss_stub, nn::ProbLossFn);
 STRATA_DEFINE_STUB(nn_sum_stub, nn::SumFn);
-STRATA_DEFINE_STUB(bce_logits_stub, PointwiseFn);
-STRATA_DEFINE_STUB(bce_stub, PointwiseFn);
+STRATA_DEFINE_STUB(nn_bce_logits_stub, PointwiseFn);
+STRATA_DEFINE_STUB(nn_bce_stub, PointwiseFn);
 
 using namespace nn;
 
@@ -171,7 +171,7 @@ Tensor bce_with_logits_impl(const Tensor& input, const Tensor& target, const std
                      input.shape_str(), ")");
   check_floating(op, input, "input");
   Tensor pw = has(pos_weight) ? *pos_weight : scalar_to_tensor(Scalar(1.0), ScalarType::Float64, Device(), true);
-  Tensor loss = run_pointwise(op, bce_logits_stub, PwRule::Promote, {input, target, pw}, std::nullopt);
+  Tensor loss = run_pointwise(op, nn_bce_logits_stub, PwRule::Promote, {input, target, pw}, std::nullopt);
   if (has(weight)) loss = mul(loss, *weight);
   return reduce_loss(loss, red);
 }
@@ -192,7 +192,7 @@ Tensor bce_impl(const Tensor& input, const Tensor& target, const std::optional<T
     STRATA_CHECK(!any_nonzero(logical_or(lt(input, zero), gt(input, one))), op,
                  ": all elements of input should be between 0 and 1");
   }
-  Tensor loss = run_pointwise(op, bce_stub, PwRule::Promote, {input, target}, std::nullopt);
+  Tensor loss = run_pointwise(op, nn_bce_stub, PwRule::Promote, {input, target}, std::nullopt);
   if (has(weight)) loss = mul(loss, *weight);
   return reduce_loss(loss, red);
 }

@@ -345,7 +345,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         value = st.repeat_interleave(value, rep, dim=-3)
     scores = _ops.mul(st.matmul(query, key.transpose(-2, -1)), s)
     if is_causal:
-        attn_mask = st.ones(L, S, dtype=st.bool).tril()
+        attn_mask = st.ones(L, S, dtype=st.bool, device=query.device).tril()
     if attn_mask is not None:
         if attn_mask.dtype is _C.bool:
             scores = scores.masked_fill(_ops.logical_not(attn_mask), float("-inf"))

@@ -52,9 +52,9 @@ void bce_kernel(TensorIterator& it, const PwArgs&) {
 }  // namespace STRATA_CPU_NS
 }  // namespace cpu
 
-#define STRATA_NN_REG(name)                        \
-  STRATA_DECLARE_STUB(name##_stub, PointwiseFn); \
-  STRATA_REGISTER_CPU_KERNEL(name##_stub, cpu::name##_kernel);
+#define STRATA_NN_REG(name)                           \
+  STRATA_DECLARE_STUB(nn_##name##_stub, PointwiseFn); \
+  STRATA_REGISTER_CPU_KERNEL(nn_##name##_stub, cpu::name##_kernel);
 STRATA_NN_REG(relu)
 STRATA_NN_REG(gelu)
 STRATA_NN_REG(silu)
