@@ -21,6 +21,9 @@ using LinearFn = void (*)(const Tensor& x, const Tensor& w, const Tensor& bias, 
 using MinMaxFn = void (*)(const Tensor& idx, int64_t* lo, int64_t* hi);
 // out[i, :] = weight[idx[i], :]; ids were validated.
 using EmbeddingFn = void (*)(const Tensor& weight, const Tensor& idx, const Tensor& out);
+// Rescales, in place, the rows of a contiguous weight named by idx whose
+// norm_type-norm exceeds max_norm (each row once).
+using EmbeddingRenormFn = void (*)(const Tensor& weight, const Tensor& idx, double max_norm, double norm_type);
 using OneHotFn = void (*)(const Tensor& idx, const Tensor& out, int64_t num_classes);
 
 // Rows of length d: (x - mean) * rstd * w + b (layer_norm), or x * rstd * w
@@ -89,6 +92,7 @@ STRATA_DECLARE_STUB(nn_linear_stub, nn::LinearFn);
 STRATA_DECLARE_STUB(nn_minmax_stub, nn::MinMaxFn);
 STRATA_DECLARE_STUB(nn_embedding_stub, nn::EmbeddingFn);
 STRATA_DECLARE_STUB(nn_one_hot_stub, nn::OneHotFn);
+STRATA_DECLARE_STUB(nn_embedding_renorm_stub, nn::EmbeddingRenormFn);
 STRATA_DECLARE_STUB(nn_row_norm_stub, nn::RowNormFn);
 STRATA_DECLARE_STUB(nn_group_norm_stub, nn::GroupNormFn);
 STRATA_DECLARE_STUB(nn_batch_norm_stub, nn::BatchNormFn);

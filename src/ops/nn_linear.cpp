@@ -8,6 +8,7 @@ STRATA_DEFINE_STUB(nn_linear_stub, nn::LinearFn);
 STRATA_DEFINE_STUB(nn_minmax_stub, nn::MinMaxFn);
 STRATA_DEFINE_STUB(nn_embedding_stub, nn::EmbeddingFn);
 STRATA_DEFINE_STUB(nn_one_hot_stub, nn::OneHotFn);
+STRATA_DEFINE_STUB(nn_embedding_renorm_stub, nn::EmbeddingRenormFn);
 
 using namespace nn;
 
@@ -84,6 +85,29 @@ Tensor embedding_impl(const Tensor& weight, const Tensor& indices, int64_t paddi
   return out;
 }
 STRATA_IMPL_CPU_META(embedding, embedding_impl);
+
+// F.embedding(max_norm=...): renormalises the looked-up rows of weight in place first.
+Tensor embedding_renorm_impl(const Tensor& self, const Tensor& indices, double max_norm, double norm_type) {
+  const char* op = "embedding_renorm_";
+  STRATA_CHECK(self.dim() == 2, op, ": 'self' must be 2-D, but got weight of shape ", self.shape_str());
+  check_floating(op, self, "weight");
+  STRATA_CHECK(max_norm >= 0 && norm_type > 0, op, ": expected max_norm >= 0 and norm_type > 0, but got max_norm=",
+               max_norm, " and norm_type=", norm_type);
+  Device dev = check_devices(op, {self, indices});
+  Tensor idx = index_tensor(op, indices, "indices");
+  if (dev.is_meta() || idx.numel() == 0) return self;
+  int64_t lo = 0, hi = 0;
+  nn_minmax_stub(dev.type, idx, &lo, &hi);
+  STRATA_CHECK_INDEX(lo >= 0 && hi < self.size(0), op, ": index out of range in self (indices range over [", lo, ", ",
+                     hi, "] but weight has ", self.size(0), " rows)");
+  const ScalarType ct = compute_type(self.dtype());
+  Tensor w = prep(self, ct);
+  nn_embedding_renorm_stub(dev.type, w, idx, max_norm, norm_type);
+  if (w.is_same(self)) self.bump_version();
+  else copy_(self, w);
+  return self;
+}
+STRATA_IMPL_CPU_META(embedding_renorm_, embedding_renorm_impl);
 
 Tensor one_hot_impl(const Tensor& input, int64_t num_classes) {
   const char* op = "one_hot";

@@ -211,6 +211,13 @@ def test_embedding_and_one_hot():
     both("embedding", ids, noncontig(w), dtype="float64")
     both("embedding", ids, np.arange(20, dtype=np.int64).reshape(10, 2), dtype="float64")
     meta_check("embedding", ids, w)
+    # max_norm renormalises the looked-up rows of weight in place.
+    for norm_type in [2.0, 1.0, float("inf")]:
+        sw, tw = S(w.copy()), T(w.copy())
+        s = SF.embedding(S(ids), sw, max_norm=1.5, norm_type=norm_type)
+        t = F.embedding(T(ids), tw, max_norm=1.5, norm_type=norm_type)
+        close(s, t, "float64")
+        close(sw, tw, "float64")
     with pytest.raises(IndexError, match="index out of range"):
         SF.embedding(S(np.array([10], np.int64)), S(w))
     with pytest.raises(IndexError, match="index out of range"):

@@ -183,7 +183,11 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     else:
         padding_idx = -1
     if max_norm is not None:
-        raise NotImplementedError("embedding: max_norm (in-place renormalisation of weight) is not supported yet")
+        # Like torch: the rows looked up are renormalised in place, outside autograd.
+        from .._grad_mode import no_grad
+
+        with no_grad():
+            _ops.embedding_renorm_(weight, input, float(max_norm), float(norm_type))
     return _ops.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)
 
 

@@ -37,6 +37,9 @@ inline Tensor linear(const Tensor& input, const Tensor& weight, const OptT_& bia
 inline Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx = -1) {
   return call<OpId::embedding>(weight, indices, padding_idx, false, false);
 }
+inline Tensor embedding_renorm_(const Tensor& self, const Tensor& indices, double max_norm, double norm_type = 2.0) {
+  return call<OpId::embedding_renorm_>(self, indices, max_norm, norm_type);
+}
 inline Tensor one_hot(const Tensor& input, int64_t num_classes = -1) { return call<OpId::one_hot>(input, num_classes); }
 
 inline Tensor layer_norm(const Tensor& input, IntArrayRef normalized_shape, const OptT_& weight = std::nullopt,

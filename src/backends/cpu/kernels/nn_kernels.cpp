@@ -1,6 +1,7 @@
 // CPU kernels of linear, embedding, one_hot, the normalizations and the
 // losses (see ops/nn_kernels.h for the contracts). Compiled once per ISA
 // level; float and double only (the ops convert 16-bit floats to float32).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -71,6 +72,31 @@ void embedding_kernel(const Tensor& weight, const Tensor& idx, const Tensor& out
                [&](int64_t b, int64_t e) {
                  for (int64_t i = b; i < e; ++i) std::memcpy(op + i * row, wp + ip[i] * row, row);
                });
+}
+
+void embedding_renorm_kernel(const Tensor& weight, const Tensor& idx, double max_norm, double norm_type) {
+  visit_fd(weight.dtype(), "embedding_renorm_", [&]<typename T>() {
+    const int64_t* ip = idx.data_ptr<int64_t>();
+    std::vector<int64_t> rows(ip, ip + idx.numel());
+    std::sort(rows.begin(), rows.end());
+    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+    const int64_t d = weight.size(1);
+    T* wp = weight.data_ptr<T>();
+    for (int64_t r : rows) {
+      T* row = wp + r * d;
+      double norm = 0;
+      if (std::isinf(norm_type)) {
+        for (int64_t j = 0; j < d; ++j) norm = std::max(norm, std::fabs(double(row[j])));
+      } else {
+        for (int64_t j = 0; j < d; ++j) norm += std::pow(std::fabs(double(row[j])), norm_type);
+        norm = std::pow(norm, 1.0 / norm_type);
+      }
+      if (norm > max_norm) {
+        const T scale = static_cast<T>(max_norm / (norm + 1e-7));
+        for (int64_t j = 0; j < d; ++j) row[j] *= scale;
+      }
+    }
+  });
 }
 
 void one_hot_kernel(const Tensor& idx, const Tensor& out, int64_t c) {
@@ -379,6 +405,7 @@ STRATA_REGISTER_CPU_KERNEL(nn_linear_stub, cpu::linear_kernel);
 STRATA_REGISTER_CPU_KERNEL(nn_minmax_stub, cpu::minmax_kernel);
 STRATA_REGISTER_CPU_KERNEL(nn_embedding_stub, cpu::embedding_kernel);
 STRATA_REGISTER_CPU_KERNEL(nn_one_hot_stub, cpu::one_hot_kernel);
+STRATA_REGISTER_CPU_KERNEL(nn_embedding_renorm_stub, cpu::embedding_renorm_kernel);
 STRATA_REGISTER_CPU_KERNEL(nn_row_norm_stub, cpu::row_norm_kernel);
 STRATA_REGISTER_CPU_KERNEL(nn_group_norm_stub, cpu::group_norm_kernel);
 STRATA_REGISTER_CPU_KERNEL(nn_batch_norm_stub, cpu::batch_norm_kernel);
