@@ -37,6 +37,7 @@ from . import _tensor  # noqa: E402,F401  (attaches Tensor methods)
 from ._shape import split, chunk, nonzero, where  # noqa: E402,F401  (Python-only forms of the shape ops)
 from ._creation import *  # noqa: E402,F401,F403  (torch-signature factories, random, strata.random)
 from . import _tensor_views  # noqa: E402,F401  (view properties, in-place view methods)
+from . import nn  # noqa: E402,F401
 from ._grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode  # noqa: E402
 from . import blas  # noqa: E402,F401  (strata.blas: BLAS routines as ops)
 

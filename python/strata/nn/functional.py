@@ -1,0 +1,361 @@
+"""strata.nn.functional: torch.nn.functional's signatures over Strata's ops.
+
+The ops themselves are declared in src/ops/decl/nn.def; this module only maps
+torch.nn.functional's argument conventions onto them (inplace=, argument order,
+None defaults) and composes the few functions that have no op of their own
+(dropout, the dropout path of scaled_dot_product_attention)."""
+
+import builtins
+import math
+import warnings
+
+from .. import _C
+
+_ops = _C._ops
+Tensor = _C.Tensor
+
+__all__ = [
+    "relu", "relu_", "relu6", "gelu", "silu", "mish", "softplus", "leaky_relu", "leaky_relu_", "elu", "elu_",
+    "selu", "celu", "hardtanh", "hardtanh_", "hardsigmoid", "hardswish", "logsigmoid", "sigmoid", "tanh",
+    "softsign", "tanhshrink", "linear", "layer_norm", "rms_norm", "batch_norm", "group_norm",
+    "embedding", "one_hot", "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy",
+    "binary_cross_entropy_with_logits", "conv1d", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
+    "pad", "scaled_dot_product_attention", "dropout", "softmax", "log_softmax",
+]
+
+
+def _strata():
+    # The top-level package, looked up late: some ops used here (softmax,
+    # matmul, rand_like) come from other op families.
+    import importlib
+
+    return importlib.import_module(__name__.rsplit(".", 2)[0])
+
+
+def _reduction(size_average, reduce, reduction):
+    """The legacy size_average/reduce flags, mapped like torch does."""
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    warnings.warn("size_average and reduce args will be deprecated, please use reduction instead.")
+    if not reduce:
+        return "none"
+    return "mean" if size_average else "sum"
+
+
+# ---- activations ---------------------------------------------------------------
+
+def _act(op, input, inplace, *args):
+    if inplace:
+        op(input, *args, out=input)
+        return input
+    return op(input, *args)
+
+
+def relu(input, inplace=False):
+    return _act(_ops.relu, input, inplace)
+
+
+def relu_(input):
+    return _act(_ops.relu, input, True)
+
+
+def relu6(input, inplace=False):
+    return _act(_ops.hardtanh, input, inplace, 0.0, 6.0)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    return _act(_ops.hardtanh, input, inplace, float(min_val), float(max_val))
+
+
+def hardtanh_(input, min_val=-1.0, max_val=1.0):
+    return _act(_ops.hardtanh, input, True, float(min_val), float(max_val))
+
+
+def gelu(input, approximate="none"):
+    return _ops.gelu(input, approximate=approximate)
+
+
+def silu(input, inplace=False):
+    return _act(_ops.silu, input, inplace)
+
+
+def mish(input, inplace=False):
+    return _act(_ops.mish, input, inplace)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    return _ops.softplus(input, float(beta), float(threshold))
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    return _act(_ops.leaky_relu, input, inplace, float(negative_slope))
+
+
+def leaky_relu_(input, negative_slope=0.01):
+    return _act(_ops.leaky_relu, input, True, float(negative_slope))
+
+
+def elu(input, alpha=1.0, inplace=False):
+    return _act(_ops.elu, input, inplace, float(alpha))
+
+
+def elu_(input, alpha=1.0):
+    return _act(_ops.elu, input, True, float(alpha))
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(input, inplace=False):
+    return _act(_ops.elu, input, inplace, _SELU_ALPHA, _SELU_SCALE)
+
+
+def celu(input, alpha=1.0, inplace=False):
+    if alpha == 0:
+        raise RuntimeError("ZeroDivisionError: celu: alpha must not be 0")
+    return _act(_ops.elu, input, inplace, float(alpha), 1.0, 1.0 / float(alpha))
+
+
+def hardsigmoid(input, inplace=False):
+    return _act(_ops.hardsigmoid, input, inplace)
+
+
+def hardswish(input, inplace=False):
+    return _act(_ops.hardswish, input, inplace)
+
+
+def logsigmoid(input):
+    return _ops.log_sigmoid(input)
+
+
+def sigmoid(input):
+    return _ops.sigmoid(input)
+
+
+def tanh(input):
+    return _ops.tanh(input)
+
+
+def softsign(input):
+    return _ops.div(input, _ops.add(_ops.abs(input), 1))
+
+
+def tanhshrink(input):
+    return _ops.sub(input, _ops.tanh(input))
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    if dim is None:
+        raise TypeError("softmax(): dim must be given (implicit dim selection is deprecated in torch)")
+    if dtype is not None:
+        input = input.to(dtype)
+    return _strata().softmax(input, dim)
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    if dim is None:
+        raise TypeError("log_softmax(): dim must be given (implicit dim selection is deprecated in torch)")
+    if dtype is not None:
+        input = input.to(dtype)
+    return _strata().log_softmax(input, dim)
+
+
+# ---- linear, embedding -------------------------------------------------------------
+
+def linear(input, weight, bias=None):
+    return _ops.linear(input, weight, bias)
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+              sparse=False):
+    if padding_idx is not None:
+        n = weight.shape[0] if weight.dim() >= 1 else 0
+        if padding_idx > 0:
+            if padding_idx >= n:
+                raise AssertionError("Padding_idx must be within num_embeddings")
+        elif padding_idx < 0:
+            if padding_idx < -n:
+                raise AssertionError("Padding_idx must be within num_embeddings")
+            padding_idx = n + padding_idx
+    else:
+        padding_idx = -1
+    if max_norm is not None:
+        # Like torch: the rows looked up are renormalised in place, outside autograd.
+        from .._grad_mode import no_grad
+
+        with no_grad():
+            _ops.embedding_renorm_(weight, input, float(max_norm), float(norm_type))
+    return _ops.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)
+
+
+def one_hot(tensor, num_classes=-1):
+    return _ops.one_hot(tensor, num_classes)
+
+
+# ---- normalization ------------------------------------------------------------------
+
+def _shape_list(s):
+    if isinstance(s, builtins.int):
+        return [s]
+    return list(s)
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    return _ops.layer_norm(input, _shape_list(normalized_shape), weight, bias, float(eps))
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    return _ops.rms_norm(input, _shape_list(normalized_shape), weight, eps)
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    return _ops.group_norm(input, num_groups, weight, bias, float(eps))
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
+    if momentum is None:
+        # torch's modules pass None for a cumulative average; the functional
+        # form then behaves like momentum=0 for the update.
+        momentum = 0.0
+    return _ops.batch_norm(input, weight, bias, running_mean, running_var, training, float(momentum), float(eps))
+
+
+# ---- losses -------------------------------------------------------------------------
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                  label_smoothing=0.0):
+    reduction = _reduction(size_average, reduce, reduction)
+    return _ops.cross_entropy_loss(input, target, weight, reduction, ignore_index, float(label_smoothing))
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+    reduction = _reduction(size_average, reduce, reduction)
+    return _ops.nll_loss(input, target, weight, reduction, ignore_index)
+
+
+def _warn_broadcast(name, input, target):
+    if tuple(input.shape) != tuple(target.shape):
+        warnings.warn(
+            f"Using a target size ({target.shape}) that is different to the input size ({input.shape}). "
+            "This will likely lead to incorrect results due to broadcasting. "
+            "Please ensure they have the same size.", stacklevel=3)
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    reduction = _reduction(size_average, reduce, reduction)
+    _warn_broadcast("mse_loss", input, target)
+    return _ops.mse_loss(input, target, reduction)
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    reduction = _reduction(size_average, reduce, reduction)
+    _warn_broadcast("l1_loss", input, target)
+    return _ops.l1_loss(input, target, reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
+                                     pos_weight=None):
+    reduction = _reduction(size_average, reduce, reduction)
+    return _ops.binary_cross_entropy_with_logits(input, target, weight, pos_weight, reduction)
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    reduction = _reduction(size_average, reduce, reduction)
+    return _ops.binary_cross_entropy(input, target, weight, reduction)
+
+
+# ---- convolution, pooling, padding -----------------------------------------------------
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _ops.conv1d(input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _ops.conv2d(input, weight, bias, stride, padding, dilation, groups)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    if return_indices:
+        return _ops.max_pool2d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)
+    return _ops.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                            return_indices=True):
+    return _ops.max_pool2d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    return _ops.avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+
+
+def adaptive_avg_pool2d(input, output_size):
+    if isinstance(output_size, builtins.int):
+        output_size = (output_size, output_size)
+    output_size = list(output_size)
+    if len(output_size) != 2:
+        raise ValueError(f"adaptive_avg_pool2d: output_size must be an int or a pair, got {output_size}")
+    # None keeps the input's size along that dim.
+    for i in range(2):
+        if output_size[i] is None:
+            output_size[i] = input.shape[input.dim() - 2 + i]
+    return _ops.adaptive_avg_pool2d(input, output_size)
+
+
+def pad(input, pad, mode="constant", value=None):
+    return _ops.pad(input, list(pad), mode, value)
+
+
+# ---- attention, dropout ------------------------------------------------------------------
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    st = _strata()
+    if p == 1.0:
+        if inplace:
+            _ops.mul(input, 0, out=input)
+            return input
+        return _ops.mul(input, 0)
+    keep = _ops.ge(st.rand_like(input), p)
+    out = input if inplace else _ops.mul(input, 1.0 / (1.0 - p))
+    if inplace:
+        _ops.mul(out, 1.0 / (1.0 - p), out=out)
+    _ops.mul(out, keep, out=out)
+    return out
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
+    if dropout_p == 0.0:
+        return _ops.scaled_dot_product_attention(query, key, value, attn_mask, 0.0, is_causal, scale=scale,
+                                                 enable_gqa=enable_gqa)
+    # With dropout: the math path, composed from matmul/softmax (torch's
+    # reference formulation), masking fully-masked rows to zero.
+    st = _strata()
+    if is_causal and attn_mask is not None:
+        raise RuntimeError("scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")
+    L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
+    s = scale if scale is not None else 1.0 / math.sqrt(E)
+    if enable_gqa and query.dim() >= 3 and key.shape[-3] != query.shape[-3]:
+        rep = query.shape[-3] // key.shape[-3]
+        key = st.repeat_interleave(key, rep, dim=-3)
+        value = st.repeat_interleave(value, rep, dim=-3)
+    scores = _ops.mul(st.matmul(query, key.transpose(-2, -1)), s)
+    if is_causal:
+        attn_mask = st.ones(L, S, dtype=st.bool, device=query.device).tril()
+    if attn_mask is not None:
+        if attn_mask.dtype is _C.bool:
+            scores = scores.masked_fill(_ops.logical_not(attn_mask), float("-inf"))
+        else:
+            scores = _ops.add(scores, attn_mask)
+    probs = st.softmax(scores, -1)
+    probs = _ops.nan_to_num(probs, 0.0)
+    probs = dropout(probs, dropout_p, True)
+    return st.matmul(probs, value)

@@ -1,0 +1,72 @@
+// CPU loops of the activation functions (ops/nn_activation.cpp). Compiled once
+// per ISA level. Only float types are instantiated except for relu.
+#include "backends/cpu/loops.h"
+#include "ops/nn_functors.h"
+#include "ops/pointwise.h"
+
+namespace strata {
+namespace cpu {
+inline namespace STRATA_CPU_NS {
+namespace {
+
+// Float-only ops instantiate their loops for the four float types only.
+template <typename Op>
+void float_unary(TensorIterator& it, const Op& op) {
+  visit_floating(it.common_dtype(), "activation", [&]<typename T>() {
+    cpu_kernel(it, [op](T a) -> T { return static_cast<T>(op(static_cast<opmath_t<T>>(a))); });
+  });
+}
+
+void relu_kernel(TensorIterator& it, const PwArgs&) { unary_kernel(it, fn::Relu{}, false); }
+void gelu_kernel(TensorIterator& it, const PwArgs& a) {
+  if (a.a != 0) float_unary(it, fn::GeluTanh{});
+  else float_unary(it, fn::GeluErf{});
+}
+void silu_kernel(TensorIterator& it, const PwArgs&) { float_unary(it, fn::Silu{}); }
+void mish_kernel(TensorIterator& it, const PwArgs&) { float_unary(it, fn::Mish{}); }
+void hardsigmoid_kernel(TensorIterator& it, const PwArgs&) { float_unary(it, fn::Hardsigmoid{}); }
+void hardswish_kernel(TensorIterator& it, const PwArgs&) { float_unary(it, fn::Hardswish{}); }
+void log_sigmoid_kernel(TensorIterator& it, const PwArgs&) { float_unary(it, fn::LogSigmoid{}); }
+void softplus_kernel(TensorIterator& it, const PwArgs& a) { float_unary(it, fn::Softplus{a.a, a.b}); }
+void leaky_relu_kernel(TensorIterator& it, const PwArgs& a) { float_unary(it, fn::LeakyRelu{a.a}); }
+void elu_kernel(TensorIterator& it, const PwArgs& a) { float_unary(it, fn::Elu{a.a, a.b, a.c}); }
+void hardtanh_kernel(TensorIterator& it, const PwArgs& a) { float_unary(it, fn::Hardtanh{a.a, a.b}); }
+
+// Losses that are elementwise before their reduction.
+void bce_logits_kernel(TensorIterator& it, const PwArgs&) {
+  visit_floating(it.common_dtype(), "binary_cross_entropy_with_logits", [&]<typename T>() {
+    using O = opmath_t<T>;
+    cpu_kernel(it, [](T x, T t, T pw) -> T {
+      return static_cast<T>(fn::BceWithLogits{}(static_cast<O>(x), static_cast<O>(t), static_cast<O>(pw)));
+    });
+  });
+}
+void bce_kernel(TensorIterator& it, const PwArgs&) {
+  visit_floating(it.common_dtype(), "binary_cross_entropy", [&]<typename T>() {
+    using O = opmath_t<T>;
+    cpu_kernel(it, [](T x, T t) -> T { return static_cast<T>(fn::Bce{}(static_cast<O>(x), static_cast<O>(t))); });
+  });
+}
+
+}  // namespace
+}  // namespace STRATA_CPU_NS
+}  // namespace cpu
+
+#define STRATA_NN_REG(name)                           \
+  STRATA_DECLARE_STUB(nn_##name##_stub, PointwiseFn); \
+  STRATA_REGISTER_CPU_KERNEL(nn_##name##_stub, cpu::name##_kernel);
+STRATA_NN_REG(relu)
+STRATA_NN_REG(gelu)
+STRATA_NN_REG(silu)
+STRATA_NN_REG(mish)
+STRATA_NN_REG(hardsigmoid)
+STRATA_NN_REG(hardswish)
+STRATA_NN_REG(log_sigmoid)
+STRATA_NN_REG(softplus)
+STRATA_NN_REG(leaky_relu)
+STRATA_NN_REG(elu)
+STRATA_NN_REG(hardtanh)
+STRATA_NN_REG(bce_logits)
+STRATA_NN_REG(bce)
+
+}  // namespace strata

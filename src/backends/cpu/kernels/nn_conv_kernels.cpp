@@ -1,0 +1,329 @@
+// CPU kernels of convolution (im2col + cpublas::gemm), pooling, padding and
+// attention (see ops/nn_kernels.h for the contracts). Compiled once per ISA
+// level; float and double only, except pad which copies bytes.
+//
+// Why im2col + GEMM rather than oneDNN's convolution primitive: this tree does
+// not link oneDNN (the BLAS work routes only GEMM through it), so the
+// primitive could not be measured here; im2col keeps all the heavy lifting in
+// the shared GEMM, and 1x1 stride-1 convolutions skip the im2col copy.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "backends/cpu/blas.h"
+#include "backends/cpu/loops.h"
+#include "ops/nn_kernels.h"
+
+namespace strata {
+namespace cpu {
+inline namespace STRATA_CPU_NS {
+namespace {
+
+template <typename F>
+void visit_fd(ScalarType t, const char* op, F&& f) {
+  if (t == ScalarType::Float32) return f.template operator()<float>();
+  if (t == ScalarType::Float64) return f.template operator()<double>();
+  throw NotImplementedError(str(op, ": no CPU kernel for dtype ", dtype_name(t)));
+}
+
+// col[(c*kh + i)*kw + j][oh*ow_n + ow] = x[c][oh*sh - ph + i*dh][ow*sw - pw + j*dw] (0 outside).
+template <typename T>
+void im2col(const T* x, T* col, int64_t c, int64_t h, int64_t w, int64_t oh_n, int64_t ow_n, const nn::Window2d& p) {
+  const int64_t L = oh_n * ow_n;
+  for (int64_t ch = 0; ch < c; ++ch) {
+    for (int64_t i = 0; i < p.kh; ++i) {
+      for (int64_t j = 0; j < p.kw; ++j) {
+        T* dst = col + ((ch * p.kh + i) * p.kw + j) * L;
+        const int64_t off_w = j * p.dw - p.pw;
+        // Output columns whose input column is inside [0, w).
+        int64_t lo = off_w >= 0 ? 0 : (-off_w + p.sw - 1) / p.sw;
+        int64_t hi = w - 1 - off_w < 0 ? 0 : (w - 1 - off_w) / p.sw + 1;
+        lo = std::min(lo, ow_n);
+        hi = std::max(std::min(hi, ow_n), lo);
+        for (int64_t oh = 0; oh < oh_n; ++oh) {
+          T* d = dst + oh * ow_n;
+          const int64_t ih = oh * p.sh - p.ph + i * p.dh;
+          if (ih < 0 || ih >= h) {
+            std::fill(d, d + ow_n, T(0));
+            continue;
+          }
+          const T* src = x + (ch * h + ih) * w + off_w;
+          std::fill(d, d + lo, T(0));
+          if (p.sw == 1) {
+            std::memcpy(d + lo, src + lo, (hi - lo) * sizeof(T));
+          } else {
+            for (int64_t ow = lo; ow < hi; ++ow) d[ow] = src[ow * p.sw];
+          }
+          std::fill(d + hi, d + ow_n, T(0));
+        }
+      }
+    }
+  }
+}
+
+void conv2d_kernel(const Tensor& x, const Tensor& wt, const Tensor& bias, const Tensor& y, const nn::Window2d& p,
+                   int64_t groups) {
+  visit_fd(y.dtype(), "conv2d", [&]<typename T>() {
+    const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
+    const int64_t o = y.size(1), oh = y.size(2), ow = y.size(3);
+    const int64_t cg = c / groups, og = o / groups, K = cg * p.kh * p.kw, L = oh * ow;
+    const T *xp = x.data_ptr<T>(), *wp = wt.data_ptr<T>();
+    const T* bp = bias.defined() ? bias.data_ptr<T>() : nullptr;
+    T* yp = y.data_ptr<T>();
+    const bool direct = p.kh == 1 && p.kw == 1 && p.sh == 1 && p.sw == 1 && p.ph == 0 && p.pw == 0 && oh == h &&
+                        ow == w;
+    auto one_image = [&](int64_t img, std::vector<T>& col) {
+      for (int64_t g = 0; g < groups; ++g) {
+        const T* xg = xp + (img * c + g * cg) * h * w;
+        T* yg = yp + (img * o + g * og) * L;
+        const T* cp = xg;
+        if (!direct && K > 0) {
+          col.resize(static_cast<size_t>(K * L));
+          im2col(xg, col.data(), cg, h, w, oh, ow, p);
+          cp = col.data();
+        }
+        if (K > 0) {
+          cpublas::gemm(cpublas::Trans::N, cpublas::Trans::N, og, L, K, T(1), wp + g * og * K, K, cp, L, T(0), yg,
+                        L);
+        } else {
+          std::fill(yg, yg + og * L, T(0));
+        }
+        if (bp) {
+          for (int64_t oc = 0; oc < og; ++oc) {
+            const T bv = bp[g * og + oc];
+            T* row = yg + oc * L;
+#pragma omp simd
+            for (int64_t l = 0; l < L; ++l) row[l] += bv;
+          }
+        }
+      }
+    };
+    // Batch-parallel when there are enough images to feed every thread;
+    // otherwise images run in turn and the GEMM may use the threads.
+    if (n >= get_num_threads() && n > 1) {
+      parallel_for(0, n, 1, [&](int64_t b, int64_t e) {
+        std::vector<T> col;
+        for (int64_t i = b; i < e; ++i) one_image(i, col);
+      });
+    } else {
+      std::vector<T> col;
+      for (int64_t i = 0; i < n; ++i) one_image(i, col);
+    }
+  });
+}
+
+void max_pool2d_kernel(const Tensor& x, const Tensor& y, const Tensor& indices, const nn::Window2d& p) {
+  visit_fd(y.dtype(), "max_pool2d", [&]<typename T>() {
+    const int64_t planes = x.size(0), h = x.size(1), w = x.size(2), oh_n = y.size(1), ow_n = y.size(2);
+    const T* xp = x.data_ptr<T>();
+    T* yp = y.data_ptr<T>();
+    int64_t* ip = indices.defined() ? indices.data_ptr<int64_t>() : nullptr;
+    parallel_for(0, planes, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(oh_n * ow_n * p.kh * p.kw, 1)),
+                 [&](int64_t lo, int64_t hi) {
+                   for (int64_t pl = lo; pl < hi; ++pl) {
+                     const T* xpl = xp + pl * h * w;
+                     for (int64_t oh = 0; oh < oh_n; ++oh) {
+                       int64_t hs = oh * p.sh - p.ph;
+                       int64_t he = std::min(hs + (p.kh - 1) * p.dh + 1, h);
+                       while (hs < 0) hs += p.dh;
+                       for (int64_t ow = 0; ow < ow_n; ++ow) {
+                         int64_t ws = ow * p.sw - p.pw;
+                         int64_t we = std::min(ws + (p.kw - 1) * p.dw + 1, w);
+                         while (ws < 0) ws += p.dw;
+                         T best = -std::numeric_limits<T>::infinity();
+                         int64_t bi = hs * w + ws;
+                         for (int64_t ih = hs; ih < he; ih += p.dh) {
+                           for (int64_t iw = ws; iw < we; iw += p.dw) {
+                             const T v = xpl[ih * w + iw];
+                             if (v > best || std::isnan(v)) {
+                               best = v;
+                               bi = ih * w + iw;
+                             }
+                           }
+                         }
+                         yp[(pl * oh_n + oh) * ow_n + ow] = best;
+                         if (ip) ip[(pl * oh_n + oh) * ow_n + ow] = bi;
+                       }
+                     }
+                   }
+                 });
+  });
+}
+
+void avg_pool2d_kernel(const Tensor& x, const Tensor& y, const nn::Window2d& p, bool count_include_pad,
+                       int64_t divisor) {
+  visit_fd(y.dtype(), "avg_pool2d", [&]<typename T>() {
+    const int64_t planes = x.size(0), h = x.size(1), w = x.size(2), oh_n = y.size(1), ow_n = y.size(2);
+    const T* xp = x.data_ptr<T>();
+    T* yp = y.data_ptr<T>();
+    parallel_for(0, planes, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(oh_n * ow_n * p.kh * p.kw, 1)),
+                 [&](int64_t lo, int64_t hi) {
+                   for (int64_t pl = lo; pl < hi; ++pl) {
+                     const T* xpl = xp + pl * h * w;
+                     for (int64_t oh = 0; oh < oh_n; ++oh) {
+                       int64_t hs = oh * p.sh - p.ph, he = std::min(hs + p.kh, h + p.ph);
+                       for (int64_t ow = 0; ow < ow_n; ++ow) {
+                         int64_t ws = ow * p.sw - p.pw, we = std::min(ws + p.kw, w + p.pw);
+                         const int64_t pool = (he - hs) * (we - ws);
+                         const int64_t h0 = std::max<int64_t>(hs, 0), h1 = std::min(he, h);
+                         const int64_t w0 = std::max<int64_t>(ws, 0), w1 = std::min(we, w);
+                         opmath_t<T> s = 0;
+                         for (int64_t ih = h0; ih < h1; ++ih)
+                           for (int64_t iw = w0; iw < w1; ++iw) s += xpl[ih * w + iw];
+                         int64_t div = divisor ? divisor : (count_include_pad ? pool : (h1 - h0) * (w1 - w0));
+                         yp[(pl * oh_n + oh) * ow_n + ow] = div ? static_cast<T>(s / div) : T(0);
+                       }
+                     }
+                   }
+                 });
+  });
+}
+
+void adaptive_avg_pool2d_kernel(const Tensor& x, const Tensor& y) {
+  visit_fd(y.dtype(), "adaptive_avg_pool2d", [&]<typename T>() {
+    const int64_t planes = x.size(0), h = x.size(1), w = x.size(2), oh_n = y.size(1), ow_n = y.size(2);
+    const T* xp = x.data_ptr<T>();
+    T* yp = y.data_ptr<T>();
+    parallel_for(0, planes, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t pl = lo; pl < hi; ++pl) {
+        const T* xpl = xp + pl * h * w;
+        for (int64_t oh = 0; oh < oh_n; ++oh) {
+          const int64_t h0 = oh * h / oh_n, h1 = ((oh + 1) * h + oh_n - 1) / oh_n;
+          for (int64_t ow = 0; ow < ow_n; ++ow) {
+            const int64_t w0 = ow * w / ow_n, w1 = ((ow + 1) * w + ow_n - 1) / ow_n;
+            opmath_t<T> s = 0;
+            for (int64_t ih = h0; ih < h1; ++ih)
+              for (int64_t iw = w0; iw < w1; ++iw) s += xpl[ih * w + iw];
+            yp[(pl * oh_n + oh) * ow_n + ow] = static_cast<T>(s / ((h1 - h0) * (w1 - w0)));
+          }
+        }
+      }
+    });
+  });
+}
+
+template <typename U>
+void pad_impl(const Tensor& x, const Tensor& y, const std::vector<std::vector<int64_t>>& maps, U fill) {
+  const int64_t nd = y.dim();
+  const U* xp = static_cast<const U*>(x.data_ptr());
+  U* yp = static_cast<U*>(y.data_ptr());
+  const int64_t inner = y.size(nd - 1);
+  const int64_t outer = inner ? y.numel() / inner : 0;
+  const std::vector<int64_t>& last = maps[nd - 1];
+  parallel_for(0, outer, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(inner, 1)), [&](int64_t lo, int64_t hi) {
+    std::vector<int64_t> idx(nd, 0);
+    for (int64_t r = lo; r < hi; ++r) {
+      int64_t rem = r, off = 0;
+      bool outside = false;
+      for (int64_t d = nd - 2; d >= 0; --d) {
+        const int64_t i = rem % y.size(d);
+        rem /= y.size(d);
+        const int64_t src = maps[d][i];
+        if (src < 0) outside = true;
+        off += src * x.stride(d);
+      }
+      U* dst = yp + r * inner;
+      if (outside) {
+        std::fill(dst, dst + inner, fill);
+        continue;
+      }
+      const U* s = xp + off;
+      for (int64_t j = 0; j < inner; ++j) dst[j] = last[j] < 0 ? fill : s[last[j]];
+    }
+  });
+}
+
+void pad_kernel(const Tensor& x, const Tensor& y, const std::vector<std::vector<int64_t>>& maps, double value) {
+  uint64_t bits = 0;
+  visit_dtype(y.dtype(), [&]<typename T>() {
+    T v = static_cast<T>(static_cast<opmath_t<T>>(value));
+    std::memcpy(&bits, &v, sizeof(T));
+  });
+  switch (y.element_size()) {
+    case 1: return pad_impl<uint8_t>(x, y, maps, static_cast<uint8_t>(bits));
+    case 2: return pad_impl<uint16_t>(x, y, maps, static_cast<uint16_t>(bits));
+    case 4: return pad_impl<uint32_t>(x, y, maps, static_cast<uint32_t>(bits));
+    default: return pad_impl<uint64_t>(x, y, maps, bits);
+  }
+}
+
+// Per (batch, head): scores = scale q k^T (GEMM), masking, a softmax that
+// returns zeros for fully masked rows (like torch's math path), then out = p v.
+void attention_kernel(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Tensor& out,
+                      const nn::AttnArgs& a) {
+  visit_fd(out.dtype(), "scaled_dot_product_attention", [&]<typename T>() {
+    const T *qp = q.data_ptr<T>(), *kp = k.data_ptr<T>(), *vp = v.data_ptr<T>();
+    const T* mf = a.mask_kind == 2 ? mask.data_ptr<T>() : nullptr;
+    const bool* mb = a.mask_kind == 1 ? mask.data_ptr<bool>() : nullptr;
+    T* op = out.data_ptr<T>();
+    const int64_t L = a.l, S = a.s, E = a.e, Ev = a.ev;
+    const int64_t mrs = a.m_rs, mcs = a.m_cs;
+    auto one = [&](int64_t b, std::vector<T>& sc) {
+      T* o = op + b * L * Ev;
+      if (S == 0) {
+        std::fill(o, o + L * Ev, T(0));
+        return;
+      }
+      sc.resize(static_cast<size_t>(L * S));
+      T* P = sc.data();
+      if (E > 0) {
+        cpublas::gemm(cpublas::Trans::N, cpublas::Trans::T, L, S, E, static_cast<T>(a.scale), qp + a.q_off[b], E,
+                      kp + a.k_off[b], E, T(0), P, S);
+      } else {
+        std::fill(P, P + L * S, T(0));
+      }
+      const T ninf = -std::numeric_limits<T>::infinity();
+      for (int64_t i = 0; i < L; ++i) {
+        T* row = P + i * S;
+        if (mb) {
+          const bool* mr = mb + a.m_off[b] + i * mrs;
+          for (int64_t j = 0; j < S; ++j)
+            if (!mr[j * mcs]) row[j] = ninf;
+        } else if (mf) {
+          const T* mr = mf + a.m_off[b] + i * mrs;
+          for (int64_t j = 0; j < S; ++j) row[j] += mr[j * mcs];
+        }
+        if (a.causal)
+          for (int64_t j = i + 1; j < S; ++j) row[j] = ninf;
+        T mx = ninf;
+        for (int64_t j = 0; j < S; ++j) mx = row[j] > mx ? row[j] : mx;
+        if (mx == ninf) {
+          std::fill(row, row + S, T(0));
+          continue;
+        }
+        opmath_t<T> s = 0;
+        for (int64_t j = 0; j < S; ++j) {
+          row[j] = std::exp(row[j] - mx);
+          s += row[j];
+        }
+        const T inv = static_cast<T>(1 / s);
+#pragma omp simd
+        for (int64_t j = 0; j < S; ++j) row[j] *= inv;
+      }
+      if (Ev > 0) cpublas::gemm(cpublas::Trans::N, cpublas::Trans::N, L, Ev, S, T(1), P, S, vp + a.v_off[b], Ev, T(0), o, Ev);
+    };
+    if (a.batch > 1) {
+      parallel_for(0, a.batch, 1, [&](int64_t lo, int64_t hi) {
+        std::vector<T> sc;
+        for (int64_t b = lo; b < hi; ++b) one(b, sc);
+      });
+    } else {
+      std::vector<T> sc;
+      for (int64_t b = 0; b < a.batch; ++b) one(b, sc);
+    }
+  });
+}
+
+}  // namespace
+}  // namespace STRATA_CPU_NS
+}  // namespace cpu
+
+STRATA_REGISTER_CPU_KERNEL(nn_conv2d_stub, cpu::conv2d_kernel);
+STRATA_REGISTER_CPU_KERNEL(nn_max_pool2d_stub, cpu::max_pool2d_kernel);
+STRATA_REGISTER_CPU_KERNEL(nn_avg_pool2d_stub, cpu::avg_pool2d_kernel);
+STRATA_REGISTER_CPU_KERNEL(nn_adaptive_avg_pool2d_stub, cpu::adaptive_avg_pool2d_kernel);
+STRATA_REGISTER_CPU_KERNEL(nn_pad_stub, cpu::pad_kernel);
+STRATA_REGISTER_CPU_KERNEL(nn_attention_stub, cpu::attention_kernel);
+
+}  // namespace strata
