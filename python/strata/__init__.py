@@ -36,4 +36,6 @@ from ._functions import __all__ as _fn_all  # noqa: E402
 from . import _tensor  # noqa: E402,F401  (attaches Tensor methods)
 from ._grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode  # noqa: E402
 
+from . import ops  # noqa: E402,F401  (strata.ops.load_library, strata.ops.<namespace>.<op>)
+
 __version__ = "0.1.0"
