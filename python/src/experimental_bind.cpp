@@ -41,7 +41,7 @@ PyObject* set_python_error() {
     PyErr_SetString(PyExc_NotImplementedError, e.what());
   } catch (const OutOfMemoryError& e) {
     PyErr_SetString(PyExc_MemoryError, e.what());
-  } catch (const nb::python_error& e) {
+  } catch (nb::python_error& e) {
     e.restore();
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());

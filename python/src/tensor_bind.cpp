@@ -135,17 +135,18 @@ void scan(nb::handle h, size_t depth, DataScan& s) {
   STRATA_CHECK_VALUE(depth == s.shape.size(), "expected sequence of length ",
                      depth < s.shape.size() ? s.shape[depth] : 0, " at dim ", depth, " (got a scalar)");
   PyObject* p = h.ptr();
+  // Exact checks first: numpy.float64 subclasses float and must keep its dtype.
   if (PyBool_Check(p)) {
     s.add(ScalarType::Bool);
-  } else if (PyLong_Check(p)) {
+  } else if (PyLong_CheckExact(p)) {
     s.add(ScalarType::Int64);
-  } else if (PyFloat_Check(p)) {
+  } else if (PyFloat_CheckExact(p)) {
     s.add(default_dtype());
   } else if (auto np_type = numpy_scalar_type(h)) {
     s.add(*np_type);
-  } else if (PyIndex_Check(p)) {
+  } else if (PyLong_Check(p) || PyIndex_Check(p)) {
     s.add(ScalarType::Int64);
-  } else if (PyObject_HasAttrString(p, "__float__")) {
+  } else if (PyFloat_Check(p) || PyObject_HasAttrString(p, "__float__")) {
     s.add(default_dtype());
   } else {
     throw TypeError(str("tensor(): could not infer dtype of ", nb::cast<std::string>(nb::str(h.type().attr("__name__")))));
@@ -262,6 +263,25 @@ Tensor tensor_over_array(nb::ndarray<nb::ro, nb::device::cpu> a, nb::handle owne
   return Tensor(make_intrusive<TensorImpl>(storage, 0, sizes, strides, st));
 }
 
+// An ndarray view of a NumPy array, or a TypeError naming its dtype (object,
+// string, complex and non-native byte-order arrays cannot be viewed).
+nb::ndarray<nb::ro, nb::device::cpu> as_cpu_ndarray(nb::handle arr, const char* op) {
+  nb::ndarray<nb::ro, nb::device::cpu> a;
+  bool ok = false;
+  try {
+    ok = nb::try_cast(arr, a);
+  } catch (const std::exception&) {  // nanobind's DLPack import throws for object/str arrays
+    PyErr_Clear();
+  }
+  if (!ok) {
+    std::string what = nb::hasattr(arr, "dtype") ? nb::cast<std::string>(nb::str(arr.attr("dtype"))) : "unknown";
+    throw TypeError(str(op, ": can't convert np.ndarray of type ", what, " (the only supported types are: float64, "
+                        "float32, float16, int64, int32, int16, int8, uint8, and bool, in native byte order, with "
+                        "strides that are multiples of the item size)"));
+  }
+  return a;
+}
+
 struct DLPackOwner {
   Tensor t;
   std::vector<int64_t> shape, strides;
@@ -275,9 +295,14 @@ Tensor tensor_from_data(nb::handle data, std::optional<ScalarType> dtype, std::o
     out = clone(nb::cast<const Tensor&>(data));
     if (dtype) out = to_dtype(out, *dtype);
   } else if (nb::hasattr(data, "__array_interface__")) {
-    nb::object arr = nb::module_::import_("numpy").attr("ascontiguousarray")(data);
-    auto a = nb::cast<nb::ndarray<nb::ro, nb::device::cpu>>(arr);
-    out = clone(tensor_over_array(a, arr, "tensor"));
+    // asarray(order="C") keeps 0-d arrays 0-d (ascontiguousarray makes them 1-d).
+    nb::object arr = nb::module_::import_("numpy").attr("asarray")(data, nb::arg("order") = "C");
+    try {
+      out = clone(tensor_over_array(as_cpu_ndarray(arr, "tensor"), arr, "tensor"));
+    } catch (const nb::cast_error&) {
+      throw TypeError(str("tensor(): can't convert np.ndarray of type ",
+                          nb::cast<std::string>(nb::str(arr.attr("dtype")))));
+    }
     if (dtype) out = to_dtype(out, *dtype);
   } else {
     DataScan s;
@@ -433,21 +458,33 @@ void bind_tensor(nb::module_& m) {
              std::vector<int64_t> strides(t.strides().begin(), t.strides().end());
              nb::ndarray<> arr(t.data_ptr(), t.dim(), shape.data(), cap, strides.data(), dl_dtype(t.dtype()),
                                nb::device::cpu::value, 0);
-             return nb::cast(arr, nb::rv_policy::reference).attr("__dlpack__")();
+             // A framework-less ndarray converts to a DLPack capsule (owned by `cap`).
+             return nb::cast(arr, nb::rv_policy::reference);
            },
            nb::arg("stream").none() = nb::none(), nb::kw_only(), nb::arg("max_version").none() = nb::none(),
            nb::arg("dl_device").none() = nb::none(), nb::arg("copy").none() = nb::none())
       .def("__dlpack_device__", [](const Tensor& t) { return nb::make_tuple(1, 0); });
 
   m.def("_from_numpy", [](nb::handle arr) {
-    auto a = nb::cast<nb::ndarray<nb::ro, nb::device::cpu>>(arr);
-    return tensor_over_array(a, arr, "from_numpy");
+    try {
+      return tensor_over_array(as_cpu_ndarray(arr, "from_numpy"), arr, "from_numpy");
+    } catch (const nb::cast_error&) {
+      throw TypeError(str("from_numpy: can't convert np.ndarray of type ",
+                          nb::cast<std::string>(nb::str(arr.attr("dtype"))), ". The only supported types are: float64, "
+                          "float32, float16, int64, int32, int16, int8, uint8, and bool."));
+    }
   });
   m.def("_from_dlpack", [](nb::handle obj) {
     // nanobind accepts DLPack capsules and objects with __dlpack__.
-    auto a = nb::cast<nb::ndarray<nb::ro>>(obj);
+    nb::ndarray<nb::ro> a;
+    if (!nb::try_cast(obj, a)) {
+      throw TypeError(str("from_dlpack: cannot import an object of type ",
+                          nb::cast<std::string>(nb::str(obj.type().attr("__name__"))), " (no usable __dlpack__)"));
+    }
     STRATA_CHECK(a.device_type() == nb::device::cpu::value, "from_dlpack: only CPU memory is supported for now");
-    nb::object owner = nb::cast(a);
+    // The imported ndarray holds the producer's DLManagedTensor: keep a copy of
+    // it alive as long as the storage.
+    nb::capsule owner(new nb::ndarray<nb::ro>(a), [](void* p) noexcept { delete static_cast<nb::ndarray<nb::ro>*>(p); });
     return tensor_over_array(nb::ndarray<nb::ro, nb::device::cpu>(a), owner, "from_dlpack");
   });
   m.def("_tensor", [](nb::handle data, nb::handle dtype, nb::handle device) {

@@ -116,7 +116,7 @@ Tensor npu_to_copy(const Tensor& self, std::optional<ScalarType> dtype, std::opt
 // Needs the key set: copies that involve another device go to the CPU/Meta
 // copy_ below this key, which calls the cross-device hook (or raises the
 // meta-device errors).
-const OperatorEntry* g_copy_op = nullptr;
+OperatorEntry* g_copy_op = nullptr;
 Tensor npu_copy_(DispatchKeySet ks, const Tensor& self, const Tensor& src, bool non_blocking) {
   bool local = self.device().type == src.device().type ||
                (src.device().is_cpu() && src.dim() == 0 && self.device().type == DeviceType::PrivateUse1);
