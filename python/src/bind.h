@@ -37,5 +37,6 @@ void bind_tensor(nb::module_& m);
 void bind_ops(nb::module_& m);
 void bind_indexing(nb::module_& m);
 void bind_extras(nb::module_& m);
+void bind_experimental(nb::module_& m);  // experimental_bind.cpp: introspection, binding benchmarks
 
 }  // namespace strata::py

@@ -60,7 +60,11 @@ Tensor wrap_number(nb::handle h) {
       nb::object idx = nb::steal(PyNumber_Index(p));
       v = PyLong_AsLongLongAndOverflow(idx.ptr(), &overflow);
     }
-    if (overflow) throw Error("Overflow when unpacking long: value does not fit in int64");
+    if (overflow) {
+      // As torch: a Python int beyond int64 is an OverflowError.
+      PyErr_SetString(PyExc_OverflowError, "int too big to convert (it does not fit in int64)");
+      throw nb::python_error();
+    }
     return scalar_to_tensor(Scalar(int64_t(v)), ScalarType::Int64, Device(), true);
   }
   double d = PyFloat_AsDouble(p);
@@ -70,29 +74,50 @@ Tensor wrap_number(nb::handle h) {
 
 namespace {
 
-enum class Kind { Bool = 0, Int = 1, Float = 2 };
-
+// Like torch, the inferred dtype is the promotion of the elements' own types:
+// bool -> bool, int -> int64, float -> the default dtype, a NumPy scalar or a
+// 0-d tensor -> its dtype.
 struct DataScan {
   DimVector shape;
-  Kind kind = Kind::Bool;
+  ScalarType type = ScalarType::Undefined;
   bool any = false;
+  void add(ScalarType t) {
+    type = any ? promote_types(type, t) : t;
+    any = true;
+  }
 };
 
+constexpr size_t kMaxDataDims = 64;
+
+bool is_numpy_array(nb::handle h) { return nb::hasattr(h, "__array_interface__"); }
+
 bool is_sequence_like(nb::handle h) {
-  return (PyList_Check(h.ptr()) || PyTuple_Check(h.ptr())) ||
-         (!PyUnicode_Check(h.ptr()) && !PyBytes_Check(h.ptr()) && PySequence_Check(h.ptr()) &&
-          !nb::isinstance<Tensor>(h) && !nb::hasattr(h, "__array_interface__"));
+  if (PyList_Check(h.ptr()) || PyTuple_Check(h.ptr())) return true;
+  if (PyUnicode_Check(h.ptr()) || PyBytes_Check(h.ptr()) || nb::isinstance<Tensor>(h)) return false;
+  // NumPy arrays nested in lists are sequences, NumPy scalars (and 0-d arrays) are not.
+  if (is_numpy_array(h)) return nb::cast<int64_t>(h.attr("ndim")) > 0;
+  return PySequence_Check(h.ptr());
+}
+
+// The dtype of a NumPy scalar / 0-d array, or nullopt for other objects.
+std::optional<ScalarType> numpy_scalar_type(nb::handle h) {
+  if (!is_numpy_array(h) || !nb::hasattr(h, "dtype")) return std::nullopt;
+  std::string name = nb::cast<std::string>(h.attr("dtype").attr("name"));
+  ScalarType st = dtype_from_name(name);
+  STRATA_CHECK_TYPE(st != ScalarType::Undefined, "tensor(): can't convert np.", name, ". The only supported types "
+                    "are: float64, float32, float16, int64, int32, int16, int8, uint8, and bool.");
+  return st;
 }
 
 void scan(nb::handle h, size_t depth, DataScan& s) {
+  STRATA_CHECK_VALUE(depth <= kMaxDataDims, "tensor(): too many dimensions (more than ", kMaxDataDims,
+                     ") in the nested data");
   if (nb::isinstance<Tensor>(h)) {
     const Tensor& t = nb::cast<const Tensor&>(h);
     STRATA_CHECK_VALUE(t.numel() == 1 && t.dim() == 0, "tensor(): only one element tensors can be converted to "
                        "Python scalars inside a nested sequence");
-    Kind k = t.dtype() == ScalarType::Bool ? Kind::Bool : is_floating_type(t.dtype()) ? Kind::Float : Kind::Int;
-    s.kind = std::max(s.kind, k);
-    s.any = true;
     STRATA_CHECK_VALUE(depth == s.shape.size(), "tensor(): expected sequence at dim ", depth);
+    s.add(t.dtype());
     return;
   }
   if (is_sequence_like(h)) {
@@ -110,14 +135,22 @@ void scan(nb::handle h, size_t depth, DataScan& s) {
   STRATA_CHECK_VALUE(depth == s.shape.size(), "expected sequence of length ",
                      depth < s.shape.size() ? s.shape[depth] : 0, " at dim ", depth, " (got a scalar)");
   PyObject* p = h.ptr();
-  Kind k;
-  if (PyBool_Check(p)) k = Kind::Bool;
-  else if (PyLong_Check(p) || PyIndex_Check(p)) k = Kind::Int;
-  else if (PyFloat_Check(p) || PyObject_HasAttrString(p, "__float__")) k = Kind::Float;
-  else
+  // Exact checks first: numpy.float64 subclasses float and must keep its dtype.
+  if (PyBool_Check(p)) {
+    s.add(ScalarType::Bool);
+  } else if (PyLong_CheckExact(p)) {
+    s.add(ScalarType::Int64);
+  } else if (PyFloat_CheckExact(p)) {
+    s.add(default_dtype());
+  } else if (auto np_type = numpy_scalar_type(h)) {
+    s.add(*np_type);
+  } else if (PyLong_Check(p) || PyIndex_Check(p)) {
+    s.add(ScalarType::Int64);
+  } else if (PyFloat_Check(p) || PyObject_HasAttrString(p, "__float__")) {
+    s.add(default_dtype());
+  } else {
     throw TypeError(str("tensor(): could not infer dtype of ", nb::cast<std::string>(nb::str(h.type().attr("__name__")))));
-  s.kind = s.any ? std::max(s.kind, k) : k;
-  s.any = true;
+  }
 }
 
 void fill(nb::handle h, double*& dp, int64_t*& ip) {
@@ -136,12 +169,22 @@ void fill(nb::handle h, double*& dp, int64_t*& ip) {
     double d = PyFloat_AsDouble(p);
     if (d == -1.0 && PyErr_Occurred()) throw nb::python_error();
     *dp++ = d;
+  } else if (PyBool_Check(p)) {
+    *ip++ = p == Py_True;
   } else {
     int overflow = 0;
     nb::object idx = nb::steal(PyNumber_Index(p));
-    if (!idx.is_valid()) throw nb::python_error();
+    if (!idx.is_valid()) {
+      // numpy.bool_ has no __index__.
+      PyErr_Clear();
+      int b = PyObject_IsTrue(p);
+      if (b < 0) throw nb::python_error();
+      *ip++ = b;
+      return;
+    }
     long long v = PyLong_AsLongLongAndOverflow(idx.ptr(), &overflow);
-    if (overflow) throw Error("Overflow when unpacking long: value does not fit in int64");
+    STRATA_CHECK_VALUE(!overflow, "tensor(): Overflow when unpacking long long: ",
+                       nb::cast<std::string>(nb::repr(idx)), " does not fit in int64");
     *ip++ = v;
   }
 }
@@ -220,6 +263,25 @@ Tensor tensor_over_array(nb::ndarray<nb::ro, nb::device::cpu> a, nb::handle owne
   return Tensor(make_intrusive<TensorImpl>(storage, 0, sizes, strides, st));
 }
 
+// An ndarray view of a NumPy array, or a TypeError naming its dtype (object,
+// string, complex and non-native byte-order arrays cannot be viewed).
+nb::ndarray<nb::ro, nb::device::cpu> as_cpu_ndarray(nb::handle arr, const char* op) {
+  nb::ndarray<nb::ro, nb::device::cpu> a;
+  bool ok = false;
+  try {
+    ok = nb::try_cast(arr, a);
+  } catch (const std::exception&) {  // nanobind's DLPack import throws for object/str arrays
+    PyErr_Clear();
+  }
+  if (!ok) {
+    std::string what = nb::hasattr(arr, "dtype") ? nb::cast<std::string>(nb::str(arr.attr("dtype"))) : "unknown";
+    throw TypeError(str(op, ": can't convert np.ndarray of type ", what, " (the only supported types are: float64, "
+                        "float32, float16, int64, int32, int16, int8, uint8, and bool, in native byte order, with "
+                        "strides that are multiples of the item size)"));
+  }
+  return a;
+}
+
 struct DLPackOwner {
   Tensor t;
   std::vector<int64_t> shape, strides;
@@ -236,17 +298,21 @@ Tensor tensor_from_data(nb::handle data, std::optional<ScalarType> dtype, std::o
     nb::object arr = nb::module_::import_("numpy").attr("asarray")(data, nb::arg("order") = "C");
     auto a = nb::cast<nb::ndarray<nb::ro, nb::device::cpu>>(arr);
     out = clone(tensor_over_array(a, arr, "tensor"));
+    // asarray(order="C") keeps 0-d arrays 0-d (ascontiguousarray makes them 1-d).
+    nb::object arr = nb::module_::import_("numpy").attr("asarray")(data, nb::arg("order") = "C");
+    try {
+      out = clone(tensor_over_array(as_cpu_ndarray(arr, "tensor"), arr, "tensor"));
+    } catch (const nb::cast_error&) {
+      throw TypeError(str("tensor(): can't convert np.ndarray of type ",
+                          nb::cast<std::string>(nb::str(arr.attr("dtype")))));
+    }
     if (dtype) out = to_dtype(out, *dtype);
   } else {
     DataScan s;
     scan(data, 0, s);
-    ScalarType natural = !s.any && !s.shape.empty() ? default_dtype()
-                         : s.kind == Kind::Float ? default_dtype()
-                         : s.kind == Kind::Int   ? ScalarType::Int64
-                                                 : ScalarType::Bool;
-    if (!s.any && s.shape.empty()) natural = default_dtype();
+    ScalarType natural = s.any ? s.type : default_dtype();
     ScalarType target = dtype.value_or(natural);
-    bool as_float = s.kind == Kind::Float || is_floating_type(target);
+    bool as_float = is_floating_type(natural) || is_floating_type(target);
     Tensor buf = empty_tensor(s.shape, as_float ? ScalarType::Float64 : ScalarType::Int64, Device());
     double* dp = as_float ? buf.data_ptr<double>() : nullptr;
     int64_t* ip = as_float ? nullptr : buf.data_ptr<int64_t>();
@@ -366,8 +432,8 @@ void bind_tensor(nb::module_& m) {
       })
       .def("tolist", [](const Tensor& t) { return tensor_to_list(t); })
       .def("_numpy", [](const Tensor& t) {
-        STRATA_CHECK(t.device().is_cpu(), "can't convert ", t.device().str(), " tensor to numpy. Use "
-                     "Tensor.cpu() to copy the tensor to host memory first.");
+        STRATA_CHECK_TYPE(t.device().is_cpu(), "can't convert ", device_type_name(t.device().type),
+                          " device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first.");
         STRATA_CHECK_TYPE(t.dtype() != ScalarType::BFloat16, "Got unsupported ScalarType BFloat16");
         auto* owner = new Tensor(t);
         nb::capsule cap(owner, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
@@ -377,28 +443,51 @@ void bind_tensor(nb::module_& m) {
                                       nb::device::cpu::value, 0);
       })
       .def("__dlpack__",
-           [](const Tensor& t, nb::handle /*stream*/) {
-             STRATA_CHECK(t.device().is_cpu(), "__dlpack__: only CPU tensors can be exported for now");
+           // Consumers (NumPy >= 2, torch) pass max_version/dl_device/copy; an
+           // unversioned capsule is a valid answer to any max_version.
+           [](const Tensor& t0, nb::handle /*stream*/, nb::handle /*max_version*/, nb::handle dl_device,
+              nb::handle copy) {
+             STRATA_CHECK_TYPE(t0.device().is_cpu(), "__dlpack__: only CPU tensors can be exported for now (got a ",
+                               t0.device().str(), " tensor; use .cpu() first)");
+             if (!dl_device.is_none()) {
+               auto dev = nb::cast<std::tuple<int, int>>(dl_device);
+               STRATA_CHECK_VALUE(std::get<0>(dev) == 1, "__dlpack__: cannot export a cpu tensor to DLPack device ",
+                                  std::get<0>(dev));
+             }
+             Tensor t = (!copy.is_none() && nb::cast<bool>(copy)) ? clone(t0) : t0;
              auto* owner = new Tensor(t);
              nb::capsule cap(owner, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
              std::vector<size_t> shape(t.sizes().begin(), t.sizes().end());
              std::vector<int64_t> strides(t.strides().begin(), t.strides().end());
              nb::ndarray<> arr(t.data_ptr(), t.dim(), shape.data(), cap, strides.data(), dl_dtype(t.dtype()),
                                nb::device::cpu::value, 0);
-             return nb::cast(arr, nb::rv_policy::reference).attr("__dlpack__")();
+             // A framework-less ndarray converts to a DLPack capsule (owned by `cap`).
+             return nb::cast(arr, nb::rv_policy::reference);
            },
-           nb::arg("stream").none() = nb::none())
+           nb::arg("stream").none() = nb::none(), nb::kw_only(), nb::arg("max_version").none() = nb::none(),
+           nb::arg("dl_device").none() = nb::none(), nb::arg("copy").none() = nb::none())
       .def("__dlpack_device__", [](const Tensor& t) { return nb::make_tuple(1, 0); });
 
   m.def("_from_numpy", [](nb::handle arr) {
-    auto a = nb::cast<nb::ndarray<nb::ro, nb::device::cpu>>(arr);
-    return tensor_over_array(a, arr, "from_numpy");
+    try {
+      return tensor_over_array(as_cpu_ndarray(arr, "from_numpy"), arr, "from_numpy");
+    } catch (const nb::cast_error&) {
+      throw TypeError(str("from_numpy: can't convert np.ndarray of type ",
+                          nb::cast<std::string>(nb::str(arr.attr("dtype"))), ". The only supported types are: float64, "
+                          "float32, float16, int64, int32, int16, int8, uint8, and bool."));
+    }
   });
   m.def("_from_dlpack", [](nb::handle obj) {
     // nanobind accepts DLPack capsules and objects with __dlpack__.
-    auto a = nb::cast<nb::ndarray<nb::ro>>(obj);
+    nb::ndarray<nb::ro> a;
+    if (!nb::try_cast(obj, a)) {
+      throw TypeError(str("from_dlpack: cannot import an object of type ",
+                          nb::cast<std::string>(nb::str(obj.type().attr("__name__"))), " (no usable __dlpack__)"));
+    }
     STRATA_CHECK(a.device_type() == nb::device::cpu::value, "from_dlpack: only CPU memory is supported for now");
-    nb::object owner = nb::cast(a);
+    // The imported ndarray holds the producer's DLManagedTensor: keep a copy of
+    // it alive as long as the storage.
+    nb::capsule owner(new nb::ndarray<nb::ro>(a), [](void* p) noexcept { delete static_cast<nb::ndarray<nb::ro>*>(p); });
     return tensor_over_array(nb::ndarray<nb::ro, nb::device::cpu>(a), owner, "from_dlpack");
   });
   m.def("_tensor", [](nb::handle data, nb::handle dtype, nb::handle device) {

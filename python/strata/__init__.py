@@ -41,4 +41,6 @@ from . import nn  # noqa: E402,F401
 from ._grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode  # noqa: E402
 from . import blas  # noqa: E402,F401  (strata.blas: BLAS routines as ops)
 
+from . import ops  # noqa: E402,F401  (strata.ops.load_library, strata.ops.<namespace>.<op>)
+
 __version__ = "0.1.0"

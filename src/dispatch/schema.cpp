@@ -85,19 +85,38 @@ ArgType parse_type(std::string t, bool* is_write, const std::string& schema) {
   throw Error(str("parse_schema: unknown type '", t, "' in ", schema));
 }
 
+// std::stoll/stod accept a numeric prefix ("1.2.3" -> 1.2); a default must be one number.
+int64_t parse_int(const std::string& v, const std::string& schema) {
+  size_t used = 0;
+  int64_t r = std::stoll(v, &used);
+  STRATA_CHECK(used == v.size(), "parse_schema: bad integer '", v, "' in ", schema);
+  return r;
+}
+double parse_double(const std::string& v, const std::string& schema) {
+  size_t used = 0;
+  double r = std::stod(v, &used);
+  STRATA_CHECK(used == v.size(), "parse_schema: bad number '", v, "' in ", schema);
+  return r;
+}
+
 IValue parse_default(const std::string& v, ArgType type, const std::string& schema) {
   if (v == "None") return IValue();
   if (v == "True") return IValue(true);
   if (v == "False") return IValue(false);
-  if (v.front() == '\'' || v.front() == '"') return IValue(v.substr(1, v.size() - 2));
+  if (v.front() == '\'' || v.front() == '"') {
+    STRATA_CHECK(v.size() >= 2 && v.back() == v.front(), "parse_schema: unterminated string default ", v, " in ",
+                 schema);
+    return IValue(v.substr(1, v.size() - 2));
+  }
   if (v.front() == '[') {
+    STRATA_CHECK(v.back() == ']', "parse_schema: unterminated list default ", v, " in ", schema);
     std::vector<int64_t> l;
-    for (auto& e : split_top(v.substr(1, v.size() - 2))) l.push_back(std::stoll(e));
+    for (auto& e : split_top(v.substr(1, v.size() - 2))) l.push_back(parse_int(e, schema));
     return IValue(std::move(l));
   }
   if (type == ArgType::IntList || type == ArgType::OptIntList) {
     // "int[2] stride=1" means [1, 1]: keep the single value, the binding expands it.
-    return IValue(std::vector<int64_t>{std::stoll(v)});
+    return IValue(std::vector<int64_t>{parse_int(v, schema)});
   }
   if (type == ArgType::DType || type == ArgType::OptDType) {
     ScalarType st = dtype_from_name(v);
@@ -106,21 +125,23 @@ IValue parse_default(const std::string& v, ArgType type, const std::string& sche
   }
   bool is_float = v.find_first_of(".eE") != std::string::npos && v.find("inf") == std::string::npos;
   if (v == "inf" || v == "-inf") return IValue(v == "inf" ? INFINITY : -INFINITY);
-  if (type == ArgType::Float || type == ArgType::OptFloat || is_float) return IValue(std::stod(v));
-  if (type == ArgType::Scalar || type == ArgType::OptScalar) return IValue(Scalar(int64_t(std::stoll(v))));
-  return IValue(int64_t(std::stoll(v)));
+  if (type == ArgType::Float || type == ArgType::OptFloat || is_float) return IValue(parse_double(v, schema));
+  if (type == ArgType::Scalar || type == ArgType::OptScalar) return IValue(Scalar(parse_int(v, schema)));
+  return IValue(parse_int(v, schema));
 }
 
 }  // namespace
 
-FunctionSchema parse_schema(const std::string& text) {
+static FunctionSchema parse_schema_impl(const std::string& text) {
   FunctionSchema s;
   s.text = text;
   auto lp = text.find('(');
   auto arrow = text.rfind("->");
   STRATA_CHECK(lp != std::string::npos && arrow != std::string::npos, "parse_schema: malformed schema ", text);
   auto rp = text.rfind(')', arrow);
+  STRATA_CHECK(lp < arrow && rp != std::string::npos && rp > lp, "parse_schema: malformed schema ", text);
   std::string name = trim(text.substr(0, lp));
+  STRATA_CHECK(!name.empty(), "parse_schema: schema without an op name: ", text);
   if (auto dot = name.find('.'); dot != std::string::npos) {
     s.overload = name.substr(dot + 1);
     name = name.substr(0, dot);
@@ -143,13 +164,19 @@ FunctionSchema parse_schema(const std::string& text) {
     arg.name = decl.substr(sp + 1);
     std::string ty = trim(decl.substr(0, sp));
     arg.type = parse_type(ty, &arg.is_write, text);
-    if (auto lb = ty.find('['); lb != std::string::npos && ty[lb + 1] != ']') arg.list_size = std::stoi(ty.substr(lb + 1));
+    if (auto lb = ty.find('['); lb != std::string::npos && ty[lb + 1] != ']') {
+      auto rb = ty.find(']', lb);
+      STRATA_CHECK(rb != std::string::npos, "parse_schema: bad list type '", ty, "' in ", text);
+      arg.list_size = static_cast<int>(parse_int(ty.substr(lb + 1, rb - lb - 1), text));
+    }
     if (!def.empty()) arg.default_value = parse_default(def, arg.type, text);
     arg.kwarg_only = kwonly;
     s.args.push_back(std::move(arg));
   }
   std::string ret = trim(text.substr(arrow + 2));
+  STRATA_CHECK(!ret.empty(), "parse_schema: missing return type in ", text);
   if (ret.front() == '(') {
+    STRATA_CHECK(ret.back() == ')', "parse_schema: malformed return type in ", text);
     auto parts = split_top(ret.substr(1, ret.size() - 2));
     for (auto& p : parts) {
       bool w = false;
@@ -165,6 +192,14 @@ FunctionSchema parse_schema(const std::string& text) {
     s.returns.push_back(parse_type(ret, &w, text));
   }
   return s;
+}
+
+FunctionSchema parse_schema(const std::string& text) {
+  try {
+    return parse_schema_impl(text);
+  } catch (const std::logic_error& e) {  // std::stoll/stoi/stod: invalid_argument, out_of_range
+    throw Error(str("parse_schema: bad number in ", text, " (", e.what(), ")"));
+  }
 }
 
 }  // namespace strata
