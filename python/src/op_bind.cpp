@@ -316,6 +316,13 @@ nb::object call_overloads(const Overloads& ov, nb::args args, nb::kwargs kwargs)
       if (err.empty()) {
         t_tensors_as_numbers = false;
         call_boxed(*ov.entries[i], stack);
+        // out= returns the very object passed in, as in torch.
+        if (kwargs.size() > 0 && stack.size() == 1 && stack.back().is_tensor()) {
+          PyObject* o = PyDict_GetItemString(kwargs.ptr(), "out");
+          if (o && nb::isinstance<Tensor>(nb::handle(o)) &&
+              nb::cast<const Tensor&>(nb::handle(o)).is_same(stack.back().to_tensor()))
+            return nb::borrow(nb::handle(o));
+        }
         return results_to_python(ov, i, stack);
       }
       if (pass == 1) why.push_back(std::move(err));

@@ -295,9 +295,6 @@ Tensor tensor_from_data(nb::handle data, std::optional<ScalarType> dtype, std::o
     out = clone(nb::cast<const Tensor&>(data));
     if (dtype) out = to_dtype(out, *dtype);
   } else if (nb::hasattr(data, "__array_interface__")) {
-    nb::object arr = nb::module_::import_("numpy").attr("asarray")(data, nb::arg("order") = "C");
-    auto a = nb::cast<nb::ndarray<nb::ro, nb::device::cpu>>(arr);
-    out = clone(tensor_over_array(a, arr, "tensor"));
     // asarray(order="C") keeps 0-d arrays 0-d (ascontiguousarray makes them 1-d).
     nb::object arr = nb::module_::import_("numpy").attr("asarray")(data, nb::arg("order") = "C");
     try {

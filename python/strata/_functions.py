@@ -86,6 +86,38 @@ def can_cast(from_, to):
     return cat(from_) <= cat(to)
 
 
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """|input - other| <= atol + rtol * |other| elementwise; equal infinities are close."""
+    if not isinstance(other, _C.Tensor):
+        other = _C._tensor(other, input.dtype, input.device)
+    if input.dtype is not other.dtype:
+        raise RuntimeError(f"isclose: {input.dtype} did not match {other.dtype}")
+    if rtol < 0 or atol < 0:
+        raise RuntimeError(f"isclose: rtol ({rtol}) and atol ({atol}) must be non-negative")
+    close = _ops.eq(input, other)
+    if not input.dtype.is_floating_point:
+        if input.dtype is _C.bool:
+            return close
+        a, b = input.double(), other.double()
+        return _ops.logical_or(close, _ops.le(_ops.abs(a - b), atol + rtol * _ops.abs(b)))
+    if equal_nan:
+        close = _ops.logical_or(close, _ops.logical_and(_ops.isnan(input), _ops.isnan(other)))
+    finite = _ops.logical_and(_ops.isfinite(input), _ops.isfinite(other))
+    within = _ops.le(_ops.abs(input - other), atol + rtol * _ops.abs(other))
+    return _ops.logical_or(close, _ops.logical_and(finite, within))
+
+
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return _builtins.bool(_ops.all(isclose(input, other, rtol, atol, equal_nan)).item())
+
+
+def equal(input, other):
+    """True if both tensors have the same shape and elements."""
+    if tuple(input._shape) != tuple(other._shape):
+        return False
+    return _builtins.bool(_ops.all(_ops.eq(input, other)).item())
+
+
 def is_grad_enabled():
     from ._grad_mode import is_grad_enabled as f
 
@@ -93,6 +125,9 @@ def is_grad_enabled():
 
 
 __all__ += [
+    "isclose",
+    "allclose",
+    "equal",
     "tensor",
     "as_tensor",
     "asarray",
@@ -104,4 +139,3 @@ __all__ += [
     "result_type",
     "can_cast",
 ]
-del _builtins

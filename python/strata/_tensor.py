@@ -200,6 +200,8 @@ Tensor.__imod__ = lambda self, other: self.remainder_(other)
 Tensor.__pow__ = lambda self, other: _ops.pow(self, other)
 Tensor.__rpow__ = lambda self, other: _ops.pow(other, self)
 Tensor.__ipow__ = lambda self, other: self.pow_(other)
+Tensor.__matmul__ = lambda self, other: _ops.matmul(self, other)
+Tensor.__rmatmul__ = lambda self, other: _ops.matmul(other, self)
 Tensor.__neg__ = lambda self: _ops.neg(self)
 Tensor.__pos__ = lambda self: self
 Tensor.__abs__ = lambda self: _ops.abs(self)
@@ -230,6 +232,22 @@ def _cmp(op, a, b):
         return NotImplemented
     return op(a, b)
 
+
+def _isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    from ._functions import isclose
+
+    return isclose(self, other, rtol, atol, equal_nan)
+
+
+def _allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    from ._functions import allclose
+
+    return allclose(self, other, rtol, atol, equal_nan)
+
+
+Tensor.isclose = _isclose
+Tensor.allclose = _allclose
+Tensor.equal = lambda self, other: __import__("strata").equal(self, other)
 
 # Aliases with PyTorch's names.
 Tensor.true_divide = lambda self, other: _ops.div(self, other)

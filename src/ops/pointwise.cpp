@@ -47,7 +47,7 @@ Tensor run_pointwise(const char* op, const DispatchStub<PointwiseFn>& stub, PwRu
   }
   TensorIterator it(std::move(cfg), std::move(inputs));
   if (rule == PwRule::IntegralOnly) {
-    STRATA_CHECK_TYPE(is_integral_type(it.common_dtype(), true), op, ": expected integral or bool tensors, but got ",
+    STRATA_CHECK_T(NotImplementedError, is_integral_type(it.common_dtype(), true), op, ": expected integral or bool tensors, but got ",
                       dtype_name(it.common_dtype()), " (bitwise ops are not defined for floating point)");
   }
   if (!it.is_meta() && it.numel() > 0) stub(it.device().type, it, args);
@@ -114,7 +114,7 @@ void check_int_divisor(const char* op, const Tensor& self, const Tensor& other) 
 
 STRATA_DEFINE_STUB(neg_stub, PointwiseFn);
 Tensor neg_impl(const Tensor& self, const OptT& out) {
-  STRATA_CHECK_TYPE(self.dtype() != ScalarType::Bool, "neg: Negation, the `-` operator, on a bool tensor is not "
+  STRATA_CHECK(self.dtype() != ScalarType::Bool, "neg: Negation, the `-` operator, on a bool tensor is not "
                     "supported. If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
   return run_pointwise("neg", neg_stub, PwRule::Promote, {self}, out);
 }
@@ -150,9 +150,9 @@ STRATA_IMPL_CPU_META(nan_to_num, nan_to_num_impl);
 STRATA_DEFINE_STUB(add_stub, PointwiseFn);
 Tensor add_impl(const Tensor& self, const Tensor& other, const Scalar& alpha, const OptT& out) {
   ScalarType common = result_type({self, other});
-  STRATA_CHECK_TYPE(!(alpha.is_floating_point() && is_integral_type(common, true)), "add: For integral input tensors, "
+  STRATA_CHECK(!(alpha.is_floating_point() && is_integral_type(common, true)), "add: For integral input tensors, "
                     "argument alpha must not be a floating point number.");
-  STRATA_CHECK_TYPE(!(alpha.is_integral(false) && common == ScalarType::Bool) || alpha.to_int() == 1 ||
+  STRATA_CHECK(!(alpha.is_integral(false) && common == ScalarType::Bool) || alpha.to_int() == 1 ||
                         alpha.to_int() == 0,
                     "add: Boolean alpha only supported for Boolean results.");
   PwArgs a;
@@ -162,14 +162,14 @@ Tensor add_impl(const Tensor& self, const Tensor& other, const Scalar& alpha, co
 STRATA_IMPL_CPU_META(add, add_impl);
 
 Tensor sub_impl(const Tensor& self, const Tensor& other, const Scalar& alpha, const OptT& out) {
-  STRATA_CHECK_TYPE(self.dtype() != ScalarType::Bool || other.dtype() != ScalarType::Bool,
+  STRATA_CHECK(self.dtype() != ScalarType::Bool || other.dtype() != ScalarType::Bool,
                     "sub: Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
                     "`logical_xor()` operator instead.");
-  STRATA_CHECK_TYPE(self.dtype() != ScalarType::Bool && other.dtype() != ScalarType::Bool,
+  STRATA_CHECK(self.dtype() != ScalarType::Bool && other.dtype() != ScalarType::Bool,
                     "sub: Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to "
                     "invert a mask, use the `~` or `logical_not()` operator instead.");
   ScalarType common = result_type({self, other});
-  STRATA_CHECK_TYPE(!(alpha.is_floating_point() && is_integral_type(common, true)),
+  STRATA_CHECK(!(alpha.is_floating_point() && is_integral_type(common, true)),
                     "sub: For integral input tensors, argument alpha must not be a floating point number.");
   PwArgs a;
   a.a = -alpha.to_double();
@@ -199,7 +199,9 @@ STRATA_IMPL_CPU_META(floor_divide, floor_divide_impl);
 STRATA_DEFINE_STUB(pow_stub, PointwiseFn);
 Tensor pow_impl(const Tensor& self, const Tensor& exponent, const OptT& out) {
   ScalarType common = result_type({self, exponent});
-  if (is_integral_type(common, false) && !exponent.device().is_meta() && exponent.numel() > 0 &&
+  // Only a negative Python-number exponent is an error; tensors of exponents
+  // compute elementwise (2 ** -1 == 0), as in torch.
+  if (is_integral_type(common, false) && exponent.impl()->is_wrapped_number() && !exponent.device().is_meta() &&
       is_integral_type(exponent.dtype(), false)) {
     Tensor negative = lt(exponent, scalar_to_tensor(Scalar(int64_t(0)), exponent.dtype(), exponent.device(), true));
     STRATA_CHECK(!any_nonzero(negative), "pow: Integers to negative integer powers are not allowed.");
@@ -225,7 +227,7 @@ STRATA_IMPL_CPU_META(fmod, fmod_impl);
 
 STRATA_DEFINE_STUB(where_stub, PointwiseFn);
 Tensor where_impl(const Tensor& cond, const Tensor& self, const Tensor& other, const OptT& out) {
-  STRATA_CHECK_TYPE(cond.dtype() == ScalarType::Bool || cond.dtype() == ScalarType::UInt8,
+  STRATA_CHECK(cond.dtype() == ScalarType::Bool || cond.dtype() == ScalarType::UInt8,
                     "where expected condition to be a boolean tensor, but got a tensor with dtype ",
                     dtype_name(cond.dtype()));
   Tensor c = cond.dtype() == ScalarType::Bool ? cond : to_dtype(cond, ScalarType::Bool);
@@ -248,7 +250,6 @@ STRATA_DEFINE_STUB(clamp_max_stub, PointwiseFn);
 Tensor clamp_impl(const Tensor& self, const OptT& min, const OptT& max, const OptT& out) {
   bool has_min = min && min->defined(), has_max = max && max->defined();
   STRATA_CHECK(has_min || has_max, "clamp: At least one of 'min' or 'max' must not be None");
-  STRATA_CHECK_TYPE(self.dtype() != ScalarType::Bool, "clamp is not supported for bool tensors");
   if (has_min && has_max) return run_pointwise("clamp", clamp_stub, PwRule::Promote, {self, *min, *max}, out);
   if (has_min) return run_pointwise("clamp", clamp_min_stub, PwRule::Promote, {self, *min}, out);
   return run_pointwise("clamp", clamp_max_stub, PwRule::Promote, {self, *max}, out);
@@ -256,7 +257,7 @@ Tensor clamp_impl(const Tensor& self, const OptT& min, const OptT& max, const Op
 STRATA_IMPL_CPU_META(clamp, clamp_impl);
 
 Tensor masked_fill_impl(const Tensor& self, const Tensor& mask, const Tensor& value, const OptT& out) {
-  STRATA_CHECK_TYPE(mask.dtype() == ScalarType::Bool, "masked_fill only supports boolean masks, but got mask with "
+  STRATA_CHECK(mask.dtype() == ScalarType::Bool, "masked_fill only supports boolean masks, but got mask with "
                     "dtype ", dtype_name(mask.dtype()));
   STRATA_CHECK(value.dim() == 0, "masked_fill only supports a 0-dimensional value tensor, but got tensor with ",
                value.dim(), " dimension(s).");

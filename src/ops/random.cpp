@@ -332,7 +332,8 @@ Tensor get_rng_state_impl(OptInt gen) {
   }
   return t;
 }
-STRATA_IMPL(_get_rng_state, CPU, get_rng_state_impl);
+// Generator bookkeeping touches no tensor data: the same on every backend.
+STRATA_IMPL_COMPOSITE(_get_rng_state, get_rng_state_impl);
 
 Tensor set_rng_state_impl(const Tensor& state, OptInt gen) {
   STRATA_CHECK_TYPE(state.dtype() == ScalarType::UInt8, "set_rng_state: expected a torch.ByteTensor (uint8), got ",
@@ -349,13 +350,15 @@ Tensor set_rng_state_impl(const Tensor& state, OptInt gen) {
   set_generator_state(gen, s);
   return state;
 }
-STRATA_IMPL(_set_rng_state, CPU, set_rng_state_impl);
+// Generator bookkeeping touches no tensor data: the same on every backend.
+STRATA_IMPL_COMPOSITE(_set_rng_state, set_rng_state_impl);
 
 Tensor drop_generator_impl(int64_t id) {
   drop_generator(id);
   return empty_tensor(std::vector<int64_t>{0}, ScalarType::UInt8, Device(DeviceType::CPU));
 }
-STRATA_IMPL(_drop_generator, CPU, drop_generator_impl);
+// Generator bookkeeping touches no tensor data: the same on every backend.
+STRATA_IMPL_COMPOSITE(_drop_generator, drop_generator_impl);
 
 }  // namespace
 }  // namespace strata

@@ -89,7 +89,7 @@ def matmul_shapes(torch):
 def shape_ops(torch):
     a = torch.arange(6).reshape(2, 3)
     parts = torch.split(torch.arange(10), 3)
-    return (torch.cat([a, a], dim=0), torch.stack([a, a], dim=1), [p.tolist() for p in parts],
+    return (torch.cat([a, a], dim=0), torch.stack([a, a], dim=1), torch.cat(list(parts)), len(parts),
             a.flip(0), a.roll(1, 1), a.repeat(2, 1), torch.tril(torch.ones(3, 3)),
             torch.sort(torch.tensor([3, 1, 2])).values, torch.topk(torch.tensor([1.0, 5.0, 3.0]), 2).indices,
             torch.gather(a, 1, torch.tensor([[0], [2]])), a.unsqueeze(0).squeeze().shape)
@@ -134,3 +134,16 @@ def test_snippet_matches_torch(name):
             assert str(o.dtype).split(".")[1] == str(r.dtype).split(".")[1], f"{name}[{i}]: dtype {o.dtype} vs {r.dtype}"
         np.testing.assert_allclose(np.asarray(o_np, dtype=np.float64), np.asarray(r_np, dtype=np.float64),
                                    rtol=1e-5, atol=1e-6, err_msg=f"{name}[{i}]")
+
+
+def test_isclose_allclose_equal_match_torch():
+    a = [1.0, float("inf"), float("nan"), 1e-9, 100.0]
+    b = [1.0 + 1e-6, float("inf"), float("nan"), 0.0, 100.001]
+    for kw in ({}, {"equal_nan": True}, {"rtol": 0.0, "atol": 1e-3}):
+        ours = strata.isclose(strata.tensor(a), strata.tensor(b), **kw).tolist()
+        ref = torch_ref.isclose(torch_ref.tensor(a), torch_ref.tensor(b), **kw).tolist()
+        assert ours == ref, kw
+    assert strata.allclose(strata.tensor([1.0, 2.0]), strata.tensor([1.0, 2.0 + 1e-7]))
+    assert not strata.allclose(strata.tensor([1.0]), strata.tensor([1.1]))
+    assert strata.equal(strata.tensor([1, 2]), strata.tensor([1, 2]))
+    assert not strata.equal(strata.tensor([1, 2]), strata.tensor([1, 2, 3]))
