@@ -14,6 +14,13 @@ void bind_extras(nb::module_& m) {
   m.def("get_default_dtype", [] { return dtype_object(default_dtype()); });
   m.def("set_default_dtype", [](const DType& d) { set_default_dtype(d.type); });
   m.def("promote_types", [](const DType& a, const DType& b) { return dtype_object(promote_types(a.type, b.type)); });
+  // Grad mode is the thread-local exclusion of the Autograd key: no_grad,
+  // inference_mode and set_grad_enabled in Python flip it.
+  m.def("_set_grad_enabled", [](bool on) {
+    auto& tls = tls_local_dispatch_key_set();
+    tls.excluded = on ? tls.excluded.remove(DispatchKey::Autograd) : tls.excluded.add(DispatchKey::Autograd);
+  });
+  m.def("_is_grad_enabled", [] { return !tls_local_dispatch_key_set().excluded.has(DispatchKey::Autograd); });
   m.def("_rename_privateuse1_backend", [](const std::string& n) { rename_privateuse1_backend(n); });
   // Loads a shared library whose static initialisers register ops, kernels or
   // backends with the dispatcher (strata.ops.load_library).

@@ -118,12 +118,6 @@ def equal(input, other):
     return _builtins.bool(_ops.all(_ops.eq(input, other)).item())
 
 
-def is_grad_enabled():
-    from ._grad_mode import is_grad_enabled as f
-
-    return f()
-
-
 __all__ += [
     "isclose",
     "allclose",

@@ -1,38 +1,40 @@
-"""Grad-mode switches. They set the thread-local dispatch-key exclusions that
-the autograd layer reads; until that layer records anything they change no
-results, only the flag that is_grad_enabled() reports."""
+"""Grad-mode switches. Grad mode is the thread-local exclusion of the Autograd
+dispatch key (src/dispatch/dispatch_key.h): no_grad and inference_mode add the
+key to the thread's exclude set, enable_grad removes it, and the dispatcher
+skips the autograd layer while it is excluded. (The autograd layer itself is
+the subject of the autograd work; until it records anything, these switches
+change only which keys a call passes through.)"""
 
 import functools
-import threading
 
-_state = threading.local()
+from . import _C
 
-
-def is_grad_enabled():
-    return getattr(_state, "enabled", True)
-
-
-def _set(enabled):
-    _state.enabled = enabled
+is_grad_enabled = _C._is_grad_enabled
 
 
 class _Mode:
     enabled = True
 
     def __enter__(self):
-        self._prev = is_grad_enabled()
-        _set(self.enabled)
+        self._prev = _C._is_grad_enabled()
+        _C._set_grad_enabled(self.enabled)
         return self
 
     def __exit__(self, *exc):
-        _set(self._prev)
+        _C._set_grad_enabled(self._prev)
         return False
 
     def __call__(self, fn):
+        enabled = self.enabled
+
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with self.__class__():
+            prev = _C._is_grad_enabled()
+            _C._set_grad_enabled(enabled)
+            try:
                 return fn(*args, **kwargs)
+            finally:
+                _C._set_grad_enabled(prev)
 
         return wrapper
 
@@ -49,29 +51,18 @@ class inference_mode(_Mode):
     def __init__(self, mode=True):
         self.enabled = not mode
 
-    def __enter__(self):
-        self._prev = is_grad_enabled()
-        _set(self.enabled)
-        return self
-
-    def __call__(self, fn):
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with inference_mode(not self.enabled):
-                return fn(*args, **kwargs)
-
-        return wrapper
-
 
 class set_grad_enabled(_Mode):
+    """Sets grad mode on construction (usable as a function) and restores it on exit."""
+
     def __init__(self, mode):
-        self._prev = is_grad_enabled()
-        self.enabled = mode
-        _set(mode)
+        self._prev = _C._is_grad_enabled()
+        self.enabled = bool(mode)
+        _C._set_grad_enabled(self.enabled)
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
-        _set(self._prev)
+        _C._set_grad_enabled(self._prev)
         return False
