@@ -54,7 +54,20 @@ def from_numpy(array):
     """A tensor sharing memory with a NumPy array (no copy)."""
     if type(array).__module__ != "numpy":
         raise TypeError(f"expected np.ndarray (got {type(array).__name__})")
+    dt = array.dtype
+    if dt.name not in _NUMPY_DTYPES:
+        raise TypeError(f"can't convert np.ndarray of type numpy.{dt.name}. The only supported types are: "
+                        + ", ".join(_NUMPY_DTYPES) + ".")
+    if not dt.isnative:
+        raise ValueError("given numpy array has byte order different from the native byte order. Conversion "
+                         "between byte orders is currently not supported.")
+    if _builtins.any(st % dt.itemsize for st in array.strides):
+        raise ValueError("given numpy array strides not a multiple of the element byte size. Copy the numpy array "
+                         "to reallocate the memory.")
     return _C._from_numpy(array)
+
+
+_NUMPY_DTYPES = ("float64", "float32", "float16", "int64", "int32", "int16", "int8", "uint8", "bool")
 
 
 def from_dlpack(ext):

@@ -171,17 +171,15 @@ def test_from_numpy_bad_arrays():
     for dt in [np.complex64, np.uint16, np.uint32]:
         with pytest.raises(TypeError, match="convert"):
             strata.from_numpy(np.zeros(2, dtype=dt))
-    # torch raises TypeError here; strata still raises RuntimeError("std::bad_cast") from inside nanobind's
-    # ndarray import (not yet tracked down), so only "an exception, not a crash" is checked.
     for dt in [object, "U3"]:
-        with pytest.raises((TypeError, RuntimeError)):
+        with pytest.raises(TypeError, match="convert"):
             strata.from_numpy(np.zeros(2, dtype=dt))
     # byte strides that are not a multiple of the item size (a field of a record array)
     rec = np.zeros(3, dtype=[("a", "<f4"), ("b", "u1")])["a"]
-    with pytest.raises((ValueError, TypeError, RuntimeError)):  # torch: ValueError; strata: std::bad_cast (see above)
+    with pytest.raises(ValueError, match="strides"):
         strata.from_numpy(rec)
     # non-native byte order
-    with pytest.raises((ValueError, TypeError, RuntimeError)):  # torch: ValueError
+    with pytest.raises(ValueError, match="byte order"):
         strata.from_numpy(np.arange(3, dtype=">i4"))
 
 

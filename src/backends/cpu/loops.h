@@ -150,6 +150,13 @@ decltype(auto) visit_floating(ScalarType t, const char* op, F&& f) {
     default: throw NotImplementedError(str(op, ": not implemented for dtype ", dtype_name(t)));
   }
 }
+// float32 and float64 only (kernels that compute 16-bit floats by converting first).
+template <typename F>
+decltype(auto) visit_float32_64(ScalarType t, const char* op, F&& f) {
+  if (t == ScalarType::Float32) return f.template operator()<float>();
+  if (t == ScalarType::Float64) return f.template operator()<double>();
+  throw NotImplementedError(str(op, ": no CPU kernel for dtype ", dtype_name(t)));
+}
 template <typename F>
 decltype(auto) visit_integral(ScalarType t, const char* op, F&& f) {
   switch (t) {

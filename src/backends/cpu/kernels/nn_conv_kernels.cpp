@@ -20,12 +20,6 @@ namespace cpu {
 inline namespace STRATA_CPU_NS {
 namespace {
 
-template <typename F>
-void visit_fd(ScalarType t, const char* op, F&& f) {
-  if (t == ScalarType::Float32) return f.template operator()<float>();
-  if (t == ScalarType::Float64) return f.template operator()<double>();
-  throw NotImplementedError(str(op, ": no CPU kernel for dtype ", dtype_name(t)));
-}
 
 // col[(c*kh + i)*kw + j][oh*ow_n + ow] = x[c][oh*sh - ph + i*dh][ow*sw - pw + j*dw] (0 outside).
 template <typename T>
@@ -64,7 +58,7 @@ void im2col(const T* x, T* col, int64_t c, int64_t h, int64_t w, int64_t oh_n, i
 
 void conv2d_kernel(const Tensor& x, const Tensor& wt, const Tensor& bias, const Tensor& y, const nn::Window2d& p,
                    int64_t groups) {
-  visit_fd(y.dtype(), "conv2d", [&]<typename T>() {
+  visit_float32_64(y.dtype(), "conv2d", [&]<typename T>() {
     const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
     const int64_t o = y.size(1), oh = y.size(2), ow = y.size(3);
     const int64_t cg = c / groups, og = o / groups, K = cg * p.kh * p.kw, L = oh * ow;
@@ -114,7 +108,7 @@ void conv2d_kernel(const Tensor& x, const Tensor& wt, const Tensor& bias, const 
 }
 
 void max_pool2d_kernel(const Tensor& x, const Tensor& y, const Tensor& indices, const nn::Window2d& p) {
-  visit_fd(y.dtype(), "max_pool2d", [&]<typename T>() {
+  visit_float32_64(y.dtype(), "max_pool2d", [&]<typename T>() {
     const int64_t planes = x.size(0), h = x.size(1), w = x.size(2), oh_n = y.size(1), ow_n = y.size(2);
     const T* xp = x.data_ptr<T>();
     T* yp = y.data_ptr<T>();
@@ -153,7 +147,7 @@ void max_pool2d_kernel(const Tensor& x, const Tensor& y, const Tensor& indices, 
 
 void avg_pool2d_kernel(const Tensor& x, const Tensor& y, const nn::Window2d& p, bool count_include_pad,
                        int64_t divisor) {
-  visit_fd(y.dtype(), "avg_pool2d", [&]<typename T>() {
+  visit_float32_64(y.dtype(), "avg_pool2d", [&]<typename T>() {
     const int64_t planes = x.size(0), h = x.size(1), w = x.size(2), oh_n = y.size(1), ow_n = y.size(2);
     const T* xp = x.data_ptr<T>();
     T* yp = y.data_ptr<T>();
@@ -181,7 +175,7 @@ void avg_pool2d_kernel(const Tensor& x, const Tensor& y, const nn::Window2d& p, 
 }
 
 void adaptive_avg_pool2d_kernel(const Tensor& x, const Tensor& y) {
-  visit_fd(y.dtype(), "adaptive_avg_pool2d", [&]<typename T>() {
+  visit_float32_64(y.dtype(), "adaptive_avg_pool2d", [&]<typename T>() {
     const int64_t planes = x.size(0), h = x.size(1), w = x.size(2), oh_n = y.size(1), ow_n = y.size(2);
     const T* xp = x.data_ptr<T>();
     T* yp = y.data_ptr<T>();
@@ -252,7 +246,7 @@ void pad_kernel(const Tensor& x, const Tensor& y, const std::vector<std::vector<
 // returns zeros for fully masked rows (like torch's math path), then out = p v.
 void attention_kernel(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Tensor& out,
                       const nn::AttnArgs& a) {
-  visit_fd(out.dtype(), "scaled_dot_product_attention", [&]<typename T>() {
+  visit_float32_64(out.dtype(), "scaled_dot_product_attention", [&]<typename T>() {
     const T *qp = q.data_ptr<T>(), *kp = k.data_ptr<T>(), *vp = v.data_ptr<T>();
     const T* mf = a.mask_kind == 2 ? mask.data_ptr<T>() : nullptr;
     const bool* mb = a.mask_kind == 1 ? mask.data_ptr<bool>() : nullptr;

@@ -18,12 +18,6 @@ namespace {
 
 using nn::Reduction;
 
-template <typename F>
-void visit_fd(ScalarType t, const char* op, F&& f) {
-  if (t == ScalarType::Float32) return f.template operator()<float>();
-  if (t == ScalarType::Float64) return f.template operator()<double>();
-  throw NotImplementedError(str(op, ": no CPU kernel for dtype ", dtype_name(t)));
-}
 // Accumulation type: sums of float run in double so long rows keep 1e-6
 // relative accuracy.
 template <typename T>
@@ -31,7 +25,7 @@ using acc_t = double;
 
 void linear_kernel(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, int64_t m, int64_t n,
                    int64_t k) {
-  visit_fd(y.dtype(), "linear", [&]<typename T>() {
+  visit_float32_64(y.dtype(), "linear", [&]<typename T>() {
     T* yp = y.data_ptr<T>();
     T beta = 0;
     if (bias.defined()) {
@@ -75,7 +69,7 @@ void embedding_kernel(const Tensor& weight, const Tensor& idx, const Tensor& out
 }
 
 void embedding_renorm_kernel(const Tensor& weight, const Tensor& idx, double max_norm, double norm_type) {
-  visit_fd(weight.dtype(), "embedding_renorm_", [&]<typename T>() {
+  visit_float32_64(weight.dtype(), "embedding_renorm_", [&]<typename T>() {
     const int64_t* ip = idx.data_ptr<int64_t>();
     std::vector<int64_t> rows(ip, ip + idx.numel());
     std::sort(rows.begin(), rows.end());
@@ -146,7 +140,7 @@ const T* opt_ptr(const Tensor& t) {
 
 void row_norm_kernel(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, int64_t rows, int64_t d,
                      double eps, bool rms) {
-  visit_fd(y.dtype(), rms ? "rms_norm" : "layer_norm", [&]<typename T>() {
+  visit_float32_64(y.dtype(), rms ? "rms_norm" : "layer_norm", [&]<typename T>() {
     const T* xp = x.data_ptr<T>();
     const T *wp = opt_ptr<T>(w), *bp = opt_ptr<T>(b);
     T* yp = y.data_ptr<T>();
@@ -158,7 +152,7 @@ void row_norm_kernel(const Tensor& x, const Tensor& w, const Tensor& b, const Te
 
 void group_norm_kernel(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, int64_t n, int64_t c,
                        int64_t s, int64_t groups, double eps) {
-  visit_fd(y.dtype(), "group_norm", [&]<typename T>() {
+  visit_float32_64(y.dtype(), "group_norm", [&]<typename T>() {
     const T* xp = x.data_ptr<T>();
     const T *wp = opt_ptr<T>(w), *bp = opt_ptr<T>(b);
     T* yp = y.data_ptr<T>();
@@ -194,7 +188,7 @@ void group_norm_kernel(const Tensor& x, const Tensor& w, const Tensor& b, const 
 void batch_norm_kernel(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& mean, const Tensor& var,
                        const Tensor& y, const Tensor& batch_mean, const Tensor& batch_var, int64_t n, int64_t c,
                        int64_t s, bool training, double eps) {
-  visit_fd(y.dtype(), "batch_norm", [&]<typename T>() {
+  visit_float32_64(y.dtype(), "batch_norm", [&]<typename T>() {
     const T* xp = x.data_ptr<T>();
     const T *wp = opt_ptr<T>(w), *bp = opt_ptr<T>(b);
     T* yp = y.data_ptr<T>();
@@ -246,7 +240,7 @@ void batch_norm_kernel(const Tensor& x, const Tensor& w, const Tensor& b, const 
 // weight; the reduction then runs serially in double (deterministic).
 void class_loss_kernel(const Tensor& input, const Tensor& target, const Tensor& weight, const Tensor& out,
                        const nn::ClassLossArgs& a) {
-  visit_fd(input.dtype(), a.logits ? "cross_entropy" : "nll_loss", [&]<typename T>() {
+  visit_float32_64(input.dtype(), a.logits ? "cross_entropy" : "nll_loss", [&]<typename T>() {
     const T* xp = input.data_ptr<T>();
     const int64_t* tp = target.data_ptr<int64_t>();
     const T* wp = opt_ptr<T>(weight);
@@ -349,7 +343,7 @@ void class_loss_kernel(const Tensor& input, const Tensor& target, const Tensor& 
 // Cross entropy against class probabilities (soft targets).
 void prob_loss_kernel(const Tensor& input, const Tensor& target, const Tensor& weight, const Tensor& out,
                       const nn::ClassLossArgs& a) {
-  visit_fd(input.dtype(), "cross_entropy", [&]<typename T>() {
+  visit_float32_64(input.dtype(), "cross_entropy", [&]<typename T>() {
     const T *xp = input.data_ptr<T>(), *tp = target.data_ptr<T>();
     const T* wp = opt_ptr<T>(weight);
     const int64_t n = a.n, c = a.c, d = a.d, P = n * d;
@@ -387,7 +381,7 @@ void prob_loss_kernel(const Tensor& input, const Tensor& target, const Tensor& w
 }
 
 void sum_kernel(const Tensor& x, const Tensor& out, double scale) {
-  visit_fd(x.dtype(), "loss reduction", [&]<typename T>() {
+  visit_float32_64(x.dtype(), "loss reduction", [&]<typename T>() {
     const T* p = x.data_ptr<T>();
     const int64_t n = x.numel();
     double s = 0;

@@ -96,7 +96,11 @@ void write_out(const std::vector<Item<K>>& buf, int64_t n, char* v, int64_t vs, 
   }
 }
 
-void sort_kernel(const Tensor& values, const Tensor& indices, const Tensor& self, int64_t dim, bool descending) {
+// Runs op(buf) on every line of self along dim (buf holds the line's keys and
+// indices) and writes the first out_len items to values/indices.
+template <typename Op>
+void for_each_sorted_line(const Tensor& values, const Tensor& indices, const Tensor& self, int64_t dim,
+                          int64_t out_len, int64_t grain_div, const Op& op) {
   Slices s = outer_slices(values, indices, self, dim);
   const int64_t L = self.size(dim);
   const int64_t es = static_cast<int64_t>(self.element_size());
@@ -105,7 +109,7 @@ void sort_kernel(const Tensor& values, const Tensor& indices, const Tensor& self
   char* xb = static_cast<char*>(indices.data_ptr());
   const char* sb = static_cast<const char*>(self.data_ptr());
   visit_keyed(self.dtype(), [&]<typename K, typename T>() {
-    int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(L, 1) / 8);
+    int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(L, 1) / grain_div);
     parallel_for(0, s.count, grain, [&](int64_t b, int64_t e) {
       std::vector<Item<K>> buf;
       for_each_run_nd(s.g, b, e, [&](const int64_t* off, const int64_t*, int64_t n) {
@@ -118,43 +122,22 @@ void sort_kernel(const Tensor& values, const Tensor& indices, const Tensor& self
             o2 += r * s.g.strides[2][last];
           }
           load_keys<K, T>(buf, sb + o2, ss, L);
-          sort_items(buf, descending);
-          write_out<T, K>(buf, L, vb + o0, vs, xb + o1, xs, sb + o2, ss);
+          op(buf);
+          write_out<T, K>(buf, out_len, vb + o0, vs, xb + o1, xs, sb + o2, ss);
         }
       });
     });
   });
 }
 
+void sort_kernel(const Tensor& values, const Tensor& indices, const Tensor& self, int64_t dim, bool descending) {
+  for_each_sorted_line(values, indices, self, dim, self.size(dim), 8,
+                       [&](auto& buf) { sort_items(buf, descending); });
+}
+
 void topk_kernel(const Tensor& values, const Tensor& indices, const Tensor& self, int64_t k, int64_t dim,
                  bool largest) {
-  Slices s = outer_slices(values, indices, self, dim);
-  const int64_t L = self.size(dim);
-  const int64_t es = static_cast<int64_t>(self.element_size());
-  const int64_t vs = values.stride(dim) * es, xs = indices.stride(dim) * 8, ss = self.stride(dim) * es;
-  char* vb = static_cast<char*>(values.data_ptr());
-  char* xb = static_cast<char*>(indices.data_ptr());
-  const char* sb = static_cast<const char*>(self.data_ptr());
-  visit_keyed(self.dtype(), [&]<typename K, typename T>() {
-    int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(L, 1) / 4);
-    parallel_for(0, s.count, grain, [&](int64_t b, int64_t e) {
-      std::vector<Item<K>> buf;
-      for_each_run_nd(s.g, b, e, [&](const int64_t* off, const int64_t*, int64_t n) {
-        const int64_t last = s.g.nd - 1;
-        for (int64_t r = 0; r < n; ++r) {
-          int64_t o0 = off[0], o1 = off[1], o2 = off[2];
-          if (s.g.nd > 0) {
-            o0 += r * s.g.strides[0][last];
-            o1 += r * s.g.strides[1][last];
-            o2 += r * s.g.strides[2][last];
-          }
-          load_keys<K, T>(buf, sb + o2, ss, L);
-          topk_items(buf, k, largest);
-          write_out<T, K>(buf, k, vb + o0, vs, xb + o1, xs, sb + o2, ss);
-        }
-      });
-    });
-  });
+  for_each_sorted_line(values, indices, self, dim, k, 4, [&](auto& buf) { topk_items(buf, k, largest); });
 }
 
 }  // namespace
