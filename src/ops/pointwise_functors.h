@@ -43,7 +43,10 @@ struct Sign {
 };
 struct Square {
   template <typename T>
-  STRATA_HD T operator()(T a) const { return a * a; }
+  STRATA_HD T operator()(T a) const {
+    if constexpr (std::is_same_v<T, bool>) return a;
+    else return a * a;
+  }
 };
 struct Floor {
   template <typename T>

@@ -113,7 +113,7 @@ void for_each_sorted_line(const Tensor& values, const Tensor& indices, const Ten
     parallel_for(0, s.count, grain, [&](int64_t b, int64_t e) {
       std::vector<Item<K>> buf;
       for_each_run_nd(s.g, b, e, [&](const int64_t* off, const int64_t*, int64_t n) {
-        const int64_t last = s.g.nd - 1;
+        const int64_t last = std::max<int64_t>(s.g.nd - 1, 0);  // unused when nd == 0
         for (int64_t r = 0; r < n; ++r) {
           int64_t o0 = off[0], o1 = off[1], o2 = off[2];
           if (s.g.nd > 0) {
