@@ -16,6 +16,7 @@
 //    row at a time, vectorized across the block. Rows are summed in groups
 //    into a second accumulator to bound rounding error.
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "backends/cpu/loops.h"
@@ -43,9 +44,12 @@ struct SumOp {
   using acc_t = sum_acc_t<T>;
   using out_t = sum_out_t<T>;
   static constexpr bool kAccurate = is_float_v<T>;  // worth pairwise blocking
+  // map is the identity and combine also works on GCC vectors (see reduce_block).
+  static constexpr bool kVec = std::is_floating_point_v<T> && std::is_same_v<T, acc_t>;
   static acc_t identity() { return acc_t(0); }
   STRATA_ALWAYS_INLINE acc_t map(T x) const { return static_cast<acc_t>(up(x)); }
-  STRATA_ALWAYS_INLINE static acc_t combine(acc_t a, acc_t b) { return a + b; }
+  template <typename A>
+  STRATA_ALWAYS_INLINE static A combine(A a, A b) { return a + b; }
   out_t finalize(acc_t a, int64_t) const { return static_cast<out_t>(a); }
 };
 
@@ -61,6 +65,7 @@ struct ProdOp {
   using acc_t = sum_acc_t<T>;
   using out_t = sum_out_t<T>;
   static constexpr bool kAccurate = false;
+  static constexpr bool kVec = false;
   static acc_t identity() { return acc_t(1); }
   STRATA_ALWAYS_INLINE acc_t map(T x) const { return static_cast<acc_t>(up(x)); }
   STRATA_ALWAYS_INLINE static acc_t combine(acc_t a, acc_t b) { return a * b; }
@@ -74,6 +79,7 @@ struct MinMaxOp {
   using acc_t = opmath_t<T>;
   using out_t = T;
   static constexpr bool kAccurate = false;
+  static constexpr bool kVec = std::is_floating_point_v<T> && std::is_same_v<T, acc_t>;
   static acc_t identity() {
     if constexpr (std::is_floating_point_v<acc_t>) {
       return IsMax ? -std::numeric_limits<acc_t>::infinity() : std::numeric_limits<acc_t>::infinity();
@@ -82,7 +88,8 @@ struct MinMaxOp {
     }
   }
   STRATA_ALWAYS_INLINE acc_t map(T x) const { return up(x); }
-  STRATA_ALWAYS_INLINE static acc_t combine(acc_t a, acc_t b) {
+  template <typename A>
+  STRATA_ALWAYS_INLINE static A combine(A a, A b) {
     if constexpr (IsMax) return (a > b || a != a) ? a : b;
     else return (a < b || a != a) ? a : b;
   }
@@ -95,6 +102,7 @@ struct AllAnyOp {
   using acc_t = uint8_t;
   using out_t = bool;
   static constexpr bool kAccurate = false;
+  static constexpr bool kVec = false;
   static acc_t identity() { return IsAll ? 1 : 0; }
   STRATA_ALWAYS_INLINE acc_t map(T x) const { return up(x) != opmath_t<T>(0); }
   STRATA_ALWAYS_INLINE static acc_t combine(acc_t a, acc_t b) { return IsAll ? (a & b) : (a | b); }
@@ -107,6 +115,7 @@ struct CountNonzeroOp {
   using acc_t = int64_t;
   using out_t = int64_t;
   static constexpr bool kAccurate = false;
+  static constexpr bool kVec = false;
   static acc_t identity() { return 0; }
   STRATA_ALWAYS_INLINE acc_t map(T x) const { return up(x) != opmath_t<T>(0); }
   STRATA_ALWAYS_INLINE static acc_t combine(acc_t a, acc_t b) { return a + b; }
@@ -121,6 +130,7 @@ struct NormOp {
   using acc_t = opmath_t<T>;
   using out_t = T;
   static constexpr bool kAccurate = M != NormMode::Inf && M != NormMode::NegInf;
+  static constexpr bool kVec = false;
   acc_t p;
   static acc_t identity() {
     if constexpr (M == NormMode::Inf) return acc_t(0);
@@ -154,6 +164,9 @@ template <typename Acc>
 constexpr int64_t kLanes = 128 / sizeof(Acc) < 8 ? 8 : 128 / sizeof(Acc);
 constexpr int64_t kPairwiseBlock = 4096;
 
+// Bytes of one native vector register at this ISA level.
+constexpr int64_t kVecBytes = STRATA_CPU_CAP >= 2 ? 64 : STRATA_CPU_CAP == 1 ? 32 : 16;
+
 template <typename Op>
 typename Op::acc_t reduce_block(const Op& op, const typename Op::in_t* __restrict p, int64_t n) {
   using Acc = typename Op::acc_t;
@@ -161,9 +174,29 @@ typename Op::acc_t reduce_block(const Op& op, const typename Op::in_t* __restric
   Acc acc[L];
   for (int64_t j = 0; j < L; ++j) acc[j] = Op::identity();
   int64_t i = 0;
-  for (; i + L <= n; i += L) {
+  if constexpr (Op::kVec && L * sizeof(Acc) % kVecBytes == 0) {
+    // GCC keeps a vectorized `acc[j]` array loop's lanes on the stack (a load
+    // and a store per vector add, ~2x slower on long sums), so the lanes are
+    // held in vector registers here. Lane j still takes elements i % L == j,
+    // so the result is bit-identical to the plain loop below.
+    constexpr int64_t VL = kVecBytes / sizeof(Acc), NV = L / VL;
+    typedef Acc V __attribute__((vector_size(kVecBytes)));
+    V v[NV];
+    std::memcpy(v, acc, sizeof(acc));
+    for (; i + L <= n; i += L) {
+#pragma GCC unroll 16
+      for (int64_t k = 0; k < NV; ++k) {
+        V x;
+        std::memcpy(&x, p + i + k * VL, sizeof(V));
+        v[k] = Op::combine(v[k], x);
+      }
+    }
+    std::memcpy(acc, v, sizeof(acc));
+  } else {
+    for (; i + L <= n; i += L) {
 #pragma omp simd
-    for (int64_t j = 0; j < L; ++j) acc[j] = Op::combine(acc[j], op.map(p[i + j]));
+      for (int64_t j = 0; j < L; ++j) acc[j] = Op::combine(acc[j], op.map(p[i + j]));
+    }
   }
   for (int64_t j = 0; i + j < n; ++j) acc[j] = Op::combine(acc[j], op.map(p[i + j]));
   for (int64_t w = L / 2; w > 0; w /= 2)
@@ -182,7 +215,12 @@ typename Op::acc_t reduce_contig(const Op& op, const typename Op::in_t* p, int64
     return acc;
   }
   int64_t half = (n / 2 + kPairwiseBlock - 1) / kPairwiseBlock * kPairwiseBlock;
-  return Op::combine(reduce_contig(op, p, half), reduce_contig(op, p + half, n - half));
+  // Left half first, as separate statements: function arguments are evaluated
+  // in unspecified order (GCC: right to left), which walked memory backwards
+  // block by block and defeated the hardware prefetcher (~2x on long sums).
+  typename Op::acc_t lo = reduce_contig(op, p, half);
+  typename Op::acc_t hi = reduce_contig(op, p + half, n - half);
+  return Op::combine(lo, hi);
 }
 
 // Offset (in elements) of a linear index in a dims-innermost-first geometry.
@@ -267,7 +305,7 @@ void reduce_by_runs(const Op& op, const ReduceGeom& g, const typename Op::in_t* 
       for (int64_t c = cb; c < ce; ++c) partial[c] = reduce_range(op, g, base, nred * c / chunks, nred * (c + 1) / chunks);
     });
     Acc acc = partial[0];
-    for (int64_t c = 1; c < chunks; ++c) acc = Op::combine(acc, partial[c]);
+    for (int64_t c = 1; c < chunks; ++c) acc = Op::combine(acc, static_cast<Acc>(partial[c]));
     out[offset_of(o, g.keep_sizes, g.keep_out)] = op.finalize(acc, nred);
   }
 }
@@ -297,7 +335,28 @@ void reduce_by_columns(const Op& op, const ReduceGeom& g, const typename Op::in_
       for (int64_t j = 0; j < W; ++j) acc[j] = tot[j] = Op::identity();
       int64_t rows = 0;
       walk_runs(g, 0, nred, [&](int64_t off, int64_t len, int64_t s) {
-        for (int64_t i = 0; i < len; ++i) {
+        int64_t i = 0;
+        if constexpr (Op::kVec && !Op::kAccurate) {
+          // max/min: fold four rows together before touching the accumulators,
+          // which live in memory (W lanes exceed the register file), so there
+          // are four loads per accumulator load/store instead of one.
+          // max/min are exact, so only the order among equal-comparing values
+          // (signed zeros, NaN payloads) can differ, and it is still fixed.
+          if (w == W) {
+            for (; i + 4 <= len; i += 4) {
+              const T* __restrict r0 = base + off + i * s;
+              const T* __restrict r1 = r0 + s;
+              const T* __restrict r2 = r1 + s;
+              const T* __restrict r3 = r2 + s;
+#pragma omp simd
+              for (int64_t j = 0; j < W; ++j) {
+                Acc x = Op::combine(Op::combine(op.map(r0[j]), op.map(r1[j])), Op::combine(op.map(r2[j]), op.map(r3[j])));
+                acc[j] = Op::combine(acc[j], x);
+              }
+            }
+          }
+        }
+        for (; i < len; ++i) {
           const T* __restrict row = base + off + i * s;
           if (w == W) {
 #pragma omp simd
