@@ -299,6 +299,7 @@ def test_strided_and_expanded_inputs():
 
 
 def test_parallel_paths_large():
+    torch.manual_seed(5)  # this seed once exposed a column sum that drifted to 3e-5 over 131072 rows
     a = torch.randn(1 << 18)
     both(lambda m, x: m.amax(x), a)
     both(lambda m, x: m.argmax(x), a)
@@ -308,7 +309,13 @@ def test_parallel_paths_large():
     b = torch.randn(3, 1 << 17)
     both(lambda m, x: m.sum(x, 1), b)
     both(lambda m, x: m.amin(x, 1), b)
-    both(lambda m, x: m.sum(x, 0), b.t().contiguous())
+    # A column sum over 131072 rows cancels heavily, so an elementwise relative
+    # tolerance is meaningless; bound the error by the sum of magnitudes instead
+    # (a plain running float32 sum would miss this bound by ~100x).
+    bt = b.t().contiguous()
+    got = torch.from_numpy(st.sum(S(bt), 0).numpy()).double()
+    exact = bt.double().sum(0)
+    assert ((got - exact).abs() <= 2e-7 * bt.double().abs().sum(0)).all(), (got - exact).abs()
 
 
 def test_meta_device():

@@ -327,13 +327,15 @@ void reduce_by_columns(const Op& op, const ReduceGeom& g, const typename Op::in_
   const int64_t ostride = g.keep_out[0];
   int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(W * nred, 1));
   parallel_for(0, outer * nblk, grain, [&](int64_t tb, int64_t te) {
-    Acc acc[W], tot[W];
+    // Three levels (rows -> groups of kRowGroup rows -> groups of groups) keep
+    // a float column sum over 10^5+ rows within a few ulp per level.
+    Acc acc[W], tot[W], big[W];
     for (int64_t t = tb; t < te; ++t) {
       int64_t oo = t / nblk, j0 = (t % nblk) * W;
       int64_t w = std::min(W, K - j0);
       const T* base = in + offset_of(oo, osz, oin) + j0;
-      for (int64_t j = 0; j < W; ++j) acc[j] = tot[j] = Op::identity();
-      int64_t rows = 0;
+      for (int64_t j = 0; j < W; ++j) acc[j] = tot[j] = big[j] = Op::identity();
+      int64_t rows = 0, groups = 0;
       walk_runs(g, 0, nred, [&](int64_t off, int64_t len, int64_t s) {
         int64_t i = 0;
         if constexpr (Op::kVec && !Op::kAccurate) {
@@ -370,11 +372,18 @@ void reduce_by_columns(const Op& op, const ReduceGeom& g, const typename Op::in_
               tot[j] = Op::combine(tot[j], acc[j]);
               acc[j] = Op::identity();
             }
+            if (++groups == kRowGroup) {
+              groups = 0;
+              for (int64_t j = 0; j < W; ++j) {
+                big[j] = Op::combine(big[j], tot[j]);
+                tot[j] = Op::identity();
+              }
+            }
           }
         }
       });
       typename Op::out_t* o = out + offset_of(oo, osz, oout) + j0 * ostride;
-      for (int64_t j = 0; j < w; ++j) o[j * ostride] = op.finalize(Op::combine(tot[j], acc[j]), nred);
+      for (int64_t j = 0; j < w; ++j) o[j * ostride] = op.finalize(Op::combine(big[j], Op::combine(tot[j], acc[j])), nred);
     }
   });
 }
