@@ -44,6 +44,19 @@ struct OpSig;
 template <OpId id>
 using OpFnPtr = typename OpSig<id>::type*;
 
+namespace detail {
+template <typename Sig>
+struct WithKeys;
+template <typename R, typename... A>
+struct WithKeys<R(A...)> {
+  using type = R (*)(DispatchKeySet, A...);
+};
+}  // namespace detail
+// Signature of a layer kernel (autograd, autocast, tracer) for op `id`: the
+// declared one with the DispatchKeySet in front.
+template <OpId id>
+using OpKeyedFnPtr = typename detail::WithKeys<typename OpSig<id>::type>::type;
+
 inline const OperatorEntry& op_entry(OpId id) { return Dispatcher::get().op(static_cast<int>(id)); }
 
 namespace detail {
@@ -77,6 +90,14 @@ decltype(auto) redispatch_op(DispatchKeySet ks, DispatchKey self, A&&... a) {
                 "kernel " #fn " does not match the declared signature of op " #op);          \
   static ::strata::KernelRegistrar STRATA_UNIQUE(strata_reg_)(                                \
       ::strata::op_entry_name(::strata::OpId::op), ::strata::DispatchKey::key, ::strata::make_kernel<&fn>(#fn))
+// Registers fn, a layer kernel taking the DispatchKeySet first, for a
+// functionality key; it continues with redispatch_op<OpId::op>(ks, key, ...).
+#define STRATA_IMPL_WITH_KEYS(op, key, fn)                                                        \
+  static_assert(std::is_same_v<decltype(&fn), ::strata::OpKeyedFnPtr<::strata::OpId::op>>,       \
+                "layer kernel " #fn " does not match the declared signature of op " #op);       \
+  static ::strata::KernelRegistrar STRATA_UNIQUE(strata_reg_)(                                   \
+      ::strata::op_entry_name(::strata::OpId::op), ::strata::DispatchKey::key,                   \
+      ::strata::make_kernel_with_keys<&fn>(#fn))
 // One device-generic implementation (shape logic plus a per-device stub) for
 // CPU and Meta at once.
 #define STRATA_IMPL_CPU_META(op, fn) \
