@@ -133,11 +133,8 @@ void Dispatcher::recompute(OperatorEntry& op) {
     } else if (is_backend_key(key) && composite.valid()) {
       chosen = &composite;
       source = DispatchKey::CompositeImplicit;
-    } else if (k >= kFirstFunctionalityKey && composite.valid() && fallbacks_[k].fallthrough) {
-      chosen = &fallbacks_[k];
     } else if (fallbacks_[k].valid()) {
       chosen = &fallbacks_[k];
-      source = key;
     }
     if (chosen && chosen->fallthrough) {
       op.fallthrough_ = op.fallthrough_.add(key);

@@ -261,15 +261,9 @@ Tensor masked_fill_impl(const Tensor& self, const Tensor& mask, const Tensor& va
                     "dtype ", dtype_name(mask.dtype()));
   STRATA_CHECK(value.dim() == 0, "masked_fill only supports a 0-dimensional value tensor, but got tensor with ",
                value.dim(), " dimension(s).");
-  bool inplace = out && out->defined() && out->is_same(self);
-  if (inplace) {
-    // In place the result keeps self's dtype: value is cast into it.
-    Tensor v = to_dtype(value, self.dtype());
-    return run_pointwise("masked_fill", where_stub, PwRule::Promote, {mask, v, self}, out, {}, 0);
-  }
-  // Out of place: result has self's dtype too (value is cast), like torch.
+  // The result keeps self's dtype (value is cast into it), in place or not, so
+  // promotion between self and the cast value cannot change it.
   Tensor v = to_dtype(value, self.dtype());
-  v.impl()->set_wrapped_number(true);
   return run_pointwise("masked_fill", where_stub, PwRule::Promote, {mask, v, self}, out, {}, 0);
 }
 STRATA_IMPL_CPU_META(masked_fill, masked_fill_impl);
