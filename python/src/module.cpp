@@ -4,6 +4,7 @@
 #include "backends/cpu/parallel.h"
 #include "bind.h"
 #include "ops/stub.h"
+#include "ops/tensor_iterator.h"
 
 namespace strata::py {
 
@@ -13,6 +14,15 @@ void bind_extras(nb::module_& m) {
   m.def("_cpu_capability", [] { return std::string(cpu_capability_name(cpu_capability())); });
   m.def("get_default_dtype", [] { return dtype_object(default_dtype()); });
   m.def("set_default_dtype", [](const DType& d) { set_default_dtype(d.type); });
+  // PyTorch's result_type: tensors and Python numbers (weakly typed).
+  m.def("result_type", [](nb::handle a, nb::handle b) {
+    auto as_tensor = [](nb::handle h) {
+      if (nb::isinstance<Tensor>(h)) return nb::cast<Tensor>(h);
+      STRATA_CHECK_TYPE(is_number(h), "result_type: expected a Tensor or a number");
+      return wrap_number(h);
+    };
+    return dtype_object(result_type({as_tensor(a), as_tensor(b)}));
+  });
   m.def("promote_types", [](const DType& a, const DType& b) { return dtype_object(promote_types(a.type, b.type)); });
   // Grad mode is the thread-local exclusion of the Autograd key: no_grad,
   // inference_mode and set_grad_enabled in Python flip it.

@@ -20,7 +20,7 @@ from ._C import (  # noqa: F401  (dtype objects)
     float32,
     float64,
 )
-from ._C import get_default_dtype, set_default_dtype, get_num_threads, set_num_threads, promote_types
+from ._C import get_default_dtype, set_default_dtype, get_num_threads, set_num_threads, promote_types, result_type
 
 # PyTorch's dtype aliases.
 half = float16

@@ -89,11 +89,6 @@ def numel(t):
     return t.numel()
 
 
-def result_type(a, b):
-    """The dtype an op on a and b computes in (PyTorch's promotion rules)."""
-    return _ops.add(a, b).dtype if not (isinstance(a, _C.Tensor) and a.device.type == "meta") else None
-
-
 def can_cast(from_, to):
     cat = lambda d: 0 if d is _C.bool else (2 if d.is_floating_point else 1)  # noqa: E731
     return cat(from_) <= cat(to)
@@ -143,6 +138,5 @@ __all__ += [
     "is_tensor",
     "is_floating_point",
     "numel",
-    "result_type",
     "can_cast",
 ]

@@ -108,13 +108,7 @@ STRATA_IMPL_COMPOSITE(zero_, zero_impl);
 
 bool any_nonzero(const Tensor& t) {
   if (t.numel() == 0 || t.device().is_meta()) return false;
-  Tensor c = contiguous(to_device(t, Device(DeviceType::CPU)));
-  return visit_dtype(c.dtype(), [&]<typename T>() {
-    const T* p = c.data_ptr<T>();
-    for (int64_t i = 0; i < c.numel(); ++i)
-      if (static_cast<opmath_t<T>>(p[i]) != opmath_t<T>(0)) return true;
-    return false;
-  });
+  return to_device(any(t), Device(DeviceType::CPU)).item().to_bool();
 }
 
 }  // namespace strata

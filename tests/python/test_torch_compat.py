@@ -147,3 +147,17 @@ def test_isclose_allclose_equal_match_torch():
     assert not strata.allclose(strata.tensor([1.0]), strata.tensor([1.1]))
     assert strata.equal(strata.tensor([1, 2]), strata.tensor([1, 2]))
     assert not strata.equal(strata.tensor([1, 2]), strata.tensor([1, 2, 3]))
+
+
+def test_result_type_matches_torch():
+    cases = [
+        (strata.tensor([1], dtype=strata.int8), 1.5),
+        (strata.tensor([1], dtype=strata.int32), 2),
+        (strata.tensor([1.0], dtype=strata.float16), strata.tensor(1.0, dtype=strata.float64)),
+        (strata.tensor([True]), strata.tensor([1], dtype=strata.uint8)),
+        (3, 4.0),
+    ]
+    for a, b in cases:
+        ta = torch_ref.from_numpy(a.numpy()) if isinstance(a, strata.Tensor) else a
+        tb = torch_ref.from_numpy(b.numpy()) if isinstance(b, strata.Tensor) else b
+        assert str(strata.result_type(a, b)).split(".")[1] == str(torch_ref.result_type(ta, tb)).split(".")[1]
