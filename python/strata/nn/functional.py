@@ -395,6 +395,9 @@ def _canonical_mask(mask, mask_name, other_type, other_name, target_type, check_
     """Boolean masks (True = masked out) become additive float masks of target_type with -inf at masked places."""
     if mask is None:
         return None
+    if check_other and other_type is not None and (mask.dtype is _C.bool) != (other_type is _C.bool):
+        warnings.warn(f"Support for mismatched {mask_name} and {other_name} is deprecated. Use same type for both "
+                      "instead.")
     if mask.dtype is _C.bool:
         zeros = _strata().zeros(tuple(mask.shape), dtype=target_type, device=mask.device)
         return zeros.masked_fill(mask, float("-inf"))

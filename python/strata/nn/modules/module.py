@@ -98,10 +98,10 @@ class Module:
         sa(self, "_non_persistent_buffers_set", set())
         sa(self, "_modules", {})
         sa(self, "_forward_pre_hooks", OrderedDict())
-        sa(self, "_forward_pre_hooks_with_kwargs", {})
+        sa(self, "_forward_pre_hooks_with_kwargs", OrderedDict())
         sa(self, "_forward_hooks", OrderedDict())
-        sa(self, "_forward_hooks_with_kwargs", {})
-        sa(self, "_forward_hooks_always_called", {})
+        sa(self, "_forward_hooks_with_kwargs", OrderedDict())
+        sa(self, "_forward_hooks_always_called", OrderedDict())
 
     def forward(self, *input):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
