@@ -68,13 +68,16 @@ def _gen(generator):
 
 
 def uniform_(tensor, a=0.0, b=1.0, generator=None):
+    # The op returns a new Python object for the same tensor; callers (Parameters) need the one they passed.
     with no_grad():
-        return _ops.uniform_(tensor, float(a), float(b), generator=_gen(generator))
+        _ops.uniform_(tensor, float(a), float(b), generator=_gen(generator))
+    return tensor
 
 
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
     with no_grad():
-        return _ops.normal_(tensor, float(mean), float(std), generator=_gen(generator))
+        _ops.normal_(tensor, float(mean), float(std), generator=_gen(generator))
+    return tensor
 
 
 def _erfinv(y):
@@ -126,7 +129,8 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
 
 def constant_(tensor, val):
     with no_grad():
-        return tensor.fill_(val)
+        tensor.fill_(val)
+    return tensor
 
 
 def ones_(tensor):
@@ -135,7 +139,8 @@ def ones_(tensor):
 
 def zeros_(tensor):
     with no_grad():
-        return tensor.zero_()
+        tensor.zero_()
+    return tensor
 
 
 def eye_(tensor):
