@@ -115,3 +115,12 @@ def test_parameters_vector_round_trip():
         snu.vector_to_parameters([1.0], params)
     with pytest.raises(RuntimeError, match="vector_to_parameters"):
         snu.vector_to_parameters(st.zeros(3), params)
+
+
+@pytest.mark.skipif(not hasattr(st.Tensor, "grad_fn"), reason="autograd not merged yet")
+def test_clip_grad_norm_after_backward():
+    w = st.tensor([3.0, 4.0], requires_grad=True)
+    (w * w).sum().backward()  # grad = 2w = [6, 8], norm 10
+    total = snu.clip_grad_norm_([w], 1.0)
+    assert abs(total.item() - 10.0) < 1e-5
+    np.testing.assert_allclose(w.grad.numpy(), [0.6, 0.8], rtol=1e-5)

@@ -54,6 +54,9 @@ SCHEDULERS = [
     ("LambdaLR", dict(lr_lambda=lambda e: 0.95 ** e + 0.01 * e), "SGD", dict(lr=0.1)),
     ("LinearLR", dict(), "SGD", dict(lr=0.1)),
     ("LinearLR", dict(start_factor=0.2, end_factor=0.9, total_iters=12), "AdamW", dict(lr=0.1)),
+    ("ConstantLR", dict(), "SGD", dict(lr=0.1)),
+    ("ConstantLR", dict(factor=0.6, total_iters=9), "Adam", dict(lr=0.1)),
+    ("PolynomialLR", dict(total_iters=12, power=2.0), "SGD", dict(lr=0.1)),
     ("OneCycleLR", dict(max_lr=0.5, total_steps=STEPS), "SGD", dict(lr=0.1, momentum=0.9)),
     ("OneCycleLR", dict(max_lr=0.5, total_steps=STEPS, anneal_strategy="linear"), "SGD",
      dict(lr=0.1, momentum=0.9)),
@@ -136,7 +139,9 @@ def test_one_cycle_needs_momentum():
                                        ("MultiStepLR", dict(milestones=[2, 5, 5])),
                                        ("ExponentialLR", dict(gamma=0.8)),
                                        ("CosineAnnealingLR", dict(T_max=6, eta_min=0.01)),
-                                       ("LinearLR", dict(start_factor=0.25, total_iters=4))])
+                                       ("LinearLR", dict(start_factor=0.25, total_iters=4)),
+                                       ("ConstantLR", dict(factor=0.5, total_iters=4)),
+                                       ("PolynomialLR", dict(total_iters=8, power=0.5))])
 def test_step_with_epoch_uses_closed_form(sched, skw):
     topt, sopt = _opts("SGD", dict(lr=0.1), False)
     tsched = getattr(torch.optim.lr_scheduler, sched)(topt, **skw)
@@ -207,3 +212,70 @@ def test_warns_when_scheduler_steps_before_optimizer():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         s2.step()
+
+
+def _pair_sequential(lib, opt):
+    lrs = lib.optim.lr_scheduler
+    warm = lrs.LinearLR(opt, start_factor=0.1, total_iters=4)
+    cos = lrs.CosineAnnealingLR(opt, T_max=10, eta_min=0.001)
+    step = lrs.StepLR(opt, step_size=3, gamma=0.5)
+    return lrs.SequentialLR(opt, [warm, cos, step], milestones=[4, 12])
+
+
+@pytest.mark.parametrize("two_groups", [False, True])
+def test_sequential_lr_matches_torch(two_groups):
+    topt, sopt = _opts("SGD", dict(lr=0.1), two_groups)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ts, ss = _pair_sequential(torch, topt), _pair_sequential(st, sopt)
+        t_lrs, s_lrs = [ts.get_last_lr()], [ss.get_last_lr()]
+        for _ in range(STEPS):
+            topt.step()
+            sopt.step()
+            ts.step()
+            ss.step()
+            t_lrs.append(ts.get_last_lr())
+            s_lrs.append(ss.get_last_lr())
+    _assert_seq_equal(t_lrs, s_lrs)
+    sd = ss.state_dict()
+    assert "optimizer" not in sd and len(sd["_schedulers"]) == 3
+
+
+def test_sequential_lr_errors():
+    opt = st.optim.SGD([st.zeros(1)], lr=0.1)
+    a = st.optim.lr_scheduler.StepLR(opt, 2)
+    with pytest.raises(ValueError, match="one more than the number of milestone points"):
+        st.optim.lr_scheduler.SequentialLR(opt, [a], milestones=[3])
+    other = st.optim.SGD([st.zeros(1)], lr=0.1)
+    with pytest.raises(ValueError, match="belong to the same optimizer"):
+        st.optim.lr_scheduler.SequentialLR(other, [a, a], milestones=[3])
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(mode="max", factor=0.5, patience=2, threshold=0.05),
+                                dict(patience=1, threshold_mode="abs", threshold=0.1, cooldown=2, min_lr=0.004),
+                                dict(mode="max", patience=0, threshold_mode="abs", min_lr=[0.01, 0.0])])
+def test_reduce_lr_on_plateau_matches_torch(kw):
+    topt, sopt = _opts("SGD", dict(lr=0.1, momentum=0.9), True)
+    ts = torch.optim.lr_scheduler.ReduceLROnPlateau(topt, **kw)
+    ss = st.optim.lr_scheduler.ReduceLROnPlateau(sopt, **kw)
+    metrics = [1.0, 0.9, 0.95, 0.95, 0.95, 0.8, 0.85, 0.9, 0.9, 0.9, 0.9, 0.7] * 4
+    for i, m in enumerate(metrics):
+        topt.step()
+        sopt.step()
+        ts.step(m)
+        ss.step(st.tensor(m, dtype=st.float64) if i % 2 else m)
+        _assert_seq_equal(ts.get_last_lr(), ss.get_last_lr())
+        assert (ts.num_bad_epochs, ts.cooldown_counter) == (ss.num_bad_epochs, ss.cooldown_counter)
+        assert ts.best == ss.best
+
+
+def test_reduce_lr_on_plateau_errors():
+    opt = st.optim.SGD([st.zeros(1)], lr=0.1)
+    with pytest.raises(ValueError, match="Factor should be < 1.0"):
+        st.optim.lr_scheduler.ReduceLROnPlateau(opt, factor=1.0)
+    with pytest.raises(ValueError, match="mode avg is unknown"):
+        st.optim.lr_scheduler.ReduceLROnPlateau(opt, mode="avg")
+    with pytest.raises(ValueError, match="threshold mode x is unknown"):
+        st.optim.lr_scheduler.ReduceLROnPlateau(opt, threshold_mode="x")
+    with pytest.raises(ValueError, match="expected 1 min_lrs, got 2"):
+        st.optim.lr_scheduler.ReduceLROnPlateau(opt, min_lr=[0.1, 0.2])

@@ -332,3 +332,27 @@ def test_required_default():
     with pytest.raises(ValueError, match="didn't specify a value of required optimization parameter lr"):
         Custom([st.zeros(1)])
     assert Custom([{"params": [st.zeros(1)], "lr": 0.1}]).param_groups[0]["lr"] == 0.1
+
+
+@pytest.mark.skipif(not hasattr(st.Tensor, "grad_fn"), reason="autograd not merged yet")
+@pytest.mark.parametrize("name,kw", [("SGD", dict(lr=0.05, momentum=0.9)), ("Adam", dict(lr=0.05)),
+                                     ("RMSprop", dict(lr=0.01, centered=True)), ("Adagrad", dict(lr=0.3))])
+def test_training_loop_with_autograd_matches_torch(name, kw):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((16, 3))
+    y = x @ np.array([1.0, -2.0, 0.5]) + 0.1
+
+    def train(lib, optim):
+        w = lib.zeros(3, dtype=lib.float64, requires_grad=True)
+        b = lib.zeros(1, dtype=lib.float64, requires_grad=True)
+        xt, yt = lib.tensor(x), lib.tensor(y)
+        opt = getattr(optim, name)([w, b], **kw)
+        for _ in range(30):
+            opt.zero_grad()
+            loss = ((xt @ w + b - yt) ** 2).mean()
+            loss.backward()
+            opt.step()
+        return w.detach().numpy(), b.detach().numpy()
+
+    for s, t in zip(train(st, st.optim), train(torch, torch.optim)):
+        np.testing.assert_allclose(s, t, rtol=1e-10, atol=1e-12)
