@@ -124,3 +124,21 @@ def test_clip_grad_norm_after_backward():
     total = snu.clip_grad_norm_([w], 1.0)
     assert abs(total.item() - 10.0) < 1e-5
     np.testing.assert_allclose(w.grad.numpy(), [0.6, 0.8], rtol=1e-5)
+
+
+def test_clip_grad_norm_mixed_dtypes_matches_torch():
+    specs = [("float32", [1.0, 2.0, 3.0]), ("float64", 4.0), ("float32", 2.0)]
+    tps, sps = [], []
+    for dt, v in specs:
+        tp = torch.zeros(np.shape(v), dtype=getattr(torch, dt), requires_grad=True)
+        tp.grad = torch.tensor(v, dtype=getattr(torch, dt))
+        sp = st.zeros(list(np.shape(v)), dtype=getattr(st, dt))
+        sp.grad = st.tensor(v, dtype=getattr(st, dt))
+        tps.append(tp)
+        sps.append(sp)
+    tn, sn = tnu.clip_grad_norm_(tps, 1.0), snu.clip_grad_norm_(sps, 1.0)
+    assert sn.dtype == st.float64 and tn.dtype == torch.float64
+    np.testing.assert_allclose(sn.item(), tn.item(), rtol=1e-12)
+    for tp, sp in zip(tps, sps):
+        assert str(sp.grad.dtype).split(".")[1] == str(tp.grad.dtype).split(".")[1]
+    check(tps, sps, 1e-6)
