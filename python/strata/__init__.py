@@ -44,5 +44,7 @@ from . import _tensor_autograd  # noqa: E402,F401  (Tensor.backward, Tensor.regi
 from . import autograd  # noqa: E402,F401
 
 from . import ops  # noqa: E402,F401  (strata.ops.load_library, strata.ops.<namespace>.<op>)
+from . import optim  # noqa: E402,F401
+from . import utils  # noqa: E402,F401
 
 __version__ = "0.1.0"

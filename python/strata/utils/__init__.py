@@ -1,0 +1,3 @@
+"""strata.utils: training utilities (torch.utils)."""
+
+from . import data  # noqa: F401
