@@ -59,6 +59,9 @@ _FOREIGN_DTYPES = {"U16", "U32", "U64", "F8_E5M2", "F8_E4M3", "F8_E8M0", "F4", "
 _NAME_OF = {str(info[0]): name for name, info in _DTYPES.items()}
 
 _INT64_MAX = (1 << 63) - 1
+# No real tensor has this many dimensions; the cap stops a 100 MB header of "[0,0,0,...]" from building a tensor with
+# tens of millions of dimensions (gigabytes of sizes and strides for zero bytes of data).
+MAX_NDIM = 1024
 
 
 def _st_name(dtype):
@@ -202,7 +205,10 @@ def _build(obj, metadata):
         header[name] = {"dtype": st, "shape": shape, "data_offsets": [offset, offset + nbytes]}
         layout.append((name, t, nbytes))
         offset += nbytes
-    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    try:
+        text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"strata.save: tensor names and metadata must be valid Unicode (no lone surrogates): {e}") from None
     text += b" " * (-len(text) % 8)
     return text, layout
 
@@ -353,6 +359,8 @@ def _parse_header(src, header_bytes):
             src.fail(f"entry '{name}': unknown dtype {st!r}")
         if not isinstance(shape, list) or not all(_is_int(d) for d in shape):
             src.fail(f"entry '{name}': shape must be a list of integers, got {shape!r:.200}")
+        if len(shape) > MAX_NDIM:
+            src.fail(f"entry '{name}': shape has {len(shape)} dimensions, more than the limit of {MAX_NDIM}")
         if any(d < 0 for d in shape):
             src.fail(f"entry '{name}': shape {shape} has a negative dimension")
         if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_int(o) for o in offsets)):

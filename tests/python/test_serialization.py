@@ -357,6 +357,8 @@ def test_save_errors():
         strata.save(cyc, io.BytesIO())
     with pytest.raises(TypeError, match="metadata"):
         strata.save({"w": strata.ones(1)}, io.BytesIO(), metadata={"a": 1})
+    with pytest.raises(ValueError, match="Unicode"):
+        strata.save({"\ud800": strata.ones(1)}, io.BytesIO())
     with pytest.raises(ValueError, match="reserved"):
         strata.save({"w": strata.ones(1)}, io.BytesIO(), metadata={"strata.structure": "{}"})
 
@@ -382,6 +384,8 @@ def test_interop_numpy_byte_identical_both_ways(tmp_path):
         "q": random_bits(strata.int8, (3,), 7),
         "u": random_bits(strata.uint8, (2,), 8),
         "s": random_bits(strata.int16, (2,), 9),
+        'é\n\x01\x7f"\\ \u2028 \U0001F600': random_bits(strata.float32, (1,), 10),
+        "": random_bits(strata.uint8, (1,), 11),
     }
     _, ours = roundtrip(sd)
     theirs = st_np.save({k: v.numpy() for k, v in sd.items()})
@@ -509,6 +513,7 @@ HOSTILE = [
     ("shape-2^62", st_file({"a": _entry(shape=(2**62,))}, b"\0" * 8), "overflows", True),
     ("shape-overflow-wraps", st_file({"a": _entry(dtype="U8", shape=(2**32, 2**32), offsets=(0, 0))}), "overflows", True),
     ("shape-zero-huge", st_file({"a": _entry(shape=(0, 2**62), offsets=(0, 0))}), "overflows", False),
+    ("too-many-dims", st_file({"a": _entry(shape=(0,) * 1025, offsets=(0, 0))}), "dimensions", False),
     ("size-mismatch", st_file({"a": _entry(shape=(3,))}, b"\0" * 8), "needs 12 bytes", True),
     ("offsets-negative", st_file({"a": _entry(offsets=(-8, 0))}, b"\0" * 8), "data_offsets", True),
     ("offsets-reversed", st_file({"a": _entry(offsets=(8, 0))}, b"\0" * 8), "end before", True),
@@ -602,3 +607,26 @@ def test_header_with_unaligned_offsets_still_loads():
     data = st_file({"p": _entry(dtype="U8", shape=(1,), offsets=(0, 1)), "f": _entry(offsets=(1, 9))}, payload)
     out = load_bytes(data)
     assert out["p"].tolist() == [7] and out["f"].tolist() == [1.5, -2.0]
+
+
+def test_real_torch_optimizer_state_dict_roundtrip():
+    torch = pytest.importorskip("torch")
+    params = [torch.nn.Parameter(torch.randn(3, 2)), torch.nn.Parameter(torch.randn(4))]
+    opt = torch.optim.Adam(params, lr=1e-3, betas=(0.8, 0.99))
+    sum((p * p).sum() for p in params).backward()
+    opt.step()
+
+    def to_strata(x):
+        if isinstance(x, torch.Tensor):
+            return strata.from_numpy(x.detach().numpy().copy())
+        if isinstance(x, dict):
+            return type(x)((k, to_strata(v)) for k, v in x.items())
+        if isinstance(x, (list, tuple)):
+            return type(x)(to_strata(v) for v in x)
+        return x
+
+    sd = to_strata(opt.state_dict())
+    out, _ = roundtrip(sd)
+    _assert_struct_equal(sd, out)
+    assert out["param_groups"][0]["betas"] == (0.8, 0.99)
+    assert sorted(out["state"]) == [0, 1]
