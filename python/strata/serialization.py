@@ -3,7 +3,8 @@
 File layout (the safetensors format, written and read here without the ``safetensors`` package):
 
 * 8 bytes: little-endian u64 ``N``, the header length;
-* ``N`` bytes: a UTF-8 JSON object ``{name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {str: str}}``,
+* ``N`` bytes: a UTF-8 JSON object
+  ``{name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {str: str}}``,
   padded with spaces to a multiple of 8 so the data starts aligned;
 * the byte buffer: every tensor's contiguous little-endian bytes, back to back, with no holes.
 
@@ -208,7 +209,9 @@ def _build(obj, metadata):
     try:
         text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError as e:
-        raise ValueError(f"strata.save: tensor names and metadata must be valid Unicode (no lone surrogates): {e}") from None
+        raise ValueError(
+            f"strata.save: tensor names and metadata must be valid Unicode (no lone surrogates): {e}"
+        ) from None
     text += b" " * (-len(text) % 8)
     return text, layout
 
@@ -391,7 +394,9 @@ def _parse_header(src, header_bytes):
     expected = 0
     for begin, end, name, _, _ in entries:
         if begin < expected:
-            src.fail(f"entry '{name}': data_offsets [{begin}, {end}] overlap the previous entry (which ends at {expected})")
+            src.fail(
+                f"entry '{name}': data_offsets [{begin}, {end}] overlap the previous entry (which ends at {expected})"
+            )
         if begin > expected:
             src.fail(f"entry '{name}': hole in the data buffer between bytes {expected} and {begin}")
         if end > buffer_size:

@@ -1,4 +1,4 @@
-"""strata.save / strata.load: safetensors checkpoints (round trips, interop with the safetensors package, hostile files)."""
+"""strata.save / strata.load: safetensors checkpoints (round trips, interop with safetensors, hostile files)."""
 
 import io
 import json
@@ -511,7 +511,8 @@ HOSTILE = [
     ("shape-negative", st_file({"a": _entry(shape=(-2,))}, b"\0" * 8), "negative", True),
     ("shape-neg-product-ok", st_file({"a": _entry(shape=(-1, -2))}, b"\0" * 8), "negative", True),
     ("shape-2^62", st_file({"a": _entry(shape=(2**62,))}, b"\0" * 8), "overflows", True),
-    ("shape-overflow-wraps", st_file({"a": _entry(dtype="U8", shape=(2**32, 2**32), offsets=(0, 0))}), "overflows", True),
+    ("shape-overflow-wraps", st_file({"a": _entry(dtype="U8", shape=(2**32, 2**32), offsets=(0, 0))}), "overflows",
+     True),
     ("shape-zero-huge", st_file({"a": _entry(shape=(0, 2**62), offsets=(0, 0))}), "overflows", False),
     ("too-many-dims", st_file({"a": _entry(shape=(0,) * 1025, offsets=(0, 0))}), "dimensions", False),
     ("size-mismatch", st_file({"a": _entry(shape=(3,))}, b"\0" * 8), "needs 12 bytes", True),
