@@ -490,10 +490,14 @@ def _read_file(f, want_tensors=True):
     with _Opened(f) as src:
         if src.size < 8:
             src.fail(f"file is {src.size} bytes, too short for the 8-byte header length")
-        (n,) = struct.unpack("<Q", src.read(8, "header length"))
-        if n > MAX_HEADER_SIZE:
-            src.fail(f"header length {n} exceeds the {MAX_HEADER_SIZE}-byte limit")
-        if n > src.size - 8:
+        first = src.read(8, "header length")
+        (n,) = struct.unpack("<Q", first)
+        if n > MAX_HEADER_SIZE or n > src.size - 8:
+            # Only once the length is impossible: a valid safetensors header may well start with these bytes.
+            if first.startswith(b"PK\x03\x04") or first.startswith(b"\x80\x02"):
+                src.fail("this looks like a torch.save (zip/pickle) checkpoint; strata.load only reads safetensors")
+            if n > MAX_HEADER_SIZE:
+                src.fail(f"header length {n} exceeds the {MAX_HEADER_SIZE}-byte limit")
             src.fail(f"header length {n} is larger than the {src.size - 8} bytes that follow it")
         header_bytes = src.read(n, "header")
         entries, metadata = _parse_header(src, header_bytes)

@@ -631,3 +631,23 @@ def test_real_torch_optimizer_state_dict_roundtrip():
     _assert_struct_equal(sd, out)
     assert out["param_groups"][0]["betas"] == (0.8, 0.99)
     assert sorted(out["state"]) == [0, 1]
+
+
+def test_torch_pickle_checkpoint_is_refused_clearly():
+    torch = pytest.importorskip("torch")
+    buf = io.BytesIO()
+    torch.save({"w": torch.ones(2)}, buf)
+    with pytest.raises(ValueError, match="torch.save"):
+        load_bytes(buf.getvalue())
+    buf = io.BytesIO()
+    torch.save({"w": torch.ones(2)}, buf, _use_new_zipfile_serialization=False)
+    with pytest.raises(ValueError, match="torch.save"):
+        load_bytes(buf.getvalue())
+
+
+def test_valid_header_lengths_that_resemble_pickle_magic_load():
+    # Header length 0x280 encodes as b"\x80\x02...", the first bytes of a legacy torch pickle: still a valid file.
+    h = json.dumps({"a": _entry()}, separators=(",", ":")).encode()
+    data = st_file(None, struct.pack("<2f", 1.0, 2.0), raw_header=h + b" " * (0x280 - len(h)))
+    assert data[:2] == b"\x80\x02"
+    assert load_bytes(data)["a"].tolist() == [1.0, 2.0]
