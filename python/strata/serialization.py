@@ -193,6 +193,8 @@ def _build(obj, metadata):
     entries = []
     for name, t in tensors.items():
         st = _st_name(t.dtype)
+        if t.is_meta:  # refused before the destination file is opened (and truncated)
+            raise ValueError(f"strata.save: tensor '{name}' is on the meta device and has no data to save")
         entries.append((name, st, [int(s) for s in t.shape], t))
     entries.sort(key=lambda e: (-_DTYPES[e[1]][2], e[0]))
 
@@ -227,14 +229,24 @@ def _write_all(f, header, layout):
             f.write(memoryview(raw))
 
 
-def save(obj, f, pickle_module=None, pickle_protocol=None, *, metadata=None, **_torch_compat):
+def save(
+    obj,
+    f,
+    pickle_module=None,
+    pickle_protocol=None,
+    _use_new_zipfile_serialization=True,
+    _disable_byteorder_record=False,
+    *,
+    metadata=None,
+):
     """Save ``obj`` to ``f`` (a path or a writable binary file) in the safetensors format.
 
     ``obj`` may be a Tensor, a ``str -> Tensor`` dict (stored as a plain safetensors file), or nested dicts / lists /
     tuples of tensors, ints, floats, bools, str and None (an optimizer ``state_dict``). Views are stored as their
     values; tensors sharing storage are stored as separate copies; the same tensor object reached twice is stored once
     and comes back as one object. ``metadata`` (str -> str) is written to the header's ``__metadata__``.
-    ``pickle_module`` / ``pickle_protocol`` exist for torch signature compatibility and must be left unset.
+    ``pickle_module`` / ``pickle_protocol`` exist for torch signature compatibility and must be left unset; the
+    underscored torch arguments are accepted and ignored.
     """
     if pickle_module is not None:
         raise TypeError("strata.save: pickle_module is not supported; strata checkpoints never pickle")
@@ -553,15 +565,15 @@ class _Rebuilder:
         self.fail(f"unknown tag {tag!r:.200}")
 
 
-def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=None, **_torch_compat):
+def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=None, **pickle_load_args):
     """Load what :func:`save` wrote, or any safetensors file (which comes back as a ``str -> Tensor`` dict).
 
     Nothing in the file can run code: ``weights_only`` is accepted for torch compatibility and is always in effect.
-    ``map_location`` may be None, ``"cpu"`` or ``strata.device("cpu")``. Malformed files raise ValueError naming the
-    file and the problem.
+    ``map_location`` may be None, ``"cpu"`` or ``strata.device("cpu")``. ``mmap`` is accepted and ignored (tensors are
+    always read into memory of their own). Malformed files raise ValueError naming the file and the problem.
     """
-    if pickle_module is not None:
-        raise TypeError("strata.load: pickle_module is not supported; strata checkpoints never unpickle")
+    if pickle_module is not None or pickle_load_args:
+        raise TypeError("strata.load: pickle_module and pickle load arguments are not supported; nothing is unpickled")
     _check_map_location(map_location)
     tensors, metadata, label = _read_file(f)
     structure = metadata.get(STRUCTURE_KEY)

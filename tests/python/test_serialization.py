@@ -336,6 +336,10 @@ def test_bad_arguments():
         strata.load(data)
     with pytest.raises(TypeError, match="pickle"):
         strata.load(io.BytesIO(data), pickle_module=object())
+    with pytest.raises(TypeError, match="pickle"):
+        strata.load(io.BytesIO(data), encoding="latin1")
+    assert strata.load(io.BytesIO(data), mmap=True)["w"].tolist() == [1.0, 1.0]
+    strata.save({"w": strata.ones(1)}, io.BytesIO(), _use_new_zipfile_serialization=False)
     with pytest.raises(TypeError, match="path or a"):
         strata.save({"w": strata.ones(1)}, 3)
     with pytest.raises(TypeError, match="binary"):
@@ -344,9 +348,14 @@ def test_bad_arguments():
         strata.load(io.StringIO("x" * 20))
 
 
-def test_save_errors():
+def test_save_errors(tmp_path):
     with pytest.raises(ValueError, match="meta"):
         strata.save({"m": strata.zeros(2, device="meta")}, io.BytesIO())
+    p = tmp_path / "keep.safetensors"
+    strata.save({"w": strata.ones(1)}, p)
+    with pytest.raises(ValueError, match="meta"):
+        strata.save({"a": strata.ones(1), "m": strata.zeros(2, device="meta")}, p)
+    assert strata.load(p)["w"].tolist() == [1.0]  # a refused save leaves the old file alone
     with pytest.raises(TypeError, match="object"):
         strata.save({"opt": object()}, io.BytesIO())
     with pytest.raises(TypeError, match="key"):
