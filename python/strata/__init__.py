@@ -46,5 +46,6 @@ from . import autograd  # noqa: E402,F401
 from . import ops  # noqa: E402,F401  (strata.ops.load_library, strata.ops.<namespace>.<op>)
 from . import optim  # noqa: E402,F401
 from . import utils  # noqa: E402,F401
+from .serialization import save, load  # noqa: E402,F401  (safetensors checkpoints)
 
 __version__ = "0.1.0"
