@@ -104,7 +104,7 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     numerical, sizes = _numerical_jacobian(func, inputs, diff_idx, eps)
     analytical = _analytical_jacobian(func, inputs, diff_idx, sizes)
     for j, (n, a) in enumerate(zip(numerical, analytical)):
-        if not np.allclose(a, n, rtol=rtol, atol=atol):
+        if not np.allclose(a, n, rtol=rtol, atol=atol, equal_nan=True):
             if not raise_exception:
                 return False
             raise GradcheckError(f"Jacobian mismatch for output 0 with respect to input {diff_idx[j]},\n"
