@@ -1,7 +1,6 @@
 // Derivatives of the reduction family (src/ops/decl/reduction.def): prod,
 // max/min (full, .dim), amax/amin, norm, logsumexp, cumsum, cumprod, softmax
-// and log_softmax. sum and mean live in derivatives_core.cpp; var/std and their
-// _mean forms are composites whose constituent ops record themselves.
+// and log_softmax, var/std (+ _mean). sum and mean live in derivatives_core.cpp.
 //
 // Every formula is written with Strata ops so that double backward works.
 // Masks (ties, zero positions, signs) are piecewise constant, so they are
@@ -87,7 +86,7 @@ void prod_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out)
     dims.push_back(wrap_dim(ctx.arg_int(1), nd, "prod_backward"));
   }
   const bool keepdim = ctx.arg_bool(2);
-  Tensor gx = expand(unsqueeze_dims(g[0], dims, nd, keepdim), x.sizes());
+  Tensor gx = unsqueeze_dims(g[0], dims, nd, keepdim);  // broadcasts against x in mul
   if (!any_zero(x)) {
     Tensor y = unsqueeze_dims(ctx.output(0), dims, nd, keepdim);
     out.set(0, mul(gx, div(y, x)));
@@ -208,6 +207,69 @@ void norm_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out)
 }
 // torch.norm runs linalg_vector_norm, hence PyTorch's node name.
 STRATA_DERIVATIVE_NAMED(norm, save_inputs(0), save_outputs(0), norm_backward, "LinalgVectorNormBackward0");
+
+// ---- var / std and their _mean forms -------------------------------------------------------
+// These are composites, but the composite loses the mean output's history
+// (its non-keepdim squeeze is a raw view) and differentiates std through sqrt,
+// which gives nan where std is 0; PyTorch's rules give 0 there. Three schema
+// layouts: .correction (dim, *, correction, keepdim), .dim (dim, unbiased,
+// keepdim) and the legacy (unbiased) form over all dims.
+enum class VarForm { Correction, Dim, Unbiased };
+
+void var_std_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out, VarForm form, bool is_std,
+                      bool with_mean) {
+  Tensor x = ctx.input(0);
+  const int64_t nd = x.dim();
+  std::vector<int64_t> dims;
+  double correction = 1.0;
+  bool keepdim = false;
+  if (form == VarForm::Unbiased) {
+    for (int64_t i = 0; i < nd; ++i) dims.push_back(i);
+    correction = ctx.arg_bool(1) ? 1.0 : 0.0;
+  } else {
+    dims = reduced_dims(ctx.arg(1), nd);
+    if (form == VarForm::Dim) {
+      correction = ctx.arg_bool(2) ? 1.0 : 0.0;
+    } else if (!ctx.arg_is_none(2)) {
+      correction = ctx.arg_scalar(2).to<double>();
+    }
+    keepdim = ctx.arg_bool(3);
+  }
+  int64_t n = 1;
+  for (int64_t d : dims) n *= nd == 0 ? 1 : x.size(d);
+  std::vector<int64_t> red = nd == 0 ? std::vector<int64_t>{} : dims;
+  Tensor gv = unsqueeze_dims(g[0], dims, nd, keepdim);
+  if (is_std) {
+    Tensor s = unsqueeze_dims(ctx.output(0), dims, nd, keepdim);
+    Tensor s_zero = eq(s, num(s, 0.0));
+    Tensor s_safe = where(s_zero, num(s, 1.0), s);
+    gv = where(s_zero, num(s, 0.0), div(gv, mul(s_safe, num(s, 2.0))));
+  }
+  Tensor m = red.empty() ? mean(x) : mean(x, IntArrayRef(red), true);
+  const double denom = std::max(0.0, static_cast<double>(n) - correction);
+  Tensor r = mul(mul(gv, sub(x, m)), num(x, 2.0 / denom));
+  if (with_mean) r = add(r, div(unsqueeze_dims(g[1], dims, nd, keepdim), num(x, static_cast<double>(n))));
+  out.set(0, r);
+}
+
+#define STRATA_VAR_STD_DERIVATIVE(op, form, is_std, with_mean, saved_out)                   \
+  void op##_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {        \
+    var_std_backward(ctx, g, out, VarForm::form, is_std, with_mean);                         \
+  }                                                                                          \
+  STRATA_DERIVATIVE(op, save_inputs(0), saved_out, op##_backward)
+STRATA_VAR_STD_DERIVATIVE(var, Correction, false, false, save_outputs());
+STRATA_VAR_STD_DERIVATIVE(var_dim, Dim, false, false, save_outputs());
+STRATA_VAR_STD_DERIVATIVE(var_unbiased, Unbiased, false, false, save_outputs());
+STRATA_VAR_STD_DERIVATIVE(std, Correction, true, false, save_outputs(0));
+STRATA_VAR_STD_DERIVATIVE(std_dim, Dim, true, false, save_outputs(0));
+STRATA_VAR_STD_DERIVATIVE(std_unbiased, Unbiased, true, false, save_outputs(0));
+STRATA_VAR_STD_DERIVATIVE(var_mean, Correction, false, true, save_outputs());
+STRATA_VAR_STD_DERIVATIVE(var_mean_dim, Dim, false, true, save_outputs());
+STRATA_VAR_STD_DERIVATIVE(var_mean_unbiased, Unbiased, false, true, save_outputs());
+STRATA_VAR_STD_DERIVATIVE(std_mean, Correction, true, true, save_outputs(0));
+STRATA_VAR_STD_DERIVATIVE(std_mean_dim, Dim, true, true, save_outputs(0));
+STRATA_VAR_STD_DERIVATIVE(std_mean_unbiased, Unbiased, true, true, save_outputs(0));
+#undef STRATA_VAR_STD_DERIVATIVE
 
 // ---- logsumexp -------------------------------------------------------------------------
 // A composite, but its own derivative is cheaper than differentiating the
