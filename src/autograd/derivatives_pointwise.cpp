@@ -110,7 +110,12 @@ STRATA_DERIVATIVE(cosh, save_inputs(0), save_outputs(), cosh_backward);
 
 void atan2_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
   Tensor a = ctx.input(0), b = ctx.input(1);
-  Tensor recip = reciprocal(add(mul(a, a), mul(b, b)));
+  // At the origin torch gives both inputs a zero gradient instead of 0 * inf.
+  // The denominator is replaced before the division so that double backward
+  // does not see an inf in the discarded branch either.
+  Tensor den = add(mul(a, a), mul(b, b));
+  Tensor origin = eq(den, num(den, 0.0));
+  Tensor recip = where(origin, zeros_like(den), reciprocal(where(origin, ones_like(den), den)));
   if (ctx.needs_grad(0)) out.set(0, mul(g[0], mul(b, recip)));
   if (ctx.needs_grad(1)) out.set(1, mul(g[0], mul(neg(a), recip)));
 }
@@ -131,9 +136,12 @@ void erfc_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out)
 STRATA_DERIVATIVE(erfc, save_inputs(0), save_outputs(), erfc_backward);
 
 // ---- sign-like and rounding --------------------------------------------------------
-// sign(0) == 0 gives torch's subgradient 0 at the kink.
+// torch multiplies by sgn(x): 0 at the kink and at nan. Built from
+// comparisons rather than sign() so a nan input gives 0 whatever sign(nan) is.
 void abs_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  out.set(0, mul(g[0], sign(ctx.input(0))));
+  Tensor x = ctx.input(0);
+  Tensor s = sub(to_dtype(gt(x, num(x, 0.0)), g[0].dtype()), to_dtype(lt(x, num(x, 0.0)), g[0].dtype()));
+  out.set(0, mul(g[0], s));
 }
 STRATA_DERIVATIVE(abs, save_inputs(0), save_outputs(), abs_backward);
 
