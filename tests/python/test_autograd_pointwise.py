@@ -409,3 +409,17 @@ def test_saved_input_modified_in_place_is_detected():
     y.mul_(2.0)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         z.sum().backward()
+
+
+def test_no_nan_from_discarded_branches_in_double_backward():
+    # atan2 at the origin: zero gradient (torch's choice), also for the second derivative
+    a, b = leaf([0.0, 1.0]), leaf([0.0, 2.0])
+    ga, gb = strata.autograd.grad([strata.atan2(a, b).sum()], [a, b], create_graph=True)
+    assert ga.numpy().tolist()[0] == 0.0 and gb.numpy().tolist()[0] == 0.0
+    (gga,) = strata.autograd.grad([(ga * ga + gb * gb).sum()], [a])
+    assert np.all(np.isfinite(gga.numpy()))
+    # elu's exp branch must not overflow for large positive inputs
+    x = leaf([800.0, -1.0])
+    (g,) = strata.autograd.grad([F.elu(x).sum()], [x], create_graph=True)
+    (gg,) = strata.autograd.grad([g.sum()], [x])
+    np.testing.assert_allclose(gg.numpy(), [0.0, np.exp(-1.0)], rtol=1e-12)
