@@ -57,24 +57,26 @@ def measure(fns, budget_s, min_samples, max_samples=400, sample_s=2e-3, warmup=1
     and cache or frequency effects fall on all of them alike.
     """
     names = list(fns)
-    inner, est = {}, {}
+    inner, est, samples = {}, {}, {name: [] for name in names}
     for name in names:
         fn = fns[name]
         for _ in range(warmup):
             fn()
         one = max(_time_batch(fn, 1), 1e-8)
         if one >= sample_s:
+            # Slow calls (a 4096^3 GEMM takes seconds here): the calibration call already is a good sample.
             inner[name], est[name] = 1, one
+            samples[name].append(one)
         else:
             inner[name] = min(100000, int(sample_s / one))
             est[name] = _time_batch(fn, inner[name]) * inner[name]  # also a longer warm-up for tiny ops
     per_round = sum(est.values())
     rounds = int(min(max_samples, max(min_samples, budget_s / max(per_round, 1e-9))))
-    samples = {name: [] for name in names}
     for r in range(rounds):
         k = r % len(names)
         for name in names[k:] + names[:k]:
-            samples[name].append(_time_batch(fns[name], inner[name]))
+            if len(samples[name]) < rounds:
+                samples[name].append(_time_batch(fns[name], inner[name]))
     out = {}
     for name, ts in samples.items():
         ts.sort()
@@ -179,10 +181,10 @@ class Env:
 CASES = []
 
 
-def case(name, group, what, quick=False, budget=2.0, work=None, tol=1e-4):
+def case(name, group, what, quick=False, budget=2.0, work=None, tol=1e-4, min_samples=None):
     def register(setup):
         CASES.append({"name": name, "group": group, "what": what, "quick": quick, "budget": budget, "work": work,
-                      "tol": tol, "setup": setup})
+                      "tol": tol, "min_samples": min_samples, "setup": setup})
         return setup
 
     return register
@@ -489,12 +491,13 @@ def _gemm(env, m, k, n, bf16):
 
 def _gemm_case(m, k, n, bf16, quick):
     dt = "bf16" if bf16 else "fp32"
-    budget = 2.0 if m * k * n < 1 << 30 else 6.0
+    big = m * k * n >= 1 << 30
+    budget = 6.0 if big else 2.0
     # bf16 inputs, fp32 accumulation, rounding of the result to bf16: error grows with sqrt(k) times the magnitudes.
     tol = 0.05 if bf16 else 1e-3
 
     @case(f"gemm.{dt}.{m}x{k}x{n}", "gemm", f"{dt} matrix product ({m}x{k}) @ ({k}x{n}) into out=", quick=quick,
-          budget=budget, work=("GFLOP", 2.0 * m * k * n / 1e9), tol=tol)
+          budget=budget, work=("GFLOP", 2.0 * m * k * n / 1e9), tol=tol, min_samples=3 if big else None)
     def _(env):
         return _gemm(env, m, k, n, bf16)
 
@@ -583,7 +586,7 @@ def run_cpp(binary, quick):
     exe = BUILD / "bench" / binary
     if not exe.exists():
         return {"status": "skipped", "reason": f"{exe.relative_to(ROOT)} not built (Google Benchmark missing?)"}
-    cmd = [str(exe), "--benchmark_format=json", f"--benchmark_min_time={0.05 if quick else 0.3}"]
+    cmd = [str(exe), "--benchmark_format=json", f"--benchmark_min_time={0.05 if quick else 0.1}"]
     if not quick:
         cmd.append("--benchmark_repetitions=3")
     try:
@@ -695,6 +698,10 @@ def fmt_time(s):
     return f"{s / 1e-9:.3g} ns"
 
 
+def fmt_ratio(x):
+    return f"{x:.2f}" if x >= 0.095 else f"{x:.2g}"
+
+
 PEERS = ("torch", "numpy", "ref")
 
 
@@ -715,7 +722,7 @@ def print_table(results, cpp, header):
         for p in PEERS:
             if p in t:
                 flag = "!" if r.get("check", {}).get(p, "ok") != "ok" else ""
-                line += f"{fmt_time(t[p]['median']):>9} {r['ratios'][p]:>5.2f}{flag or ' '} "
+                line += f"{fmt_time(t[p]['median']):>9} {fmt_ratio(r['ratios'][p]):>5}{flag or ' '} "
             else:
                 line += f"{'-':>9} {'-':>6} "
         print(line + (f" {r.get('ref_name', '')}" if "ref" in t else ""))
@@ -747,7 +754,8 @@ def run_case(env, c, quick):
         r.update({k: v for k, v in meta.items() if not k.endswith("_unchecked")})
         r["check"] = check(env, c, sides, meta)  # one call per side: also the first warm-up
         budget = c["budget"] * (0.3 if quick else 1.0)
-        r["times"] = measure(sides, budget, min_samples=5 if quick else 7)
+        # The check's call was each side's first warm-up.
+        r["times"] = measure(sides, budget, min_samples=c["min_samples"] or (5 if quick else 7), warmup=0)
         s = r["times"]["strata"]["median"]
         r["ratios"] = {p: s / t["median"] for p, t in r["times"].items() if p != "strata"}
         if work:
@@ -809,7 +817,7 @@ def main(argv=None):
         r = run_case(env, c, args.quick)
         results.append(r)
         if r["status"] == "ok":
-            rat = "  ".join(f"{p} {v:.2f}" for p, v in r["ratios"].items())
+            rat = "  ".join(f"{p} {fmt_ratio(v)}" for p, v in r["ratios"].items())
             print(f"  {r['name']}: strata {fmt_time(r['times']['strata']['median'])}  {rat}  ({r['seconds']:.1f} s)",
                   file=sys.stderr)
         else:
