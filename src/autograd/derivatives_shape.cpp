@@ -421,5 +421,12 @@ void index_put_backward(const BackwardCtx& ctx, const variable_list& g, GradOut&
 }
 STRATA_DERIVATIVE(index_put_, save_inputs(1), save_outputs(), index_put_backward);
 
+// fill_ is what `x[i] = 3.0` and zero_() lower to: the overwritten values get
+// no gradient (without this, writes through views would leave stale history).
+void fill_backward(const BackwardCtx&, const variable_list& g, GradOut& out) { out.set(0, zeros_like(g[0])); }
+STRATA_DERIVATIVE(fill_, save_inputs(), save_outputs(), fill_backward);
+// zero_ is composite, but an in-place composite cannot pass through the autograd layer: it needs its own node.
+STRATA_DERIVATIVE(zero_, save_inputs(), save_outputs(), fill_backward);
+
 }  // namespace
 }  // namespace strata::autograd
