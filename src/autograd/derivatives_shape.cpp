@@ -45,6 +45,8 @@ Tensor pad_dim(const Tensor& g, int64_t d, int64_t before, int64_t after) {
 // Zero-pads g at the end of each dim up to `sizes` (g is never larger).
 Tensor pad_to(const Tensor& g, IntArrayRef sizes) {
   if (same_sizes(g.sizes(), sizes)) return g;
+  // 0-d src with a 1-element index (scatter allows it): the same single element.
+  if (g.dim() != static_cast<int64_t>(sizes.size())) return reshape(g, sizes);
   Tensor r = g;
   for (int64_t d = 0; d < r.dim(); ++d) r = pad_dim(r, d, 0, sizes[d] - r.sizes()[d]);
   return r;
@@ -417,7 +419,20 @@ void index_put_backward(const BackwardCtx& ctx, const variable_list& g, GradOut&
     out.set(0, accumulate ? g[0]
                           : index_put(g[0], indices, zeros(DimVector{}, g[0].dtype(), g[0].device()), false, dim));
   }
-  if (ctx.needs_grad(2)) out.set(2, index(g[0], indices, dim));
+  if (ctx.needs_grad(2)) {
+    Tensor gv = index(g[0], indices, dim);
+    bool may_repeat = false;
+    for (const Tensor& t : indices) may_repeat |= t.dtype() != ScalarType::Bool && t.dtype() != ScalarType::UInt8;
+    if (!accumulate && may_repeat && gv.numel() > 0 && !gv.device().is_meta()) {
+      // With repeated indices only the value written last survives, so only it gets a gradient. Replaying the
+      // write with value ids finds the survivors (PyTorch instead gives every duplicate the gradient, which
+      // disagrees with finite differences).
+      Tensor ids = reshape(arange(Scalar(gv.numel()), ScalarType::Int64, gv.device()), gv.sizes());
+      Tensor slot = index_put(zeros(g[0].sizes(), ScalarType::Int64, g[0].device()), indices, ids, false, dim);
+      gv = where(eq(index(slot, indices, dim), ids), gv, zeros_like(gv));
+    }
+    out.set(2, gv);
+  }
 }
 STRATA_DERIVATIVE(index_put_, save_inputs(1), save_outputs(), index_put_backward);
 
