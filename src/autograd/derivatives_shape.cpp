@@ -10,7 +10,6 @@
 // unfold, as_strided) scatter-add through an index map instead of copying, so
 // elements seen more than once accumulate.
 #include <algorithm>
-#include <numeric>
 
 #include "autograd/derivative_util.h"
 #include "core/shape.h"
