@@ -178,7 +178,12 @@ void autograd_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack)
     const Tensor& o = outs[k];
     node->add_input_geometry(o);
     if (ctx) ctx->output_geometry_.push_back(TensorGeometry::of(o));
-    if (!o.defined() || !is_floating_type(o.dtype())) continue;
+    if (!o.defined() || !is_floating_type(o.dtype())) {
+      // Integer outputs (sort's indices) get no history, but a derivative may need them: keep them as plain
+      // tensors (a saved output would be given this node as grad_fn under create_graph).
+      if (ctx && o.defined() && (d->save_outputs >> k & 1)) ctx->saved_outputs_[k] = SavedTensor(o, false);
+      continue;
+    }
     if (inplace_idx >= 0 && k == 0) {
       rebase_history(self_before, node);
     } else {
