@@ -247,9 +247,15 @@ void var_std_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& o
   }
   Tensor m = red.empty() ? mean(x) : mean(x, IntArrayRef(red), true);
   const double denom = std::max(0.0, static_cast<double>(n) - correction);
-  Tensor r = mul(mul(gv, sub(x, m)), num(x, 2.0 / denom));
-  if (with_mean) r = add(r, div(unsqueeze_dims(g[1], dims, nd, keepdim), num(x, static_cast<double>(n))));
-  out.set(0, r);
+  // An output that received no gradient contributes nothing (its zeros would
+  // turn into nan against 1/denom = inf when n <= correction).
+  Tensor r;
+  if (!with_mean || ctx.grad_defined(0)) r = mul(mul(gv, sub(x, m)), num(x, 2.0 / denom));
+  if (with_mean && ctx.grad_defined(1)) {
+    Tensor gm = expand(div(unsqueeze_dims(g[1], dims, nd, keepdim), num(x, static_cast<double>(n))), x.sizes());
+    r = r.defined() ? add(r, gm) : gm;
+  }
+  if (r.defined()) out.set(0, r);
 }
 
 #define STRATA_VAR_STD_DERIVATIVE(op, form, is_std, with_mean, saved_out)                   \
