@@ -139,11 +139,38 @@ void bind_autograd(nb::module_& m) {
           nb::arg("requires_grad") = true)
       .def_prop_rw(
           "grad",
-          [](const Tensor& t) -> nb::object {
-            Tensor g = strata::autograd::grad(t);
-            return g.defined() ? wrap_tensor(g) : nb::none();
+          // The Python object of .grad is kept in the tensor's __dict__ while
+          // it still holds the same gradient, so `p.grad is p.grad` and a grad
+          // assigned by the user stays the same object (as in torch).
+          [](nb::handle self) -> nb::object {
+            Tensor g = strata::autograd::grad(nb::cast<const Tensor&>(self));
+            if (!g.defined()) return nb::none();
+            nb::object d = nb::getattr(self, "__dict__", nb::none());
+            if (d.is_valid() && !d.is_none()) {
+              nb::dict dict = nb::borrow<nb::dict>(d);
+              if (dict.contains("_grad_obj")) {
+                nb::object cached = dict["_grad_obj"];
+                if (nb::cast<const Tensor&>(cached).is_same(g)) return cached;
+              }
+              nb::object obj = wrap_tensor(g);
+              dict["_grad_obj"] = obj;
+              return obj;
+            }
+            return wrap_tensor(g);
           },
-          [](const Tensor& t, nb::handle g) { set_grad(t, tensor_or_undefined(g)); }, nb::arg("value").none())
+          [](nb::handle self, nb::handle g) {
+            set_grad(nb::cast<const Tensor&>(self), tensor_or_undefined(g));
+            nb::object d = nb::getattr(self, "__dict__", nb::none());
+            if (d.is_valid() && !d.is_none()) {
+              nb::dict dict = nb::borrow<nb::dict>(d);
+              if (g.is_none()) {
+                if (dict.contains("_grad_obj")) PyDict_DelItemString(dict.ptr(), "_grad_obj");
+              } else {
+                dict["_grad_obj"] = nb::borrow(g);
+              }
+            }
+          },
+          nb::arg("value").none())
       .def_prop_ro("grad_fn",
                    [](const Tensor& t) -> nb::object {
                      auto fn = strata::autograd::grad_fn(t);

@@ -166,6 +166,18 @@ class CopySlices final : public Node {
 
 void rebase_history(const Tensor& t, std::shared_ptr<Node> fn) {
   AutogradMeta* m = meta(t);
+  if ((!m || !m->is_view) && t.impl()->view_base() && !requires_grad(t)) {
+    // A view of a tensor that had no history: track it now, so the write
+    // reaches the base.
+    Tensor base(t.impl()->view_base());
+    if (!base.impl()->autograd_meta() || !meta(base)->is_view) {
+      AutogradMeta& vm = ensure_meta(t);
+      vm.is_view = true;
+      vm.view_base = base;
+      vm.attr_version = t.version();
+      m = &vm;
+    }
+  }
   if (m && m->is_view && m->view_base.defined()) {
     const Tensor& base = m->view_base;
     STRATA_CHECK(t.storage_offset() >= 0, "in-place on a view: bad geometry");
@@ -194,6 +206,8 @@ void mark_view(const Tensor& out, const Tensor& in) {
 Tensor alias_without_history(const Tensor& t) {
   Tensor a = make_view(t, DimVector(t.sizes().begin(), t.sizes().end()),
                        DimVector(t.strides().begin(), t.strides().end()), t.storage_offset());
+  // Not a view for autograd: writes into it must not reach t's history.
+  a.impl()->set_view_base({});
   a.impl()->set_key_set(t.key_set().remove(DispatchKey::Autograd));
   a.impl()->set_wrapped_number(t.impl()->is_wrapped_number());
   return a;

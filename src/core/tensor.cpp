@@ -62,6 +62,7 @@ Tensor make_view(const Tensor& base, DimVector sizes, DimVector strides, int64_t
   auto impl = make_intrusive<TensorImpl>(base.impl()->storage(), offset, std::move(sizes), std::move(strides),
                                          base.dtype());
   impl->set_key_set(base.key_set());
+  impl->set_view_base(base.impl()->view_base() ? base.impl()->view_base() : base.impl_ptr());
   return Tensor(std::move(impl));
 }
 

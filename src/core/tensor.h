@@ -82,6 +82,12 @@ class TensorImpl : public RefCounted {
   void set_autograd_meta(std::shared_ptr<AutogradMeta> m) { autograd_meta_ = std::move(m); }
   const std::shared_ptr<AutogradMeta>& autograd_meta_ptr() const { return autograd_meta_; }
 
+  // The tensor this one is a view of (the root of a chain of views), set by
+  // make_view. Autograd uses it when an in-place write through a view of a
+  // tensor without history brings a gradient in (y = zeros(..); y[0] = x).
+  const intrusive_ptr<TensorImpl>& view_base() const { return view_base_; }
+  void set_view_base(intrusive_ptr<TensorImpl> b) { view_base_ = std::move(b); }
+
   // Slot for the Python wrapper object, so that a tensor keeps its identity.
   void* pyobj = nullptr;
 
@@ -96,6 +102,7 @@ class TensorImpl : public RefCounted {
   bool wrapped_number_ = false;
   DispatchKeySet keys_;
   std::shared_ptr<AutogradMeta> autograd_meta_;
+  intrusive_ptr<TensorImpl> view_base_;
 };
 
 class Tensor {
