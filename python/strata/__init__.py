@@ -42,5 +42,6 @@ from ._grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled,
 from . import blas  # noqa: E402,F401  (strata.blas: BLAS routines as ops)
 
 from . import ops  # noqa: E402,F401  (strata.ops.load_library, strata.ops.<namespace>.<op>)
+from .profiler import set_warn_on, HiddenCopyWarning  # noqa: E402,F401  (strata.profiler)
 
 __version__ = "0.1.0"
