@@ -115,7 +115,8 @@ nb::list key_names(uint64_t raw) {
   DispatchKeySet ks(raw, 0);
   while (!ks.empty()) {
     DispatchKey k = ks.highest();
-    l.append(nb::str(std::string(dispatch_key_name(k)).c_str()));
+    std::string_view n = dispatch_key_name(k);
+    if (n != "Undefined") l.append(nb::str(std::string(n).c_str()));  // unnamed (unused) bits
     ks = ks.remove(k);
   }
   return l;

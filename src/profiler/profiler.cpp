@@ -138,6 +138,11 @@ int64_t begin_range(ThreadState* st, std::string_view name, std::string_view cat
   Event e;
   e.name = std::string(name);
   e.category = std::string(category);
+  if (st->session->config().profile_memory) {
+    AllocatorStats m = cpu_allocator_stats();
+    e.mem_start_bytes = m.allocated_bytes;
+    e.mem_start_count = m.num_allocs;
+  }
   e.start_ns = now_ns();
   return token_for(*st, open_event(*st, std::move(e)));
 }
@@ -145,7 +150,18 @@ int64_t begin_range(ThreadState* st, std::string_view name, std::string_view cat
 void end_range(ThreadState* st, int64_t token) {
   if (token < 0 || !st || !st->session) return;
   if (static_cast<uint32_t>(token >> 32) != (st->session->id() & 0x7fffffff)) return;  // stale
-  close_event(*st, static_cast<int32_t>(token & 0xffffffff), now_ns());
+  int64_t end = now_ns();
+  int32_t idx = static_cast<int32_t>(token & 0xffffffff);
+  if (st->session->config().profile_memory) {
+    AllocatorStats m = cpu_allocator_stats();
+    std::lock_guard<std::mutex> g(st->buf->mu);
+    if (idx < static_cast<int32_t>(st->buf->events.size())) {
+      Event& e = st->buf->events[idx];
+      e.alloc_bytes = m.allocated_bytes - e.mem_start_bytes;
+      e.num_allocs = m.num_allocs - e.mem_start_count;
+    }
+  }
+  close_event(*st, idx, end);
 }
 
 }  // namespace detail

@@ -61,6 +61,7 @@ struct Event {
   std::vector<std::string> input_dtypes;
   // profile_memory: allocator deltas over the call (net bytes, allocation count).
   int64_t alloc_bytes = 0, num_allocs = 0;
+  int64_t mem_start_bytes = 0, mem_start_count = 0;  // allocator state at the start of a range
   std::string stack;  // with_stack: the Python stack at the call, innermost last
   std::unique_ptr<ExplainInfo> explain;
 };

@@ -148,7 +148,10 @@ TEST(Profiler, OtherThreadsRecordOnlyWhenJoined) {
   ASSERT_EQ(evs.size(), 3u);
   int main_count = 0, worker_count = 0;
   for (auto& e : evs) {
-    if (e.thread_id == main_tid) ++main_count, EXPECT_EQ(e.name, "strata::neg");
+    if (e.thread_id == main_tid) {
+      ++main_count;
+      EXPECT_EQ(e.name, "strata::neg");
+    }
     if (e.thread_id == worker_tid) ++worker_count;
   }
   EXPECT_EQ(main_count, 1);

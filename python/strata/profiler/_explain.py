@@ -88,10 +88,15 @@ class OpCall:
                         zip(self.input_shapes, self.input_dtypes))
         out = [f"{pad}{self.name}({ins})"]
         tls_in = [k for k in self.tls_included if k not in _PROFILER_KEYS]
-        out.append(f"{pad}  keys: tensors {{{', '.join(self.tensor_keys)}}}, thread-local +{{{', '.join(tls_in)}}} "
-                   f"-{{{', '.join(self.tls_excluded)}}}, transparent for this op {{"
-                   f"{', '.join(k for k in self.fallthrough_keys if k not in _PROFILER_KEYS and k)}}}"
-                   f" -> dispatch on {{{', '.join(k for k in self.dispatch_keys if k != 'ProfilerKernel')}}}")
+        # Of the fallthrough keys, only those the call carried matter.
+        present = set(self.tensor_keys) | set(self.tls_included)
+        skipped = [k for k in self.fallthrough_keys if k in present and k not in _PROFILER_KEYS]
+        line = (f"{pad}  keys: tensors {{{', '.join(self.tensor_keys)}}}, thread-local +{{{', '.join(tls_in)}}} "
+                f"-{{{', '.join(self.tls_excluded)}}}")
+        if skipped:
+            line += f", transparent for this op {{{', '.join(skipped)}}}"
+        line += f" -> dispatch on {{{', '.join(k for k in self.dispatch_keys if k != 'ProfilerKernel')}}}"
+        out.append(line)
         steps = []
         for p in self.path:
             if p["source"] == "fallback":
