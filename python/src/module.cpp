@@ -8,6 +8,8 @@
 
 namespace strata::py {
 
+void bind_profiler(nb::module_& m);  // profiler_bind.cpp
+
 void bind_extras(nb::module_& m) {
   m.def("set_num_threads", [](int n) { set_num_threads(n); });
   m.def("get_num_threads", [] { return get_num_threads(); });
@@ -81,4 +83,5 @@ NB_MODULE(_C, m) {
   py::bind_extras(m);
   py::bind_autograd(m);
   py::bind_experimental(m);
+  py::bind_profiler(m);
 }

@@ -49,5 +49,6 @@ from . import ops  # noqa: E402,F401  (strata.ops.load_library, strata.ops.<name
 from . import optim  # noqa: E402,F401
 from . import utils  # noqa: E402,F401
 from .serialization import save, load  # noqa: E402,F401  (safetensors checkpoints)
+from .profiler import set_warn_on, HiddenCopyWarning  # noqa: E402,F401  (strata.profiler)
 
 __version__ = "0.1.0"

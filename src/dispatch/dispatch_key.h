@@ -19,6 +19,10 @@ enum class DispatchKey : uint8_t {
   CUDA = 1,
   Meta = 2,
   PrivateUse1 = 3,
+  // Inner half of the profiler layer, below every functionality key and above
+  // the backends: strata.profiler.explain() times the kernel itself with it.
+  // Only ever in the thread-local included set, never in a tensor's key set.
+  ProfilerKernel = 14,
   // Alias used only at registration: "this kernel works for every backend",
   // used for ops written in terms of other ops. Never in a tensor's key set.
   CompositeImplicit = 15,

@@ -12,6 +12,7 @@ std::string_view dispatch_key_name(DispatchKey k) {
     case DispatchKey::CUDA: return "CUDA";
     case DispatchKey::Meta: return "Meta";
     case DispatchKey::PrivateUse1: return "PrivateUse1";
+    case DispatchKey::ProfilerKernel: return "ProfilerKernel";
     case DispatchKey::CompositeImplicit: return "CompositeImplicit";
     case DispatchKey::ADInplaceOrView: return "ADInplaceOrView";
     case DispatchKey::Autograd: return "Autograd";

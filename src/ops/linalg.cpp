@@ -8,6 +8,7 @@
 #include "ops/op_list.h"
 #include "ops/ops.h"
 #include "ops/pointwise.h"
+#include "profiler/hidden_copy.h"
 
 namespace strata {
 
@@ -353,7 +354,7 @@ Tensor matmul_impl(const Tensor& self, const Tensor& other, const OptT& out) {
     std::optional<int64_t> rs = fold_rows(a);
     Tensor af = a;
     if (!rs) {
-      af = contiguous(a);
+      af = contiguous_input(a, "self");
       rs = k;
     }
     Tensor a2 = view_as(af, {rows, k}, {*rs, af.stride(-1)});

@@ -348,7 +348,7 @@ Tensor pad_impl(const Tensor& input, IntArrayRef pad, std::string_view mode, std
       m[o] = i;
     }
   }
-  nn_pad_stub(dev.type, contiguous(input), y, maps, value.value_or(0.0));
+  nn_pad_stub(dev.type, contiguous_input(input), y, maps, value.value_or(0.0));
   return y;
 }
 STRATA_IMPL_CPU_META(pad, pad_impl);

@@ -7,6 +7,7 @@
 #include "ops/nn_kernels.h"
 #include "ops/ops.h"
 #include "ops/tensor_iterator.h"
+#include "profiler/hidden_copy.h"
 
 namespace strata::nn {
 
@@ -15,7 +16,7 @@ inline ScalarType compute_type(ScalarType t) {
   return (t == ScalarType::Float16 || t == ScalarType::BFloat16) ? ScalarType::Float32 : t;
 }
 // A contiguous copy (or the tensor itself) in dtype t.
-inline Tensor prep(const Tensor& x, ScalarType t) { return contiguous(to_dtype(x, t)); }
+inline Tensor prep(const Tensor& x, ScalarType t) { return contiguous_input(to_dtype(x, t)); }
 inline Tensor prep_opt(const std::optional<Tensor>& x, ScalarType t) {
   return x && x->defined() ? prep(*x, t) : Tensor();
 }

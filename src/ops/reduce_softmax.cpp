@@ -4,6 +4,7 @@
 #include "ops/op_list.h"
 #include "ops/ops.h"
 #include "ops/reduce_common.h"
+#include "profiler/hidden_copy.h"
 
 namespace strata {
 
@@ -30,7 +31,7 @@ Tensor softmax_common(const char* op, const Tensor& self, int64_t dim, OptDType 
   int64_t d = wrap_dim(dim, in.dim(), op);
   Tensor out = empty_tensor(in.sizes(), in.dtype(), in.device());
   if (in.device().is_meta() || in.numel() == 0) return out;
-  in = contiguous(in);
+  in = contiguous_input(in, "self");
   Split s = split_at(in, d);
   softmax_stub(in.device().type, in, out, s.outer, s.n, s.inner, log);
   return out;
@@ -42,7 +43,7 @@ Tensor scan_common(const char* op, const Tensor& self, int64_t dim, OptDType dty
   ScalarType natural = is_floating_type(in.dtype()) ? in.dtype() : ScalarType::Int64;
   Tensor out = empty_tensor(in.sizes(), natural, in.device());
   if (!in.device().is_meta() && in.numel() > 0) {
-    in = contiguous(in);
+    in = contiguous_input(in, "self");
     Split s = split_at(in, d);
     scan_stub(in.device().type, in, out, s.outer, s.n, s.inner, prod);
   }
