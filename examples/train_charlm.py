@@ -184,7 +184,7 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     if args.quick:
-        args.steps, args.evals, args.sample_chars, args.block, args.d_model = 12, 2, 60, 32, 64
+        args.steps, args.evals, args.sample_chars, args.block, args.d_model, args.lr = 12, 2, 60, 32, 64, 3e-3
     torch = load_framework(args.framework)
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -198,6 +198,8 @@ def main(argv=None):
     train_ids, val_ids = ids[:-n_val], ids[-n_val:]
     xtr, ytr = windows(train_ids, args.block, args.block // 2)
     xva, yva = windows(val_ids, args.block, args.block)
+    if args.quick:
+        xva, yva = xva[:64], yva[:64]
     target = ENTROPY_RATIO * entropy
     print(f"corpus: {len(text):,} characters, vocabulary {len(chars)}; unigram entropy {entropy:.3f} nats/char "
           f"(target: validation loss < {ENTROPY_RATIO} x entropy = {target:.3f})")
