@@ -37,6 +37,7 @@ void bind_tensor(nb::module_& m);
 void bind_ops(nb::module_& m);
 void bind_indexing(nb::module_& m);
 void bind_extras(nb::module_& m);
+void bind_autograd(nb::module_& m);  // autograd_bind.cpp: requires_grad, grad, grad_fn, engine, Function
 void bind_experimental(nb::module_& m);  // experimental_bind.cpp: introspection, binding benchmarks
 
 }  // namespace strata::py

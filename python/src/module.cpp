@@ -79,5 +79,6 @@ NB_MODULE(_C, m) {
   py::bind_ops(m);
   py::bind_indexing(m);
   py::bind_extras(m);
+  py::bind_autograd(m);
   py::bind_experimental(m);
 }

@@ -40,7 +40,14 @@ from . import _tensor_views  # noqa: E402,F401  (view properties, in-place view 
 from . import nn  # noqa: E402,F401
 from ._grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode  # noqa: E402
 from . import blas  # noqa: E402,F401  (strata.blas: BLAS routines as ops)
+from . import _tensor_autograd  # noqa: E402,F401  (Tensor.backward, Tensor.register_hook)
+from . import autograd  # noqa: E402,F401
+from . import amp  # noqa: E402,F401
+from .amp import autocast, is_autocast_enabled, get_autocast_dtype  # noqa: E402,F401
 
 from . import ops  # noqa: E402,F401  (strata.ops.load_library, strata.ops.<namespace>.<op>)
+from . import optim  # noqa: E402,F401
+from . import utils  # noqa: E402,F401
+from .serialization import save, load  # noqa: E402,F401  (safetensors checkpoints)
 
 __version__ = "0.1.0"

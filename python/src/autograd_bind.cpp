@@ -1,0 +1,285 @@
+// Autograd in Python: the tensor attributes (requires_grad, grad, grad_fn,
+// hooks), graph nodes as Python objects, the engine entry point, and the node
+// type behind strata.autograd.Function.
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/tuple.h>
+
+#include "autocast/autocast.h"
+#include "autograd/anomaly.h"
+#include "autograd/engine.h"
+#include "autograd/variable.h"
+#include "bind.h"
+#include "ops/ops.h"
+
+namespace strata::py {
+
+using namespace strata::autograd;
+
+namespace {
+
+Tensor tensor_or_undefined(nb::handle h) {
+  if (h.is_none()) return Tensor();
+  return nb::cast<Tensor>(h);
+}
+
+// A Python hook: returns None (keep) or a replacement gradient.
+GradHook make_hook(nb::object fn) {
+  auto holder = std::make_shared<nb::object>(std::move(fn));
+  return [holder](const Tensor& g) -> Tensor {
+    nb::gil_scoped_acquire gil;
+    nb::object r = (*holder)(wrap_tensor(g));
+    if (r.is_none()) return Tensor();
+    return nb::cast<Tensor>(r);
+  };
+}
+
+// Node of a strata.autograd.Function: calls the Python backward through the
+// ctx object (python/strata/autograd/function.py).
+class PyFunctionNode final : public Node {
+ public:
+  PyFunctionNode(nb::object ctx, std::string name) : ctx_(std::move(ctx)), name_(std::move(name)) {}
+  ~PyFunctionNode() override {
+    nb::gil_scoped_acquire gil;
+    ctx_.reset();
+  }
+  variable_list apply(variable_list&& grads) override {
+    nb::gil_scoped_acquire gil;
+    nb::list args;
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (grads[i].defined()) {
+        args.append(wrap_tensor(grads[i]));
+      } else if (input_geometry[i].defined() && is_floating_type(input_geometry[i].dtype)) {
+        args.append(wrap_tensor(zeros(input_geometry[i].sizes, input_geometry[i].dtype, input_geometry[i].device)));
+      } else {
+        args.append(nb::none());
+      }
+    }
+    nb::object r = ctx_.attr("_run_backward")(nb::tuple(args));
+    variable_list out;
+    for (nb::handle h : r) out.push_back(tensor_or_undefined(h));
+    STRATA_CHECK(out.size() == next_edges.size(), "function ", name_, " returned an incorrect number of gradients (expected ",
+                 next_edges.size(), ", got ", out.size(), ")");
+    return out;
+  }
+  std::string name() const override { return name_; }
+  void release_variables() override {
+    nb::gil_scoped_acquire gil;
+    ctx_.attr("_release")();
+  }
+
+ private:
+  nb::object ctx_;
+  std::string name_;
+};
+
+std::string python_stack() {
+  nb::gil_scoped_acquire gil;
+  try {
+    nb::object lines = nb::module_::import_("traceback").attr("format_stack")();
+    std::string s;
+    for (nb::handle l : lines) s += nb::cast<std::string>(l);
+    return s;
+  } catch (...) {
+    return std::string();
+  }
+}
+
+}  // namespace
+
+void bind_autograd(nb::module_& m) {
+  set_anomaly_trace_fn(&python_stack);
+
+  nb::class_<Node>(m, "_Node", nb::dynamic_attr())
+      .def("name", &Node::name)
+      .def_prop_ro("next_functions",
+                   [](const Node& n) {
+                     nb::list l;
+                     for (const Edge& e : n.next_edges) {
+                       l.append(nb::make_tuple(e.fn ? nb::cast(e.fn) : nb::none(), e.input_nr));
+                     }
+                     return nb::tuple(l);
+                   })
+      .def_prop_ro("_sequence_nr", [](const Node& n) { return n.sequence_nr; })
+      .def("_register_prehook",
+           [](Node& n, uint32_t index, nb::object fn) {
+             n.pre_hooks[index].push_back(make_hook(std::move(fn)));
+             return n.pre_hooks[index].size() - 1;
+           })
+      .def("_remove_prehook",
+           [](Node& n, uint32_t index, size_t pos) {
+             auto it = n.pre_hooks.find(index);
+             if (it != n.pre_hooks.end() && pos < it->second.size()) it->second[pos] = nullptr;
+           })
+      .def("register_hook",
+           [](Node& n, nb::object fn) {
+             auto holder = std::make_shared<nb::object>(std::move(fn));
+             n.post_hooks.push_back([holder](const variable_list& gin, const variable_list& gout) {
+               nb::gil_scoped_acquire gil;
+               auto conv = [](const variable_list& v) {
+                 nb::list l;
+                 for (const Tensor& t : v) l.append(t.defined() ? wrap_tensor(t) : nb::none());
+                 return nb::tuple(l);
+               };
+               (*holder)(conv(gin), conv(gout));
+             });
+           })
+      .def("__repr__", [](const Node& n) { return "<" + n.name() + " object>"; });
+
+  nb::class_<Tensor> cls = nb::borrow<nb::class_<Tensor>>(nb::type<Tensor>());
+  cls.def_prop_rw(
+         "requires_grad", [](const Tensor& t) { return requires_grad(t); },
+         [](const Tensor& t, bool v) { set_requires_grad(t, v); })
+      .def(
+          "requires_grad_",
+          [](nb::handle self, bool v) {
+            set_requires_grad(nb::cast<const Tensor&>(self), v);
+            return nb::borrow(self);
+          },
+          nb::arg("requires_grad") = true)
+      .def_prop_rw(
+          "grad",
+          [](const Tensor& t) -> nb::object {
+            Tensor g = strata::autograd::grad(t);
+            return g.defined() ? wrap_tensor(g) : nb::none();
+          },
+          [](const Tensor& t, nb::handle g) { set_grad(t, tensor_or_undefined(g)); }, nb::arg("value").none())
+      .def_prop_ro("grad_fn",
+                   [](const Tensor& t) -> nb::object {
+                     auto fn = strata::autograd::grad_fn(t);
+                     return fn ? nb::cast(fn) : nb::none();
+                   })
+      .def_prop_ro("is_leaf", [](const Tensor& t) { return is_leaf(t); })
+      .def_prop_ro("output_nr", [](const Tensor& t) { return meta(t) ? meta(t)->output_nr : 0u; })
+      .def_prop_ro("retains_grad", [](const Tensor& t) { return meta(t) && meta(t)->retains_grad; })
+      .def("detach", [](const Tensor& t) { return strata::autograd::detach(t); })
+      .def("detach_",
+           [](nb::handle self) {
+             const Tensor& t = nb::cast<const Tensor&>(self);
+             if (AutogradMeta* m = meta(t)) {
+               STRATA_CHECK(!m->is_view, "Can't detach views in-place. Use detach() instead.");
+               m->grad_fn = nullptr;
+               m->requires_grad = false;
+             }
+             t.impl()->set_key_set(t.key_set().remove(DispatchKey::Autograd));
+             return nb::borrow(self);
+           })
+      .def_prop_rw(
+          "data", [](const Tensor& t) { return strata::autograd::detach(t); },
+          [](const Tensor& t, const Tensor& src) {
+            // Re-points this tensor at src's storage and geometry; history stays.
+            STRATA_CHECK(t.dtype() == src.dtype() || !requires_grad(t), "data: cannot assign a ",
+                         dtype_name(src.dtype()), " tensor to a ", dtype_name(t.dtype()), " tensor that requires grad");
+            t.impl()->set_storage(src.impl()->storage());
+            t.impl()->set_geometry(DimVector(src.sizes().begin(), src.sizes().end()),
+                                   DimVector(src.strides().begin(), src.strides().end()), src.storage_offset());
+          })
+      .def("retain_grad",
+           [](const Tensor& t) {
+             STRATA_CHECK(requires_grad(t), "can't retain_grad on Tensor that has requires_grad=False");
+             AutogradMeta& m = ensure_meta(t);
+             if (!m.grad_fn || m.retains_grad) return;
+             m.retains_grad = true;
+             // The hook holds the tensor weakly through its impl pointer: a
+             // strong reference would keep the graph alive from itself.
+             TensorImpl* impl = t.impl();
+             auto alive = std::weak_ptr<AutogradMeta>(t.impl()->autograd_meta_ptr());
+             m.grad_fn->retain_grad_hooks[m.output_nr] = ([impl, alive](const Tensor& g) -> Tensor {
+               if (auto am = alive.lock()) {
+                 (void)impl;
+                 if (!am->grad.defined()) {
+                   am->grad = grad_mode_enabled() ? g : clone(alias_without_history(g));
+                 } else {
+                   am->grad = add(am->grad, g);
+                 }
+               }
+               return Tensor();
+             });
+           })
+      .def("_register_hook", [](const Tensor& t, nb::object fn) -> nb::object {
+        STRATA_CHECK(requires_grad(t), "cannot register a hook on a tensor that doesn't require gradient");
+        AutogradMeta& m = ensure_meta(t);
+        if (!m.grad_fn) {
+          m.leaf_hooks.push_back(make_hook(std::move(fn)));
+          return nb::make_tuple(nb::none(), 0, m.leaf_hooks.size() - 1);
+        }
+        auto fnode = strata::autograd::grad_fn(t);
+        auto& hooks = fnode->pre_hooks[m.output_nr];
+        hooks.push_back(make_hook(std::move(fn)));
+        return nb::make_tuple(nb::cast(fnode), m.output_nr, hooks.size() - 1);
+      })
+      .def("_remove_leaf_hook", [](const Tensor& t, size_t pos) {
+        if (AutogradMeta* m = meta(t); m && pos < m->leaf_hooks.size()) m->leaf_hooks[pos] = nullptr;
+      });
+
+  m.def(
+      "_run_backward",
+      [](std::vector<Tensor> roots, nb::list grad_roots, bool keep_graph, bool create_graph, std::vector<Tensor> inputs,
+         bool allow_unused, bool accumulate_grad) {
+        variable_list grads;
+        for (nb::handle h : grad_roots) grads.push_back(tensor_or_undefined(h));
+        BackwardOptions opt;
+        opt.keep_graph = keep_graph;
+        opt.create_graph = create_graph;
+        opt.allow_unused = allow_unused;
+        opt.accumulate_grad = accumulate_grad;
+        variable_list r = run_backward(roots, grads, inputs, opt);
+        nb::list out;
+        for (const Tensor& t : r) out.append(t.defined() ? wrap_tensor(t) : nb::none());
+        return out;
+      },
+      nb::arg("roots"), nb::arg("grad_roots"), nb::arg("keep_graph"), nb::arg("create_graph"), nb::arg("inputs"),
+      nb::arg("allow_unused"), nb::arg("accumulate_grad"));
+
+  // Records a strata.autograd.Function call: outputs get a node whose backward
+  // is ctx._run_backward; dirty inputs (mark_dirty) have their history rebased.
+  m.def("_function_record", [](nb::object ctx, nb::list inputs, nb::list outputs, std::string name,
+                               std::vector<bool> differentiable, std::vector<bool> dirty) {
+    auto node = std::make_shared<PyFunctionNode>(ctx, std::move(name));
+    for (nb::handle h : inputs) {
+      Tensor t = tensor_or_undefined(h);
+      node->next_edges.push_back(t.defined() && requires_grad(t) ? gradient_edge(t) : Edge{});
+    }
+    if (anomaly_mode_enabled()) node->creation_trace = current_anomaly_trace(node->name());
+    size_t i = 0;
+    for (nb::handle h : outputs) {
+      Tensor t = tensor_or_undefined(h);
+      node->add_input_geometry(t);
+      if (t.defined() && is_floating_type(t.dtype()) && differentiable.at(i)) {
+        if (dirty.at(i)) {
+          rebase_history(t, node);
+        } else {
+          set_history(t, node, static_cast<uint32_t>(i));
+        }
+      }
+      ++i;
+    }
+    return std::shared_ptr<Node>(node);
+  });
+  m.def("_set_history", [](const Tensor& t, std::shared_ptr<Node> fn, uint32_t nr) { set_history(t, fn, nr); });
+  m.def("_make_subclass", [](nb::type_object cls, const Tensor& data, bool requires_grad) {
+    Tensor t = alias_without_history(data);
+    nb::object o = nb::inst_alloc(cls);
+    new (nb::inst_ptr<Tensor>(o)) Tensor(t);
+    nb::inst_mark_ready(o);
+    if (requires_grad) set_requires_grad(t, true);
+    return o;
+  });
+  m.def("_set_autocast_enabled", [](bool on) { autocast::set_enabled(on); });
+  m.def("_is_autocast_enabled", [] { return autocast::is_enabled(); });
+  m.def("_set_autocast_dtype", [](const DType& d) { autocast::set_dtype(d.type); });
+  m.def("_get_autocast_dtype", [] { return dtype_object(autocast::dtype()); });
+  m.def("_autocast_policy", [](const std::string& op) {
+    switch (autocast::policy_of(op)) {
+      case autocast::Policy::LowerPrecision: return "lower_precision";
+      case autocast::Policy::Float32: return "float32";
+      case autocast::Policy::Promote: return "promote";
+      default: return "none";
+    }
+  });
+  m.def("_set_anomaly_enabled", [](bool on, bool check_nan) { set_anomaly_mode(on, check_nan); });
+  m.def("_is_anomaly_enabled", [] { return anomaly_mode_enabled(); });
+  m.def("_is_anomaly_check_nan_enabled", [] { return anomaly_check_nan(); });
+}
+
+}  // namespace strata::py

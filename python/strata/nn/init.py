@@ -1,0 +1,216 @@
+"""strata.nn.init: torch.nn.init's in-place initialisers. Each runs under no_grad and returns its tensor."""
+
+import math
+import warnings
+
+from .. import _C
+from .._grad_mode import no_grad
+
+_ops = _C._ops
+Tensor = _C.Tensor
+
+__all__ = [
+    "calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_",
+    "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_",
+]
+
+
+def _strata():
+    import importlib
+
+    return importlib.import_module(__name__.rsplit(".", 2)[0])
+
+
+def calculate_gain(nonlinearity, param=None):
+    """The recommended gain for a nonlinearity (torch's table)."""
+    linear_fns = ["linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+                  "conv_transpose3d"]
+    if nonlinearity in linear_fns or nonlinearity == "sigmoid":
+        return 1
+    if nonlinearity == "tanh":
+        return 5.0 / 3
+    if nonlinearity == "relu":
+        return math.sqrt(2.0)
+    if nonlinearity == "leaky_relu":
+        if param is None:
+            negative_slope = 0.01
+        elif not isinstance(param, bool) and isinstance(param, (int, float)):
+            negative_slope = param
+        else:
+            raise ValueError(f"negative_slope {param} not a valid number")
+        return math.sqrt(2.0 / (1 + negative_slope ** 2))
+    if nonlinearity == "selu":
+        return 3.0 / 4
+    raise ValueError(f"Unsupported nonlinearity {nonlinearity}")
+
+
+def _calculate_fan_in_and_fan_out(tensor):
+    if tensor.dim() < 2:
+        raise ValueError("Fan in and fan out can not be computed for tensor with fewer than 2 dimensions")
+    receptive = 1
+    for s in tensor.shape[2:]:
+        receptive *= s
+    return tensor.shape[1] * receptive, tensor.shape[0] * receptive
+
+
+def _calculate_correct_fan(tensor, mode):
+    mode = mode.lower()
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f"Mode {mode} not supported, please use one of fan_in, fan_out")
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    return fan_in if mode == "fan_in" else fan_out
+
+
+def _gen(generator):
+    from ..random import _gen_id
+
+    return _gen_id(generator)
+
+
+def uniform_(tensor, a=0.0, b=1.0, generator=None):
+    # The op returns a new Python object for the same tensor; callers (Parameters) need the one they passed.
+    with no_grad():
+        _ops.uniform_(tensor, float(a), float(b), generator=_gen(generator))
+    return tensor
+
+
+def normal_(tensor, mean=0.0, std=1.0, generator=None):
+    with no_grad():
+        _ops.normal_(tensor, float(mean), float(std), generator=_gen(generator))
+    return tensor
+
+
+def _erfinv(y):
+    """Inverse error function of a float64 tensor with |y| < 1: Giles' single-precision approximation, refined by
+    two Newton steps on erf (quadratically convergent, so to double precision)."""
+    st = _strata()
+    w = _ops.neg(_ops.log1p(_ops.neg(_ops.mul(y, y))))
+    # Central branch (w < 5) and tail branch (w >= 5) polynomials in w.
+    wc = _ops.sub(w, 2.5)
+    pc = 2.81022636e-08
+    for c in (3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503, -0.00417768164,
+              0.246640727, 1.50140941):
+        pc = _ops.add(_ops.mul(wc, pc), c)
+    wt = _ops.sub(_ops.sqrt(_ops.clamp(w, 5.0, None)), 3.0)
+    pt = -0.000200214257
+    for c in (0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613, 0.00943887047,
+              1.00167406, 2.83297682):
+        pt = _ops.add(_ops.mul(wt, pt), c)
+    x = _ops.mul(st.where(_ops.lt(w, 5.0), pc, pt), y)
+    two_over_sqrt_pi = 2.0 / math.sqrt(math.pi)
+    for _ in range(2):
+        err = _ops.sub(_ops.erf(x), y)
+        deriv = _ops.mul(_ops.exp(_ops.neg(_ops.mul(x, x))), two_over_sqrt_pi)
+        x = _ops.sub(x, _ops.div(err, deriv))
+    return x
+
+
+def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """Normal(mean, std) truncated to [a, b], by inverse-CDF sampling (exact for any interval)."""
+
+    def norm_cdf(x):
+        return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
+
+    if mean < a - 2 * std or mean > b + 2 * std:
+        warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
+                      "The distribution of values may be incorrect.", stacklevel=2)
+    with no_grad():
+        lo, hi = norm_cdf((a - mean) / std), norm_cdf((b - mean) / std)
+        st = _strata()
+        u = st.empty(tuple(tensor.shape), dtype=_C.float64, device=tensor.device)
+        _ops.uniform_(u, 2 * lo - 1, 2 * hi - 1, generator=_gen(generator))
+        # Keep |u| < 1 so erfinv stays finite.
+        u = _ops.clamp(u, -1.0 + 1e-16, 1.0 - 1e-16)
+        x = _ops.add(_ops.mul(_erfinv(u), std * math.sqrt(2.0)), float(mean))
+        x = _ops.clamp(x, float(a), float(b))
+        tensor.copy_(x)
+        return tensor
+
+
+def constant_(tensor, val):
+    with no_grad():
+        tensor.fill_(val)
+    return tensor
+
+
+def ones_(tensor):
+    return constant_(tensor, 1.0)
+
+
+def zeros_(tensor):
+    with no_grad():
+        tensor.zero_()
+    return tensor
+
+
+def eye_(tensor):
+    if tensor.dim() != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    with no_grad():
+        tensor.copy_(_ops.eye(tensor.shape[0], tensor.shape[1], dtype=tensor.dtype, device=tensor.device))
+        return tensor
+
+
+def _no_op_if_empty(tensor):
+    if tensor.numel() == 0:
+        warnings.warn("Initializing zero-element tensors is a no-op")
+        return True
+    return False
+
+
+def xavier_uniform_(tensor, gain=1.0, generator=None):
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
+    bound = math.sqrt(3.0) * std
+    return uniform_(tensor, -bound, bound, generator)
+
+
+def xavier_normal_(tensor, gain=1.0, generator=None):
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
+    return normal_(tensor, 0.0, std, generator)
+
+
+def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    if _no_op_if_empty(tensor):
+        return tensor
+    fan = _calculate_correct_fan(tensor, mode)
+    std = calculate_gain(nonlinearity, a) / math.sqrt(fan)
+    bound = math.sqrt(3.0) * std
+    return uniform_(tensor, -bound, bound, generator)
+
+
+def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    if _no_op_if_empty(tensor):
+        return tensor
+    fan = _calculate_correct_fan(tensor, mode)
+    std = calculate_gain(nonlinearity, a) / math.sqrt(fan)
+    return normal_(tensor, 0.0, std, generator)
+
+
+def orthogonal_(tensor, gain=1, generator=None):
+    if tensor.dim() < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if tensor.numel() == 0:
+        return tensor
+    st = _strata()
+    linalg = getattr(st, "linalg", None)
+    qr = getattr(linalg, "qr", None) if linalg is not None else getattr(st, "qr", None)
+    if qr is None:
+        raise NotImplementedError("nn.init.orthogonal_ needs a QR decomposition (strata.linalg.qr), "
+                                  "which this build does not have")
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows
+    with no_grad():
+        flat = st.randn(rows, cols, dtype=tensor.dtype, generator=generator)
+        if rows < cols:
+            flat = flat.t()
+        q, r = qr(flat)
+        d = _ops.sign(r.diagonal())
+        q = _ops.mul(q, d)
+        if rows < cols:
+            q = q.t()
+        tensor.copy_(q.reshape(tuple(tensor.shape)))
+        tensor.mul_(gain)
+        return tensor
+

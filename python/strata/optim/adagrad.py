@@ -1,0 +1,68 @@
+"""strata.optim.Adagrad (torch.optim.Adagrad)."""
+
+from .. import _C
+from .._creation import full_like
+from .optimizer import Optimizer, _grad_of, _use_grad
+from ._functional import addcmul_, addcdiv_, scalar, new_step, check_unsupported
+
+__all__ = ["Adagrad"]
+
+
+class Adagrad(Optimizer):
+    """``sum += g*g``; ``p -= lr / (1 + (t-1)*lr_decay) * g / (sqrt(sum) + eps)``.
+
+    As in torch, the state (``step`` and ``sum``, which starts at ``initial_accumulator_value``) is created
+    eagerly in the constructor, not at the first step."""
+
+    def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10,
+                 foreach=None, *, maximize=False, differentiable=False, fused=None):
+        if scalar(lr) < 0.0:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= lr_decay:
+            raise ValueError(f"Invalid lr_decay value: {lr_decay}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if not 0.0 <= initial_accumulator_value:
+            raise ValueError(f"Invalid initial_accumulator_value value: {initial_accumulator_value}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        check_unsupported("Adagrad", fused=fused)
+        defaults = dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
+                        initial_accumulator_value=initial_accumulator_value, foreach=foreach, maximize=maximize,
+                        differentiable=differentiable, fused=fused)
+        super().__init__(params, defaults)
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                state["step"] = new_step()
+                state["sum"] = full_like(p, group["initial_accumulator_value"])
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("maximize", False)
+
+    @_use_grad
+    def step(self):
+        for group in self.param_groups:
+            lr = scalar(group["lr"])
+            lr_decay, eps, weight_decay = group["lr_decay"], group["eps"], group["weight_decay"]
+            for p in group["params"]:
+                grad = _grad_of(p)
+                if grad is None:
+                    continue
+                state = self.state[p]
+                if isinstance(state["step"], _C.Tensor):
+                    state["step"].add_(1)
+                    step = state["step"].item()
+                else:
+                    step = state["step"] = state["step"] + 1
+                if group["maximize"]:
+                    grad = -grad
+                if weight_decay != 0:
+                    grad = grad.add(p, alpha=weight_decay)
+                clr = lr / (1 + (step - 1) * lr_decay)
+                state_sum = state["sum"]
+                addcmul_(state_sum, grad, grad, 1)
+                std = state_sum.sqrt().add_(eps)
+                addcdiv_(p, grad, std, -clr)

@@ -1,0 +1,89 @@
+"""strata.optim.Adam (torch.optim.Adam), with optional AMSGrad and decoupled weight decay."""
+
+from .. import _C
+from .._creation import zeros_like
+from .._functions import maximum
+from .optimizer import Optimizer, _grad_of, _use_grad
+from ._functional import addcmul_, addcdiv_, scalar, new_step, check_unsupported
+
+__all__ = ["Adam"]
+
+
+def _check_args(lr, betas, eps, weight_decay):
+    if scalar(lr) < 0.0:
+        raise ValueError(f"Invalid learning rate: {lr}")
+    if not 0.0 <= eps:
+        raise ValueError(f"Invalid epsilon value: {eps}")
+    if not 0.0 <= betas[0] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+    if not 0.0 <= betas[1] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+    if not 0.0 <= weight_decay:
+        raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+
+
+class Adam(Optimizer):
+    """``m = b1*m + (1-b1)*g``, ``v = b2*v + (1-b2)*g*g``,
+    ``p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)`` (AMSGrad uses the running max of ``v``).
+    ``weight_decay`` adds ``wd*p`` to ``g``, or with ``decoupled_weight_decay`` scales ``p`` by
+    ``1 - lr*wd`` first (AdamW)."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
+                 foreach=None, maximize=False, capturable=False, differentiable=False, fused=None,
+                 decoupled_weight_decay=False):
+        _check_args(lr, betas, eps, weight_decay)
+        check_unsupported(type(self).__name__, capturable=capturable, fused=fused)
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize,
+                        foreach=foreach, capturable=capturable, differentiable=differentiable, fused=fused,
+                        decoupled_weight_decay=decoupled_weight_decay)
+        super().__init__(params, defaults)
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("amsgrad", False)
+            group.setdefault("maximize", False)
+            group.setdefault("decoupled_weight_decay", False)
+
+    @_use_grad
+    def step(self):
+        for group in self.param_groups:
+            lr = scalar(group["lr"])
+            beta1, beta2 = (scalar(b) for b in group["betas"])
+            eps, weight_decay, amsgrad = group["eps"], group["weight_decay"], group["amsgrad"]
+            for p in group["params"]:
+                grad = _grad_of(p)
+                if grad is None:
+                    continue
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = new_step()
+                    state["exp_avg"] = zeros_like(p)
+                    state["exp_avg_sq"] = zeros_like(p)
+                    if amsgrad:
+                        state["max_exp_avg_sq"] = zeros_like(p)
+                if group["maximize"]:
+                    grad = -grad
+                if weight_decay != 0:
+                    if group["decoupled_weight_decay"]:
+                        p.mul_(1 - lr * weight_decay)
+                    else:
+                        grad = grad.add(p, alpha=weight_decay)
+                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+                step_t = state["step"]
+                if isinstance(step_t, _C.Tensor):
+                    step_t.add_(1)
+                    step = step_t.item()
+                else:
+                    step = state["step"] = step_t + 1
+                exp_avg.lerp_(grad, 1 - beta1)
+                addcmul_(exp_avg_sq.mul_(beta2), grad, grad, 1 - beta2)
+                bias_correction1 = 1 - beta1 ** step
+                bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+                if amsgrad:
+                    max_sq = state["max_exp_avg_sq"]
+                    maximum(max_sq, exp_avg_sq, out=max_sq)
+                    denom = (max_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+                else:
+                    denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+                addcdiv_(p, exp_avg, denom, -lr / bias_correction1)

@@ -1,0 +1,597 @@
+"""Checkpoints that cannot run code: ``strata.save`` / ``strata.load`` in the safetensors format.
+
+File layout (the safetensors format, written and read here without the ``safetensors`` package):
+
+* 8 bytes: little-endian u64 ``N``, the header length;
+* ``N`` bytes: a UTF-8 JSON object
+  ``{name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {str: str}}``,
+  padded with spaces to a multiple of 8 so the data starts aligned;
+* the byte buffer: every tensor's contiguous little-endian bytes, back to back, with no holes.
+
+A ``dict`` of ``str -> Tensor`` (a model ``state_dict``) is stored exactly as the ``safetensors`` library stores it, so
+either side can read the other's files. Anything else (a bare tensor, an optimizer ``state_dict`` with int keys, tuples,
+floats, ``None``...) is stored the same way for its tensors, plus a JSON description of the surrounding structure under
+the ``__metadata__`` key ``"strata.structure"``, which ``load`` uses to rebuild the same object.
+
+Loading never unpickles or evaluates anything, validates every header field before touching data, and never allocates
+more than the file actually holds.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import struct
+import sys
+from collections import OrderedDict
+from collections.abc import Mapping
+
+import numpy as np
+
+from . import _C
+
+__all__ = ["save", "load", "load_metadata"]
+
+# The reference library refuses headers above 100 MB: a header that big is an attack, not a checkpoint.
+MAX_HEADER_SIZE = 100_000_000
+STRUCTURE_KEY = "strata.structure"
+_STRUCTURE_VERSION = 1
+_CHUNK = 1 << 24
+
+# safetensors dtype name -> (strata dtype, item size). The reference library's Dtype enum orders these
+# BOOL < U8 < I8 < I16 < F16 < BF16 < I32 < F32 < F64 < I64; the writer lays tensors out by that rank, descending, then
+# by name, which is what makes our files byte-identical to the library's.
+_DTYPES = {
+    "BOOL": (_C.bool, 1, 0),
+    "U8": (_C.uint8, 1, 1),
+    "I8": (_C.int8, 1, 2),
+    "I16": (_C.int16, 2, 3),
+    "F16": (_C.float16, 2, 4),
+    "BF16": (_C.bfloat16, 2, 5),
+    "I32": (_C.int32, 4, 6),
+    "F32": (_C.float32, 4, 7),
+    "F64": (_C.float64, 8, 8),
+    "I64": (_C.int64, 8, 9),
+}
+# Formats the reference knows but strata has no dtype for: named in the error instead of "unknown".
+_FOREIGN_DTYPES = {"U16", "U32", "U64", "F8_E5M2", "F8_E4M3", "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2", "C64"}
+_NAME_OF = {str(info[0]): name for name, info in _DTYPES.items()}
+
+_INT64_MAX = (1 << 63) - 1
+# No real tensor has this many dimensions; the cap stops a 100 MB header of "[0,0,0,...]" from building a tensor with
+# tens of millions of dimensions (gigabytes of sizes and strides for zero bytes of data).
+MAX_NDIM = 1024
+
+
+def _st_name(dtype):
+    name = _NAME_OF.get(str(dtype))
+    if name is None:
+        raise TypeError(f"strata.save: tensors of dtype {dtype} cannot be stored in safetensors")
+    return name
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Saving
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def _is_tensor(x):
+    return isinstance(x, _C.Tensor)
+
+
+def _is_plain_state_dict(obj):
+    return (
+        isinstance(obj, Mapping)
+        and all(isinstance(k, str) and _is_tensor(v) for k, v in obj.items())
+        and "__metadata__" not in obj
+    )
+
+
+class _Flattener:
+    """Turns nested state into tagged JSON, collecting its tensors under dotted names.
+
+    JSON objects appear in the encoding only as one-key tags, so nothing a user stores can be mistaken for one:
+    ``{"$tensor": name}``, ``{"$tuple": [...]}``, ``{"$dict": [[key, value], ...]}`` (keys keep their type and order),
+    ``{"$odict": [...]}`` (an OrderedDict), ``{"$float": "nan" | "inf" | "-inf"}`` (JSON has no non-finite numbers).
+    """
+
+    def __init__(self):
+        self.tensors = {}  # name -> tensor, in discovery order
+        self._name_of_id = {}  # id(tensor) -> name: the same tensor object stored twice is stored once
+        self._active = set()  # ids of containers being encoded, to refuse cycles
+
+    def _name_for(self, path):
+        base = ".".join(path) if path else "tensor"
+        name, n = base, 0
+        while name in self.tensors or name == "__metadata__":
+            n += 1
+            name = f"{base}#{n}"
+        return name
+
+    def encode(self, obj, path):
+        if obj is None or isinstance(obj, (bool, str)):
+            return obj
+        if isinstance(obj, int):
+            return int(obj)
+        if isinstance(obj, float):
+            if math.isfinite(obj):
+                return float(obj)
+            return {"$float": "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")}
+        if _is_tensor(obj):
+            name = self._name_of_id.get(id(obj))
+            if name is None:
+                name = self._name_for(path)
+                self.tensors[name] = obj
+                self._name_of_id[id(obj)] = name
+            return {"$tensor": name}
+        if isinstance(obj, (list, tuple, Mapping)):
+            if id(obj) in self._active:
+                raise ValueError(f"strata.save: the object contains a reference cycle at '{'.'.join(path)}'")
+            self._active.add(id(obj))
+            try:
+                if isinstance(obj, Mapping):
+                    items = []
+                    for k, v in obj.items():
+                        if not (k is None or isinstance(k, (bool, int, float, str))):
+                            raise TypeError(
+                                f"strata.save: dict key {k!r} at '{'.'.join(path)}' has type {type(k).__name__}; "
+                                "only str, int, float, bool and None keys can be stored"
+                            )
+                        items.append([self.encode(k, path), self.encode(v, path + [str(k)])])
+                    return {"$odict" if isinstance(obj, OrderedDict) else "$dict": items}
+                enc = [self.encode(v, path + [str(i)]) for i, v in enumerate(obj)]
+                return enc if isinstance(obj, list) else {"$tuple": enc}
+            finally:
+                self._active.discard(id(obj))
+        raise TypeError(
+            f"strata.save: cannot store a value of type {type(obj).__name__} at '{'.'.join(path) or '<root>'}'; "
+            "checkpoints hold tensors, dicts, lists, tuples, str, int, float, bool and None (no pickled objects)"
+        )
+
+
+def _tensor_bytes(t, name):
+    """The tensor's values as a flat little-endian uint8 NumPy array (a view when the tensor is already contiguous)."""
+    if t.is_meta:
+        raise ValueError(f"strata.save: tensor '{name}' is on the meta device and has no data to save")
+    if t.device.type != "cpu":
+        t = t.cpu()
+    if hasattr(t, "detach"):
+        t = t.detach()
+    if t.numel() == 0:
+        return np.empty(0, dtype=np.uint8)
+    # Going through uint8 at the strata level moves the raw bits for every dtype, bfloat16 included (NumPy has no
+    # bfloat16); flattening first sidesteps NumPy's 64-dimension limit and the 0-d restriction of view(dtype).
+    flat = t.contiguous().reshape(-1)
+    itemsize = flat.element_size()
+    raw = flat.view(_C.uint8).numpy()
+    if sys.byteorder != "little" and itemsize > 1:
+        raw = raw.view(f"u{itemsize}").byteswap().view(np.uint8)
+    return raw
+
+
+def _build(obj, metadata):
+    if metadata is not None:
+        if not isinstance(metadata, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
+        ):
+            raise TypeError("strata.save: metadata must be a dict of str -> str")
+        if STRUCTURE_KEY in metadata:
+            raise ValueError(f"strata.save: the metadata key '{STRUCTURE_KEY}' is reserved")
+    meta = dict(metadata) if metadata else {}
+    if _is_plain_state_dict(obj):
+        tensors = dict(obj)
+    else:
+        flat = _Flattener()
+        root = flat.encode(obj, [])
+        tensors = flat.tensors
+        meta[STRUCTURE_KEY] = json.dumps(
+            {"version": _STRUCTURE_VERSION, "root": root}, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+
+    entries = []
+    for name, t in tensors.items():
+        st = _st_name(t.dtype)
+        if t.is_meta:  # refused before the destination file is opened (and truncated)
+            raise ValueError(f"strata.save: tensor '{name}' is on the meta device and has no data to save")
+        entries.append((name, st, [int(s) for s in t.shape], t))
+    entries.sort(key=lambda e: (-_DTYPES[e[1]][2], e[0]))
+
+    header = {}
+    if meta:
+        header["__metadata__"] = {k: meta[k] for k in sorted(meta)}
+    layout = []
+    offset = 0
+    for name, st, shape, t in entries:
+        nbytes = math.prod(shape) * _DTYPES[st][1]
+        header[name] = {"dtype": st, "shape": shape, "data_offsets": [offset, offset + nbytes]}
+        layout.append((name, t, nbytes))
+        offset += nbytes
+    try:
+        text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(
+            f"strata.save: tensor names and metadata must be valid Unicode (no lone surrogates): {e}"
+        ) from None
+    text += b" " * (-len(text) % 8)
+    return text, layout
+
+
+def _write_all(f, header, layout):
+    f.write(struct.pack("<Q", len(header)))
+    f.write(header)
+    for name, t, nbytes in layout:
+        raw = _tensor_bytes(t, name)
+        if raw.nbytes != nbytes:  # a tensor resized under us between layout and write
+            raise RuntimeError(f"strata.save: tensor '{name}' changed size while being saved")
+        if nbytes:
+            f.write(memoryview(raw))
+
+
+def save(
+    obj,
+    f,
+    pickle_module=None,
+    pickle_protocol=None,
+    _use_new_zipfile_serialization=True,
+    _disable_byteorder_record=False,
+    *,
+    metadata=None,
+):
+    """Save ``obj`` to ``f`` (a path or a writable binary file) in the safetensors format.
+
+    ``obj`` may be a Tensor, a ``str -> Tensor`` dict (stored as a plain safetensors file), or nested dicts / lists /
+    tuples of tensors, ints, floats, bools, str and None (an optimizer ``state_dict``). Views are stored as their
+    values; tensors sharing storage are stored as separate copies; the same tensor object reached twice is stored once
+    and comes back as one object. ``metadata`` (str -> str) is written to the header's ``__metadata__``.
+    ``pickle_module`` / ``pickle_protocol`` exist for torch signature compatibility and must be left unset; the
+    underscored torch arguments are accepted and ignored.
+    """
+    if pickle_module is not None:
+        raise TypeError("strata.save: pickle_module is not supported; strata checkpoints never pickle")
+    header, layout = _build(obj, metadata)
+    if isinstance(f, (str, os.PathLike)):
+        with open(f, "wb") as fh:
+            _write_all(fh, header, layout)
+    elif hasattr(f, "write"):
+        if isinstance(f, io.TextIOBase):
+            raise TypeError("strata.save: f must be opened in binary mode ('wb')")
+        _write_all(f, header, layout)
+    else:
+        raise TypeError(f"strata.save: f must be a path or a writable binary file, got {type(f).__name__}")
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class _Source:
+    """A readable byte stream of known remaining length, with every read checked for truncation."""
+
+    def __init__(self, f, label, size):
+        self.f, self.label, self.size, self.pos = f, label, size, 0
+
+    def fail(self, msg):
+        raise ValueError(f"strata.load: {self.label}: {msg}")
+
+    def read(self, n, what):
+        parts, got = [], 0
+        while got < n:
+            chunk = self.f.read(min(n - got, _CHUNK))
+            if not chunk:
+                self.fail(f"file truncated: expected {n} bytes of {what} at offset {self.pos}, got {got}")
+            if not isinstance(chunk, (bytes, bytearray)):
+                raise TypeError(f"strata.load: {self.label}: f must be opened in binary mode ('rb')")
+            parts.append(chunk)
+            got += len(chunk)
+        self.pos += n
+        return b"".join(parts)
+
+    def readinto(self, buf, what):
+        view = memoryview(buf).cast("B")
+        got = 0
+        readinto = getattr(self.f, "readinto", None)
+        while got < len(view):
+            if readinto is not None:
+                k = readinto(view[got : got + _CHUNK])
+            else:
+                chunk = self.f.read(min(len(view) - got, _CHUNK))
+                k = len(chunk) if chunk else 0
+                view[got : got + k] = chunk
+            if not k:
+                self.fail(f"file truncated: expected {len(view)} bytes of {what} at offset {self.pos}, got {got}")
+            got += k
+        self.pos += len(view)
+
+
+def _remaining_size(f):
+    try:
+        pos = f.tell()
+        end = f.seek(0, io.SEEK_END)
+        f.seek(pos)
+        return end - pos
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return None
+
+
+def _reject_constant(token):
+    raise ValueError(f"non-standard JSON constant {token}")
+
+
+def _unique_object(pairs):
+    obj = {}
+    for k, v in pairs:
+        if k in obj:
+            raise ValueError(f"duplicate key {k!r}")
+        obj[k] = v
+    return obj
+
+
+def _parse_json(data, label, what):
+    try:
+        return json.loads(data, object_pairs_hook=_unique_object, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ValueError(f"strata.load: {label}: {what} is nested too deeply") from None
+    except ValueError as e:  # JSONDecodeError, duplicate keys, NaN/Infinity, int digit limits
+        raise ValueError(f"strata.load: {label}: {what} is not valid JSON: {e}") from None
+
+
+def _is_int(x):
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _parse_header(src, header_bytes):
+    label = src.label
+    try:
+        text = header_bytes.decode("utf-8")
+    except UnicodeDecodeError as e:
+        src.fail(f"header is not valid UTF-8: {e}")
+    header = _parse_json(text, label, "header")
+    if not isinstance(header, dict):
+        src.fail(f"header must be a JSON object, got {type(header).__name__}")
+
+    metadata = header.pop("__metadata__", None)
+    if metadata is None:
+        metadata = {}
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        src.fail("__metadata__ must be an object mapping str to str")
+
+    entries = []
+    for name, info in header.items():
+        if not isinstance(info, dict):
+            src.fail(f"entry '{name}' must be an object, got {type(info).__name__}")
+        for field in ("dtype", "shape", "data_offsets"):
+            if field not in info:
+                src.fail(f"entry '{name}' is missing the field '{field}'")
+        st, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+        if not isinstance(st, str):
+            src.fail(f"entry '{name}': dtype must be a string, got {st!r}")
+        if st not in _DTYPES:
+            if st in _FOREIGN_DTYPES:
+                src.fail(f"entry '{name}': dtype {st} is valid safetensors but has no strata dtype")
+            src.fail(f"entry '{name}': unknown dtype {st!r}")
+        if not isinstance(shape, list) or not all(_is_int(d) for d in shape):
+            src.fail(f"entry '{name}': shape must be a list of integers, got {shape!r:.200}")
+        if len(shape) > MAX_NDIM:
+            src.fail(f"entry '{name}': shape has {len(shape)} dimensions, more than the limit of {MAX_NDIM}")
+        if any(d < 0 for d in shape):
+            src.fail(f"entry '{name}': shape {shape} has a negative dimension")
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_int(o) for o in offsets)):
+            src.fail(f"entry '{name}': data_offsets must be a list of two integers, got {offsets!r:.200}")
+        begin, end = offsets
+        if begin < 0 or end < 0:
+            src.fail(f"entry '{name}': negative data_offsets {offsets}")
+        if end < begin:
+            src.fail(f"entry '{name}': data_offsets {offsets} end before they begin")
+        itemsize = _DTYPES[st][1]
+        # Bound the extent ignoring zero dims too: a [0, 2**62] tensor holds no bytes but its strides still overflow.
+        extent = itemsize
+        for d in shape:
+            extent *= max(d, 1)
+            if extent > _INT64_MAX:
+                src.fail(f"entry '{name}': shape {shape} with dtype {st} overflows 64-bit sizes")
+        nbytes = math.prod(shape) * itemsize
+        if nbytes != end - begin:
+            src.fail(
+                f"entry '{name}': shape {shape} with dtype {st} needs {nbytes} bytes but data_offsets {offsets} "
+                f"span {end - begin}"
+            )
+        entries.append((begin, end, name, st, shape))
+
+    # The reference library accepts exactly one layout: entries tiling the buffer with no gap and no overlap.
+    entries.sort(key=lambda e: (e[0], e[1]))
+    buffer_size = src.size - 8 - len(header_bytes)
+    expected = 0
+    for begin, end, name, _, _ in entries:
+        if begin < expected:
+            src.fail(
+                f"entry '{name}': data_offsets [{begin}, {end}] overlap the previous entry (which ends at {expected})"
+            )
+        if begin > expected:
+            src.fail(f"entry '{name}': hole in the data buffer between bytes {expected} and {begin}")
+        if end > buffer_size:
+            src.fail(f"entry '{name}': data_offsets [{begin}, {end}] run past the data buffer of {buffer_size} bytes")
+        expected = end
+    if expected != buffer_size:
+        src.fail(f"the tensors cover {expected} bytes but the data buffer holds {buffer_size}")
+    return entries, metadata
+
+
+def _read_tensor(src, name, st, shape, nbytes):
+    dtype, itemsize, _ = _DTYPES[st]
+    if nbytes == 0:
+        from . import empty
+
+        return empty(shape, dtype=dtype)
+    raw = np.empty(nbytes, dtype=np.uint8)
+    src.readinto(raw, f"tensor '{name}'")
+    if st == "BOOL" and raw.max() > 1:
+        src.fail(f"tensor '{name}': BOOL data holds bytes other than 0 and 1")
+    if sys.byteorder != "little" and itemsize > 1:
+        raw = raw.view(f"u{itemsize}").byteswap().view(np.uint8)
+    from . import from_numpy
+
+    t = from_numpy(raw)
+    if dtype != _C.uint8:
+        t = t.view(dtype)
+    return t.reshape(shape)
+
+
+def _check_map_location(map_location):
+    if map_location is None:
+        return
+    if isinstance(map_location, str):
+        try:
+            map_location = _C.device(map_location)
+        except Exception as e:
+            raise ValueError(f"strata.load: invalid map_location {map_location!r}: {e}") from None
+    if isinstance(map_location, _C.device):
+        if map_location.type != "cpu":
+            raise ValueError(f"strata.load: map_location={map_location} is not supported; only 'cpu' is")
+        return
+    raise TypeError(
+        f"strata.load: map_location must be None, 'cpu' or strata.device('cpu'), got {type(map_location).__name__}"
+    )
+
+
+class _Opened:
+    """Context manager giving a _Source for a path or a binary file object."""
+
+    def __init__(self, f):
+        self.f, self.close = f, None
+
+    def __enter__(self):
+        f = self.f
+        if isinstance(f, (bytes, bytearray, memoryview)):
+            raise TypeError("strata.load: f must be a path or a binary file; wrap raw bytes in io.BytesIO")
+        if isinstance(f, (str, os.PathLike)):
+            label = os.fspath(f)
+            fh = open(f, "rb")
+            self.close = fh
+            return _Source(fh, label, os.fstat(fh.fileno()).st_size)
+        if not hasattr(f, "read"):
+            raise TypeError(f"strata.load: f must be a path or a readable binary file, got {type(f).__name__}")
+        if isinstance(f, io.TextIOBase):
+            raise TypeError("strata.load: f must be opened in binary mode ('rb')")
+        label = str(getattr(f, "name", None) or f"<{type(f).__name__}>")
+        size = _remaining_size(f)
+        if size is None:
+            # A pipe or socket: its length is only known by reading it, in chunks, so a lying header can never make us
+            # allocate more than the stream really delivered.
+            chunks = []
+            while True:
+                chunk = f.read(_CHUNK)
+                if not chunk:
+                    break
+                if not isinstance(chunk, (bytes, bytearray)):
+                    raise TypeError(f"strata.load: {label}: f must be opened in binary mode ('rb')")
+                chunks.append(chunk)
+            data = b"".join(chunks)
+            return _Source(io.BytesIO(data), label, len(data))
+        return _Source(f, label, size)
+
+    def __exit__(self, *exc):
+        if self.close is not None:
+            self.close.close()
+        return False
+
+
+def _read_file(f, want_tensors=True):
+    with _Opened(f) as src:
+        if src.size < 8:
+            src.fail(f"file is {src.size} bytes, too short for the 8-byte header length")
+        first = src.read(8, "header length")
+        (n,) = struct.unpack("<Q", first)
+        if n > MAX_HEADER_SIZE or n > src.size - 8:
+            # Only once the length is impossible: a valid safetensors header may well start with these bytes.
+            if first.startswith(b"PK\x03\x04") or first.startswith(b"\x80\x02"):
+                src.fail("this looks like a torch.save (zip/pickle) checkpoint; strata.load only reads safetensors")
+            if n > MAX_HEADER_SIZE:
+                src.fail(f"header length {n} exceeds the {MAX_HEADER_SIZE}-byte limit")
+            src.fail(f"header length {n} is larger than the {src.size - 8} bytes that follow it")
+        header_bytes = src.read(n, "header")
+        entries, metadata = _parse_header(src, header_bytes)
+        if not want_tensors:
+            return None, metadata, src.label
+        tensors = {}
+        for begin, end, name, st, shape in entries:  # sorted by offset and tiling the buffer: a sequential read
+            tensors[name] = _read_tensor(src, name, st, shape, end - begin)
+        return tensors, metadata, src.label
+
+
+class _Rebuilder:
+    def __init__(self, label, tensors):
+        self.label, self.tensors = label, tensors
+
+    def fail(self, msg):
+        raise ValueError(f"strata.load: {self.label}: malformed '{STRUCTURE_KEY}' metadata: {msg}")
+
+    def decode(self, x):
+        if x is None or isinstance(x, (bool, int, float, str)):
+            return x
+        if isinstance(x, list):
+            return [self.decode(v) for v in x]
+        if not isinstance(x, dict) or len(x) != 1:
+            self.fail(f"unexpected value {x!r:.200}")
+        ((tag, v),) = x.items()
+        if tag == "$tensor":
+            if not isinstance(v, str) or v not in self.tensors:
+                self.fail(f"reference to a tensor {v!r:.200} that is not in the file")
+            return self.tensors[v]
+        if tag == "$tuple":
+            if not isinstance(v, list):
+                self.fail("$tuple must hold a list")
+            return tuple(self.decode(e) for e in v)
+        if tag in ("$dict", "$odict"):
+            if not isinstance(v, list):
+                self.fail(f"{tag} must hold a list of [key, value] pairs")
+            out = OrderedDict() if tag == "$odict" else {}
+            for pair in v:
+                if not (isinstance(pair, list) and len(pair) == 2):
+                    self.fail(f"{tag} item {pair!r:.200} is not a [key, value] pair")
+                key = self.decode(pair[0])
+                if not (key is None or isinstance(key, (bool, int, float, str))):
+                    self.fail(f"dict key {key!r:.200} is not a scalar")
+                if key in out:
+                    self.fail(f"duplicate dict key {key!r:.200}")
+                out[key] = self.decode(pair[1])
+            return out
+        if tag == "$float":
+            if v not in ("nan", "inf", "-inf"):
+                self.fail(f"$float holds {v!r:.200}")
+            return float(v)
+        self.fail(f"unknown tag {tag!r:.200}")
+
+
+def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=None, **pickle_load_args):
+    """Load what :func:`save` wrote, or any safetensors file (which comes back as a ``str -> Tensor`` dict).
+
+    Nothing in the file can run code: ``weights_only`` is accepted for torch compatibility and is always in effect.
+    ``map_location`` may be None, ``"cpu"`` or ``strata.device("cpu")``. ``mmap`` is accepted and ignored (tensors are
+    always read into memory of their own). Malformed files raise ValueError naming the file and the problem.
+    """
+    if pickle_module is not None or pickle_load_args:
+        raise TypeError("strata.load: pickle_module and pickle load arguments are not supported; nothing is unpickled")
+    _check_map_location(map_location)
+    tensors, metadata, label = _read_file(f)
+    structure = metadata.get(STRUCTURE_KEY)
+    if structure is None:
+        return {k: tensors[k] for k in sorted(tensors)}
+    doc = _parse_json(structure, label, f"'{STRUCTURE_KEY}' metadata")
+    rb = _Rebuilder(label, tensors)
+    if not (isinstance(doc, dict) and set(doc) == {"version", "root"}):
+        rb.fail("expected an object with 'version' and 'root'")
+    if doc["version"] != _STRUCTURE_VERSION:
+        rb.fail(f"unsupported version {doc['version']!r:.50} (this strata reads version {_STRUCTURE_VERSION})")
+    try:
+        return rb.decode(doc["root"])
+    except RecursionError:
+        rb.fail("nested too deeply")
+
+
+def load_metadata(f):
+    """The header's ``__metadata__`` (str -> str) without reading any tensor data; the file is fully validated."""
+    _, metadata, _ = _read_file(f, want_tensors=False)
+    return dict(metadata)

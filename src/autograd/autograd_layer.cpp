@@ -1,0 +1,209 @@
+// Note [The autograd layer]
+// One boxed kernel serves DispatchKey::Autograd for every op. It runs only when
+// some argument carries the Autograd key (a tensor that requires grad or has a
+// history) and grad mode is on. For a differentiable op it records a node that
+// owns the op's derivative (derivative.h), saves what the derivative asked for,
+// runs the op below itself with Autograd excluded (so ops called inside kernels
+// record nothing), and gives the outputs their history. Composite ops without a
+// derivative of their own pass through with autograd still on, so the ops they
+// are made of record themselves.
+//
+// In-place ops are the same op with out= aliasing `self`: the node's slot for
+// self is self's old value, and self's history is rebased onto the node.
+#include "autograd/anomaly.h"
+#include "autograd/derivative.h"
+#include "autograd/variable.h"
+#include "ops/ops.h"
+
+namespace strata::autograd {
+
+namespace {
+
+bool is_tensor_arg(ArgType t) { return t == ArgType::Tensor || t == ArgType::OptTensor; }
+
+bool any_requires_grad(const FunctionSchema& s, const Stack& stack, size_t base, int skip) {
+  for (size_t i = 0; i < s.args.size(); ++i) {
+    if (static_cast<int>(i) == skip) continue;
+    const IValue& v = stack[base + i];
+    if (v.is_tensor()) {
+      if (requires_grad(v.to_tensor())) return true;
+    } else if (v.is_tensor_list()) {
+      for (const Tensor& t : v.to_tensor_list())
+        if (requires_grad(t)) return true;
+    }
+  }
+  return false;
+}
+
+void check_inplace_target(const OperatorEntry& op, const Tensor& self) {
+  AutogradMeta* m = meta(self);
+  if (!m) return;
+  if (m->requires_grad && !m->grad_fn) {
+    throw Error(str(op.name(), ": a leaf Variable that requires grad is being used in an in-place operation."));
+  }
+  if (m->is_view && m->view_base.defined()) {
+    AutogradMeta* bm = meta(m->view_base);
+    if (bm && bm->requires_grad && !bm->grad_fn) {
+      throw Error(
+          str(op.name(), ": a view of a leaf Variable that requires grad is being used in an in-place operation."));
+    }
+  }
+}
+
+void run_below(const OperatorEntry& op, DispatchKeySet ks, Stack& stack) {
+  ExcludeDispatchKeyGuard guard(DispatchKey::Autograd);
+  redispatch_boxed(op, ks, DispatchKey::Autograd, stack);
+}
+
+void autograd_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack) {
+  const FunctionSchema& schema = op.schema();
+  const size_t n = schema.args.size();
+  const size_t base = stack.size() - n;
+
+  // Which argument is written: `out` (kwarg) or `self` of a declared in-place op.
+  int out_idx = -1, inplace_idx = -1, out_arg = -1;
+  for (size_t i = 0; i < n; ++i) {
+    const Argument& a = schema.args[i];
+    if (!a.is_write) continue;
+    if (a.kwarg_only) {
+      out_arg = static_cast<int>(i);
+      if (!stack[base + i].is_none()) out_idx = static_cast<int>(i);
+    } else {
+      inplace_idx = static_cast<int>(i);
+    }
+  }
+  if (!any_requires_grad(schema, stack, base, out_idx)) {
+    redispatch_boxed(op, ks, DispatchKey::Autograd, stack);
+    return;
+  }
+  const bool differentiable = op.flags() & kDifferentiable;
+  if (out_idx >= 0) {
+    const Tensor& out = stack[base + out_idx].to_tensor();
+    for (size_t i = 0; i < n && inplace_idx < 0; ++i) {
+      if (static_cast<int>(i) != out_idx && stack[base + i].is_tensor() && stack[base + i].to_tensor().defined() &&
+          stack[base + i].to_tensor().is_same(out)) {
+        inplace_idx = static_cast<int>(i);
+      }
+    }
+    if (inplace_idx < 0 && differentiable) {
+      throw Error(str(op.name(),
+                      "(): functions with out=... arguments don't support automatic differentiation, but one of the "
+                      "arguments requires grad."));
+    }
+  }
+  if (!differentiable) {
+    run_below(op, ks, stack);
+    return;
+  }
+  const Derivative* d = find_derivative(op.id());
+  if (!d && op.source_of(ks.highest_backend()) == DispatchKey::CompositeImplicit && inplace_idx < 0) {
+    redispatch_boxed(op, ks, DispatchKey::Autograd, stack);
+    return;
+  }
+
+  Tensor self_before;
+  if (inplace_idx >= 0) {
+    self_before = stack[base + inplace_idx].to_tensor();
+    check_inplace_target(op, self_before);
+  }
+
+  std::shared_ptr<Node> node;
+  DerivativeNode* dn = nullptr;
+  if (d) {
+    auto p = std::make_shared<DerivativeNode>(op, *d);
+    dn = p.get();
+    node = std::move(p);
+  } else {
+    node = std::make_shared<NotImplementedNode>(op.name());
+  }
+  if (anomaly_mode_enabled()) node->creation_trace = current_anomaly_trace(op.name());
+
+  // Inputs: one slot per tensor (list elements included), in schema order.
+  BackwardCtx* ctx = dn ? &dn->ctx() : nullptr;
+  if (ctx) {
+    ctx->args_.resize(n);
+    ctx->first_slot_.assign(n, -1);
+    ctx->num_slots_.assign(n, 0);
+  }
+  auto add_slot = [&](size_t arg, const Tensor& t) {
+    node->next_edges.push_back(requires_grad(t) ? gradient_edge(t) : Edge{});
+    if (!ctx) return;
+    ctx->slot_geometry_.push_back(TensorGeometry::of(t));
+    ctx->slot_needs_grad_.push_back(t.defined() && requires_grad(t));
+    SavedTensor saved;
+    if (t.defined() && (d->save_inputs >> arg & 1)) {
+      // self of an in-place op is about to be overwritten: keep its old value.
+      saved = static_cast<int>(arg) == inplace_idx ? SavedTensor(clone(t), false) : SavedTensor(t, false);
+    }
+    ctx->saved_slots_.push_back(std::move(saved));
+  };
+  for (size_t i = 0; i < n; ++i) {
+    if (static_cast<int>(i) == out_arg) continue;  // out= is never an input
+    const IValue& v = stack[base + i];
+    const ArgType type = schema.args[i].type;
+    if (is_tensor_arg(type)) {
+      if (ctx) ctx->first_slot_[i] = static_cast<int>(node->next_edges.size()), ctx->num_slots_[i] = 1;
+      add_slot(i, v.is_tensor() ? v.to_tensor() : Tensor());
+    } else if (type == ArgType::TensorList) {
+      const auto& list = v.to_tensor_list();
+      if (ctx) ctx->first_slot_[i] = static_cast<int>(node->next_edges.size());
+      if (ctx) ctx->num_slots_[i] = static_cast<int>(list.size());
+      for (const Tensor& t : list) add_slot(i, t);
+    } else if (ctx) {
+      ctx->args_[i] = v;
+    }
+  }
+
+  // A view op's first argument is the tensor viewed.
+  const bool is_view_op = op.flags() & kView;
+  Tensor view_input;
+  if (is_view_op && n > 0 && stack[base].is_tensor()) view_input = stack[base].to_tensor();
+
+  run_below(op, ks, stack);
+
+  // Outputs, flattened (tuples are separate stack entries, lists expand).
+  std::vector<Tensor> outs;
+  for (size_t i = base; i < stack.size(); ++i) {
+    if (stack[i].is_tensor()) {
+      outs.push_back(stack[i].to_tensor());
+    } else if (stack[i].is_tensor_list()) {
+      for (const Tensor& t : stack[i].to_tensor_list()) outs.push_back(t);
+    }
+  }
+  if (ctx) {
+    ctx->saved_outputs_.resize(outs.size());
+    ctx->output_geometry_.reserve(outs.size());
+  }
+  for (size_t k = 0; k < outs.size(); ++k) {
+    const Tensor& o = outs[k];
+    node->add_input_geometry(o);
+    if (ctx) ctx->output_geometry_.push_back(TensorGeometry::of(o));
+    if (!o.defined() || !is_floating_type(o.dtype())) continue;
+    if (inplace_idx >= 0 && k == 0) {
+      rebase_history(self_before, node);
+    } else {
+      set_history(o, node, static_cast<uint32_t>(k));
+      if (view_input.defined()) mark_view(o, view_input);
+    }
+    if (ctx && (d->save_outputs >> k & 1)) ctx->saved_outputs_[k] = SavedTensor(o, true);
+  }
+}
+
+}  // namespace
+
+void register_autograd_layer() {
+  static bool done = [] {
+    Dispatcher::get().register_fallback(DispatchKey::Autograd,
+                                        KernelFunction::make_boxed(&autograd_fallback, "autograd_fallback"));
+    return true;
+  }();
+  (void)done;
+}
+
+namespace {
+struct Init {
+  Init() { register_autograd_layer(); }
+} init;
+}  // namespace
+
+}  // namespace strata::autograd

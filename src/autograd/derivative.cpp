@@ -1,0 +1,190 @@
+#include "autograd/derivative.h"
+
+#include <cctype>
+
+#include "core/shape.h"
+
+#include "autograd/variable.h"
+#include "ops/ops.h"
+
+namespace strata::autograd {
+
+namespace {
+std::vector<Derivative>& table() {
+  static std::vector<Derivative> t(static_cast<size_t>(OpId::NumBuiltinOps));
+  return t;
+}
+
+std::string legacy_type_name(const Tensor& t) {
+  const char* n = "Tensor";
+  switch (t.dtype()) {
+    case ScalarType::Float32: n = "FloatTensor"; break;
+    case ScalarType::Float64: n = "DoubleTensor"; break;
+    case ScalarType::Float16: n = "HalfTensor"; break;
+    case ScalarType::BFloat16: n = "BFloat16Tensor"; break;
+    case ScalarType::Int64: n = "LongTensor"; break;
+    case ScalarType::Int32: n = "IntTensor"; break;
+    default: break;
+  }
+  return str("strata.", n, " ", shape_str(t.sizes()));
+}
+}  // namespace
+
+void register_derivative(OpId op, Derivative d) {
+  auto& t = table();
+  size_t i = static_cast<size_t>(op);
+  STRATA_CHECK(!t[i].fn, "register_derivative: op '", op_entry_name(op), "' already has a derivative");
+  t[i] = d;
+}
+
+const Derivative* find_derivative(int op_id) {
+  auto& t = table();
+  if (op_id < 0 || static_cast<size_t>(op_id) >= t.size() || !t[op_id].fn) return nullptr;
+  return &t[op_id];
+}
+
+std::string backward_node_name(std::string_view op_name) {
+  std::string out;
+  bool upper = true;
+  for (char c : op_name) {
+    if (c == '_') {
+      upper = true;
+      continue;
+    }
+    out.push_back(upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c);
+    upper = false;
+  }
+  return out + "Backward0";
+}
+
+// ---------------------------------------------------------------------------
+SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output), was_defined_(t.defined()) {
+  if (!t.defined()) return;
+  version_ = t.version();
+  if (is_output) {
+    data_ = alias_without_history(t);
+  } else {
+    data_ = t;
+  }
+}
+
+Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner, uint32_t output_nr) const {
+  if (!data_.defined()) return Tensor();
+  if (data_.version() != version_) {
+    std::string who;
+    if (is_output_) {
+      who = str(", which is output ", output_nr, " of ", owner->name(), ",");
+    } else if (AutogradMeta* m = meta(data_); m && m->grad_fn) {
+      who = str(", which is output ", m->output_nr, " of ", m->grad_fn->name(), ",");
+    }
+    throw Error(str("one of the variables needed for gradient computation has been modified by an inplace "
+                    "operation: [",
+                    legacy_type_name(data_), "]", who, " is at version ", data_.version(), "; expected version ",
+                    version_,
+                    " instead. Hint: enable anomaly detection to find the operation that failed to compute its "
+                    "gradient, with strata.autograd.set_detect_anomaly(True)."));
+  }
+  if (!is_output_) return data_;
+  Tensor t = alias_without_history(data_);
+  // Only differentiable when the graph is being built (create_graph).
+  if (grad_mode_enabled() && owner) set_history(t, owner, output_nr);
+  return t;
+}
+
+// ---------------------------------------------------------------------------
+Tensor BackwardCtx::input(int i) const {
+  int s = first_slot_.at(i);
+  STRATA_CHECK(s >= 0, "derivative of ", op_name(), ": argument ", i, " is not a tensor");
+  const SavedTensor& st = saved_slots_.at(s);
+  if (!slot_geometry_.at(s).defined()) return Tensor();  // an absent optional tensor
+  STRATA_CHECK(st.defined(), "derivative of ", op_name(), ": input ", i,
+               " was not saved (name it in the derivative's save_inputs)");
+  return st.unpack(nullptr, 0);
+}
+
+std::vector<Tensor> BackwardCtx::input_list(int i) const {
+  int s = first_slot_.at(i);
+  STRATA_CHECK(s >= 0, "derivative of ", op_name(), ": argument ", i, " is not a tensor list");
+  std::vector<Tensor> out;
+  for (int k = 0; k < num_slots_.at(i); ++k) {
+    const SavedTensor& st = saved_slots_.at(s + k);
+    STRATA_CHECK(st.defined(), "derivative of ", op_name(), ": input list ", i, " was not saved");
+    out.push_back(st.unpack(nullptr, 0));
+  }
+  return out;
+}
+
+const TensorGeometry& BackwardCtx::input_geometry(int i, int elem) const {
+  int s = first_slot_.at(i);
+  STRATA_CHECK(s >= 0 && elem < num_slots_.at(i), "derivative of ", op_name(), ": argument ", i,
+               " is not a tensor");
+  return slot_geometry_.at(s + elem);
+}
+
+size_t BackwardCtx::list_size(int i) const { return static_cast<size_t>(num_slots_.at(i)); }
+
+Tensor BackwardCtx::output(int i) const {
+  const SavedTensor& st = saved_outputs_.at(i);
+  STRATA_CHECK(st.defined(), "derivative of ", op_name(), ": output ", i,
+               " was not saved; name it in the derivative's save_outputs");
+  return st.unpack(node_->shared_from_this(), static_cast<uint32_t>(i));
+}
+
+const TensorGeometry& BackwardCtx::output_geometry(int i) const { return output_geometry_.at(i); }
+
+bool BackwardCtx::needs_grad(int i, int elem) const {
+  int s = first_slot_.at(i);
+  if (s < 0) return false;
+  if (elem >= 0) return slot_needs_grad_.at(s + elem);
+  for (int k = 0; k < num_slots_[i]; ++k)
+    if (slot_needs_grad_[s + k]) return true;
+  return false;
+}
+
+void GradOut::set(int arg, Tensor g) {
+  int s = ctx_->first_slot_.at(arg);
+  STRATA_CHECK(s >= 0, "derivative of ", ctx_->op_name(), ": argument ", arg, " is not a tensor");
+  slots_.at(s) = std::move(g);
+}
+
+void GradOut::set_list(int arg, std::vector<Tensor> gs) {
+  int s = ctx_->first_slot_.at(arg);
+  STRATA_CHECK(s >= 0 && static_cast<int>(gs.size()) == ctx_->num_slots_.at(arg), "derivative of ",
+               ctx_->op_name(), ": wrong number of gradients for list argument ", arg);
+  for (size_t k = 0; k < gs.size(); ++k) slots_.at(s + k) = std::move(gs[k]);
+}
+
+// ---------------------------------------------------------------------------
+DerivativeNode::DerivativeNode(const OperatorEntry& op, const Derivative& d)
+    : op_(&op), d_(&d), name_(d.node_name ? d.node_name : backward_node_name(op.schema().name)) {
+  ctx_.node_ = this;
+  ctx_.op_name_ = &op.name();
+}
+
+variable_list DerivativeNode::apply(variable_list&& grads) {
+  STRATA_CHECK(!released_,
+               "Trying to backward through the graph a second time (or directly access saved tensors after they "
+               "have already been freed). Saved intermediate values of the graph are freed when you call "
+               ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the graph "
+               "a second time or if you need to access saved tensors after calling backward. (node ",
+               name_, ")");
+  for (size_t i = 0; i < grads.size() && i < input_geometry.size(); ++i) {
+    const TensorGeometry& g = input_geometry[i];
+    if (!grads[i].defined() && g.defined() && is_floating_type(g.dtype)) {
+      grads[i] = zeros(g.sizes, g.dtype, g.device);
+    }
+  }
+  GradOut out;
+  out.ctx_ = &ctx_;
+  out.slots_.resize(next_edges.size());
+  d_->fn(ctx_, grads, out);
+  return std::move(out.slots_);
+}
+
+void DerivativeNode::release_variables() {
+  // Like PyTorch, only a node that had saved tensors refuses a second pass.
+  for (auto& s : ctx_.saved_slots_) released_ |= s.defined(), s.reset();
+  for (auto& s : ctx_.saved_outputs_) released_ |= s.defined(), s.reset();
+}
+
+}  // namespace strata::autograd

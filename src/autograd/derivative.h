@@ -1,0 +1,171 @@
+// Note [Derivatives]
+// Each differentiable op has one derivative, written with Strata's own ops (so
+// a derivative is itself differentiable and double-backward works), registered
+// against the op's id:
+//
+//   static void mul_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
+//     if (ctx.needs_grad(0)) out.set(0, mul(g[0], ctx.input(1)));
+//     if (ctx.needs_grad(1)) out.set(1, mul(g[0], ctx.input(0)));
+//   }
+//   STRATA_DERIVATIVE(mul, save_inputs(0, 1), save_outputs(), mul_backward);
+//
+// Argument numbers are the op's schema positions (out= is never one of them).
+// The autograd layer saves only the tensor inputs and outputs a derivative
+// names; every other argument (ints, scalars, lists) is kept by value, and
+// every tensor input's shape and dtype is kept so that the engine can sum a
+// broadcast gradient back to its input's shape and cast it to the input's
+// dtype (derivatives need not do either). Gradients of outputs that received
+// none arrive as zeros, so a derivative never sees an undefined gradient.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autograd/node.h"
+#include "dispatch/dispatcher.h"
+#include "ops/op_list.h"
+
+namespace strata::autograd {
+
+// A tensor kept for backward with the version it had when saved.
+class SavedTensor {
+ public:
+  SavedTensor() = default;
+  SavedTensor(const Tensor& t, bool is_output);
+  // The saved tensor; throws PyTorch's in-place modification error if its
+  // version moved. Outputs come back with `owner` as their grad_fn so that a
+  // derivative that uses them is itself differentiable.
+  Tensor unpack(const std::shared_ptr<Node>& owner, uint32_t output_nr) const;
+  bool defined() const { return data_.defined(); }
+  void reset() { data_ = Tensor(); }
+  bool was_defined() const { return was_defined_; }
+
+ private:
+  Tensor data_;  // without history (an output's history would be a cycle)
+  Tensor original_;  // inputs only: the tensor itself, history included
+  uint32_t version_ = 0;
+  bool is_output_ = false;
+  bool was_defined_ = false;
+};
+
+class BackwardCtx;
+class GradOut;
+using BackwardFn = void (*)(const BackwardCtx& ctx, const variable_list& grads, GradOut& out);
+
+struct Derivative {
+  BackwardFn fn = nullptr;
+  uint64_t save_inputs = 0;   // bit i: schema argument i (Tensor or Tensor[])
+  uint64_t save_outputs = 0;  // bit i: flattened output i
+  const char* node_name = nullptr;  // default: CamelCase(op name) + "Backward0"
+};
+
+void register_derivative(OpId op, Derivative d);
+const Derivative* find_derivative(int op_id);
+
+constexpr uint64_t save_inputs() { return 0; }
+template <typename... I>
+constexpr uint64_t save_inputs(int first, I... rest) {
+  return (uint64_t(1) << first) | save_inputs(rest...);
+}
+template <typename... I>
+constexpr uint64_t save_outputs(I... idx) {
+  return save_inputs(idx...);
+}
+
+// What a derivative sees of the forward call.
+class BackwardCtx {
+ public:
+  // Non-tensor argument i as recorded (ints, floats, scalars, lists, strings).
+  const IValue& arg(int i) const { return args_.at(i); }
+  int64_t arg_int(int i) const { return arg(i).to_int(); }
+  double arg_double(int i) const { return arg(i).to_double(); }
+  bool arg_bool(int i) const { return arg(i).to_bool(); }
+  Scalar arg_scalar(int i) const { return arg(i).to_scalar(); }
+  const std::vector<int64_t>& arg_ints(int i) const { return arg(i).to_int_list(); }
+  std::optional<int64_t> arg_opt_int(int i) const {
+    return arg(i).is_none() ? std::nullopt : std::optional<int64_t>(arg(i).to_int());
+  }
+  std::optional<double> arg_opt_double(int i) const {
+    return arg(i).is_none() ? std::nullopt : std::optional<double>(arg(i).to_double());
+  }
+  bool arg_is_none(int i) const { return arg(i).is_none(); }
+  std::string_view arg_str(int i) const { return arg(i).to_string(); }
+
+  // Saved tensor argument i (must be named in save_inputs); undefined when the
+  // argument was an absent optional tensor.
+  Tensor input(int i) const;
+  std::vector<Tensor> input_list(int i) const;
+  // Shape, dtype, device of tensor argument i (always kept).
+  const TensorGeometry& input_geometry(int i, int elem = 0) const;
+  size_t list_size(int i) const;
+  bool input_defined(int i) const { return input_geometry(i).defined(); }
+  // Saved output i (must be named in save_outputs).
+  Tensor output(int i) const;
+  const TensorGeometry& output_geometry(int i) const;
+  // Whether argument i (for a list: element elem, or any when elem < 0) needs
+  // a gradient.
+  bool needs_grad(int i, int elem = -1) const;
+  const std::string& op_name() const { return *op_name_; }
+
+ public:
+  // Filled by the autograd layer when it records the op.
+  std::vector<IValue> args_;
+  std::vector<int> first_slot_;  // schema arg -> first input slot (-1 if not a tensor)
+  std::vector<int> num_slots_;
+  std::vector<TensorGeometry> slot_geometry_;
+  std::vector<bool> slot_needs_grad_;
+  std::vector<SavedTensor> saved_slots_;
+  std::vector<SavedTensor> saved_outputs_;
+  std::vector<TensorGeometry> output_geometry_;
+  Node* node_ = nullptr;
+  const std::string* op_name_ = nullptr;
+};
+
+// Where a derivative puts the gradients of the op's inputs.
+class GradOut {
+ public:
+  void set(int arg, Tensor g);
+  void set_list(int arg, std::vector<Tensor> gs);
+
+ private:
+  friend class DerivativeNode;
+  const BackwardCtx* ctx_ = nullptr;
+  variable_list slots_;
+};
+
+// The recorded node of an op with a derivative.
+class DerivativeNode final : public Node {
+ public:
+  DerivativeNode(const OperatorEntry& op, const Derivative& d);
+  variable_list apply(variable_list&& grads) override;
+  std::string name() const override { return name_; }
+  void release_variables() override;
+  BackwardCtx& ctx() { return ctx_; }
+  const OperatorEntry& op() const { return *op_; }
+
+ private:
+  friend class BackwardCtx;
+  const OperatorEntry* op_;
+  const Derivative* d_;
+  std::string name_;
+  BackwardCtx ctx_;
+  bool released_ = false;
+};
+
+// "max_pool2d_with_indices" -> "MaxPool2DWithIndicesBackward0"
+std::string backward_node_name(std::string_view op_name);
+
+struct DerivativeRegistrar {
+  DerivativeRegistrar(OpId op, Derivative d) { register_derivative(op, d); }
+};
+
+}  // namespace strata::autograd
+
+#define STRATA_DERIVATIVE(op, saved_in, saved_out, fn)                                       \
+  static ::strata::autograd::DerivativeRegistrar STRATA_UNIQUE(strata_deriv_)(               \
+      ::strata::OpId::op, ::strata::autograd::Derivative{&fn, saved_in, saved_out, nullptr})
+#define STRATA_DERIVATIVE_NAMED(op, saved_in, saved_out, fn, node_name)                      \
+  static ::strata::autograd::DerivativeRegistrar STRATA_UNIQUE(strata_deriv_)(               \
+      ::strata::OpId::op, ::strata::autograd::Derivative{&fn, saved_in, saved_out, node_name})

@@ -1,0 +1,129 @@
+// Note [The autograd graph]
+// Running a differentiable op on tensors that require grad records a Node: a
+// function from the gradients of the op's outputs to the gradients of its
+// inputs. Each input slot of the op becomes an Edge to the node that produced
+// that input (its grad_fn, at the output number it came from), or to the
+// AccumulateGrad node of a leaf, or an invalid edge when the input needs no
+// gradient. Nodes hold their successors strongly and nothing holds a node but
+// the tensors it produced and the nodes after it, so a graph lives exactly as
+// long as some output (or a running backward) can reach it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace strata::autograd {
+
+class Node;
+
+struct Edge {
+  std::shared_ptr<Node> fn;
+  uint32_t input_nr = 0;
+  bool valid() const { return fn != nullptr; }
+};
+
+// Shape, dtype and device of one input of a node (one output of the forward
+// op), used to make zero gradients and to check the ones that arrive.
+struct TensorGeometry {
+  DimVector sizes;
+  ScalarType dtype = ScalarType::Undefined;
+  Device device;
+  bool defined() const { return dtype != ScalarType::Undefined; }
+  static TensorGeometry of(const Tensor& t) {
+    if (!t.defined()) return {};
+    return {DimVector(t.sizes().begin(), t.sizes().end()), t.dtype(), t.device()};
+  }
+};
+
+using variable_list = std::vector<Tensor>;
+// A hook sees a gradient and may return a replacement (an undefined tensor
+// keeps the original).
+using GradHook = std::function<Tensor(const Tensor&)>;
+using PostHook = std::function<void(const variable_list& grad_inputs, const variable_list& grad_outputs)>;
+
+class Node : public std::enable_shared_from_this<Node> {
+ public:
+  Node();
+  virtual ~Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  // Gradients of the forward outputs in, gradients of the forward inputs out
+  // (one per next edge).
+  virtual variable_list apply(variable_list&& grads) = 0;
+  virtual std::string name() const = 0;
+  // Frees saved tensors once backward has passed (unless retain_graph).
+  virtual void release_variables() {}
+  virtual bool is_accumulate_grad() const { return false; }
+
+  std::vector<Edge> next_edges;
+  // One entry per forward output: what a gradient flowing in must look like.
+  std::vector<TensorGeometry> input_geometry;
+  // Creation order: the engine runs later nodes first among the ready ones.
+  uint64_t sequence_nr;
+  // Hooks on the gradient arriving at input slot i (from tensor.register_hook
+  // on a non-leaf output) and after the node ran.
+  std::map<uint32_t, std::vector<GradHook>> pre_hooks;
+  std::vector<PostHook> post_hooks;
+  // retain_grad() of output i: runs after the user's hooks on that slot.
+  std::map<uint32_t, GradHook> retain_grad_hooks;
+  // Where the forward op was called from, recorded in anomaly mode.
+  std::string creation_trace;
+  // Set by the Python layer for strata.autograd.Function and grad_fn.metadata.
+  void* py_metadata = nullptr;
+
+  uint32_t num_outputs() const { return static_cast<uint32_t>(next_edges.size()); }
+  // Index this node's gradient-of-input i would be stored under.
+  uint32_t add_input_geometry(const Tensor& t) {
+    input_geometry.push_back(TensorGeometry::of(t));
+    return static_cast<uint32_t>(input_geometry.size() - 1);
+  }
+};
+
+// Sink of a leaf tensor: adds the incoming gradient into leaf.grad.
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(Tensor variable);
+  variable_list apply(variable_list&& grads) override;
+  std::string name() const override { return "AccumulateGrad"; }
+  bool is_accumulate_grad() const override { return true; }
+  const Tensor& variable() const { return variable_; }
+
+ private:
+  Tensor variable_;
+};
+
+// Raises when run: recorded for differentiable ops that have no derivative yet
+// so that the forward still works and the error names the op.
+class NotImplementedNode final : public Node {
+ public:
+  explicit NotImplementedNode(std::string op) : op_(std::move(op)) {}
+  variable_list apply(variable_list&& grads) override;
+  std::string name() const override { return "NotImplemented"; }
+
+ private:
+  std::string op_;
+};
+
+// A node that only forwards gradients unchanged to its edges (used by
+// detach-like identities and as the root of a backward pass).
+class GraphRoot final : public Node {
+ public:
+  GraphRoot(std::vector<Edge> roots, variable_list grads);
+  variable_list apply(variable_list&&) override { return grads_; }
+  std::string name() const override { return "GraphRoot"; }
+
+ private:
+  variable_list grads_;
+};
+
+// The id source for sequence_nr (per thread, like PyTorch).
+uint64_t next_sequence_nr();
+
+}  // namespace strata::autograd

@@ -1,0 +1,92 @@
+// Note [Autograd metadata on a tensor]
+// A tensor that takes part in autograd carries an AutogradMeta: either it is a
+// leaf the user asked gradients for (requires_grad, .grad, and a weakly held
+// AccumulateGrad sink), or it was produced by a recorded op (grad_fn and the
+// output number). Both states put DispatchKey::Autograd into the tensor's key
+// set, so ops on tensors that need no gradient never enter the autograd layer.
+//
+// Views remember their base. An in-place op through a view rewrites the base's
+// history (CopySlices), and the view's grad_fn is regenerated from the base the
+// next time it is asked for, detected by the version counter they share.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "autograd/node.h"
+
+namespace strata {
+
+struct AutogradMeta {
+  bool requires_grad = false;  // leaves only; non-leaves require grad through grad_fn
+  Tensor grad;
+  std::shared_ptr<autograd::Node> grad_fn;
+  std::weak_ptr<autograd::Node> grad_accumulator;
+  uint32_t output_nr = 0;
+  bool retains_grad = false;
+  // Hooks of a leaf, run by its AccumulateGrad before accumulating.
+  std::vector<autograd::GradHook> leaf_hooks;
+  // Hook that stores the gradient of a non-leaf (retain_grad), kept apart so
+  // it runs after the user's hooks.
+  std::shared_ptr<autograd::Node> retain_grad_node;
+
+  // View tracking (Note above).
+  bool is_view = false;
+  Tensor view_base;
+  uint32_t attr_version = 0;
+  // Python-side name of a tensor's creator when it was made inside a custom
+  // Function's forward and marked non-differentiable.
+  bool is_inference = false;
+};
+
+namespace autograd {
+
+inline AutogradMeta* meta(const Tensor& t) { return t.defined() ? t.impl()->autograd_meta() : nullptr; }
+AutogradMeta& ensure_meta(const Tensor& t);
+
+// requires_grad as the user sees it: a leaf that asked for it, or any tensor
+// with a grad_fn.
+bool requires_grad(const Tensor& t);
+void set_requires_grad(const Tensor& t, bool value);
+bool is_leaf(const Tensor& t);
+
+// The node that produced t (regenerating a stale view's history first).
+std::shared_ptr<Node> grad_fn(const Tensor& t);
+// Where t's gradient has to go: (grad_fn, output_nr), or the leaf's
+// AccumulateGrad, or an invalid edge when t needs no gradient.
+Edge gradient_edge(const Tensor& t);
+std::shared_ptr<Node> grad_accumulator(const Tensor& t);
+
+// Sets t's history (and the Autograd key) after a recorded op.
+void set_history(const Tensor& t, std::shared_ptr<Node> fn, uint32_t output_nr);
+// Records an in-place write to t by fn (input slot 0 of fn is t's old value).
+// Handles the view case by rebasing the base's history.
+void rebase_history(const Tensor& t, std::shared_ptr<Node> fn);
+// Marks out as a view of in (after a view op produced it).
+void mark_view(const Tensor& out, const Tensor& in);
+
+// A tensor sharing t's storage and geometry with no autograd history.
+Tensor detach(const Tensor& t);
+// Same geometry and storage; keeps t's key set minus Autograd.
+Tensor alias_without_history(const Tensor& t);
+
+Tensor grad(const Tensor& t);
+void set_grad(const Tensor& t, const Tensor& g);
+
+// Whether grad mode is on for this thread (Autograd not excluded).
+bool grad_mode_enabled();
+// Sets grad mode for a scope, also able to turn it on under no_grad.
+class GradModeGuard {
+ public:
+  explicit GradModeGuard(bool enabled);
+  ~GradModeGuard();
+
+ private:
+  DispatchKeySet prev_excluded_;
+};
+
+// Sum a broadcast gradient back down to `shape`.
+Tensor sum_to(const Tensor& grad, IntArrayRef shape);
+
+}  // namespace autograd
+}  // namespace strata
