@@ -159,7 +159,7 @@ def train_step(torch, model, opt, sched, xb, yb, clip):
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_framework_argument(p)
-    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--steps", type=int, default=500)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--block", type=int, default=64, help="context length in characters")
     p.add_argument("--d-model", type=int, default=128)
