@@ -150,7 +150,7 @@ def main(argv=None):
     steps_per_epoch = len(loader)
     total_steps = args.epochs * steps_per_epoch
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=total_steps, pct_start=0.25)
-    loss_fn = nn.CrossEntropyLoss(label_smoothing=0.0)
+    loss_fn = nn.CrossEntropyLoss()
 
     losses, eval_steps, test_accs, test_losses = [], [], [], []
     bar = Progress(total_steps, "digits", "samples")
