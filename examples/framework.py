@@ -45,3 +45,17 @@ def profiler_module(torch):
 
 def framework_name(torch):
     return torch.__name__
+
+
+def print_profile(torch, run_steps, row_limit=15):
+    """Runs ``run_steps()`` under the framework's profiler and prints where the time went, sorted by self CPU
+    time. A framework without a profiler module gets a note instead: the profile reports, it does not gate."""
+    try:
+        profiler = profiler_module(torch)
+    except ImportError as e:
+        print(f"{torch.__name__}.profiler is not available ({e}); no profile")
+        return False
+    with profiler.profile() as prof:
+        run_steps()
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=row_limit))
+    return True

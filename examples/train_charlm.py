@@ -18,7 +18,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from common import Progress, plot_curves, section, smooth  # noqa: E402
-from framework import add_framework_argument, load_framework, profiler_module  # noqa: E402
+from framework import add_framework_argument, load_framework, print_profile  # noqa: E402
 
 CORPUS = os.path.join(HERE, "data", "corpus.txt")
 VAL_FRACTION = 0.1
@@ -134,6 +134,9 @@ def evaluate(torch, model, x, y, batch_size=64):
 
 def sample(torch, model, stoi, chars, prompt, length, temperature, generator):
     F = torch.nn.functional
+    unknown = sorted(set(prompt) - set(stoi))
+    if unknown:
+        raise ValueError(f"sample: prompt has characters that are not in the corpus: {unknown}")
     model.eval()
     ids = [stoi[ch] for ch in prompt]
     with torch.no_grad():
@@ -274,14 +277,15 @@ def main(argv=None):
 
     if not args.no_profile:
         section("charlm: profile of 3 training steps")
-        profiler = profiler_module(torch)
         model.train()
         batches = iter(loader)
-        with profiler.profile() as prof:
+
+        def run():
             for _ in range(3):
                 xb, yb = next(batches)
                 train_step(torch, model, opt, None, xb, yb, args.clip)
-        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15))
+
+        print_profile(torch, run)
 
     ok = same and (args.quick or val_loss < target)
     if not ok:

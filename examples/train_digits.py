@@ -14,7 +14,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import Progress, plot_curves, section, smooth  # noqa: E402
-from framework import add_framework_argument, load_framework, profiler_module  # noqa: E402
+from framework import add_framework_argument, load_framework, print_profile  # noqa: E402
 
 TEST_FRACTION = 0.25
 ACC_THRESHOLD = 0.97
@@ -94,16 +94,17 @@ def train_step(torch, model, opt, sched, loss_fn, xb, yb, clip):
     return loss
 
 
-def profile_steps(torch, model, opt, loss_fn, loader, clip, steps, row_limit=15):
+def profile_steps(torch, model, opt, loss_fn, loader, clip, steps):
     # The schedule has run its course: these extra steps keep the last learning rate.
-    profiler = profiler_module(torch)
     model.train()
     batches = iter(loader)
-    with profiler.profile() as prof:
+
+    def run():
         for _ in range(steps):
             xb, yb = next(batches)
             train_step(torch, model, opt, None, loss_fn, xb, yb, clip)
-    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=row_limit))
+
+    print_profile(torch, run)
 
 
 def parse_args(argv=None):
