@@ -22,7 +22,7 @@ if [ ! -x .venv/bin/python ]; then
   echo "[setup] creating .venv"
   "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c "import nanobind, numpy, pytest, hypothesis, cmake, ninja" >/dev/null 2>&1; then
+if ! .venv/bin/python -c "import nanobind, numpy, pytest, hypothesis, cmake, ninja, sklearn, matplotlib" >/dev/null 2>&1; then
   echo "[setup] installing Python packages"
   .venv/bin/pip install -q --disable-pip-version-check -r requirements-dev.txt
 fi
