@@ -15,6 +15,7 @@
 #include "autograd/variable.h"
 #include "core/shape.h"
 #include "ops/ops.h"
+#include "profiler/profiler.h"
 
 namespace strata::autograd {
 
@@ -181,7 +182,14 @@ variable_list run_backward(const variable_list& roots, const variable_list& grad
       if (any) {
         if (observer) observer(*n, true);
         variable_list grads_in = opt.keep_graph || !n->post_hooks.empty() ? in : variable_list();
-        outs = n->apply(std::move(in));
+        if (__builtin_expect(profiler::is_recording(), 0)) {
+          // Backward nodes show in the profile under their PyTorch-style names.
+          std::string name = n->name();
+          profiler::RecordScope scope(name, "autograd");
+          outs = n->apply(std::move(in));
+        } else {
+          outs = n->apply(std::move(in));
+        }
         if (observer) observer(*n, false);
         if (anomaly_mode_enabled() && anomaly_check_nan()) check_nan(*n, outs);
         for (auto& h : n->post_hooks) h(outs, grads_in);
