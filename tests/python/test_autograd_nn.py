@@ -11,6 +11,7 @@ import strata
 from strata.autograd import gradcheck
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.filterwarnings("ignore:Using padding=.same.:UserWarning")
 
 
 def _F(lib):
@@ -157,6 +158,40 @@ CASES = [
      False),
     ("sdpa_gqa", lambda L, q, k, v: _F(L).scaled_dot_product_attention(q, k, v, enable_gqa=True),
      [R(1, 4, 3, 2), R(1, 2, 3, 2), R(1, 2, 3, 2, seed=2)], False),
+    # ---- convolution
+    ("conv2d", lambda L, x, w, b: _F(L).conv2d(x, w, b), [R(2, 3, 5, 4), R(4, 3, 3, 2), R(4)], True),
+    ("conv2d_full", lambda L, x, w, b: _F(L).conv2d(x, w, b, stride=(2, 1), padding=(1, 2), dilation=(1, 2), groups=2),
+     [R(2, 4, 5, 6), R(6, 2, 2, 3), R(6)], True),
+    ("conv2d_unbatched_nobias", lambda L, x, w: _F(L).conv2d(x, w, stride=2, padding=1), [R(2, 5, 5), R(3, 2, 3, 3)],
+     False),
+    ("conv2d_same", lambda L, x, w: _F(L).conv2d(x, w, padding="same", dilation=2), [R(1, 2, 5, 6), R(2, 2, 2, 3)],
+     False),
+    ("conv2d_valid", lambda L, x, w, b: _F(L).conv2d(x, w, b, padding="valid"), [R(1, 2, 4, 4), R(3, 2, 3, 3), R(3)],
+     False),
+    ("conv1d", lambda L, x, w, b: _F(L).conv1d(x, w, b, stride=2, padding=1, dilation=2),
+     [R(2, 3, 7), R(4, 3, 3), R(4)], True),
+    ("conv1d_groups_same", lambda L, x, w: _F(L).conv1d(x, w, padding="same", groups=3), [R(2, 3, 6), R(6, 1, 4)],
+     False),
+    ("conv1d_unbatched", lambda L, x, w: _F(L).conv1d(x, w), [R(2, 6), R(3, 2, 2)], False),
+    # ---- pooling and pad
+    ("max_pool2d", lambda L, x: _F(L).max_pool2d(x, 2), [R(2, 2, 4, 5)], True),
+    ("max_pool2d_full", lambda L, x: _F(L).max_pool2d(x, (3, 2), stride=(2, 1), padding=1, dilation=(1, 2),
+                                                      ceil_mode=True), [R(1, 2, 5, 6)], False),
+    ("max_pool2d_indices", lambda L, x: _F(L).max_pool2d(x, 2, stride=1, return_indices=True)[0], [R(2, 4, 4)],
+     False),
+    ("avg_pool2d", lambda L, x: _F(L).avg_pool2d(x, 2), [R(2, 2, 4, 5)], True),
+    ("avg_pool2d_pad", lambda L, x: _F(L).avg_pool2d(x, 3, stride=2, padding=1, ceil_mode=True), [R(1, 2, 6, 5)],
+     False),
+    ("avg_pool2d_nopadcount", lambda L, x: _F(L).avg_pool2d(x, 3, stride=2, padding=1, count_include_pad=False),
+     [R(2, 5, 5)], False),
+    ("avg_pool2d_divisor", lambda L, x: _F(L).avg_pool2d(x, 2, stride=1, divisor_override=3), [R(1, 1, 3, 4)], False),
+    ("adaptive_avg_pool2d", lambda L, x: _F(L).adaptive_avg_pool2d(x, (2, 3)), [R(2, 2, 5, 7)], True),
+    ("adaptive_avg_pool2d_up", lambda L, x: _F(L).adaptive_avg_pool2d(x, 4), [R(2, 3, 3)], False),
+    ("pad_constant", lambda L, x: _F(L).pad(x, (1, 2, 0, 1), value=0.5), [R(2, 3, 4)], True),
+    ("pad_negative", lambda L, x: _F(L).pad(x, (-1, 2, 1, -2)), [R(2, 4, 5)], False),
+    ("pad_reflect", lambda L, x: _F(L).pad(x, (2, 1, 1, 2), mode="reflect"), [R(1, 2, 4, 3)], True),
+    ("pad_replicate", lambda L, x: _F(L).pad(x, (3, 1), mode="replicate"), [R(2, 2, 3)], False),
+    ("pad_circular", lambda L, x: _F(L).pad(x, (2, 1, 1, 1), mode="circular"), [R(1, 2, 3, 4)], False),
 ]
 IDS = [c[0] for c in CASES]
 
