@@ -325,10 +325,12 @@ void check_not_differentiable(const BackwardCtx& ctx, int arg, const char* name)
                  "respect to it)");
 }
 
-void cross_entropy_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  Tensor x = ctx.input(0), target = ctx.input(1), w = ctx.input(2);
+void cross_entropy_backward(const BackwardCtx& ctx, const variable_list& grads, GradOut& out) {
+  Tensor x = upcast(ctx.input(0)), target = ctx.input(1), w = upcast(ctx.input(2));
   const bool probs = is_floating_type(target.dtype());
   if (!probs) check_not_differentiable(ctx, 2, "weight");
+  if (probs) target = upcast(target);
+  const variable_list g{upcast(grads[0])};
   const Red red = reduction_of(ctx, 3);
   const double eps = ctx.arg_double(5);
   const int64_t cdim = x.dim() >= 2 ? 1 : 0, c = x.size(cdim);
@@ -482,8 +484,10 @@ Tensor sum_heads(const Tensor& t, int64_t group) {
   return sum(reshape(t, r), Dims{-3});
 }
 
-void sdpa_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  Tensor q = ctx.input(0), k = ctx.input(1), v = ctx.input(2), mask = ctx.input(3);
+void sdpa_backward(const BackwardCtx& ctx, const variable_list& grads, GradOut& out) {
+  Tensor q = upcast(ctx.input(0)), k = upcast(ctx.input(1)), v = upcast(ctx.input(2)), mask = ctx.input(3);
+  if (mask.defined() && mask.dtype() != ScalarType::Bool) mask = upcast(mask);
+  const variable_list g{upcast(grads[0])};
   const bool causal = ctx.arg_bool(5);
   const int64_t L = q.size(-2), S = k.size(-2), E = q.size(-1);
   const double scale = ctx.arg_opt_double(6).value_or(E > 0 ? 1.0 / std::sqrt(static_cast<double>(E)) : 1.0);

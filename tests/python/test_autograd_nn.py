@@ -451,3 +451,18 @@ def test_meta_device_backward():
     y = strata.empty(4, 5, device="meta", requires_grad=True)
     F.cross_entropy(y, strata.zeros(4, dtype=strata.int64, device="meta")).backward()
     assert tuple(y.grad.shape) == (4, 5)
+
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_half_cross_entropy_and_attention(dt):
+    a = np.random.default_rng(4).standard_normal((4, 8))
+    res = []
+    for lib in (strata, torch):
+        x = lib.tensor(a).to(getattr(lib, dt)).requires_grad_()
+        q = lib.tensor(a[None]).to(getattr(lib, dt)).requires_grad_()
+        lib.nn.functional.cross_entropy(x, lib.tensor([0, 1, 3, 7]), label_smoothing=0.1).backward()
+        lib.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward()
+        assert x.grad.dtype == getattr(lib, dt) and q.grad.dtype == getattr(lib, dt)
+        res.append((x.grad.float().numpy(), q.grad.float().numpy()))
+    np.testing.assert_allclose(res[0][0], res[1][0], atol=2e-3)
+    np.testing.assert_allclose(res[0][1], res[1][1], rtol=0.05, atol=0.05)
