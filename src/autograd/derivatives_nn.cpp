@@ -39,7 +39,9 @@ Tensor shifted(const Tensor& x, int64_t dim) {
 }
 Tensor softmax_d(const Tensor& x, int64_t dim) {
   Tensor e = exp(shifted(x, dim));
-  return div(e, sum(e, Dims{dim}, true));
+  Tensor s = sum(e, Dims{dim}, true);
+  // A row that is entirely -inf (a fully masked attention row) gets zeros, as torch's attention does.
+  return div(e, where(eq(s, zeros_like(s)), ones_like(s), s));
 }
 Tensor log_softmax_d(const Tensor& x, int64_t dim) {
   Tensor s = shifted(x, dim);

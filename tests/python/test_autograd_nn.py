@@ -466,3 +466,14 @@ def test_half_cross_entropy_and_attention(dt):
         res.append((x.grad.float().numpy(), q.grad.float().numpy()))
     np.testing.assert_allclose(res[0][0], res[1][0], atol=2e-3)
     np.testing.assert_allclose(res[0][1], res[1][1], rtol=0.05, atol=0.05)
+
+
+def test_sdpa_fully_masked_row_has_zero_grad():
+    a = np.random.default_rng(5).standard_normal((1, 2, 3))
+    m = np.array([[True, False], [False, False]])
+    res = []
+    for lib in (strata, torch):
+        q = lib.tensor(a, requires_grad=True)
+        lib.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=lib.tensor(m)).sum().backward()
+        res.append(q.grad.numpy())
+    np.testing.assert_allclose(res[0], res[1], rtol=1e-10, atol=1e-12)
