@@ -363,6 +363,19 @@ void cross_entropy_backward(const BackwardCtx& ctx, const variable_list& grads, 
     return;
   }
   if (!ctx.needs_grad(0)) return;
+  if (!w.defined() && eps == 0.0) {
+    // The common case, in few passes over the [N, C] logits: (softmax(x) - onehot(t)) * coef, with coef the
+    // gradient of each position's loss (0 where ignored); the onehot part is a scatter into the class dim.
+    Tensor t = unsqueeze(to_dtype(target, ScalarType::Int64), cdim);
+    Tensor keep = ne(t, int_num(t, ctx.arg_int(4)));
+    Tensor valid = to_dtype(keep, x.dtype());
+    Tensor denom = sum(valid);
+    denom = where(eq(denom, zeros_like(denom)), ones_like(denom), denom);
+    Tensor coef = mul(valid, position_grad(g[0], red, cdim, denom));
+    Tensor r = mul(softmax(x, cdim), coef);
+    out.set(0, scatter_add(r, cdim, where(keep, t, zeros_like(t)), neg(coef)));
+    return;
+  }
   ClassCoeffs cc = class_index_coeffs(x, target, w, ctx.arg_int(4), eps, cdim);
   Tensor gp = position_grad(g[0], red, cdim, cc.denom);
   Tensor p = softmax_d(x, cdim);
