@@ -5,6 +5,7 @@
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/tuple.h>
 
+#include "autocast/autocast.h"
 #include "autograd/anomaly.h"
 #include "autograd/engine.h"
 #include "autograd/variable.h"
@@ -263,6 +264,18 @@ void bind_autograd(nb::module_& m) {
     nb::inst_mark_ready(o);
     if (requires_grad) set_requires_grad(t, true);
     return o;
+  });
+  m.def("_set_autocast_enabled", [](bool on) { autocast::set_enabled(on); });
+  m.def("_is_autocast_enabled", [] { return autocast::is_enabled(); });
+  m.def("_set_autocast_dtype", [](const DType& d) { autocast::set_dtype(d.type); });
+  m.def("_get_autocast_dtype", [] { return dtype_object(autocast::dtype()); });
+  m.def("_autocast_policy", [](const std::string& op) {
+    switch (autocast::policy_of(op)) {
+      case autocast::Policy::LowerPrecision: return "lower_precision";
+      case autocast::Policy::Float32: return "float32";
+      case autocast::Policy::Promote: return "promote";
+      default: return "none";
+    }
   });
   m.def("_set_anomaly_enabled", [](bool on, bool check_nan) { set_anomaly_mode(on, check_nan); });
   m.def("_is_anomaly_enabled", [] { return anomaly_mode_enabled(); });

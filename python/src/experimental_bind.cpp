@@ -7,6 +7,7 @@
 
 #include <chrono>
 
+#include "autograd/derivative.h"
 #include "bind.h"
 #include "ops/ops.h"
 
@@ -133,6 +134,16 @@ void bind_experimental(nb::module_& m) {
       if (op.has_registered(key) && !op.kernel_for(key).fallthrough) keys.emplace_back(dispatch_key_name(key));
     }
     return keys;
+  });
+  // Autograd status of an op: declared differentiable, has a derivative of
+  // its own, or is composite (differentiable through the ops it calls).
+  m.def("_op_autograd_info", [](const std::string& name) {
+    const OperatorEntry& op = find_op(name);
+    nb::dict d;
+    d["differentiable"] = bool(op.flags() & kDifferentiable);
+    d["has_derivative"] = autograd::find_derivative(op.id()) != nullptr;
+    d["composite"] = op.has_registered(DispatchKey::CompositeImplicit);
+    return d;
   });
   for (PyMethodDef& def : g_raw_methods) {
     PyObject* f = PyCFunction_NewEx(&def, nullptr, nullptr);

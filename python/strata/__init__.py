@@ -42,6 +42,8 @@ from ._grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled,
 from . import blas  # noqa: E402,F401  (strata.blas: BLAS routines as ops)
 from . import _tensor_autograd  # noqa: E402,F401  (Tensor.backward, Tensor.register_hook)
 from . import autograd  # noqa: E402,F401
+from . import amp  # noqa: E402,F401
+from .amp import autocast, is_autocast_enabled, get_autocast_dtype  # noqa: E402,F401
 
 from . import ops  # noqa: E402,F401  (strata.ops.load_library, strata.ops.<namespace>.<op>)
 from . import optim  # noqa: E402,F401

@@ -61,11 +61,12 @@ void autograd_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack)
   const size_t base = stack.size() - n;
 
   // Which argument is written: `out` (kwarg) or `self` of a declared in-place op.
-  int out_idx = -1, inplace_idx = -1;
+  int out_idx = -1, inplace_idx = -1, out_arg = -1;
   for (size_t i = 0; i < n; ++i) {
     const Argument& a = schema.args[i];
     if (!a.is_write) continue;
     if (a.kwarg_only) {
+      out_arg = static_cast<int>(i);
       if (!stack[base + i].is_none()) out_idx = static_cast<int>(i);
     } else {
       inplace_idx = static_cast<int>(i);
@@ -137,7 +138,7 @@ void autograd_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack)
     ctx->saved_slots_.push_back(std::move(saved));
   };
   for (size_t i = 0; i < n; ++i) {
-    if (static_cast<int>(i) == out_idx) continue;
+    if (static_cast<int>(i) == out_arg) continue;  // out= is never an input
     const IValue& v = stack[base + i];
     const ArgType type = schema.args[i].type;
     if (is_tensor_arg(type)) {
@@ -177,7 +178,12 @@ void autograd_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack)
     const Tensor& o = outs[k];
     node->add_input_geometry(o);
     if (ctx) ctx->output_geometry_.push_back(TensorGeometry::of(o));
-    if (!o.defined() || !is_floating_type(o.dtype())) continue;
+    if (!o.defined() || !is_floating_type(o.dtype())) {
+      // Integer outputs (sort's indices) get no history, but a derivative may need them: keep them as plain
+      // tensors (a saved output would be given this node as grad_fn under create_graph).
+      if (ctx && o.defined() && (d->save_outputs >> k & 1)) ctx->saved_outputs_[k] = SavedTensor(o, false);
+      continue;
+    }
     if (inplace_idx >= 0 && k == 0) {
       rebase_history(self_before, node);
     } else {

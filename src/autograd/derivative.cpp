@@ -168,7 +168,9 @@ variable_list DerivativeNode::apply(variable_list&& grads) {
                ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the graph "
                "a second time or if you need to access saved tensors after calling backward. (node ",
                name_, ")");
+  ctx_.grad_defined_.assign(grads.size(), false);
   for (size_t i = 0; i < grads.size() && i < input_geometry.size(); ++i) {
+    ctx_.grad_defined_[i] = grads[i].defined();
     const TensorGeometry& g = input_geometry[i];
     if (!grads[i].defined() && g.defined() && is_floating_type(g.dtype)) {
       grads[i] = zeros(g.sizes, g.dtype, g.device);

@@ -108,6 +108,10 @@ class BackwardCtx {
   // a gradient.
   bool needs_grad(int i, int elem = -1) const;
   const std::string& op_name() const { return *op_name_; }
+  // Whether output k received a gradient (grads[k] is zeros otherwise); for
+  // ops whose outputs' derivatives are independent terms that 0 * inf would
+  // poison.
+  bool grad_defined(int k) const { return k < static_cast<int>(grad_defined_.size()) && grad_defined_[k]; }
 
  public:
   // Filled by the autograd layer when it records the op.
@@ -121,6 +125,7 @@ class BackwardCtx {
   std::vector<TensorGeometry> output_geometry_;
   Node* node_ = nullptr;
   const std::string* op_name_ = nullptr;
+  std::vector<bool> grad_defined_;
 };
 
 // Where a derivative puts the gradients of the op's inputs.

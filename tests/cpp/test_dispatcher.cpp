@@ -140,9 +140,11 @@ TEST(Dispatcher, TableComputation) {
   OperatorEntry& op = d.def("test_dispatch::table(Tensor self) -> Tensor");
   EXPECT_EQ(d.find("test_dispatch::table"), &op);
   EXPECT_EQ(&d.op(op.id()), &op);
-  // Before any kernel: nothing for any backend, every functionality key falls through.
+  // Before any kernel: nothing for any backend; functionality keys fall
+  // through unless a layer registered a fallback (autograd and autocast did).
   EXPECT_FALSE(op.kernel_for(DispatchKey::CPU).valid());
-  EXPECT_TRUE(op.fallthrough_keys().has(DispatchKey::Autograd));
+  EXPECT_FALSE(op.fallthrough_keys().has(DispatchKey::Autograd));
+  EXPECT_EQ(op.kernel_for(DispatchKey::Autograd).debug_name, "autograd_fallback");
   EXPECT_TRUE(op.fallthrough_keys().has(DispatchKey::Tracer));
   EXPECT_FALSE(op.fallthrough_keys().has(DispatchKey::CPU));
 
@@ -332,7 +334,9 @@ TEST(Dispatcher, CompositeOpsSkipFunctionalityFallbacks) {
   OperatorEntry& op = d.def("test_dispatch::comp2(Tensor self) -> Tensor");
   d.register_kernel(op, DispatchKey::CompositeImplicit, make_kernel<&composite_plus_two>());
   EXPECT_EQ(op.source_of(DispatchKey::CUDA), DispatchKey::CompositeImplicit);
-  EXPECT_TRUE(op.fallthrough_keys().has(DispatchKey::Autograd));
+  // Layers without a fallback stay transparent for it; the autograd layer's
+  // fallback passes composite ops through (the ops they call record).
+  EXPECT_TRUE(op.fallthrough_keys().has(DispatchKey::Tracer));
 }
 
 // ---------------------------------------------------------------------------

@@ -32,22 +32,29 @@ def _indices(t):
 def _numerical_jacobian(func, inputs, diff_idx, eps):
     import numpy as np
 
-    with no_grad():
-        outs = _float_outputs(func(*inputs))
-        sizes = [o.numel() for o in outs]
-        jac = []  # jac[i] : (numel_in, total_out)
-        for i in diff_idx:
-            x = inputs[i]
-            cols = np.zeros((x.numel(), sum(sizes)))
-            for k, idx in enumerate(_indices(x)):
+    def flat_outputs():
+        # func runs with grad mode as the caller has it (gradgradcheck's func
+        # calls autograd.grad inside); only the perturbations are unrecorded.
+        return [o.detach().double().numpy().reshape(-1).copy() for o in _float_outputs(func(*inputs))]
+
+    sizes = [o.size for o in flat_outputs()]
+    jac = []  # jac[i] : (numel_in, total_out)
+    for i in diff_idx:
+        x = inputs[i]
+        cols = np.zeros((x.numel(), sum(sizes)))
+        for k, idx in enumerate(_indices(x)):
+            with no_grad():
                 orig = x[idx].item()
                 x[idx] = orig + eps
-                plus = [o.detach().double().numpy().reshape(-1).copy() for o in _float_outputs(func(*inputs))]
+            plus = flat_outputs()
+            with no_grad():
                 x[idx] = orig - eps
-                minus = [o.detach().double().numpy().reshape(-1).copy() for o in _float_outputs(func(*inputs))]
+            minus = flat_outputs()
+            with no_grad():
                 x[idx] = orig
-                cols[k] = np.concatenate([(p - m) / (2 * eps) for p, m in zip(plus, minus)]) if sizes else []
-            jac.append(cols)
+            if sizes:
+                cols[k] = np.concatenate([(p - m) / (2 * eps) for p, m in zip(plus, minus)])
+        jac.append(cols)
     return jac, sizes
 
 
@@ -97,7 +104,7 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     numerical, sizes = _numerical_jacobian(func, inputs, diff_idx, eps)
     analytical = _analytical_jacobian(func, inputs, diff_idx, sizes)
     for j, (n, a) in enumerate(zip(numerical, analytical)):
-        if not np.allclose(a, n, rtol=rtol, atol=atol):
+        if not np.allclose(a, n, rtol=rtol, atol=atol, equal_nan=True):
             if not raise_exception:
                 return False
             raise GradcheckError(f"Jacobian mismatch for output 0 with respect to input {diff_idx[j]},\n"

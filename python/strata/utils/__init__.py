@@ -1,3 +1,4 @@
 """strata.utils: training utilities (torch.utils)."""
 
 from . import data  # noqa: F401
+from . import checkpoint  # noqa: F401

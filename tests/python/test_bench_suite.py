@@ -1,0 +1,92 @@
+"""Smoke test of bench/suite.py: the --quick --only path runs and writes valid JSON. Never asserts on times."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import strata
+
+ROOT = Path(__file__).resolve().parents[2]
+SUITE = ROOT / "bench" / "suite.py"
+HAS_AUTOGRAD = hasattr(strata.Tensor, "grad_fn")
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "suite.json"
+    proc = subprocess.run([sys.executable, str(SUITE), "--quick", "--only", "overhead.add,index.slice", "--json",
+                           str(out)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    return proc, out
+
+
+def test_quick_only_runs_and_prints_the_table(quick_run):
+    proc, _ = quick_run
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "time ratio Strata / peer (below 1 = Strata faster" in proc.stdout
+    assert "overhead.add " in proc.stdout and "index.slice " in proc.stdout
+    assert "gemm." not in proc.stdout  # --only filtered the rest out
+
+
+def test_json_is_complete(quick_run):
+    _, out = quick_run
+    data = json.loads(out.read_text())
+    assert data["quick"] is True and data["only"] == ["overhead.add", "index.slice"]
+    assert data["machine"]["cpu_model"] and data["machine"]["logical_cpus"] >= 1
+    assert data["machine"]["threads_used"] >= 1 and data["threads"]["strata"] == data["machine"]["threads_used"]
+    assert data["versions"]["numpy"] and data["versions"]["python"]
+    cases = {c["name"]: c for c in data["cases"]}
+    assert set(cases) == {"overhead.add", "overhead.add_requires_grad", "index.slice"}
+    for name in ("overhead.add", "index.slice"):
+        c = cases[name]
+        assert c["status"] == "ok", c
+        assert {"strata", "numpy"} <= set(c["times"])
+        for side, t in c["times"].items():
+            assert t["min"] <= t["median"] <= t["max"] and t["samples"] >= 5, (name, side, t)
+            if side != "strata":
+                assert c["ratios"][side] == pytest.approx(c["times"]["strata"]["median"] / t["median"])
+        assert all(v == "ok" for v in c["check"].values()), c["check"]
+    grad = cases["overhead.add_requires_grad"]
+    if HAS_AUTOGRAD:
+        assert grad["status"] == "ok", grad
+    else:
+        assert grad["status"] == "skipped" and "needs autograd" in grad["reason"]
+    assert data["cpp"] == {}  # not selected
+
+
+def test_torch_is_a_peer_when_importable(quick_run):
+    pytest.importorskip("torch")
+    _, out = quick_run
+    case = next(c for c in json.loads(out.read_text())["cases"] if c["name"] == "overhead.add")
+    assert "torch" in case["times"] and "torch" in case["ratios"]
+
+
+def test_list_names_every_case():
+    proc = subprocess.run([sys.executable, str(SUITE), "--list"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    names = [line.split()[0] for line in proc.stdout.splitlines()]
+    for expected in ("overhead.add", "mlp.forward_backward_b1", "pointwise.chain7", "reduce.layer_norm",
+                     "gemm.fp32.4096x4096x4096", "gemm.bf16.1x4096x4096", "conv.small_cnn_forward",
+                     "cpp.bench_dispatch", "cpp.bench_allocator"):
+        assert expected in names
+    assert any(n.startswith("train.") for n in names)
+    assert len(names) == len(set(names))
+
+
+def test_measure_interleaves_and_summarises():
+    sys.path.insert(0, str(SUITE.parent))
+    try:
+        import suite
+    finally:
+        sys.path.pop(0)
+    calls = []
+    res = suite.measure({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, budget_s=0.0,
+                        min_samples=3, sample_s=0.0)
+    assert set(res) == {"a", "b"}
+    for t in res.values():
+        assert t["samples"] == 3 and t["calls_per_sample"] >= 1 and t["min"] <= t["median"] <= t["max"]
+    # Warm-up and calibration (a, a, b, b); slow calls (here: every call, sample_s=0) keep the calibration call as
+    # their first sample; then the rounds alternate with the starting side rotated: (a, b), (b, a).
+    assert calls[:4] == ["a", "a", "b", "b"] and calls[4:] == ["a", "b", "b", "a"]
