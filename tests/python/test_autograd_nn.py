@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import strata
-from strata.autograd import gradcheck
+from strata.autograd import gradcheck, gradgradcheck
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.filterwarnings("ignore:Using padding=.same.:UserWarning")
@@ -241,41 +241,14 @@ def test_gradcheck(case):
     assert gradcheck(lambda *a: fn(strata, *a), tuple(ins))
 
 
-def _second_order_ready():
-    # Double backward also runs the view/shape ops' derivatives (another family's file).
-    w = strata.ones(2, 2, dtype=strata.float64, requires_grad=True)
-    return all(f(w).grad_fn.name() != "NotImplemented" for f in (lambda t: t.t(), lambda t: t.expand(2, 2),
-                                                                    lambda t: t.unsqueeze(0), lambda t: t.amax(0)))
-
-
-second_order = pytest.mark.skipif(not _second_order_ready(), reason="view/shape derivatives not merged yet")
 GG_CASES = [c for c in CASES if c[3]]
 
 
-def _gradgradcheck(func, inputs):
-    # The numerical part of gradcheck runs under no_grad, so the first derivative turns grad mode back on itself.
-    n = len(inputs)
-    with strata.no_grad():
-        out = func(*inputs)
-    gos = (strata.tensor(np.random.default_rng(1).standard_normal(tuple(out.shape)), dtype=out.dtype).requires_grad_(),)
-    diff = [i for i, x in enumerate(inputs) if x.requires_grad]
-
-    def first(*args):
-        with strata.enable_grad():
-            ins, g = args[:n], args[n:]
-            gs = strata.autograd.grad([func(*ins)], [ins[i] for i in diff], list(g), create_graph=True,
-                                      allow_unused=True)
-            return tuple(x for x in gs if x is not None)
-
-    return gradcheck(first, tuple(inputs) + gos)
-
-
-@second_order
 @pytest.mark.parametrize("case", GG_CASES, ids=[c[0] for c in GG_CASES])
 def test_gradgradcheck(case):
     _, fn, specs, _ = case
     ins = [_make(strata, s, "float64") for s in specs]
-    assert _gradgradcheck(lambda *a: fn(strata, *a), tuple(ins))
+    assert gradgradcheck(lambda *a: fn(strata, *a), tuple(ins))
 
 
 def _second(lib, fn, specs):
@@ -288,7 +261,6 @@ def _second(lib, fn, specs):
             for x in lib.autograd.grad([s], diff + [go], allow_unused=True)]
 
 
-@second_order
 @pytest.mark.parametrize("case", GG_CASES, ids=[c[0] for c in GG_CASES])
 def test_double_backward_matches_torch(case):
     _, fn, specs, _ = case
