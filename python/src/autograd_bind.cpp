@@ -194,9 +194,11 @@ void bind_autograd(nb::module_& m) {
       .def_prop_rw(
           "data", [](const Tensor& t) { return strata::autograd::detach(t); },
           [](const Tensor& t, const Tensor& src) {
-            // Re-points this tensor at src's storage and geometry; history stays.
-            STRATA_CHECK(t.dtype() == src.dtype() || !requires_grad(t), "data: cannot assign a ",
-                         dtype_name(src.dtype()), " tensor to a ", dtype_name(t.dtype()), " tensor that requires grad");
+            // Re-points this tensor at src's storage, geometry and dtype (torch's
+            // set_data, used by Module.to(dtype)); history stays.
+            STRATA_CHECK(t.device() == src.device(), "data: cannot assign a tensor on ", src.device().str(),
+                         " to a tensor on ", t.device().str());
+            t.impl()->set_dtype(src.dtype());
             t.impl()->set_storage(src.impl()->storage());
             t.impl()->set_geometry(DimVector(src.sizes().begin(), src.sizes().end()),
                                    DimVector(src.strides().begin(), src.strides().end()), src.storage_offset());

@@ -72,6 +72,8 @@ class TensorImpl : public RefCounted {
   // transpose_ and by resize of out= tensors).
   void set_geometry(DimVector sizes, DimVector strides, int64_t offset);
   void set_storage(intrusive_ptr<StorageImpl> s) { storage_ = std::move(s); }
+  // Only for Tensor.data = other (torch's set_data), which may change dtype.
+  void set_dtype(ScalarType t) { dtype_ = t; }
 
   // A Python number turned into a 0-d tensor: it takes part in type promotion
   // only by category (see result_type).

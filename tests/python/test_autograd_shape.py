@@ -318,8 +318,6 @@ def test_inplace_through_view_of_nonleaf():
     _both(n)
 
 
-@pytest.mark.xfail(strict=True, reason="core: views of tensors that need no grad are not tracked, so a write of a "
-                   "grad-requiring value into such a view does not reach the base (see report)")
 def test_write_into_view_of_plain_tensor():
     def f(m, x):
         y = m.zeros(3, 4, dtype=m.float64)

@@ -372,7 +372,8 @@ class Module:
                 new = fn(param)
             if new is param:
                 continue
-            if swap:
+            # Like torch, set_data keeps the Parameter object only within a device.
+            if swap and new.device == param.device:
                 param.data = new
                 out = param
             else:
@@ -385,7 +386,7 @@ class Module:
                 with no_grad():
                     new_grad = fn(grad)
                 if new_grad is not grad:
-                    if swap:
+                    if out is param:
                         grad.data = new_grad
                     else:
                         out.grad = new_grad
