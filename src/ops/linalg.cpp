@@ -96,23 +96,10 @@ Tensor expand_to(const Tensor& t, IntArrayRef shape) {
   return view_as(t, DimVector(shape.begin(), shape.end()), st);
 }
 
-// c[..., m, n] = beta * c + alpha * a[..., m, k] @ b[..., k, n], where a, b and c
-// have the same number of batch dims (size-1 batch dims of a and b broadcast).
-// reduce_batch: c is 2-D and every batch of a/b is added into it (addbmm).
-void gemm_into(const char* op, const Tensor& c, const Tensor& a, const Tensor& b, const Scalar& beta,
-               const Scalar& alpha, bool reduce_batch = false) {
-  if (c.device().is_meta() || c.numel() == 0) return;
-  ScalarType dt = c.dtype();
-  if (dt == ScalarType::Float16 || dt == ScalarType::BFloat16) {
-    // No reduced-precision BLAS: compute in float32 and round once at the end.
-    Tensor af = to_dtype(a, ScalarType::Float32), bf = to_dtype(b, ScalarType::Float32);
-    Tensor cf = empty_tensor(c.sizes(), ScalarType::Float32, c.device());
-    bool read_c = beta.to_double() != 0.0;
-    if (read_c) copy_(cf, c, false);
-    gemm_into(op, cf, af, bf, read_c ? beta : Scalar(0.0), alpha, reduce_batch);
-    copy_(c, cf, false);
-    return;
-  }
+// The strided batched GEMM description of c = beta * c + alpha * a @ b (a, b
+// and c with the same number of batch dims; size-1 batch dims broadcast).
+BatchedGemm describe_gemm(ScalarType dt, const Tensor& c, const Tensor& a, const Tensor& b, const Scalar& beta,
+                          const Scalar& alpha, bool reduce_batch) {
   BatchedGemm g;
   g.dtype = dt;
   const int64_t nb = a.dim() - 2;
@@ -135,7 +122,35 @@ void gemm_into(const char* op, const Tensor& c, const Tensor& a, const Tensor& b
     g.beta = static_cast<double>(g.ibeta);
   }
   g.reduce_batch = reduce_batch;
-  batched_gemm_stub(c.device().type, g);
+  return g;
+}
+
+// c[..., m, n] = beta * c + alpha * a[..., m, k] @ b[..., k, n], where a, b and c
+// have the same number of batch dims (size-1 batch dims of a and b broadcast).
+// reduce_batch: c is 2-D and every batch of a/b is added into it (addbmm).
+void gemm_into(const char* op, const Tensor& c, const Tensor& a, const Tensor& b, const Scalar& beta,
+               const Scalar& alpha, bool reduce_batch = false) {
+  if (c.device().is_meta() || c.numel() == 0) return;
+  ScalarType dt = c.dtype();
+  if (dt == ScalarType::Float16 || dt == ScalarType::BFloat16) {
+    // Accumulate in float32 and round once at the end. bfloat16 operands go
+    // to the backend as they are (oneDNN's bf16 GEMM on the CPU); float16
+    // ones are widened first.
+    const bool bf16 = dt == ScalarType::BFloat16 && a.dtype() == dt && b.dtype() == dt;
+    Tensor af = bf16 ? a : to_dtype(a, ScalarType::Float32), bf = bf16 ? b : to_dtype(b, ScalarType::Float32);
+    Tensor cf = empty_tensor(c.sizes(), ScalarType::Float32, c.device());
+    bool read_c = beta.to_double() != 0.0;
+    if (read_c) copy_(cf, c, false);
+    if (bf16) {
+      BatchedGemm g = describe_gemm(dt, cf, af, bf, read_c ? beta : Scalar(0.0), alpha, reduce_batch);
+      batched_gemm_stub(c.device().type, g);
+    } else {
+      gemm_into(op, cf, af, bf, read_c ? beta : Scalar(0.0), alpha, reduce_batch);
+    }
+    copy_(c, cf, false);
+    return;
+  }
+  batched_gemm_stub(c.device().type, describe_gemm(dt, c, a, b, beta, alpha, reduce_batch));
 }
 
 // A 1-D tensor as a 1 x n row or an n x 1 column (views, no copies).

@@ -11,7 +11,9 @@
 namespace strata {
 
 struct BatchedGemm {
-  ScalarType dtype;  // Float32, Float64 or an integer type (reduced floats are converted before)
+  // Float32, Float64, an integer type, or BFloat16: then A and B hold bfloat16
+  // and C is float32 (float16 is converted to float32 before).
+  ScalarType dtype;
   int64_t m = 0, n = 0, k = 0;
   DimVector batch;                 // batch shape (empty: one matrix)
   DimVector a_bs, b_bs, c_bs;      // strides of the batch dims (0 where broadcast)

@@ -26,6 +26,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <bit>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -70,6 +71,8 @@ struct Cblas {
 
 using DnnlSgemm = int (*)(char, char, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t,
                           float, float*, int64_t);
+using DnnlGemmBf16 = int (*)(char, char, int64_t, int64_t, int64_t, float, const uint16_t*, int64_t,
+                             const uint16_t*, int64_t, float, float*, int64_t);
 struct DnnlVersion {
   int major, minor, patch;
   const char* hash;
@@ -132,6 +135,7 @@ struct State {
   // oneDNN
   void* dnnl_handle = nullptr;
   DnnlSgemm dnnl_sgemm = nullptr;
+  DnnlGemmBf16 dnnl_gemm_bf16 = nullptr;
   std::string dnnl_desc;
   // OpenBLAS
   void* ob_handle = nullptr;
@@ -251,6 +255,31 @@ struct State {
     ob_desc = str(version, " (", core, " kernel", note, ")");
   }
 
+  // bfloat16 GEMM with float32 accumulation and output: checked once against
+  // float32 arithmetic on bfloat16-representable inputs (exact products, so
+  // only summation order differs).
+  void load_dnnl_bf16(void* h) {
+    auto fn = reinterpret_cast<DnnlGemmBf16>(dlsym(h, "dnnl_gemm_bf16bf16f32"));
+    if (!fn) return;
+    const int64_t m = 5, n = 7, k = 9;
+    std::vector<uint16_t> a(m * k), b(k * n);
+    std::vector<float> c(m * n, 0.f), ref(m * n, 0.f);
+    auto bits = [](float f) { return static_cast<uint16_t>(std::bit_cast<uint32_t>(f) >> 16); };
+    auto val = [](uint16_t u) { return std::bit_cast<float>(static_cast<uint32_t>(u) << 16); };
+    for (int64_t i = 0; i < m * k; ++i) a[i] = bits(static_cast<float>((i * 7) % 11) - 5.f);
+    for (int64_t i = 0; i < k * n; ++i) b[i] = bits(static_cast<float>((i * 5) % 13) * 0.25f - 1.f);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t p = 0; p < k; ++p) ref[i * n + j] += val(a[i * k + p]) * val(b[p * n + j]);
+    if (fn('N', 'N', m, n, k, 1.f, a.data(), k, b.data(), n, 0.f, c.data(), n) != 0) return;
+    for (int64_t i = 0; i < m * n; ++i)
+      if (std::abs(c[i] - ref[i]) > 1e-3f * (1.f + std::abs(ref[i]))) {
+        warn("oneDNN's dnnl_gemm_bf16bf16f32 gave a wrong result in the start-up check; not using it");
+        return;
+      }
+    dnnl_gemm_bf16 = fn;
+  }
+
   void load_dnnl() {
     void* h = nullptr;
     for (const char* name : {"libdnnl.so.2", "libdnnl.so.3", "libdnnl.so"})
@@ -272,6 +301,7 @@ struct State {
     }
     dnnl_handle = h;
     dnnl_sgemm = fn;
+    load_dnnl_bf16(h);
     auto ver = reinterpret_cast<const DnnlVersion* (*)()>(dlsym(h, "dnnl_version"));
     dnnl_desc = "oneDNN";
     if (ver) {
@@ -514,6 +544,25 @@ void gemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha, cons
 void gemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
           const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
   gemm_impl<double>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+bool has_gemm_bf16() { return state().dnnl_gemm_bf16 != nullptr; }
+
+bool gemm_bf16(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a, int64_t lda,
+               const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  DnnlGemmBf16 fn = state().dnnl_gemm_bf16;
+  if (!fn) return false;
+  if (m <= 0 || n <= 0) return true;
+  ldc = fix_ld(ldc, m, n);
+  if (k <= 0) {
+    scale_c(m, n, beta, c, ldc);
+    return true;
+  }
+  lda = ta == Trans::N ? fix_ld(lda, m, k) : fix_ld(lda, k, m);
+  ldb = tb == Trans::N ? fix_ld(ldb, k, n) : fix_ld(ldb, n, k);
+  int st = fn(char(ta), char(tb), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  STRATA_CHECK(st == 0, "cpublas::gemm_bf16: oneDNN returned status ", st, " for m=", m, " n=", n, " k=", k);
+  return true;
 }
 
 #define STRATA_BLAS_LEVEL12(T)                                                                                   \

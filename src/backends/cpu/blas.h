@@ -25,6 +25,13 @@ void gemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha, cons
 void gemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
           const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
 
+// C (float32) = alpha * op(A) @ op(B) + beta * C with A and B in bfloat16
+// (raw bits), through oneDNN's dnnl_gemm_bf16bf16f32 (AVX512_BF16 where the
+// CPU has it). Returns false, doing nothing, when no library provides it.
+bool gemm_bf16(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a, int64_t lda,
+               const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc);
+bool has_gemm_bf16();
+
 // y = alpha * op(A) @ x + beta * y; A is m x n row-major.
 void gemv(Trans t, int64_t m, int64_t n, float alpha, const float* a, int64_t lda, const float* x, int64_t incx,
           float beta, float* y, int64_t incy);

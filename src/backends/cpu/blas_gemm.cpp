@@ -6,6 +6,7 @@
 // > 1, stride-0 expanded rows) are copied.
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <vector>
 
 #include "backends/cpu/blas.h"
@@ -135,6 +136,54 @@ void batched_float(const BatchedGemm& g) {
   }
 }
 
+// bfloat16 A and B, float32 C (see BatchedGemm). oneDNN's bf16 GEMM when
+// present; otherwise the operands are widened to float32 matrix by matrix.
+void batched_bf16(const BatchedGemm& g) {
+  const auto* a = static_cast<const uint16_t*>(g.a);
+  const auto* b = static_cast<const uint16_t*>(g.b);
+  float* c = static_cast<float*>(g.c);
+  const float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
+  const bool lib = cpublas::has_gemm_bf16();
+  std::vector<uint16_t> pa, pb;
+  Scratch<float> s;
+  std::vector<float> fa, fb;
+  auto widen = [](const uint16_t* src, int64_t rows, int64_t cols, int64_t rs, int64_t cs, std::vector<float>& dst) {
+    dst.resize(static_cast<size_t>(rows * cols));
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        dst[i * cols + j] = std::bit_cast<float>(static_cast<uint32_t>(src[i * rs + j * cs]) << 16);
+  };
+  int64_t total = 1;
+  for (int64_t d : g.batch) total *= d;
+  auto one = [&](int64_t t, int64_t oa, int64_t ob, int64_t oc) {
+    const float be = g.reduce_batch && t > 0 ? 1.f : beta;
+    const uint16_t* ap = a + oa;
+    const uint16_t* bp = b + ob;
+    Layout lc = blas_layout(g.m, g.n, g.c_rs, g.c_cs);
+    Layout la = blas_layout(g.m, g.k, g.a_rs, g.a_cs), lb = blas_layout(g.k, g.n, g.b_rs, g.b_cs);
+    if (lib && lc.ok && lc.t == Trans::N) {
+      if (!la.ok) {
+        pack(ap, g.m, g.k, g.a_rs, g.a_cs, pa);
+        ap = pa.data(), la = {true, Trans::N, g.k};
+      }
+      if (!lb.ok) {
+        pack(bp, g.k, g.n, g.b_rs, g.b_cs, pb);
+        bp = pb.data(), lb = {true, Trans::N, g.n};
+      }
+      cpublas::gemm_bf16(la.t, lb.t, g.m, g.n, g.k, alpha, ap, la.ld, bp, lb.ld, be, c + oc,
+                         g.m <= 1 ? std::max<int64_t>(g.n, 1) : g.c_rs);
+      return;
+    }
+    widen(ap, g.m, g.k, g.a_rs, g.a_cs, fa);
+    widen(bp, g.k, g.n, g.b_rs, g.b_cs, fb);
+    gemm_one<float>(g.m, g.n, g.k, alpha, fa.data(), g.k, 1, fb.data(), g.n, 1, be, c + oc, g.c_rs, g.c_cs, s);
+  };
+  for_each_batch(g, one);
+  if (g.reduce_batch && total == 0) {
+    gemm_one<float>(g.m, g.n, 0, alpha, nullptr, 0, 1, nullptr, 0, 1, beta, c, g.c_rs, g.c_cs, s);
+  }
+}
+
 void batched_int(const BatchedGemm& g) {
   const size_t es = element_size(g.dtype);
   int64_t total = 1;
@@ -159,6 +208,7 @@ void batched_gemm_cpu(const BatchedGemm& g) {
   switch (g.dtype) {
     case ScalarType::Float32: return batched_float<float>(g);
     case ScalarType::Float64: return batched_float<double>(g);
+    case ScalarType::BFloat16: return batched_bf16(g);
     default: return batched_int(g);
   }
 }
