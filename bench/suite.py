@@ -553,9 +553,10 @@ def _load_example(path):
     return mod
 
 
-# Sizes for the training cases: --train-small asks bench_step for the examples' --quick model (tests use it).
-TRAIN_SMALL = {"value": False}
+# Settings of the training cases (from the command line): --train-small asks bench_step for the examples' --quick
+# model (tests use it); the memory run does TRAIN_MEM_WARMUP steps, then up to "steps" more within "budget" seconds.
 TRAIN_MEM_STEPS, TRAIN_MEM_WARMUP, TRAIN_MEM_BUDGET_S = 10, 2, 12.0
+TRAIN = {"small": False, "steps": TRAIN_MEM_STEPS, "budget": TRAIN_MEM_BUDGET_S}
 
 
 def _proc_status_kib(*keys):
@@ -652,13 +653,13 @@ def _ratio(a, b):
 
 def train_memory(env, path, quick):
     """Peak memory of the training step, one subprocess per framework (run one after the other)."""
-    steps = TRAIN_MEM_STEPS // 2 if quick else TRAIN_MEM_STEPS
-    budget = TRAIN_MEM_BUDGET_S * (0.3 if quick else 1.0)
+    steps = max(3, TRAIN["steps"] // 2) if quick else TRAIN["steps"]
+    budget = TRAIN["budget"] * (0.3 if quick else 1.0)
     res = {}
     for side, _ in both(env):
         cmd = [sys.executable, str(Path(__file__).resolve()), "--train-worker", str(path), side, "--threads",
                str(env.threads), "--train-steps", str(steps), "--train-budget", str(budget)]
-        if TRAIN_SMALL["value"]:
+        if TRAIN["small"]:
             cmd.append("--train-small")
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
@@ -687,8 +688,8 @@ def _register_training_cases():
         def setup(env, path=path):
             needs_autograd(env)
             mod = _load_example(path)
-            sides = {side: mod.bench_step(lib, quick=TRAIN_SMALL["value"]) for side, lib in both(env)}
-            return sides, {"ref_unchecked": True, "torch_unchecked": True, "small": TRAIN_SMALL["value"]}
+            sides = {side: mod.bench_step(lib, quick=TRAIN["small"]) for side, lib in both(env)}
+            return sides, {"ref_unchecked": True, "torch_unchecked": True, "small": TRAIN["small"]}
 
         case(f"train.{path.stem}", "train", f"one training step of examples/{path.name} (bench_step hook): time "
              "(interleaved, in process) and peak memory (one subprocess per framework)", quick=True, budget=6.0,
@@ -844,7 +845,8 @@ def print_train_table(results):
     if not rows:
         return
     print()
-    print("Training steps. Time per step (interleaved, in process): median [min-max]; ratio strata/torch.")
+    print("Training steps. Time per step (interleaved, in process): median [min-max]; 'alone': median in the "
+          "framework's own process (the memory run). Ratios strata/torch.")
     print("Peak memory (one subprocess per framework): peak RSS growth over the built model+data during the warm-up "
           "and the timed steps, and during the timed steps alone (steady); Strata's allocator: peak live bytes above "
           "the live bytes before the steps, allocations per step.")
@@ -860,6 +862,7 @@ def print_train_table(results):
             if "error" in mem:
                 line += f"  memory: error: {mem['error']}"
             elif mem:
+                line += f"  alone {fmt_time(mem['step_seconds']['median']):>9}"
                 line += (f"  peak RSS growth {_fmt_mib(mem['peak_rss_growth_mib']):>10}  steady "
                          f"{_fmt_mib(mem['steady_peak_rss_growth_mib']):>10}")
                 a = mem.get("allocator")
@@ -869,6 +872,8 @@ def print_train_table(results):
             print(line)
         rat = m.get("ratios", {})
         parts = [f"time {fmt_ratio(r['ratios']['torch'])}"] if "torch" in r.get("ratios", {}) else []
+        if rat.get("step_seconds_median") is not None:
+            parts.append(f"time alone {fmt_ratio(rat['step_seconds_median'])}")
         for key, label in (("peak_rss_growth_mib", "peak RSS growth"), ("steady_peak_rss_growth_mib", "steady")):
             if rat.get(key) is not None:
                 parts.append(f"{label} {fmt_ratio(rat[key])}")
@@ -967,7 +972,7 @@ def main(argv=None):
     # Internal: the subprocess that measures one framework's training-step memory (train_memory_worker).
     ap.add_argument("--train-worker", nargs=2, metavar=("EXAMPLE", "FRAMEWORK"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    TRAIN_SMALL["value"] = args.train_small
+    TRAIN.update(small=args.train_small, steps=args.train_steps, budget=args.train_budget)
     if args.train_worker:
         res = train_memory_worker(args.train_worker[0], args.train_worker[1], args.threads, args.train_steps,
                                   TRAIN_MEM_WARMUP, args.train_budget, args.train_small)
