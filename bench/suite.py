@@ -999,6 +999,7 @@ def main(argv=None):
         os.environ["OPENBLAS_THREAD_TIMEOUT"] = "4"
 
     t_start = time.time()
+    load_start = list(os.getloadavg())
     env = Env(args.threads, args.quick)
     selected = [c for c in CASES if (c["quick"] or not args.quick) and matches(c["name"], patterns)]
     header = (f"Strata benchmark suite ({'quick' if args.quick else 'full'}; {args.threads} threads for every side; "
@@ -1022,7 +1023,7 @@ def main(argv=None):
     elapsed = time.time() - t_start
 
     info = machine_info(env, args.threads)
-    info["loadavg_end"] = list(os.getloadavg())
+    info["loadavg_start"], info["loadavg_end"] = load_start, list(os.getloadavg())
     out = {
         "suite": "bench/suite.py",
         "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
