@@ -181,10 +181,11 @@ class Env:
 CASES = []
 
 
-def case(name, group, what, quick=False, budget=2.0, work=None, tol=1e-4, min_samples=None):
+def case(name, group, what, quick=False, budget=2.0, work=None, tol=1e-4, min_samples=None, extra=None):
+    # extra(env, result, quick), when given, adds measurements of its own to a case that was timed.
     def register(setup):
         CASES.append({"name": name, "group": group, "what": what, "quick": quick, "budget": budget, "work": work,
-                      "tol": tol, "min_samples": min_samples, "setup": setup})
+                      "tol": tol, "min_samples": min_samples, "setup": setup, "extra": extra})
         return setup
 
     return register
@@ -543,6 +544,139 @@ def training_cases():
     return found
 
 
+def _load_example(path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"_bench_example_{path.stem}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# Settings of the training cases (from the command line): --train-small asks bench_step for the examples' --quick
+# model (tests use it); the memory run does TRAIN_MEM_WARMUP steps, then up to "steps" more within "budget" seconds.
+TRAIN_MEM_STEPS, TRAIN_MEM_WARMUP, TRAIN_MEM_BUDGET_S = 10, 2, 12.0
+TRAIN = {"small": False, "steps": TRAIN_MEM_STEPS, "budget": TRAIN_MEM_BUDGET_S}
+
+
+def _proc_status_kib(*keys):
+    vals = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            k = line.split(":", 1)[0]
+            if k in keys:
+                vals[k] = int(line.split()[1])
+    return vals
+
+
+def _reset_hwm():
+    """Resets VmHWM (peak RSS) to the current RSS (Linux >= 4.0: "5" > /proc/self/clear_refs); False if refused."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def train_memory_worker(path, framework, threads, steps, warmup, budget_s, small):
+    """Runs in its own process (one per framework, so neither library's memory shows in the other's numbers): builds
+    examples/<path>'s bench_step, runs `warmup` steps then up to `steps` more, and returns peak-RSS growth and, for
+    Strata, its allocator's statistics. Peak RSS is VmHWM, reset to the current RSS before each phase."""
+    if framework == "strata":
+        sys.path.insert(0, str(ROOT / "python"))
+        import strata as lib
+    else:
+        import torch as lib
+    lib.set_num_threads(threads)
+    mib = 1.0 / 1024  # /proc/self/status is in KiB
+    stats = getattr(getattr(lib, "_C", None), "_cpu_allocator_stats", None) if framework == "strata" else None
+    rss_import = _proc_status_kib("VmRSS")["VmRSS"]
+    step = _load_example(Path(path)).bench_step(lib, quick=small)
+    rss_setup = _proc_status_kib("VmRSS")["VmRSS"]
+    alloc_setup = stats() if stats else None
+
+    # Phase 1, the warm-up: the first steps also allocate what persists (gradients, optimizer state).
+    hwm_reset = _reset_hwm()
+    if stats:
+        lib._C._reset_peak_memory_stats()
+    t_warm = []
+    for _ in range(warmup):
+        t0 = time.perf_counter()
+        step()
+        t_warm.append(time.perf_counter() - t0)
+    st = _proc_status_kib("VmRSS", "VmHWM")
+    rss_warm, hwm_warm = st["VmRSS"], st["VmHWM"]
+    alloc_warm = stats() if stats else None
+
+    # Phase 2, steady state: what one step needs on top of what the warm-up left resident.
+    n = int(max(3, min(steps, budget_s / max(t_warm[-1], 1e-6)))) if t_warm else steps
+    _reset_hwm()
+    if stats:
+        lib._C._reset_peak_memory_stats()
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    st = _proc_status_kib("VmRSS", "VmHWM")
+    rss_end, hwm_steps = st["VmRSS"], st["VmHWM"]
+    ru_maxrss_kib = __import__("resource").getrusage(__import__("resource").RUSAGE_SELF).ru_maxrss
+    times.sort()
+    out = {
+        "framework": framework, "warmup_steps": warmup, "steps": n, "hwm_reset": hwm_reset,
+        "rss_after_import_mib": rss_import * mib, "rss_after_setup_mib": rss_setup * mib,
+        # Headline: the peak resident memory the training steps add on top of the built model and data.
+        "peak_rss_growth_mib": (max(hwm_warm, hwm_steps) - rss_setup) * mib if hwm_reset else None,
+        "steady_peak_rss_growth_mib": (hwm_steps - rss_warm) * mib if hwm_reset else None,
+        "rss_growth_during_steps_mib": (rss_end - rss_warm) * mib,
+        "ru_maxrss_mib": ru_maxrss_kib * mib,
+        "step_seconds": {"median": times[len(times) // 2], "min": times[0], "max": times[-1]},
+        "warmup_step_seconds": t_warm,
+    }
+    if stats:
+        a = stats()
+        out["allocator"] = {
+            "live_after_setup_mib": alloc_setup["allocated_bytes"] / 2**20,
+            "live_after_warmup_mib": alloc_warm["allocated_bytes"] / 2**20,
+            "peak_growth_warmup_mib": (alloc_warm["peak_bytes"] - alloc_setup["allocated_bytes"]) / 2**20,
+            "peak_growth_steady_mib": (a["peak_bytes"] - alloc_warm["allocated_bytes"]) / 2**20,
+            "live_growth_during_steps_mib": (a["allocated_bytes"] - alloc_warm["allocated_bytes"]) / 2**20,
+            "allocs_per_step": (a["num_allocs"] - alloc_warm["num_allocs"]) / n,
+        }
+    return out
+
+
+def _ratio(a, b):
+    return a / b if a is not None and b not in (None, 0) and b > 0 else None
+
+
+def train_memory(env, path, quick):
+    """Peak memory of the training step, one subprocess per framework (run one after the other)."""
+    steps = max(3, TRAIN["steps"] // 2) if quick else TRAIN["steps"]
+    budget = TRAIN["budget"] * (0.3 if quick else 1.0)
+    res = {}
+    for side, _ in both(env):
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--train-worker", str(path), side, "--threads",
+               str(env.threads), "--train-steps", str(steps), "--train-budget", str(budget)]
+        if TRAIN["small"]:
+            cmd.append("--train-small")
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        except subprocess.TimeoutExpired:
+            res[side] = {"error": "timed out"}
+            continue
+        if p.returncode != 0:
+            res[side] = {"error": f"exit {p.returncode}: {p.stderr.strip()[-400:]}"}
+            continue
+        res[side] = json.loads(p.stdout.strip().splitlines()[-1])
+    s, t = res.get("strata", {}), res.get("torch", {})
+    res["ratios"] = {k: _ratio(s.get(k), t.get(k)) for k in ("peak_rss_growth_mib", "steady_peak_rss_growth_mib")}
+    if "step_seconds" in s and "step_seconds" in t:
+        res["ratios"]["step_seconds_median"] = _ratio(s["step_seconds"]["median"], t["step_seconds"]["median"])
+    return res
+
+
 def _register_training_cases():
     paths = training_cases()
     if not paths:
@@ -553,16 +687,13 @@ def _register_training_cases():
     for path in paths:
         def setup(env, path=path):
             needs_autograd(env)
-            import importlib.util
+            mod = _load_example(path)
+            sides = {side: mod.bench_step(lib, quick=TRAIN["small"]) for side, lib in both(env)}
+            return sides, {"ref_unchecked": True, "torch_unchecked": True, "small": TRAIN["small"]}
 
-            spec = importlib.util.spec_from_file_location(f"_bench_example_{path.stem}", path)
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
-            return {side: mod.bench_step(lib) for side, lib in both(env)}, {"ref_unchecked": True,
-                                                                            "torch_unchecked": True}
-
-        case(f"train.{path.stem}", "train", f"one training step of examples/{path.name} (bench_step hook)",
-             quick=True, budget=4.0)(setup)
+        case(f"train.{path.stem}", "train", f"one training step of examples/{path.name} (bench_step hook): time "
+             "(interleaved, in process) and peak memory (one subprocess per framework)", quick=True, budget=6.0,
+             extra=lambda env, r, quick, path=path: r.update(memory=train_memory(env, path, quick)))(setup)
 
 
 _register_training_cases()
@@ -629,7 +760,7 @@ def to_numpy(env, v):
     if env.torch is not None and isinstance(v, env.torch.Tensor):
         return v.detach().float().numpy()
     if isinstance(v, env.st.Tensor):
-        return v.float().numpy()
+        return v.detach().float().numpy()
     return env.np.asarray(v)
 
 
@@ -705,6 +836,51 @@ def fmt_ratio(x):
 PEERS = ("torch", "numpy", "ref")
 
 
+def _fmt_mib(x):
+    return "-" if x is None else f"{x:.1f} MiB"
+
+
+def print_train_table(results):
+    rows = [r for r in results if r["status"] == "ok" and "memory" in r]
+    if not rows:
+        return
+    print()
+    print("Training steps. Time per step (interleaved, in process): median [min-max]; 'alone': median in the "
+          "framework's own process (the memory run). Ratios strata/torch.")
+    print("Peak memory (one subprocess per framework): peak RSS growth over the built model+data during the warm-up "
+          "and the timed steps, and during the timed steps alone (steady); Strata's allocator: peak live bytes above "
+          "the live bytes before the steps, allocations per step.")
+    for r in rows:
+        t, m = r["times"], r["memory"]
+        print(f"  {r['name']}")
+        for side in ("strata", "torch"):
+            if side not in t:
+                continue
+            line = (f"    {side:7} time {fmt_time(t[side]['median']):>9} [{fmt_time(t[side]['min'])}-"
+                    f"{fmt_time(t[side]['max'])}]")
+            mem = m.get(side, {})
+            if "error" in mem:
+                line += f"  memory: error: {mem['error']}"
+            elif mem:
+                line += f"  alone {fmt_time(mem['step_seconds']['median']):>9}"
+                line += (f"  peak RSS growth {_fmt_mib(mem['peak_rss_growth_mib']):>10}  steady "
+                         f"{_fmt_mib(mem['steady_peak_rss_growth_mib']):>10}")
+                a = mem.get("allocator")
+                if a:
+                    line += (f"  allocator peak growth {_fmt_mib(a['peak_growth_warmup_mib'])} (steady "
+                             f"{_fmt_mib(a['peak_growth_steady_mib'])}), {a['allocs_per_step']:.0f} allocs/step")
+            print(line)
+        rat = m.get("ratios", {})
+        parts = [f"time {fmt_ratio(r['ratios']['torch'])}"] if "torch" in r.get("ratios", {}) else []
+        if rat.get("step_seconds_median") is not None:
+            parts.append(f"time alone {fmt_ratio(rat['step_seconds_median'])}")
+        for key, label in (("peak_rss_growth_mib", "peak RSS growth"), ("steady_peak_rss_growth_mib", "steady")):
+            if rat.get(key) is not None:
+                parts.append(f"{label} {fmt_ratio(rat[key])}")
+        if parts:
+            print(f"    ratio strata/torch: {', '.join(parts)}")
+
+
 def print_table(results, cpp, header):
     print(header)
     print("Times: median per call. Ratios: time ratio Strata / peer (below 1 = Strata faster; 0.5 = twice as fast).")
@@ -728,6 +904,7 @@ def print_table(results, cpp, header):
         print(line + (f" {r.get('ref_name', '')}" if "ref" in t else ""))
     if any(r.get("check", {}).get(p, "ok") != "ok" for r in results if r["status"] == "ok" for p in PEERS):
         print("! = the results differ beyond tolerance (see 'check' in the JSON): that ratio compares different work.")
+    print_train_table(results)
     if cpp:
         print()
         print("C++ micro-benchmarks (Google Benchmark; CPU time per iteration; ratio = time / baseline's time)")
@@ -762,6 +939,9 @@ def run_case(env, c, quick):
             unit, amount = work
             r["throughput"] = {p: {"unit": f"{unit}/s", "median": amount / t["median"]} for p, t in r["times"].items()}
         r["status"] = "ok"
+        if c["extra"] is not None:
+            del setup, sides  # the extra measurement runs without this case's buffers
+            c["extra"](env, r, quick)
     except Skip as e:
         r.update(status="skipped", reason=str(e))
     except Exception as e:  # one broken case must not lose the others' numbers
@@ -785,7 +965,19 @@ def main(argv=None):
     ap.add_argument("--spin", action="store_true", help="keep the libraries' default busy-waiting thread pools "
                     "(default: OMP_WAIT_POLICY=PASSIVE, OPENBLAS_THREAD_TIMEOUT=4, see the note in main)")
     ap.add_argument("--list", action="store_true", help="list the cases and exit")
+    ap.add_argument("--train-small", action="store_true", help="train.* cases use the examples' --quick model "
+                    "sizes (for tests; the real job's sizes otherwise)")
+    ap.add_argument("--train-steps", type=int, default=TRAIN_MEM_STEPS, help=argparse.SUPPRESS)
+    ap.add_argument("--train-budget", type=float, default=TRAIN_MEM_BUDGET_S, help=argparse.SUPPRESS)
+    # Internal: the subprocess that measures one framework's training-step memory (train_memory_worker).
+    ap.add_argument("--train-worker", nargs=2, metavar=("EXAMPLE", "FRAMEWORK"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    TRAIN.update(small=args.train_small, steps=args.train_steps, budget=args.train_budget)
+    if args.train_worker:
+        res = train_memory_worker(args.train_worker[0], args.train_worker[1], args.threads, args.train_steps,
+                                  TRAIN_MEM_WARMUP, args.train_budget, args.train_small)
+        print(json.dumps(res))
+        return 0
     patterns = [p.strip() for p in args.only.split(",") if p.strip()] if args.only else []
 
     if args.list:
@@ -807,6 +999,7 @@ def main(argv=None):
         os.environ["OPENBLAS_THREAD_TIMEOUT"] = "4"
 
     t_start = time.time()
+    load_start = list(os.getloadavg())
     env = Env(args.threads, args.quick)
     selected = [c for c in CASES if (c["quick"] or not args.quick) and matches(c["name"], patterns)]
     header = (f"Strata benchmark suite ({'quick' if args.quick else 'full'}; {args.threads} threads for every side; "
@@ -830,7 +1023,7 @@ def main(argv=None):
     elapsed = time.time() - t_start
 
     info = machine_info(env, args.threads)
-    info["loadavg_end"] = list(os.getloadavg())
+    info["loadavg_start"], info["loadavg_end"] = load_start, list(os.getloadavg())
     out = {
         "suite": "bench/suite.py",
         "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

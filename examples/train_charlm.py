@@ -159,6 +159,39 @@ def train_step(torch, model, opt, sched, xb, yb, clip):
     return loss
 
 
+def bench_step(torch, quick=False, n_batches=8):
+    """One full training step of this job, for bench/suite.py (case ``train.train_charlm``).
+
+    Builds the job's model, AdamW optimizer and training windows exactly as ``main`` does (default arguments, or the
+    smaller model of ``--quick`` when ``quick``), takes the first ``n_batches`` batches of the shuffled loader and
+    returns a callable that runs one step on the next of them in turn (zero_grad, forward, loss, backward, clip,
+    optimizer step) and returns the loss detached. The learning-rate schedule is left out: OneCycleLR refuses to step
+    past its total, and a benchmark runs an open-ended number of steps."""
+    import itertools
+
+    args = parse_args(["--quick"] if quick else [])
+    torch.manual_seed(args.seed)
+    _, chars, _, ids, _ = load_corpus(CORPUS)
+    n_val = int(len(ids) * VAL_FRACTION)
+    xtr, ytr = windows(ids[:-n_val], args.block, args.block // 2)
+    x_train, y_train = torch.from_numpy(xtr), torch.from_numpy(ytr)
+    gen = torch.Generator().manual_seed(args.seed)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x_train, y_train),
+                                         batch_size=args.batch_size, shuffle=True, generator=gen, drop_last=True)
+    batches = list(itertools.islice(iter(loader), n_batches))
+    model = build_model(torch, vocab_size=len(chars), block=args.block, d_model=args.d_model, n_layers=args.layers,
+                        n_heads=args.heads, dropout=args.dropout)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay, betas=(0.9, 0.98))
+    counter = itertools.count()
+
+    def step():
+        xb, yb = batches[next(counter) % len(batches)]
+        return train_step(torch, model, opt, None, xb, yb, args.clip).detach()
+
+    return step
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_framework_argument(p)
@@ -181,13 +214,14 @@ def parse_args(argv=None):
     p.add_argument("--out", default="runs")
     p.add_argument("--quick", action="store_true", help="a few steps of a smaller model, no loss threshold")
     p.add_argument("--no-profile", action="store_true")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.quick:
+        args.steps, args.evals, args.sample_chars, args.block, args.d_model, args.lr = 12, 2, 60, 32, 64, 3e-3
+    return args
 
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.quick:
-        args.steps, args.evals, args.sample_chars, args.block, args.d_model, args.lr = 12, 2, 60, 32, 64, 3e-3
     torch = load_framework(args.framework)
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)

@@ -107,6 +107,37 @@ def profile_steps(torch, model, opt, loss_fn, loader, clip, steps):
     print_profile(torch, run)
 
 
+def bench_step(torch, quick=False, n_batches=8):
+    """One full training step of this job, for bench/suite.py (case ``train.train_digits``).
+
+    Builds the job's model, AdamW optimizer, loss and data exactly as ``main`` does (default arguments, so the real
+    batch size), takes the first ``n_batches`` batches of the shuffled loader and returns a callable that runs one
+    step on the next of them in turn (zero_grad, forward, loss, backward, clip, optimizer step) and returns the loss
+    detached. The learning-rate schedule is left out: OneCycleLR refuses to step past its total, and a benchmark runs
+    an open-ended number of steps. ``quick`` is accepted for symmetry with train_charlm (the step is the same)."""
+    import itertools
+
+    args = parse_args([])
+    torch.manual_seed(args.seed)
+    xtr, ytr, _, _ = load_data(args.seed)
+    x_train, y_train = torch.from_numpy(xtr), torch.from_numpy(ytr)
+    gen = torch.Generator().manual_seed(args.seed)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x_train, y_train),
+                                         batch_size=args.batch_size, shuffle=True, generator=gen)
+    batches = list(itertools.islice(iter(loader), n_batches))
+    model = build_model(torch)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    counter = itertools.count()
+
+    def step():
+        xb, yb = batches[next(counter) % len(batches)]
+        return train_step(torch, model, opt, None, loss_fn, xb, yb, args.clip).detach()
+
+    return step
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_framework_argument(p)

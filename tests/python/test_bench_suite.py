@@ -90,3 +90,53 @@ def test_measure_interleaves_and_summarises():
     # Warm-up and calibration (a, a, b, b); slow calls (here: every call, sample_s=0) keep the calibration call as
     # their first sample; then the rounds alternate with the starting side rotated: (a, b), (b, a).
     assert calls[:4] == ["a", "a", "b", "b"] and calls[4:] == ["a", "b", "b", "a"]
+
+
+@pytest.mark.skipif(not HAS_AUTOGRAD, reason="the train.* cases need autograd")
+def test_train_case_measures_time_and_memory(tmp_path):
+    """The train.* hook with the examples' --quick sizes: times, and peak memory from one subprocess per framework."""
+    torch = pytest.importorskip("torch")  # noqa: F841 (the memory ratios need the torch side)
+    pytest.importorskip("sklearn")  # train_digits loads scikit-learn's digits
+    out = tmp_path / "train.json"
+    proc = subprocess.run([sys.executable, str(SUITE), "--quick", "--only", "train.train_charlm", "--train-small",
+                           "--train-steps", "3", "--train-budget", "1", "--json", str(out)], capture_output=True,
+                          text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Training steps." in proc.stdout and "peak RSS growth" in proc.stdout
+    (c,) = json.loads(out.read_text())["cases"]
+    assert c["name"] == "train.train_charlm" and c["status"] == "ok", c
+    assert c["small"] is True and set(c["times"]) == {"strata", "torch"}
+    for side, t in c["times"].items():
+        assert t["min"] <= t["median"] <= t["max"], (side, t)
+    mem = c["memory"]
+    for side in ("strata", "torch"):
+        m = mem[side]
+        assert "error" not in m, m
+        assert m["framework"] == side and m["steps"] == 3 and m["warmup_steps"] == 2
+        assert m["rss_after_setup_mib"] > 0 and m["ru_maxrss_mib"] > 0
+        s = m["step_seconds"]
+        assert s["min"] <= s["median"] <= s["max"]
+        if m["hwm_reset"]:
+            # The first steps allocate gradients and Adam's state: the peak must rise above the built model.
+            assert m["peak_rss_growth_mib"] > 0 and m["peak_rss_growth_mib"] >= m["steady_peak_rss_growth_mib"] >= 0
+    a = mem["strata"]["allocator"]
+    assert a["allocs_per_step"] > 0 and a["peak_growth_warmup_mib"] > 0 and a["peak_growth_steady_mib"] > 0
+    assert a["live_after_warmup_mib"] > a["live_after_setup_mib"]  # grads + optimizer state persist
+    if mem["strata"]["hwm_reset"] and mem["torch"]["hwm_reset"]:
+        assert mem["ratios"]["peak_rss_growth_mib"] == pytest.approx(
+            mem["strata"]["peak_rss_growth_mib"] / mem["torch"]["peak_rss_growth_mib"])
+
+
+def test_bench_step_hooks_return_a_training_step():
+    """bench_step(lib) of both examples runs full steps under Strata (the loss must change: the optimizer stepped)."""
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        import train_charlm
+    finally:
+        sys.path.pop(0)
+    if not HAS_AUTOGRAD:
+        pytest.skip("needs autograd")
+    step = train_charlm.bench_step(strata, quick=True, n_batches=1)
+    first = step().item()
+    second = step().item()  # same batch again: one AdamW step later the loss differs
+    assert first != second and all(map(lambda v: v == v, (first, second)))
