@@ -17,6 +17,29 @@ def _strata():
     return importlib.import_module(__name__.split(".")[0])
 
 
+def _register_affine(module, enabled, shape, bias, device, dtype):
+    """The learnable scale and shift of a norm layer (torch's names): weight and
+    bias of `shape`, or None for both when not `enabled`, bias None unless `bias`."""
+    if enabled:
+        module.weight = new_param(shape, device, dtype)
+        if bias:
+            module.bias = new_param(shape, device, dtype)
+        else:
+            module.register_parameter("bias", None)
+    else:
+        module.register_parameter("weight", None)
+        module.register_parameter("bias", None)
+
+
+def _reset_affine(module):
+    """Scale 1, shift 0: every norm layer's initial affine transform is the identity."""
+    if module.weight is not None:
+        init.ones_(module.weight)
+    if getattr(module, "bias", None) is not None:
+        init.zeros_(module.bias)
+
+
+
 class _NormBase(Module):
     _version = 2
 
@@ -29,15 +52,7 @@ class _NormBase(Module):
         self.momentum = momentum
         self.affine = affine
         self.track_running_stats = track_running_stats
-        if self.affine:
-            self.weight = new_param((num_features,), device, dtype)
-            if bias:
-                self.bias = new_param((num_features,), device, dtype)
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _register_affine(self, affine, (num_features,), bias, device, dtype)
         if self.track_running_stats:
             self.register_buffer("running_mean", st.zeros(num_features, device=device, dtype=dtype))
             self.register_buffer("running_var", st.ones(num_features, device=device, dtype=dtype))
@@ -56,10 +71,7 @@ class _NormBase(Module):
 
     def reset_parameters(self):
         self.reset_running_stats()
-        if self.weight is not None:
-            init.ones_(self.weight)
-        if self.bias is not None:
-            init.zeros_(self.bias)
+        _reset_affine(self)
 
     def _check_input_dim(self, input):
         raise NotImplementedError
@@ -120,22 +132,11 @@ class LayerNorm(Module):
         self.normalized_shape = _norm_shape(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = new_param(self.normalized_shape, device, dtype)
-            if bias:
-                self.bias = new_param(self.normalized_shape, device, dtype)
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _register_affine(self, elementwise_affine, self.normalized_shape, bias, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self):
-        if self.elementwise_affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -177,22 +178,11 @@ class GroupNorm(Module):
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        if affine:
-            self.weight = new_param((num_channels,), device, dtype)
-            if bias:
-                self.bias = new_param((num_channels,), device, dtype)
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _register_affine(self, affine, (num_channels,), bias, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self):
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
