@@ -179,32 +179,32 @@ def _iter(self):
 Tensor.__iter__ = _iter
 
 # ---- operators ---------------------------------------------------------------
-Tensor.__add__ = lambda self, other: _ops.add(self, other)
-Tensor.__radd__ = lambda self, other: _ops.add(self, other)
+# Operators whose op takes (self, other) in that order are the op's C method
+# itself (the same generic binding as Tensor.add), not a Python lambda around
+# it: one Python frame less on every `a + b` (docs/BINDING.md, "Optimisations").
+# The reflected forms that swap the operands keep a lambda.
+# (profiler.explain wraps these too, to time the Python binding.)
+OPERATOR_METHODS = {
+    "__add__": "add", "__radd__": "add", "__sub__": "sub", "__mul__": "mul", "__rmul__": "mul",
+    "__truediv__": "div", "__floordiv__": "floor_divide", "__mod__": "remainder", "__pow__": "pow",
+    "__matmul__": "matmul", "__neg__": "neg", "__abs__": "abs",
+}
+for _dunder, _op in OPERATOR_METHODS.items():
+    setattr(Tensor, _dunder, _C._op_method(_op))
 Tensor.__iadd__ = lambda self, other: self.add_(other)
-Tensor.__sub__ = lambda self, other: _ops.sub(self, other)
 Tensor.__rsub__ = lambda self, other: _ops.sub(other, self)
 Tensor.__isub__ = lambda self, other: self.sub_(other)
-Tensor.__mul__ = lambda self, other: _ops.mul(self, other)
-Tensor.__rmul__ = lambda self, other: _ops.mul(self, other)
 Tensor.__imul__ = lambda self, other: self.mul_(other)
-Tensor.__truediv__ = lambda self, other: _ops.div(self, other)
 Tensor.__rtruediv__ = lambda self, other: _ops.div(other, self)
 Tensor.__itruediv__ = lambda self, other: self.div_(other)
-Tensor.__floordiv__ = lambda self, other: _ops.floor_divide(self, other)
 Tensor.__rfloordiv__ = lambda self, other: _ops.floor_divide(other, self)
 Tensor.__ifloordiv__ = lambda self, other: self.floor_divide_(other)
-Tensor.__mod__ = lambda self, other: _ops.remainder(self, other)
 Tensor.__rmod__ = lambda self, other: _ops.remainder(other, self)
 Tensor.__imod__ = lambda self, other: self.remainder_(other)
-Tensor.__pow__ = lambda self, other: _ops.pow(self, other)
 Tensor.__rpow__ = lambda self, other: _ops.pow(other, self)
 Tensor.__ipow__ = lambda self, other: self.pow_(other)
-Tensor.__matmul__ = lambda self, other: _ops.matmul(self, other)
 Tensor.__rmatmul__ = lambda self, other: _ops.matmul(other, self)
-Tensor.__neg__ = lambda self: _ops.neg(self)
 Tensor.__pos__ = lambda self: self
-Tensor.__abs__ = lambda self: _ops.abs(self)
 Tensor.__invert__ = lambda self: _ops.logical_not(self) if self.dtype is _C.bool else _ops.bitwise_not(self)
 Tensor.__and__ = lambda self, other: _logical_or_bitwise("and", self, other)
 Tensor.__rand__ = lambda self, other: _logical_or_bitwise("and", self, other)

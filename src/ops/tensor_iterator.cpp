@@ -89,16 +89,31 @@ TensorIterator::TensorIterator(Config cfg, std::vector<Tensor> inputs) : cfg_(st
     device_ = od;
   }
 
-  // Broadcast shape.
-  DimVector shape;
-  for (const auto& t : inputs_) {
-    DimVector next = broadcast_shapes(shape, t.sizes(), cfg_.op);
-    shape = std::move(next);
+  // Broadcast shape. Same-shaped inputs (the common case) need no new vector:
+  // the shape is a view of the first input's sizes.
+  DimVector shape_buf;
+  IntArrayRef shape;
+  bool same_shapes = !inputs_.empty();
+  for (int i = 1; same_shapes && i < ninputs(); ++i) {
+    IntArrayRef a = inputs_[0].sizes(), b = inputs_[i].sizes();
+    same_shapes = std::equal(a.begin(), a.end(), b.begin(), b.end());
+  }
+  if (same_shapes) {
+    shape = inputs_[0].sizes();
+  } else {
+    for (const auto& t : inputs_) shape_buf = broadcast_shapes(shape_buf, t.sizes(), cfg_.op);
+    shape = shape_buf;
   }
 
   // In place, the output takes part in broadcasting (copy_ of a [4, 5] source
   // into [2, 4, 5]); a generator (fill) has no inputs and covers its output.
-  if (cfg_.inplace && cfg_.out) shape = broadcast_shapes(shape, cfg_.out->sizes(), cfg_.op);
+  if (cfg_.inplace && cfg_.out) {
+    IntArrayRef os = cfg_.out->sizes();
+    if (!std::equal(shape.begin(), shape.end(), os.begin(), os.end())) {
+      shape_buf = broadcast_shapes(shape, os, cfg_.op);
+      shape = shape_buf;
+    }
+  }
 
   // Dtypes.
   if (cfg_.compute_dtype) {
@@ -143,46 +158,73 @@ TensorIterator::TensorIterator(Config cfg, std::vector<Tensor> inputs) : cfg_(st
       if (inputs_[i].dtype() != common_) inputs_[i] = to_dtype(inputs_[i], common_);
     }
   }
-  if (!is_meta()) compute_geometry(shape);
+  // out_ has the broadcast shape; `shape` may view inputs_[0]'s sizes, which
+  // promotion above may have replaced.
+  if (!is_meta()) compute_geometry(out_.sizes());
 }
 
-void TensorIterator::compute_geometry(const DimVector& shape) {
+void TensorIterator::compute_geometry(IntArrayRef shape) {
   const int nd = static_cast<int>(shape.size());
   const int nop = noperands();
-  // Reverse to innermost-first and broadcast the strides (in bytes).
-  DimVector sh(shape.rbegin(), shape.rend());
-  strides_.assign(nop, DimVector(nd, 0));
-  data_.assign(nop, nullptr);
+  for (int o = 0; o < nop; ++o) data_[o] = static_cast<char*>((o == 0 ? out_ : inputs_[o - 1]).data_ptr());
+  if (nd == 0) {
+    ndim_ = 0;
+    return;
+  }
+  // Fast path: every operand contiguous with the full shape (no broadcasting)
+  // is one flat run, whatever the number of dims.
+  bool flat = true;
+  for (int o = 0; flat && o < nop; ++o) {
+    const Tensor& t = o == 0 ? out_ : inputs_[o - 1];
+    IntArrayRef ts = t.sizes();
+    flat = t.is_contiguous() && std::equal(ts.begin(), ts.end(), shape.begin(), shape.end());
+  }
+  if (flat) {
+    ndim_ = 1;
+    geo_[0] = numel_;
+    for (int o = 0; o < nop; ++o) strides(o)[0] = static_cast<int64_t>((o == 0 ? out_ : inputs_[o - 1]).element_size());
+    return;
+  }
+  if (nd > kInlineDims) {
+    geo_heap_.reset(new int64_t[static_cast<size_t>(nop + 1) * nd]);
+    geo_ = geo_heap_.get();
+    geo_cap_ = nd;
+  }
+  // Innermost-first shape and broadcast byte strides.
+  for (int d = 0; d < nd; ++d) geo_[d] = shape[nd - 1 - d];
   for (int o = 0; o < nop; ++o) {
     const Tensor& t = o == 0 ? out_ : inputs_[o - 1];
-    data_[o] = static_cast<char*>(t.data_ptr());
+    int64_t* st = strides(o);
+    for (int d = 0; d < nd; ++d) st[d] = 0;
     int64_t es = static_cast<int64_t>(t.element_size());
     int off = nd - static_cast<int>(t.dim());
     for (int d = 0; d < t.dim(); ++d) {
       int rd = nd - 1 - (d + off);
-      strides_[o][rd] = t.sizes()[d] == 1 ? 0 : t.strides()[d] * es;
+      st[rd] = t.sizes()[d] == 1 ? 0 : t.strides()[d] * es;
     }
   }
-  // Drop size-1 dims, then merge neighbours whose strides line up for every operand.
-  DimVector new_shape;
-  std::vector<DimVector> new_strides(nop);
+  // Drop size-1 dims, then merge neighbours whose strides line up for every
+  // operand. Written in place: the output position never passes the input's.
+  int n = 0;
   for (int d = 0; d < nd; ++d) {
-    if (sh[d] == 1) continue;
-    bool merge = !new_shape.empty();
-    for (int o = 0; merge && o < nop; ++o) merge = new_strides[o].back() * new_shape.back() == strides_[o][d];
+    int64_t sz = geo_[d];
+    if (sz == 1) continue;
+    bool merge = n > 0;
+    for (int o = 0; merge && o < nop; ++o) merge = strides(o)[n - 1] * geo_[n - 1] == strides(o)[d];
     if (merge) {
-      new_shape.back() *= sh[d];
+      geo_[n - 1] *= sz;
     } else {
-      new_shape.push_back(sh[d]);
-      for (int o = 0; o < nop; ++o) new_strides[o].push_back(strides_[o][d]);
+      geo_[n] = sz;
+      for (int o = 0; o < nop; ++o) strides(o)[n] = strides(o)[d];
+      n++;
     }
   }
-  if (new_shape.empty() && nd > 0) {
-    new_shape.push_back(1);
-    for (int o = 0; o < nop; ++o) new_strides[o].push_back(0);
+  if (n == 0) {
+    geo_[0] = 1;
+    for (int o = 0; o < nop; ++o) strides(o)[0] = 0;
+    n = 1;
   }
-  shape_ = std::move(new_shape);
-  strides_ = std::move(new_strides);
+  ndim_ = n;
 }
 
 Tensor TensorIterator::finish() {
@@ -198,7 +240,7 @@ bool TensorIterator::is_contiguous() const {
   if (ndim() == 0) return true;
   for (int o = 0; o < noperands(); ++o) {
     const Tensor& t = o == 0 ? out_ : inputs_[o - 1];
-    if (strides_[o][0] != static_cast<int64_t>(t.element_size())) return false;
+    if (strides(o)[0] != static_cast<int64_t>(t.element_size())) return false;
   }
   return true;
 }

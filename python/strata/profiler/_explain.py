@@ -195,7 +195,9 @@ def _patch_entry_points(log):
             undo.append((strata, name, v))
             setattr(strata, name, wrap(v))
     T = _C.Tensor
-    for name in op_names:
+    from .._tensor import OPERATOR_METHODS  # noqa: PLC0415
+
+    for name in [*op_names, *OPERATOR_METHODS]:
         v = T.__dict__.get(name)
         if v is not None and type(v).__name__.startswith("nb_"):
             undo.append((T, name, v))
