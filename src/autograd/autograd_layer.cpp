@@ -120,16 +120,23 @@ void autograd_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack)
 
   // Inputs: one slot per tensor (list elements included), in schema order.
   BackwardCtx* ctx = dn ? &dn->ctx() : nullptr;
+  size_t num_slots = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (static_cast<int>(i) == out_arg) continue;
+    const IValue& v = stack[base + i];
+    num_slots += v.is_tensor_list() ? v.to_tensor_list().size() : is_tensor_arg(schema.args[i].type) ? 1 : 0;
+  }
+  node->next_edges.reserve(num_slots);
   if (ctx) {
     ctx->args_.resize(n);
-    ctx->first_slot_.assign(n, -1);
-    ctx->num_slots_.assign(n, 0);
+    ctx->slots_.assign(n, {-1, 0});
+    ctx->slot_geometry_.reserve(num_slots);
+    ctx->saved_slots_.reserve(num_slots);
   }
   auto add_slot = [&](size_t arg, const Tensor& t) {
-    node->next_edges.push_back(requires_grad(t) ? gradient_edge(t) : Edge{});
+    node->next_edges.push_back(t.defined() && requires_grad(t) ? gradient_edge(t) : Edge{});
     if (!ctx) return;
     ctx->slot_geometry_.push_back(TensorGeometry::of(t));
-    ctx->slot_needs_grad_.push_back(t.defined() && requires_grad(t));
     SavedTensor saved;
     if (t.defined() && (d->save_inputs >> arg & 1)) {
       // self of an in-place op is about to be overwritten: keep its old value.
@@ -142,12 +149,11 @@ void autograd_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack)
     const IValue& v = stack[base + i];
     const ArgType type = schema.args[i].type;
     if (is_tensor_arg(type)) {
-      if (ctx) ctx->first_slot_[i] = static_cast<int>(node->next_edges.size()), ctx->num_slots_[i] = 1;
+      if (ctx) ctx->slots_[i] = {static_cast<int32_t>(node->next_edges.size()), 1};
       add_slot(i, v.is_tensor() ? v.to_tensor() : Tensor());
     } else if (type == ArgType::TensorList) {
       const auto& list = v.to_tensor_list();
-      if (ctx) ctx->first_slot_[i] = static_cast<int>(node->next_edges.size());
-      if (ctx) ctx->num_slots_[i] = static_cast<int>(list.size());
+      if (ctx) ctx->slots_[i] = {static_cast<int32_t>(node->next_edges.size()), static_cast<int32_t>(list.size())};
       for (const Tensor& t : list) add_slot(i, t);
     } else if (ctx) {
       ctx->args_[i] = v;
@@ -170,14 +176,11 @@ void autograd_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack)
       for (const Tensor& t : stack[i].to_tensor_list()) outs.push_back(t);
     }
   }
-  if (ctx) {
-    ctx->saved_outputs_.resize(outs.size());
-    ctx->output_geometry_.reserve(outs.size());
-  }
+  node->input_geometry.reserve(outs.size());
+  if (ctx && d->save_outputs) ctx->saved_outputs_.resize(outs.size());
   for (size_t k = 0; k < outs.size(); ++k) {
     const Tensor& o = outs[k];
     node->add_input_geometry(o);
-    if (ctx) ctx->output_geometry_.push_back(TensorGeometry::of(o));
     if (!o.defined() || !is_floating_type(o.dtype())) {
       // Integer outputs (sort's indices) get no history, but a derivative may need them: keep them as plain
       // tensors (a saved output would be given this node as grad_fn under create_graph).

@@ -35,6 +35,7 @@ void register_derivative(OpId op, Derivative d) {
   size_t i = static_cast<size_t>(op);
   STRATA_CHECK(!t[i].fn, "register_derivative: op '", op_entry_name(op), "' already has a derivative");
   t[i] = d;
+  t[i].resolved_name = d.node_name ? std::string(d.node_name) : backward_node_name(op_entry_name(op));
 }
 
 const Derivative* find_derivative(int op_id) {
@@ -44,6 +45,7 @@ const Derivative* find_derivative(int op_id) {
 }
 
 std::string backward_node_name(std::string_view op_name) {
+  op_name = op_name.substr(0, op_name.find('.'));  // "max.dim" -> "max"
   std::string out;
   bool upper = true;
   for (char c : op_name) {
@@ -93,7 +95,7 @@ Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner, uint32_t output_n
 
 // ---------------------------------------------------------------------------
 Tensor BackwardCtx::input(int i) const {
-  int s = first_slot_.at(i);
+  int s = slots_.at(i).first;
   STRATA_CHECK(s >= 0, "derivative of ", op_name(), ": argument ", i, " is not a tensor");
   const SavedTensor& st = saved_slots_.at(s);
   if (!slot_geometry_.at(s).defined()) return Tensor();  // an absent optional tensor
@@ -103,10 +105,10 @@ Tensor BackwardCtx::input(int i) const {
 }
 
 std::vector<Tensor> BackwardCtx::input_list(int i) const {
-  int s = first_slot_.at(i);
+  int s = slots_.at(i).first;
   STRATA_CHECK(s >= 0, "derivative of ", op_name(), ": argument ", i, " is not a tensor list");
   std::vector<Tensor> out;
-  for (int k = 0; k < num_slots_.at(i); ++k) {
+  for (int k = 0; k < slots_.at(i).second; ++k) {
     const SavedTensor& st = saved_slots_.at(s + k);
     STRATA_CHECK(st.defined(), "derivative of ", op_name(), ": input list ", i, " was not saved");
     out.push_back(st.unpack(nullptr, 0));
@@ -115,48 +117,48 @@ std::vector<Tensor> BackwardCtx::input_list(int i) const {
 }
 
 const TensorGeometry& BackwardCtx::input_geometry(int i, int elem) const {
-  int s = first_slot_.at(i);
-  STRATA_CHECK(s >= 0 && elem < num_slots_.at(i), "derivative of ", op_name(), ": argument ", i,
+  int s = slots_.at(i).first;
+  STRATA_CHECK(s >= 0 && elem < slots_.at(i).second, "derivative of ", op_name(), ": argument ", i,
                " is not a tensor");
   return slot_geometry_.at(s + elem);
 }
 
-size_t BackwardCtx::list_size(int i) const { return static_cast<size_t>(num_slots_.at(i)); }
+size_t BackwardCtx::list_size(int i) const { return static_cast<size_t>(slots_.at(i).second); }
 
 Tensor BackwardCtx::output(int i) const {
-  const SavedTensor& st = saved_outputs_.at(i);
-  STRATA_CHECK(st.defined(), "derivative of ", op_name(), ": output ", i,
+  STRATA_CHECK(i >= 0 && static_cast<size_t>(i) < saved_outputs_.size() && saved_outputs_[i].defined(), "derivative of ", op_name(), ": output ", i,
                " was not saved; name it in the derivative's save_outputs");
-  return st.unpack(node_->shared_from_this(), static_cast<uint32_t>(i));
+  return saved_outputs_[i].unpack(node_->shared_from_this(), static_cast<uint32_t>(i));
 }
 
-const TensorGeometry& BackwardCtx::output_geometry(int i) const { return output_geometry_.at(i); }
+const TensorGeometry& BackwardCtx::output_geometry(int i) const { return node_->input_geometry.at(i); }
 
 bool BackwardCtx::needs_grad(int i, int elem) const {
-  int s = first_slot_.at(i);
+  int s = slots_.at(i).first;
   if (s < 0) return false;
-  if (elem >= 0) return slot_needs_grad_.at(s + elem);
-  for (int k = 0; k < num_slots_[i]; ++k)
-    if (slot_needs_grad_[s + k]) return true;
+  // A slot needs a gradient exactly when it has somewhere to send it.
+  if (elem >= 0) return node_->next_edges.at(s + elem).valid();
+  for (int k = 0; k < slots_[i].second; ++k)
+    if (node_->next_edges[s + k].valid()) return true;
   return false;
 }
 
 void GradOut::set(int arg, Tensor g) {
-  int s = ctx_->first_slot_.at(arg);
+  int s = ctx_->slots_.at(arg).first;
   STRATA_CHECK(s >= 0, "derivative of ", ctx_->op_name(), ": argument ", arg, " is not a tensor");
   slots_.at(s) = std::move(g);
 }
 
 void GradOut::set_list(int arg, std::vector<Tensor> gs) {
-  int s = ctx_->first_slot_.at(arg);
-  STRATA_CHECK(s >= 0 && static_cast<int>(gs.size()) == ctx_->num_slots_.at(arg), "derivative of ",
+  int s = ctx_->slots_.at(arg).first;
+  STRATA_CHECK(s >= 0 && static_cast<int>(gs.size()) == ctx_->slots_.at(arg).second, "derivative of ",
                ctx_->op_name(), ": wrong number of gradients for list argument ", arg);
   for (size_t k = 0; k < gs.size(); ++k) slots_.at(s + k) = std::move(gs[k]);
 }
 
 // ---------------------------------------------------------------------------
 DerivativeNode::DerivativeNode(const OperatorEntry& op, const Derivative& d)
-    : op_(&op), d_(&d), name_(d.node_name ? d.node_name : backward_node_name(op.schema().name)) {
+    : op_(&op), d_(&d) {
   ctx_.node_ = this;
   ctx_.op_name_ = &op.name();
 }
@@ -167,7 +169,7 @@ variable_list DerivativeNode::apply(variable_list&& grads) {
                "have already been freed). Saved intermediate values of the graph are freed when you call "
                ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the graph "
                "a second time or if you need to access saved tensors after calling backward. (node ",
-               name_, ")");
+               name(), ")");
   ctx_.grad_defined_.assign(grads.size(), false);
   for (size_t i = 0; i < grads.size() && i < input_geometry.size(); ++i) {
     ctx_.grad_defined_[i] = grads[i].defined();

@@ -59,6 +59,7 @@ struct Derivative {
   uint64_t save_inputs = 0;   // bit i: schema argument i (Tensor or Tensor[])
   uint64_t save_outputs = 0;  // bit i: flattened output i
   const char* node_name = nullptr;  // default: CamelCase(op name) + "Backward0"
+  std::string resolved_name;        // filled at registration
 };
 
 void register_derivative(OpId op, Derivative d);
@@ -116,13 +117,11 @@ class BackwardCtx {
  public:
   // Filled by the autograd layer when it records the op.
   std::vector<IValue> args_;
-  std::vector<int> first_slot_;  // schema arg -> first input slot (-1 if not a tensor)
-  std::vector<int> num_slots_;
+  // Schema arg -> (first input slot or -1 if not a tensor, number of slots).
+  std::vector<std::pair<int32_t, int32_t>> slots_;
   std::vector<TensorGeometry> slot_geometry_;
-  std::vector<bool> slot_needs_grad_;
   std::vector<SavedTensor> saved_slots_;
   std::vector<SavedTensor> saved_outputs_;
-  std::vector<TensorGeometry> output_geometry_;
   Node* node_ = nullptr;
   const std::string* op_name_ = nullptr;
   std::vector<bool> grad_defined_;
@@ -145,7 +144,7 @@ class DerivativeNode final : public Node {
  public:
   DerivativeNode(const OperatorEntry& op, const Derivative& d);
   variable_list apply(variable_list&& grads) override;
-  std::string name() const override { return name_; }
+  std::string name() const override { return d_->resolved_name; }
   void release_variables() override;
   BackwardCtx& ctx() { return ctx_; }
   const OperatorEntry& op() const { return *op_; }
@@ -154,7 +153,6 @@ class DerivativeNode final : public Node {
   friend class BackwardCtx;
   const OperatorEntry* op_;
   const Derivative* d_;
-  std::string name_;
   BackwardCtx ctx_;
   bool released_ = false;
 };
