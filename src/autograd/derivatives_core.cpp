@@ -73,17 +73,17 @@ void log_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) 
 }
 STRATA_DERIVATIVE(log, save_inputs(0), save_outputs(), log_backward);
 
-void tanh_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  Tensor y = ctx.output(0);
-  out.set(0, mul(g[0], sub(num(y, 1.0), mul(y, y))));
+// The fused one-pass backwards of ops/activation_backward.cpp (differentiable
+// themselves, so double backward works).
+void tanh_deriv(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
+  out.set(0, tanh_backward(g[0], ctx.output(0)));
 }
-STRATA_DERIVATIVE(tanh, save_inputs(), save_outputs(0), tanh_backward);
+STRATA_DERIVATIVE(tanh, save_inputs(), save_outputs(0), tanh_deriv);
 
-void sigmoid_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  Tensor y = ctx.output(0);
-  out.set(0, mul(g[0], mul(y, sub(num(y, 1.0), y))));
+void sigmoid_deriv(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
+  out.set(0, sigmoid_backward(g[0], ctx.output(0)));
 }
-STRATA_DERIVATIVE(sigmoid, save_inputs(), save_outputs(0), sigmoid_backward);
+STRATA_DERIVATIVE(sigmoid, save_inputs(), save_outputs(0), sigmoid_deriv);
 
 void sqrt_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
   out.set(0, div(g[0], mul(ctx.output(0), num(g[0], 2.0))));
@@ -113,11 +113,11 @@ void pow_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) 
 }
 STRATA_DERIVATIVE(pow, save_inputs(0, 1), save_outputs(0), pow_backward);
 
-void relu_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  Tensor y = ctx.output(0);
-  out.set(0, where(gt(y, num(y, 0.0)), g[0], zeros_like(g[0])));
+// Like torch: threshold_backward(grad, relu(x), 0), so the gradient passes where the output is > 0 or NaN.
+void relu_deriv(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
+  out.set(0, threshold_backward(g[0], ctx.output(0), Scalar(0)));
 }
-STRATA_DERIVATIVE(relu, save_inputs(), save_outputs(0), relu_backward);
+STRATA_DERIVATIVE(relu, save_inputs(), save_outputs(0), relu_deriv);
 
 void where_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
   Tensor cond = ctx.input(0);

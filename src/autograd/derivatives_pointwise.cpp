@@ -11,10 +11,6 @@ namespace {
 constexpr double kLn2 = 0.69314718055994530942;
 constexpr double kLn10 = 2.30258509299404568402;
 constexpr double kTwoOverSqrtPi = 1.12837916709551257390;     // 2 / sqrt(pi)
-constexpr double kInvSqrt2 = 0.70710678118654752440;           // 1 / sqrt(2)
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;         // 1 / sqrt(2 pi)
-constexpr double kSqrt2OverPi = 0.79788456080286535588;        // sqrt(2 / pi)
-constexpr double kGeluKappa = 0.044715;
 
 Tensor zero_like_g(const Tensor& g) { return zeros_like(g); }
 Tensor masked(const Tensor& cond, const Tensor& g) { return where(cond, g, zeros_like(g)); }
@@ -246,34 +242,16 @@ void masked_fill_backward(const BackwardCtx& ctx, const variable_list& g, GradOu
 STRATA_DERIVATIVE(masked_fill, save_inputs(1), save_outputs(), masked_fill_backward);
 
 // ---- activations -----------------------------------------------------------------------------
-void gelu_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  Tensor x = ctx.input(0);
-  Tensor d;
-  if (ctx.arg_str(1) == "tanh") {
-    // 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 kappa x^2), t = tanh(k (x + kappa x^3))
-    Tensor x2 = mul(x, x);
-    Tensor inner = mul(add(x, mul(mul(x2, x), num(x, kGeluKappa))), num(x, kSqrt2OverPi));
-    Tensor t = tanh(inner);
-    Tensor left = mul(add(t, num(x, 1.0)), num(x, 0.5));
-    Tensor dinner = mul(add(mul(x2, num(x, 3.0 * kGeluKappa)), num(x, 1.0)), num(x, kSqrt2OverPi));
-    Tensor right = mul(mul(mul(x, num(x, 0.5)), sub(num(x, 1.0), mul(t, t))), dinner);
-    d = add(left, right);
-  } else {
-    // Phi(x) + x phi(x)
-    Tensor cdf = mul(add(erf(mul(x, num(x, kInvSqrt2))), num(x, 1.0)), num(x, 0.5));
-    Tensor pdf = mul(exp(mul(mul(x, x), num(x, -0.5))), num(x, kInvSqrt2Pi));
-    d = add(cdf, mul(x, pdf));
-  }
-  out.set(0, mul(g[0], d));
+// Fused one-pass kernels (ops/activation_backward.cpp); their own derivatives give double backward.
+void gelu_deriv(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
+  out.set(0, gelu_backward(g[0], ctx.input(0), ctx.arg_str(1)));
 }
-STRATA_DERIVATIVE(gelu, save_inputs(0), save_outputs(), gelu_backward);
+STRATA_DERIVATIVE(gelu, save_inputs(0), save_outputs(), gelu_deriv);
 
-void silu_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  Tensor x = ctx.input(0);
-  Tensor s = sigmoid(x);
-  out.set(0, mul(g[0], mul(s, add(mul(x, sub(num(x, 1.0), s)), num(x, 1.0)))));
+void silu_deriv(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
+  out.set(0, silu_backward(g[0], ctx.input(0)));
 }
-STRATA_DERIVATIVE(silu, save_inputs(0), save_outputs(), silu_backward);
+STRATA_DERIVATIVE(silu, save_inputs(0), save_outputs(), silu_deriv);
 
 void mish_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
   Tensor x = ctx.input(0);

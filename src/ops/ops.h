@@ -12,3 +12,4 @@
 #include "ops/api/creation.h"
 #include "ops/api/linalg.h"
 #include "ops/api/nn.h"
+#include "ops/api/activation_backward.h"
