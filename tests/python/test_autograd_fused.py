@@ -24,7 +24,7 @@ def _grads(lib, fn, arrays, dtype, create_graph=False):
     out = fn(lib, *ts)
     g = lib.tensor(np.random.default_rng(1).standard_normal(tuple(out.shape)), dtype=getattr(lib, dtype))
     grads = lib.autograd.grad(out, ts, g, create_graph=create_graph)
-    return [x.detach().numpy() for x in grads]
+    return [x.detach().numpy() for x in (out, *grads)]  # the forward result too
 
 
 def _rand(*shape, seed=0):
@@ -44,6 +44,13 @@ CONV_CASES = [
      [(3, 6, 9, 7), (9, 2, 3, 3)]),
     ("same_even_kernel", lambda L, x, w, b: F(L).conv2d(x, w, b, padding="same"), [(2, 3, 6, 5), (4, 3, 4, 2), (4,)]),
     ("kernel_larger_than_stride_gaps", lambda L, x, w: F(L).conv2d(x, w, stride=3), [(2, 2, 10, 11), (3, 2, 2, 2)]),
+    # Channels-last path (>= 8 channels per group, output narrower than 16) with groups, and the row path.
+    ("channels_last_groups", lambda L, x, w, b: F(L).conv2d(x, w, b, stride=(2, 1), padding=(1, 2), dilation=(1, 2),
+                                                            groups=2), [(3, 16, 7, 9), (6, 8, 3, 2), (6,)]),
+    ("wide_image", lambda L, x, w, b: F(L).conv2d(x, w, b, padding=1), [(2, 8, 20, 21), (4, 8, 3, 3), (4,)]),
+    # Column buffers over 4M elements: images in two chunks, on both paths.
+    ("chunked_channels_last", lambda L, x, w: F(L).conv2d(x, w, padding=1), [(10, 256, 15, 15), (2, 256, 3, 3)]),
+    ("chunked_rows", lambda L, x, w: F(L).conv2d(x, w, padding=1), [(9, 64, 32, 32), (2, 64, 3, 3)]),
     ("unbatched", lambda L, x, w: F(L).conv2d(x, w, padding=1), [(3, 5, 5), (2, 3, 3, 3)]),
     ("conv1d", lambda L, x, w, b: F(L).conv1d(x, w, b, stride=2, padding=2, dilation=2), [(4, 3, 17), (5, 3, 3), (5,)]),
     ("conv1d_same_groups", lambda L, x, w: F(L).conv1d(x, w, padding="same", groups=2), [(2, 4, 9), (6, 2, 4)]),

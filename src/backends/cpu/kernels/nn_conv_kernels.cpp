@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "backends/cpu/blas.h"
@@ -40,23 +41,41 @@ void conv2d_kernel(const Tensor& x, const Tensor& wt, const Tensor& bias, const 
       for (int64_t r = 0; r < n * o; ++r) std::fill(yp + r * L, yp + (r + 1) * L, bp ? bp[r % o] : T(0));
       return;
     }
-    const int64_t chunk = conv_cols::images_per_chunk(n, K, L);
-    std::vector<T> col(static_cast<size_t>(K * chunk * L)), out(static_cast<size_t>(og * chunk * L));
+    const int64_t chunk = conv_cols::images_per_chunk(n, K, L), taps = p.kh * p.kw, hw = h * w;
+    const bool cl = conv_cols::use_channels_last(h, w, ow, cg);  // channels-last path, see conv_cols.h
+    const std::vector<int32_t> table = cl ? conv_cols::make_table(h, w, oh, ow, p) : std::vector<int32_t>();
+    conv_cols::Scratch<T> col(static_cast<size_t>(K * chunk * L), 0), out(static_cast<size_t>(og * chunk * L), 1);
+    conv_cols::Scratch<T> xh(cl ? static_cast<size_t>(chunk * hw * c) : 0, 2);
+    std::vector<T> wr(cl ? static_cast<size_t>(o * K) : 0);
+    if (cl) conv_cols::taps_major(wp, wr.data(), o, cg, taps);
     for (int64_t b0 = 0; b0 < n; b0 += chunk) {
       const int64_t nb = std::min(chunk, n - b0), ld = nb * L;
-      for (int64_t g = 0; g < groups; ++g) {
-        const int64_t grain_in = std::max<int64_t>(1, kGrainSize / (K * L));
+      const int64_t grain_in = std::max<int64_t>(1, kGrainSize / (K * L));
+      if (cl)
         parallel_for(0, nb, grain_in, [&](int64_t lo, int64_t hi) {
           for (int64_t b = lo; b < hi; ++b)
-            conv_cols::im2col(xp + ((b0 + b) * c + g * cg) * h * w, col.data() + b * L, ld, cg, h, w, oh, ow, p);
+            conv_cols::to_channels_last(xp + (b0 + b) * c * hw, xh.get() + b * hw * c, c, hw);
         });
-        cpublas::gemm(cpublas::Trans::N, cpublas::Trans::N, og, ld, K, T(1), wp + g * og * K, K, col.data(), ld,
-                      T(0), out.data(), ld);
+      for (int64_t g = 0; g < groups; ++g) {
+        parallel_for(0, nb, grain_in, [&](int64_t lo, int64_t hi) {
+          for (int64_t b = lo; b < hi; ++b) {
+            if (cl)
+              conv_cols::im2row(xh.get() + b * hw * c, c, g * cg, cg, col.get() + b * L * K, table.data(), taps, L);
+            else
+              conv_cols::im2col(xp + ((b0 + b) * c + g * cg) * hw, col.get() + b * L, ld, cg, h, w, oh, ow, p);
+          }
+        });
+        if (cl)
+          cpublas::gemm(cpublas::Trans::N, cpublas::Trans::T, og, ld, K, T(1), wr.data() + g * og * K, K, col.get(),
+                        K, T(0), out.get(), ld);
+        else
+          cpublas::gemm(cpublas::Trans::N, cpublas::Trans::N, og, ld, K, T(1), wp + g * og * K, K, col.get(), ld,
+                        T(0), out.get(), ld);
         const int64_t grain_out = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(og * L, 1));
         parallel_for(0, nb, grain_out, [&](int64_t lo, int64_t hi) {
           for (int64_t b = lo; b < hi; ++b)
             for (int64_t oc = 0; oc < og; ++oc) {
-              const T* src = out.data() + oc * ld + b * L;
+              const T* src = out.get() + oc * ld + b * L;
               T* dst = yp + ((b0 + b) * o + g * og + oc) * L;
               const T bv = bp ? bp[g * og + oc] : T(0);
 #pragma omp simd
