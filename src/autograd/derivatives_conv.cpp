@@ -3,9 +3,12 @@
 // map's index table on the host (integer tensors, not differentiated) and
 // applies its transpose with index_select / index_add / scatter_add and
 // matmul. Being made of differentiable ops, they support double backward.
+// Convolution uses the fused _conv2d_backward kernel instead when no graph of
+// the backward is recorded (the common case: plain loss.backward()).
 #include <algorithm>
 
 #include "autograd/derivative_util.h"
+#include "autograd/variable.h"
 #include "core/shape.h"
 
 namespace strata::autograd {
@@ -49,8 +52,21 @@ void conv_backward(const BackwardCtx& ctx, const variable_list& grads, GradOut& 
   const int64_t ph = k == 2 ? pad_lo[0] : 0, pw = pad_lo[k - 1];
   const int64_t dh = k == 2 ? dilation[0] : 1, dw = dilation[k - 1];
   const int64_t cg = c / groups, og = o / groups, kk = kh * kw, l = oh * ow, hw = h * wd;
+  const bool bias_grad = ctx.input_defined(2) && ctx.needs_grad(2);
+  if ((ctx.needs_grad(0) || ctx.needs_grad(1)) && x.numel() > 0 && g.numel() > 0 && !grad_mode_enabled()) {
+    // No graph of this backward is recorded: one fused kernel (batched im2col/col2im + GEMM) instead of the
+    // differentiable composite below, which stays for create_graph=True (double backward).
+    Tensor g4 = reshape(to_dtype(g, x.dtype()), Dims{n, o, oh, ow});
+    auto [gx, gw, gb] = call<OpId::_conv2d_backward>(g4, reshape(x, Dims{n, c, h, wd}), reshape(w, Dims{o, cg, kh, kw}),
+                                                     Dims{sh, sw}, Dims{ph, pw}, Dims{dh, dw}, groups,
+                                                     ctx.needs_grad(0), ctx.needs_grad(1));
+    if (ctx.needs_grad(0)) out.set(0, reshape(gx, x.sizes()));
+    if (ctx.needs_grad(1)) out.set(1, reshape(gw, w.sizes()));
+    if (bias_grad) out.set(2, gb);
+    return;
+  }
   Tensor g5 = reshape(g, Dims{n, groups, og, l});
-  if (ctx.input_defined(2) && ctx.needs_grad(2)) out.set(2, reshape(sum(g5, Dims{0, 3}), Dims{o}));
+  if (bias_grad) out.set(2, reshape(sum(g5, Dims{0, 3}), Dims{o}));
   if (!ctx.needs_grad(0) && !ctx.needs_grad(1)) return;
   if (x.numel() == 0 || g.numel() == 0) {
     if (ctx.needs_grad(0)) out.set(0, zeros_like(x));

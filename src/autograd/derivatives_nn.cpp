@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "autograd/derivative_util.h"
+#include "autograd/variable.h"
 #include "core/shape.h"
 
 namespace strata::autograd {
@@ -208,6 +209,18 @@ void row_norm_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& 
 }
 
 void layer_norm_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
+  if (!grad_mode_enabled()) {
+    // No graph of this backward is recorded: one fused kernel (statistics recomputed per row) instead of the
+    // ~20 ops of the composite, which stays for create_graph=True (double backward).
+    Tensor w = ctx.input_defined(2) ? ctx.input(2) : Tensor();
+    Tensor go = to_dtype(g[0], ctx.input_geometry(0).dtype);
+    auto [gx, gw, gb] = call<OpId::_layer_norm_backward>(
+        go, ctx.input(0), ctx.arg_ints(1), w.defined() ? std::optional<Tensor>(w) : std::nullopt, ctx.arg_double(4));
+    if (ctx.needs_grad(0)) out.set(0, gx);
+    if (w.defined() && ctx.needs_grad(2)) out.set(2, gw);
+    if (ctx.input_defined(3) && ctx.needs_grad(3)) out.set(3, gb);
+    return;
+  }
   row_norm_backward(ctx, g, out, ctx.arg_double(4), true, 2, 3);
 }
 STRATA_DERIVATIVE(layer_norm, save_inputs(0, 2), save_outputs(), layer_norm_backward);
@@ -520,7 +533,10 @@ void sdpa_backward(const BackwardCtx& ctx, const variable_list& grads, GradOut& 
     s = add(s, mask);
   }
   if (keep.defined()) s = where(keep, s, num(s, -std::numeric_limits<double>::infinity()));
-  Tensor p = softmax_d(s, -1);
+  // Without a mask no row is entirely masked (causal rows keep their diagonal), so when no graph of this backward
+  // is recorded the softmax kernel (one op) can replace the composite softmax_d (seven), which exists to be
+  // differentiable and to give fully masked rows zeros.
+  Tensor p = !mask.defined() && !grad_mode_enabled() ? softmax(s, -1) : softmax_d(s, -1);
   Tensor go = g[0];
   if (ctx.needs_grad(2)) out.set(2, sum_heads(matmul(transpose(p, -2, -1), go), group));
   if (!ctx.needs_grad(0) && !ctx.needs_grad(1) && !(mask.defined() && ctx.needs_grad(3))) return;

@@ -5,14 +5,16 @@
 // Why im2col + GEMM rather than oneDNN's convolution primitive: this tree does
 // not link oneDNN (the BLAS work routes only GEMM through it), so the
 // primitive could not be measured here; im2col keeps all the heavy lifting in
-// the shared GEMM, and 1x1 stride-1 convolutions skip the im2col copy.
+// the shared GEMM.
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "backends/cpu/blas.h"
 #include "backends/cpu/loops.h"
+#include "backends/cpu/kernels/conv_cols.h"
 #include "ops/nn_kernels.h"
 
 namespace strata {
@@ -21,41 +23,11 @@ inline namespace STRATA_CPU_NS {
 namespace {
 
 
-// col[(c*kh + i)*kw + j][oh*ow_n + ow] = x[c][oh*sh - ph + i*dh][ow*sw - pw + j*dw] (0 outside).
-template <typename T>
-void im2col(const T* x, T* col, int64_t c, int64_t h, int64_t w, int64_t oh_n, int64_t ow_n, const nn::Window2d& p) {
-  const int64_t L = oh_n * ow_n;
-  for (int64_t ch = 0; ch < c; ++ch) {
-    for (int64_t i = 0; i < p.kh; ++i) {
-      for (int64_t j = 0; j < p.kw; ++j) {
-        T* dst = col + ((ch * p.kh + i) * p.kw + j) * L;
-        const int64_t off_w = j * p.dw - p.pw;
-        // Output columns whose input column is inside [0, w).
-        int64_t lo = off_w >= 0 ? 0 : (-off_w + p.sw - 1) / p.sw;
-        int64_t hi = w - 1 - off_w < 0 ? 0 : (w - 1 - off_w) / p.sw + 1;
-        lo = std::min(lo, ow_n);
-        hi = std::max(std::min(hi, ow_n), lo);
-        for (int64_t oh = 0; oh < oh_n; ++oh) {
-          T* d = dst + oh * ow_n;
-          const int64_t ih = oh * p.sh - p.ph + i * p.dh;
-          if (ih < 0 || ih >= h) {
-            std::fill(d, d + ow_n, T(0));
-            continue;
-          }
-          const T* src = x + (ch * h + ih) * w + off_w;
-          std::fill(d, d + lo, T(0));
-          if (p.sw == 1) {
-            std::memcpy(d + lo, src + lo, (hi - lo) * sizeof(T));
-          } else {
-            for (int64_t ow = lo; ow < hi; ++ow) d[ow] = src[ow * p.sw];
-          }
-          std::fill(d + hi, d + ow_n, T(0));
-        }
-      }
-    }
-  }
-}
-
+// Images are laid side by side in one column buffer ([K, B * L], see
+// conv_cols.h) so that each group needs one GEMM per chunk of B images: the
+// small convolutions of typical CNNs (8x8 to 32x32 planes) otherwise run one
+// tiny GEMM per image, which cost ~8x more than the arithmetic on the digits
+// CNN. The GEMM writes [og, B * L]; a copy moves it to (n, o, L) and adds the bias.
 void conv2d_kernel(const Tensor& x, const Tensor& wt, const Tensor& bias, const Tensor& y, const nn::Window2d& p,
                    int64_t groups) {
   visit_float32_64(y.dtype(), "conv2d", [&]<typename T>() {
@@ -65,44 +37,52 @@ void conv2d_kernel(const Tensor& x, const Tensor& wt, const Tensor& bias, const 
     const T *xp = x.data_ptr<T>(), *wp = wt.data_ptr<T>();
     const T* bp = bias.defined() ? bias.data_ptr<T>() : nullptr;
     T* yp = y.data_ptr<T>();
-    const bool direct = p.kh == 1 && p.kw == 1 && p.sh == 1 && p.sw == 1 && p.ph == 0 && p.pw == 0 && oh == h &&
-                        ow == w;
-    auto one_image = [&](int64_t img, std::vector<T>& col) {
+    if (K == 0) {
+      for (int64_t r = 0; r < n * o; ++r) std::fill(yp + r * L, yp + (r + 1) * L, bp ? bp[r % o] : T(0));
+      return;
+    }
+    const int64_t chunk = conv_cols::images_per_chunk(n, K, L), taps = p.kh * p.kw, hw = h * w;
+    const bool cl = conv_cols::use_channels_last(h, w, ow, cg);  // channels-last path, see conv_cols.h
+    const std::vector<int32_t> table = cl ? conv_cols::make_table(h, w, oh, ow, p) : std::vector<int32_t>();
+    conv_cols::Scratch<T> col(static_cast<size_t>(K * chunk * L), 0), out(static_cast<size_t>(og * chunk * L), 1);
+    conv_cols::Scratch<T> xh(cl ? static_cast<size_t>(chunk * hw * c) : 0, 2);
+    std::vector<T> wr(cl ? static_cast<size_t>(o * K) : 0);
+    if (cl) conv_cols::taps_major(wp, wr.data(), o, cg, taps);
+    for (int64_t b0 = 0; b0 < n; b0 += chunk) {
+      const int64_t nb = std::min(chunk, n - b0), ld = nb * L;
+      const int64_t grain_in = std::max<int64_t>(1, kGrainSize / (K * L));
+      if (cl)
+        parallel_for(0, nb, grain_in, [&](int64_t lo, int64_t hi) {
+          for (int64_t b = lo; b < hi; ++b)
+            conv_cols::to_channels_last(xp + (b0 + b) * c * hw, xh.get() + b * hw * c, c, hw);
+        });
       for (int64_t g = 0; g < groups; ++g) {
-        const T* xg = xp + (img * c + g * cg) * h * w;
-        T* yg = yp + (img * o + g * og) * L;
-        const T* cp = xg;
-        if (!direct && K > 0) {
-          col.resize(static_cast<size_t>(K * L));
-          im2col(xg, col.data(), cg, h, w, oh, ow, p);
-          cp = col.data();
-        }
-        if (K > 0) {
-          cpublas::gemm(cpublas::Trans::N, cpublas::Trans::N, og, L, K, T(1), wp + g * og * K, K, cp, L, T(0), yg,
-                        L);
-        } else {
-          std::fill(yg, yg + og * L, T(0));
-        }
-        if (bp) {
-          for (int64_t oc = 0; oc < og; ++oc) {
-            const T bv = bp[g * og + oc];
-            T* row = yg + oc * L;
-#pragma omp simd
-            for (int64_t l = 0; l < L; ++l) row[l] += bv;
+        parallel_for(0, nb, grain_in, [&](int64_t lo, int64_t hi) {
+          for (int64_t b = lo; b < hi; ++b) {
+            if (cl)
+              conv_cols::im2row(xh.get() + b * hw * c, c, g * cg, cg, col.get() + b * L * K, table.data(), taps, L);
+            else
+              conv_cols::im2col(xp + ((b0 + b) * c + g * cg) * hw, col.get() + b * L, ld, cg, h, w, oh, ow, p);
           }
-        }
+        });
+        if (cl)
+          cpublas::gemm(cpublas::Trans::N, cpublas::Trans::T, og, ld, K, T(1), wr.data() + g * og * K, K, col.get(),
+                        K, T(0), out.get(), ld);
+        else
+          cpublas::gemm(cpublas::Trans::N, cpublas::Trans::N, og, ld, K, T(1), wp + g * og * K, K, col.get(), ld,
+                        T(0), out.get(), ld);
+        const int64_t grain_out = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(og * L, 1));
+        parallel_for(0, nb, grain_out, [&](int64_t lo, int64_t hi) {
+          for (int64_t b = lo; b < hi; ++b)
+            for (int64_t oc = 0; oc < og; ++oc) {
+              const T* src = out.get() + oc * ld + b * L;
+              T* dst = yp + ((b0 + b) * o + g * og + oc) * L;
+              const T bv = bp ? bp[g * og + oc] : T(0);
+#pragma omp simd
+              for (int64_t l = 0; l < L; ++l) dst[l] = src[l] + bv;
+            }
+        });
       }
-    };
-    // Batch-parallel when there are enough images to feed every thread;
-    // otherwise images run in turn and the GEMM may use the threads.
-    if (n >= get_num_threads() && n > 1) {
-      parallel_for(0, n, 1, [&](int64_t b, int64_t e) {
-        std::vector<T> col;
-        for (int64_t i = b; i < e; ++i) one_image(i, col);
-      });
-    } else {
-      std::vector<T> col;
-      for (int64_t i = 0; i < n; ++i) one_image(i, col);
     }
   });
 }
