@@ -50,6 +50,20 @@ void check_inplace_target(const OperatorEntry& op, const Tensor& self) {
   }
 }
 
+// An op without a derivative that overwrites a tensor with history (x.uniform_()
+// on a non-leaf): afterwards x's value no longer depends on its past, so its
+// history is rebased onto a node that sends no gradient back, as in PyTorch
+// (whose derivative for such ops is zero).
+class OverwriteNode final : public Node {
+ public:
+  explicit OverwriteNode(std::string name) : name_(std::move(name)) {}
+  variable_list apply(variable_list&&) override { return variable_list(next_edges.size()); }
+  std::string name() const override { return name_; }
+
+ private:
+  std::string name_;
+};
+
 void run_below(const OperatorEntry& op, DispatchKeySet ks, Stack& stack) {
   ExcludeDispatchKeyGuard guard(DispatchKey::Autograd);
   redispatch_boxed(op, ks, DispatchKey::Autograd, stack);
@@ -92,7 +106,16 @@ void autograd_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack)
     }
   }
   if (!differentiable) {
+    Tensor target = inplace_idx >= 0 ? stack[base + inplace_idx].to_tensor() : Tensor();
+    const bool overwrites_history = target.defined() && requires_grad(target);
+    if (overwrites_history) check_inplace_target(op, target);
     run_below(op, ks, stack);
+    if (overwrites_history && is_floating_type(target.dtype())) {
+      auto node = std::make_shared<OverwriteNode>(backward_node_name(op.name()));
+      node->next_edges.push_back(Edge{});
+      node->add_input_geometry(target);
+      rebase_history(target, node);
+    }
     return;
   }
   const Derivative* d = find_derivative(op.id());

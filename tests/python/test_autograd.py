@@ -447,3 +447,16 @@ def test_graph_is_freed_when_outputs_die():
     del y
     gc.collect()
     assert strata._C._cpu_allocator_stats()["allocated_bytes"] - base < 1024
+
+
+def test_random_inplace_on_non_leaf_cuts_the_gradient_like_torch():
+    torch = pytest.importorskip("torch")
+    for lib in (strata, torch):
+        x = lib.ones(3, requires_grad=True)
+        y = x * 2
+        y.uniform_()
+        assert y.requires_grad
+        (y * 3 + x).sum().backward()
+        assert x.grad.tolist() == [1.0, 1.0, 1.0]
+    with pytest.raises(RuntimeError, match="leaf Variable"):
+        strata.ones(2, requires_grad=True).normal_()
