@@ -335,8 +335,17 @@ std::string parse(const OverloadInfo& o, PyObject* const* args, size_t ngiven, P
   return "";
 }
 
+// wrap_tensor() without nb::cast's lookups (the C++ type's Python type, an
+// existing instance at the temporary's address): the type is known.
+nb::object wrap_result(Tensor&& t) {
+  nb::object o = nb::inst_alloc(nb::handle(reinterpret_cast<PyObject*>(g_tensor_type)));
+  new (nb::inst_ptr<Tensor>(o)) Tensor(std::move(t));
+  nb::inst_mark_ready(o);
+  return o;
+}
+
 nb::object results_to_python(const OverloadInfo& o, Stack& stack) {
-  if (o.nret == 1) return wrap_tensor(std::move(stack.back().to_tensor()));
+  if (o.nret == 1) return wrap_result(std::move(stack.back().to_tensor()));
   if (o.nret == -1) {
     nb::list l;
     for (const auto& t : stack.back().to_tensor_list()) l.append(wrap_tensor(t));
@@ -345,7 +354,7 @@ nb::object results_to_python(const OverloadInfo& o, Stack& stack) {
   size_t n = static_cast<size_t>(o.nret);
   nb::tuple items = nb::steal<nb::tuple>(PyTuple_New(static_cast<Py_ssize_t>(n)));
   for (size_t i = 0; i < n; ++i)
-    PyTuple_SET_ITEM(items.ptr(), i, wrap_tensor(std::move(stack[stack.size() - n + i].to_tensor())).release().ptr());
+    PyTuple_SET_ITEM(items.ptr(), i, wrap_result(std::move(stack[stack.size() - n + i].to_tensor())).release().ptr());
   if (o.result_type.is_valid() && !o.result_type.is_none()) return o.result_type(*items);
   return items;
 }
