@@ -248,7 +248,8 @@ struct OverloadInfo {
 };
 
 struct Overloads {
-  std::string name;
+  std::string name;          // the op's name, as error messages give it
+  std::string display_name;  // __name__: "add", or "add_" for the in-place method
   std::vector<OverloadInfo> ov;
 };
 
@@ -415,9 +416,7 @@ struct OpFunction {
   Overloads* ov;
 };
 
-PyObject* op_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
-  const Overloads& ov = *reinterpret_cast<OpFunction*>(self)->ov;
-  const size_t n = PyVectorcall_NARGS(nargsf);
+PyObject* call_op(const Overloads& ov, PyObject* const* args, size_t n, PyObject* kwnames) {
   try {
     if (!kwnames || PyTuple_GET_SIZE(kwnames) == 0) {
       bool all_tensors = true;
@@ -441,6 +440,52 @@ PyObject* op_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, Py
   }
 }
 
+PyObject* op_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  return call_op(*reinterpret_cast<OpFunction*>(self)->ov, args, PyVectorcall_NARGS(nargsf), kwnames);
+}
+
+// Tensor.<op>_ for an op with out=: self.<op>_(*args, **kwargs) calls the op
+// as op(self, *args, out=self, **kwargs) and returns self (what the Python
+// wrapper in _tensor.py did, without its frame and its tuple and dict).
+PyObject* op_inplace_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  const Overloads& ov = *reinterpret_cast<OpFunction*>(self)->ov;
+  const size_t n = PyVectorcall_NARGS(nargsf);
+  if (n == 0) {
+    PyErr_Format(PyExc_TypeError, "%s() missing 1 required positional argument: 'self'", ov.display_name.c_str());
+    return nullptr;
+  }
+  static PyObject* out_name = PyUnicode_InternFromString("out");
+  static PyObject* out_only = PyTuple_Pack(1, out_name);
+  const Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  if (nkw > 0 && find_kw(kwnames, out_name) >= 0) {
+    PyErr_Format(PyExc_TypeError, "strata._C.%s() got multiple values for keyword argument 'out'", ov.name.c_str());
+    return nullptr;
+  }
+  PyObject* buf_inline[16];
+  std::vector<PyObject*> buf_heap;
+  PyObject** buf = buf_inline;
+  if (n + nkw + 1 > 16) {
+    buf_heap.resize(n + nkw + 1);
+    buf = buf_heap.data();
+  }
+  std::copy(args, args + n, buf);
+  buf[n] = args[0];  // out=self comes first among the keywords, as in op(self, *args, out=self, **kwargs)
+  std::copy(args + n, args + n + nkw, buf + n + 1);
+  nb::object names;
+  PyObject* kw = out_only;
+  if (nkw > 0) {
+    names = nb::steal(PyTuple_New(nkw + 1));
+    if (!names.is_valid()) return nullptr;
+    PyTuple_SET_ITEM(names.ptr(), 0, Py_NewRef(out_name));
+    for (Py_ssize_t j = 0; j < nkw; ++j) PyTuple_SET_ITEM(names.ptr(), j + 1, Py_NewRef(PyTuple_GET_ITEM(kwnames, j)));
+    kw = names.ptr();
+  }
+  PyObject* r = call_op(ov, buf, n, kw);
+  if (!r) return nullptr;
+  Py_DECREF(r);
+  return Py_NewRef(args[0]);
+}
+
 void op_dealloc(PyObject* self) {
   PyTypeObject* tp = Py_TYPE(self);
   delete reinterpret_cast<OpFunction*>(self)->ov;
@@ -449,7 +494,7 @@ void op_dealloc(PyObject* self) {
 }
 
 PyObject* op_get_name(PyObject* self, void*) {
-  return PyUnicode_FromString(reinterpret_cast<OpFunction*>(self)->ov->name.c_str());
+  return PyUnicode_FromString(reinterpret_cast<OpFunction*>(self)->ov->display_name.c_str());
 }
 
 PyObject* op_get_doc(PyObject* self, void*) {
@@ -460,7 +505,7 @@ PyObject* op_get_doc(PyObject* self, void*) {
 
 PyObject* op_repr(PyObject* self) {
   const char* kind = Py_TYPE(self)->tp_descr_get ? "op method" : "op function";
-  return PyUnicode_FromFormat("<%s %s>", kind, reinterpret_cast<OpFunction*>(self)->ov->name.c_str());
+  return PyUnicode_FromFormat("<%s %s>", kind, reinterpret_cast<OpFunction*>(self)->ov->display_name.c_str());
 }
 
 // An op_method behaves like a Python function in a class: bound on instance
@@ -515,9 +560,12 @@ nb::object make_result_type(const FunctionSchema& s) {
                                                                  fields);
 }
 
-nb::object make_op_function(const std::string& name, bool as_method = false) {
+enum class OpKind { Function, Method, InplaceMethod };
+
+nb::object make_op_function(const std::string& name, OpKind kind = OpKind::Function) {
   auto ov = std::make_unique<Overloads>();
   ov->name = name;
+  ov->display_name = kind == OpKind::InplaceMethod ? name + "_" : name;
   for (auto* e : Dispatcher::get().overloads(name)) {
     const FunctionSchema& s = e->schema();
     OverloadInfo o;
@@ -546,9 +594,9 @@ nb::object make_op_function(const std::string& name, bool as_method = false) {
     ov->ov.push_back(std::move(o));
   }
   STRATA_CHECK(!ov->ov.empty(), "_bind_op: no operator named '", name, "'");
-  auto* f = PyObject_New(OpFunction, as_method ? g_method_type : g_function_type);
+  auto* f = PyObject_New(OpFunction, kind == OpKind::Function ? g_function_type : g_method_type);
   if (!f) throw nb::python_error();
-  f->vectorcall = op_vectorcall;
+  f->vectorcall = kind == OpKind::InplaceMethod ? op_inplace_vectorcall : op_vectorcall;
   f->ov = ov.release();
   return nb::steal(reinterpret_cast<PyObject*>(f));
 }
@@ -593,7 +641,9 @@ void bind_ops(nb::module_& m) {
     const std::string& name = d.op(static_cast<int>(i)).schema().name;
     if (!nb::hasattr(ops, name.c_str())) ops.attr(name.c_str()) = make_op_function(name);
   }
-  m.def("_op_method", [](const std::string& name) { return make_op_function(name, true); });
+  m.def("_op_method", [](const std::string& name) { return make_op_function(name, OpKind::Method); });
+  // Tensor.<name>_ for an op with out=: op(self, *args, out=self, **kwargs), returns self.
+  m.def("_op_inplace_method", [](const std::string& name) { return make_op_function(name, OpKind::InplaceMethod); });
   m.def("_bind_op", [ops](const std::string& name) {
     nb::object f = make_op_function(name);
     std::string attr = name;
