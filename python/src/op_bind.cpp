@@ -486,6 +486,36 @@ PyObject* op_inplace_vectorcall(PyObject* self, PyObject* const* args, size_t na
   return Py_NewRef(args[0]);
 }
 
+// Tensor.__eq__/__ne__/__lt__/__le__/__gt__/__ge__: the op for a Tensor or a
+// number (or anything with __float__), NotImplemented for anything else (None,
+// strings, lists...), so that Python falls back to the reflected comparison or
+// identity, as for torch tensors.
+PyObject* op_compare_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  const Overloads& ov = *reinterpret_cast<OpFunction*>(self)->ov;
+  const size_t n = PyVectorcall_NARGS(nargsf);
+  if (n != 2 || (kwnames && PyTuple_GET_SIZE(kwnames) > 0)) {
+    PyErr_Format(PyExc_TypeError, "%s() takes 2 positional arguments (self, other)", ov.display_name.c_str());
+    return nullptr;
+  }
+  PyObject* other = args[1];
+  bool comparable = other != Py_None && (PyObject_TypeCheck(other, g_tensor_type) || PyLong_Check(other) ||
+                                         PyFloat_Check(other));
+  if (!comparable && other != Py_None) {
+    static PyObject* float_name = PyUnicode_InternFromString("__float__");
+    PyObject* attr = PyObject_GetAttr(other, float_name);  // hasattr(): only AttributeError means "no"
+    if (attr) {
+      Py_DECREF(attr);
+      comparable = true;
+    } else if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+      PyErr_Clear();
+    } else {
+      return nullptr;
+    }
+  }
+  if (!comparable) Py_RETURN_NOTIMPLEMENTED;
+  return call_op(ov, args, 2, nullptr);
+}
+
 void op_dealloc(PyObject* self) {
   PyTypeObject* tp = Py_TYPE(self);
   delete reinterpret_cast<OpFunction*>(self)->ov;
@@ -560,7 +590,7 @@ nb::object make_result_type(const FunctionSchema& s) {
                                                                  fields);
 }
 
-enum class OpKind { Function, Method, InplaceMethod };
+enum class OpKind { Function, Method, InplaceMethod, ComparisonMethod };
 
 nb::object make_op_function(const std::string& name, OpKind kind = OpKind::Function) {
   auto ov = std::make_unique<Overloads>();
@@ -596,7 +626,9 @@ nb::object make_op_function(const std::string& name, OpKind kind = OpKind::Funct
   STRATA_CHECK(!ov->ov.empty(), "_bind_op: no operator named '", name, "'");
   auto* f = PyObject_New(OpFunction, kind == OpKind::Function ? g_function_type : g_method_type);
   if (!f) throw nb::python_error();
-  f->vectorcall = kind == OpKind::InplaceMethod ? op_inplace_vectorcall : op_vectorcall;
+  f->vectorcall = kind == OpKind::InplaceMethod      ? op_inplace_vectorcall
+                  : kind == OpKind::ComparisonMethod ? op_compare_vectorcall
+                                                     : op_vectorcall;
   f->ov = ov.release();
   return nb::steal(reinterpret_cast<PyObject*>(f));
 }
@@ -644,6 +676,9 @@ void bind_ops(nb::module_& m) {
   m.def("_op_method", [](const std::string& name) { return make_op_function(name, OpKind::Method); });
   // Tensor.<name>_ for an op with out=: op(self, *args, out=self, **kwargs), returns self.
   m.def("_op_inplace_method", [](const std::string& name) { return make_op_function(name, OpKind::InplaceMethod); });
+  // Tensor.__eq__ etc.: the op, or NotImplemented when `other` is not a Tensor or a number.
+  m.def("_op_comparison_method",
+        [](const std::string& name) { return make_op_function(name, OpKind::ComparisonMethod); });
   m.def("_bind_op", [ops](const std::string& name) {
     nb::object f = make_op_function(name);
     std::string attr = name;

@@ -179,9 +179,13 @@ OPERATOR_METHODS = {
     "__add__": "add", "__radd__": "add", "__sub__": "sub", "__mul__": "mul", "__rmul__": "mul",
     "__truediv__": "div", "__floordiv__": "floor_divide", "__mod__": "remainder", "__pow__": "pow",
     "__matmul__": "matmul", "__neg__": "neg", "__abs__": "abs",
+    "__eq__": "eq", "__ne__": "ne", "__lt__": "lt", "__le__": "le", "__gt__": "gt", "__ge__": "ge",
 }
+# Comparisons return NotImplemented for operands that are neither Tensors nor
+# numbers (None, str, ...), so Python falls back as for torch tensors.
+_COMPARISONS = {"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"}
 for _dunder, _op in OPERATOR_METHODS.items():
-    setattr(Tensor, _dunder, _C._op_method(_op))
+    setattr(Tensor, _dunder, (_C._op_comparison_method if _dunder in _COMPARISONS else _C._op_method)(_op))
 Tensor.__rsub__ = lambda self, other: _ops.sub(other, self)
 Tensor.__rtruediv__ = lambda self, other: _ops.div(other, self)
 Tensor.__rfloordiv__ = lambda self, other: _ops.floor_divide(other, self)
@@ -205,22 +209,10 @@ Tensor.__or__ = lambda self, other: _logical_or_bitwise("or", self, other)
 Tensor.__ror__ = lambda self, other: _logical_or_bitwise("or", self, other)
 Tensor.__xor__ = lambda self, other: _logical_or_bitwise("xor", self, other)
 Tensor.__rxor__ = lambda self, other: _logical_or_bitwise("xor", self, other)
-Tensor.__eq__ = lambda self, other: _cmp(_ops.eq, self, other)
-Tensor.__ne__ = lambda self, other: _cmp(_ops.ne, self, other)
-Tensor.__lt__ = lambda self, other: _cmp(_ops.lt, self, other)
-Tensor.__le__ = lambda self, other: _cmp(_ops.le, self, other)
-Tensor.__gt__ = lambda self, other: _cmp(_ops.gt, self, other)
-Tensor.__ge__ = lambda self, other: _cmp(_ops.ge, self, other)
 
 
 def _logical_or_bitwise(kind, a, b):
     return getattr(_ops, "bitwise_" + kind)(a, b)
-
-
-def _cmp(op, a, b):
-    if b is None or not (isinstance(b, (Tensor, builtins.int, builtins.float, builtins.bool)) or hasattr(b, "__float__")):
-        return NotImplemented
-    return op(a, b)
 
 
 def _isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):

@@ -148,3 +148,29 @@ def test_autograd_through_fast_path():
     assert x.grad.tolist() == [2.0, 2.0]
     with pytest.raises(RuntimeError, match="leaf"):
         x.add_(1)
+
+
+def test_comparisons_return_notimplemented_for_non_numbers():
+    a, b = t(1.0, 2.0), t(2.0, 2.0)
+    assert (a < b).tolist() == [True, False] and (a >= b).tolist() == [False, True]
+    assert (a == 1).tolist() == [True, False] and (1 < a).tolist() == [False, True]
+    # None / str / list: NotImplemented, so Python falls back to identity or raises.
+    assert strata.Tensor.__eq__(a, None) is NotImplemented
+    assert (a == None) is False and (a != None) is True  # noqa: E711
+    assert (a == "x") is False and (a == [1.0, 2.0]) is False
+    with pytest.raises(TypeError, match="'<' not supported"):
+        a < "x"
+
+    class Floaty:
+        def __float__(self):
+            return 2.0
+
+    assert (a == Floaty()).tolist() == [False, True]
+
+    class Broken:
+        @property
+        def __float__(self):
+            raise KeyError("boom")
+
+    with pytest.raises(KeyError):
+        a == Broken()
