@@ -516,6 +516,17 @@ PyObject* op_compare_vectorcall(PyObject* self, PyObject* const* args, size_t na
   return call_op(ov, args, 2, nullptr);
 }
 
+// Tensor.__rsub__ etc.: self.__rsub__(other) is sub(other, self).
+PyObject* op_reflected_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  const Overloads& ov = *reinterpret_cast<OpFunction*>(self)->ov;
+  if (PyVectorcall_NARGS(nargsf) != 2 || (kwnames && PyTuple_GET_SIZE(kwnames) > 0)) {
+    PyErr_Format(PyExc_TypeError, "%s() takes 2 positional arguments (self, other)", ov.display_name.c_str());
+    return nullptr;
+  }
+  PyObject* swapped[2] = {args[1], args[0]};
+  return call_op(ov, swapped, 2, nullptr);
+}
+
 void op_dealloc(PyObject* self) {
   PyTypeObject* tp = Py_TYPE(self);
   delete reinterpret_cast<OpFunction*>(self)->ov;
@@ -590,7 +601,7 @@ nb::object make_result_type(const FunctionSchema& s) {
                                                                  fields);
 }
 
-enum class OpKind { Function, Method, InplaceMethod, ComparisonMethod };
+enum class OpKind { Function, Method, InplaceMethod, ComparisonMethod, ReflectedMethod };
 
 nb::object make_op_function(const std::string& name, OpKind kind = OpKind::Function) {
   auto ov = std::make_unique<Overloads>();
@@ -628,6 +639,7 @@ nb::object make_op_function(const std::string& name, OpKind kind = OpKind::Funct
   if (!f) throw nb::python_error();
   f->vectorcall = kind == OpKind::InplaceMethod      ? op_inplace_vectorcall
                   : kind == OpKind::ComparisonMethod ? op_compare_vectorcall
+                  : kind == OpKind::ReflectedMethod  ? op_reflected_vectorcall
                                                      : op_vectorcall;
   f->ov = ov.release();
   return nb::steal(reinterpret_cast<PyObject*>(f));
@@ -676,6 +688,8 @@ void bind_ops(nb::module_& m) {
   m.def("_op_method", [](const std::string& name) { return make_op_function(name, OpKind::Method); });
   // Tensor.<name>_ for an op with out=: op(self, *args, out=self, **kwargs), returns self.
   m.def("_op_inplace_method", [](const std::string& name) { return make_op_function(name, OpKind::InplaceMethod); });
+  // Tensor.__rsub__ etc.: the op with the operands swapped.
+  m.def("_op_reflected_method", [](const std::string& name) { return make_op_function(name, OpKind::ReflectedMethod); });
   // Tensor.__eq__ etc.: the op, or NotImplemented when `other` is not a Tensor or a number.
   m.def("_op_comparison_method",
         [](const std::string& name) { return make_op_function(name, OpKind::ComparisonMethod); });

@@ -173,25 +173,25 @@ Tensor.__iter__ = _iter
 # Operators whose op takes (self, other) in that order are the op's C method
 # itself (the same generic binding as Tensor.add), not a Python lambda around
 # it: one Python frame less on every `a + b` (docs/BINDING.md, "Optimisations").
-# The reflected forms that swap the operands keep a lambda.
 # (profiler.explain wraps these too, to time the Python binding.)
 OPERATOR_METHODS = {
     "__add__": "add", "__radd__": "add", "__sub__": "sub", "__mul__": "mul", "__rmul__": "mul",
     "__truediv__": "div", "__floordiv__": "floor_divide", "__mod__": "remainder", "__pow__": "pow",
     "__matmul__": "matmul", "__neg__": "neg", "__abs__": "abs",
     "__eq__": "eq", "__ne__": "ne", "__lt__": "lt", "__le__": "le", "__gt__": "gt", "__ge__": "ge",
+    "__rsub__": "sub", "__rtruediv__": "div", "__rfloordiv__": "floor_divide", "__rmod__": "remainder",
+    "__rpow__": "pow", "__rmatmul__": "matmul",
 }
 # Comparisons return NotImplemented for operands that are neither Tensors nor
 # numbers (None, str, ...), so Python falls back as for torch tensors.
 _COMPARISONS = {"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"}
+# The reflected operators that swap operands (self.__rsub__(other) is
+# sub(other, self)) are C methods too.
+_SWAPPED = {"__rsub__", "__rtruediv__", "__rfloordiv__", "__rmod__", "__rpow__", "__rmatmul__"}
 for _dunder, _op in OPERATOR_METHODS.items():
-    setattr(Tensor, _dunder, (_C._op_comparison_method if _dunder in _COMPARISONS else _C._op_method)(_op))
-Tensor.__rsub__ = lambda self, other: _ops.sub(other, self)
-Tensor.__rtruediv__ = lambda self, other: _ops.div(other, self)
-Tensor.__rfloordiv__ = lambda self, other: _ops.floor_divide(other, self)
-Tensor.__rmod__ = lambda self, other: _ops.remainder(other, self)
-Tensor.__rpow__ = lambda self, other: _ops.pow(other, self)
-Tensor.__rmatmul__ = lambda self, other: _ops.matmul(other, self)
+    _make = _C._op_comparison_method if _dunder in _COMPARISONS else (
+        _C._op_reflected_method if _dunder in _SWAPPED else _C._op_method)
+    setattr(Tensor, _dunder, _make(_op))
 # In-place operators are the in-place method itself (a C method that returns
 # self), as torch binds them in C; no Python frame on `a += b`.
 INPLACE_OPERATOR_METHODS = {

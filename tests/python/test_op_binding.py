@@ -174,3 +174,17 @@ def test_comparisons_return_notimplemented_for_non_numbers():
 
     with pytest.raises(KeyError):
         a == Broken()
+
+
+def test_reflected_operators_swap_operands():
+    a = t(1.0, 2.0, 4.0)
+    assert (1 - a).tolist() == [0.0, -1.0, -3.0]
+    assert (1 / a).tolist() == [1.0, 0.5, 0.25]
+    assert (5 // a).tolist() == [5.0, 2.0, 1.0]
+    assert (5 % a).tolist() == [0.0, 1.0, 1.0]
+    assert (2 ** a).tolist() == [2.0, 4.0, 16.0]
+    assert a.__rsub__(t(0.0, 0.0, 0.0)).tolist() == [-1.0, -2.0, -4.0]
+    m = strata.tensor([[1.0, 2.0]])
+    assert strata.Tensor.__rmatmul__(strata.tensor([[1.0], [1.0]]), m).tolist() == [[3.0]]
+    with pytest.raises(TypeError, match="sub"):
+        "x" - a
