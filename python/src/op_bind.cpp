@@ -540,7 +540,8 @@ PyObject* op_get_name(PyObject* self, void*) {
 
 PyObject* op_get_doc(PyObject* self, void*) {
   std::string doc;
-  for (const auto& o : reinterpret_cast<OpFunction*>(self)->ov->ov) doc += (doc.empty() ? "" : "\n") + o.entry->schema().text;
+  for (const auto& o : reinterpret_cast<OpFunction*>(self)->ov->ov)
+    doc += (doc.empty() ? "" : "\n") + o.entry->schema().text;
   return PyUnicode_FromString(doc.c_str());
 }
 
@@ -689,7 +690,8 @@ void bind_ops(nb::module_& m) {
   // Tensor.<name>_ for an op with out=: op(self, *args, out=self, **kwargs), returns self.
   m.def("_op_inplace_method", [](const std::string& name) { return make_op_function(name, OpKind::InplaceMethod); });
   // Tensor.__rsub__ etc.: the op with the operands swapped.
-  m.def("_op_reflected_method", [](const std::string& name) { return make_op_function(name, OpKind::ReflectedMethod); });
+  m.def("_op_reflected_method",
+        [](const std::string& name) { return make_op_function(name, OpKind::ReflectedMethod); });
   // Tensor.__eq__ etc.: the op, or NotImplemented when `other` is not a Tensor or a number.
   m.def("_op_comparison_method",
         [](const std::string& name) { return make_op_function(name, OpKind::ComparisonMethod); });
