@@ -5,6 +5,7 @@
 // results. Nothing here is written per op; ops defined at run time (from
 // another shared library) are bound the same way by _C._bind_op(name).
 #include <Python.h>
+#include <structmember.h>
 
 #include <sstream>
 
@@ -213,72 +214,117 @@ std::string py_type_name(nb::handle h) {
   return nb::cast<std::string>(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(h.ptr()))).attr("__name__"));
 }
 
-struct Overloads {
-  std::string name;
-  std::vector<const OperatorEntry*> entries;
-  std::vector<nb::object> result_types;  // namedtuple per entry, or None
+// Note [Vectorcall entry]
+// Each op is a small CPython object (op_function, or op_method for Tensor
+// methods) called through vectorcall: positional arguments arrive as a C
+// array and keyword names as a tuple, so no tuple/dict is built per call (as
+// nanobind's `*args, **kwargs` functions do). The schema is digested once,
+// at bind time, into an OverloadInfo per overload: interned keyword names,
+// defaults already expanded, and the facts the fast path needs. Behaviour is
+// that of the old nanobind function: same resolution order, same messages.
+//
+// Fast path: every argument is positional and a Tensor. In the first pass of
+// resolution a Tensor converts only to a `Tensor`/`Tensor?` parameter (every
+// other kind rejects it while t_tensors_as_numbers is off), so the overload
+// that pass would pick is exactly the first one whose leading parameters are
+// Tensors and whose remaining ones all have defaults. Anything else (keywords,
+// numbers, no such overload) takes the general path.
+
+struct ArgInfo {
+  const Argument* arg;
+  nb::object name;             // interned: call sites intern their keywords, so lookup is a pointer compare
+  std::optional<IValue> dflt;  // int[N] defaults already repeated N times
 };
 
-// Fills `stack` for schema s from (args, kwargs). Returns an empty string on
-// success, else why the arguments do not fit this overload.
-std::string parse(const FunctionSchema& s, const nb::args& args, const nb::kwargs& kwargs, Stack& stack) {
-  const size_t nargs = s.args.size();
-  size_t npos_schema = 0;
-  while (npos_schema < nargs && !s.args[npos_schema].kwarg_only) npos_schema++;
-  size_t ngiven = args.size();
-  std::vector<nb::handle> slots(nargs);
+struct OverloadInfo {
+  const OperatorEntry* entry;
+  std::vector<ArgInfo> args;
+  size_t npos = 0;           // parameters that may be passed positionally
+  size_t tensor_prefix = 0;  // leading positional Tensor/Tensor? parameters
+  size_t required_end = 0;   // every parameter from here on has a default
+  bool varargs = false;      // the last positional parameter is int[]/int[]?: x.view(2, 3)
+  int nret = 1;              // tensors returned; -1 for Tensor[]
+  nb::object result_type;    // namedtuple type, or None
+};
+
+struct Overloads {
+  std::string name;          // the op's name, as error messages give it
+  std::string display_name;  // __name__: "add", or "add_" for the in-place method
+  std::vector<OverloadInfo> ov;
+};
+
+PyTypeObject* g_tensor_type = nullptr;
+
+inline bool is_tensor_obj(PyObject* o) {
+  PyTypeObject* t = Py_TYPE(o);
+  return (t == g_tensor_type || PyType_IsSubtype(t, g_tensor_type)) && nb::inst_ready(nb::handle(o));
+}
+
+// Position of keyword `name` in kwnames, or -1. Names from a `**dict` need not
+// be interned, hence the second loop.
+Py_ssize_t find_kw(PyObject* kwnames, PyObject* name) {
+  Py_ssize_t n = PyTuple_GET_SIZE(kwnames);
+  for (Py_ssize_t j = 0; j < n; ++j)
+    if (PyTuple_GET_ITEM(kwnames, j) == name) return j;
+  for (Py_ssize_t j = 0; j < n; ++j)
+    if (PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, j), name) == 0) return j;
+  return -1;
+}
+
+// Fills `stack` for overload o from the vectorcall arguments (positional
+// args[0, ngiven), keyword values after them, named by kwnames). Returns an
+// empty string on success, else why the arguments do not fit this overload.
+std::string parse(const OverloadInfo& o, PyObject* const* args, size_t ngiven, PyObject* kwnames, Stack& stack) {
+  const size_t nargs = o.args.size();
+  PyObject* slots_inline[16];
+  std::vector<PyObject*> slots_heap;
+  PyObject** slots = slots_inline;
+  if (nargs > 16) {
+    slots_heap.resize(nargs);
+    slots = slots_heap.data();
+  }
+  std::fill(slots, slots + nargs, nullptr);
   nb::object packed;
-  if (ngiven > npos_schema) {
-    // Varargs for an int list, as in x.view(2, 3) or zeros(2, 3).
-    if (npos_schema > 0 && (s.args[npos_schema - 1].type == ArgType::IntList ||
-                            s.args[npos_schema - 1].type == ArgType::OptIntList)) {
-      size_t first = npos_schema - 1;
-      nb::list l;
-      for (size_t i = first; i < ngiven; ++i) {
-        if (!is_index_like(args[i])) return "too many positional arguments";
-        l.append(args[i]);
-      }
-      packed = l;
-      for (size_t i = 0; i < first; ++i) slots[i] = args[i];
-      slots[first] = packed;
-    } else {
-      return str("takes ", npos_schema, " positional arguments but ", ngiven, " were given");
+  if (ngiven > o.npos) {
+    if (!o.varargs) return str("takes ", o.npos, " positional arguments but ", ngiven, " were given");
+    size_t first = o.npos - 1;
+    nb::list l;
+    for (size_t i = first; i < ngiven; ++i) {
+      if (!is_index_like(args[i])) return "too many positional arguments";
+      l.append(nb::handle(args[i]));
     }
+    packed = l;
+    for (size_t i = 0; i < first; ++i) slots[i] = args[i];
+    slots[first] = packed.ptr();
   } else {
     for (size_t i = 0; i < ngiven; ++i) slots[i] = args[i];
   }
-  if (kwargs.size() > 0) {
-    size_t used = 0;
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  if (nkw > 0) {
+    Py_ssize_t used = 0;
     for (size_t i = 0; i < nargs; ++i) {
-      const char* nm = s.args[i].name.c_str();
-      if (PyDict_Contains(kwargs.ptr(), nb::str(nm).ptr()) == 1) {
-        if (slots[i].ptr()) return str("got multiple values for argument '", s.args[i].name, "'");
-        slots[i] = kwargs[nm];
-        used++;
-      }
+      Py_ssize_t j = find_kw(kwnames, o.args[i].name.ptr());
+      if (j < 0) continue;
+      if (slots[i]) return str("got multiple values for argument '", o.args[i].arg->name, "'");
+      slots[i] = args[ngiven + j];
+      used++;
     }
-    if (used != kwargs.size()) {
-      for (auto [k, v] : kwargs) {
-        std::string key = nb::cast<std::string>(k);
+    if (used != nkw) {
+      for (Py_ssize_t j = 0; j < nkw; ++j) {
+        std::string key = nb::cast<std::string>(nb::handle(PyTuple_GET_ITEM(kwnames, j)));
         bool known = false;
-        for (const auto& a : s.args) known |= a.name == key;
+        for (const auto& a : o.args) known |= a.arg->name == key;
         if (!known) return str("got an unexpected keyword argument '", key, "'");
       }
     }
   }
   stack.clear();
-  stack.reserve(nargs + 1);
+  stack.reserve(std::max<size_t>(nargs, 3));
   for (size_t i = 0; i < nargs; ++i) {
-    const Argument& a = s.args[i];
-    if (!slots[i].ptr()) {
-      if (!a.default_value) return str("missing required argument '", a.name, "' (", arg_type_name(a.type), ")");
-      IValue d = *a.default_value;
-      // int[2] stride=1 -> [1, 1]
-      if (a.list_size > 1 && !d.is_none()) {
-        const auto& l = d.to_int_list();
-        if (l.size() == 1) d = IValue(std::vector<int64_t>(a.list_size, l[0]));
-      }
-      stack.push_back(std::move(d));
+    const Argument& a = *o.args[i].arg;
+    if (!slots[i]) {
+      if (!o.args[i].dflt) return str("missing required argument '", a.name, "' (", arg_type_name(a.type), ")");
+      stack.push_back(*o.args[i].dflt);
       continue;
     }
     IValue v;
@@ -290,40 +336,51 @@ std::string parse(const FunctionSchema& s, const nb::args& args, const nb::kwarg
   return "";
 }
 
-nb::object results_to_python(const Overloads& ov, size_t which, Stack& stack) {
-  const FunctionSchema& s = ov.entries[which]->schema();
-  if (s.returns.size() == 1 && s.returns[0] == ArgType::TensorList) {
+// wrap_tensor() without nb::cast's lookups (the C++ type's Python type, an
+// existing instance at the temporary's address): the type is known.
+nb::object wrap_result(Tensor&& t) {
+  nb::object o = nb::inst_alloc(nb::handle(reinterpret_cast<PyObject*>(g_tensor_type)));
+  new (nb::inst_ptr<Tensor>(o)) Tensor(std::move(t));
+  nb::inst_mark_ready(o);
+  return o;
+}
+
+nb::object results_to_python(const OverloadInfo& o, Stack& stack) {
+  if (o.nret == 1) return wrap_result(std::move(stack.back().to_tensor()));
+  if (o.nret == -1) {
     nb::list l;
     for (const auto& t : stack.back().to_tensor_list()) l.append(wrap_tensor(t));
     return l;
   }
-  size_t n = s.returns[0] == ArgType::TensorTuple2 ? 2 : s.returns[0] == ArgType::TensorTuple3 ? 3 : 1;
-  if (n == 1) return wrap_tensor(std::move(stack.back().to_tensor()));
-  nb::list items;
-  for (size_t i = stack.size() - n; i < stack.size(); ++i) items.append(wrap_tensor(stack[i].to_tensor()));
-  const nb::object& nt = ov.result_types[which];
-  if (nt.is_valid() && !nt.is_none()) return nt(*nb::tuple(items));
-  return nb::tuple(items);
+  size_t n = static_cast<size_t>(o.nret);
+  nb::tuple items = nb::steal<nb::tuple>(PyTuple_New(static_cast<Py_ssize_t>(n)));
+  for (size_t i = 0; i < n; ++i)
+    PyTuple_SET_ITEM(items.ptr(), i, wrap_result(std::move(stack[stack.size() - n + i].to_tensor())).release().ptr());
+  if (o.result_type.is_valid() && !o.result_type.is_none()) return o.result_type(*items);
+  return items;
 }
 
-nb::object call_overloads(const Overloads& ov, nb::args args, nb::kwargs kwargs) {
+nb::object call_general(const Overloads& ov, PyObject* const* args, size_t nargs, PyObject* kwnames) {
   Stack stack;
   std::vector<std::string> why;
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   for (int pass = 0; pass < 2; ++pass) {
     t_tensors_as_numbers = pass == 1;
-    for (size_t i = 0; i < ov.entries.size(); ++i) {
-      std::string err = parse(ov.entries[i]->schema(), args, kwargs, stack);
+    for (const OverloadInfo& o : ov.ov) {
+      std::string err = parse(o, args, nargs, kwnames, stack);
       if (err.empty()) {
         t_tensors_as_numbers = false;
-        call_boxed(*ov.entries[i], stack);
+        call_boxed(*o.entry, stack);
         // out= returns the very object passed in, as in torch.
-        if (kwargs.size() > 0 && stack.size() == 1 && stack.back().is_tensor()) {
-          PyObject* o = PyDict_GetItemString(kwargs.ptr(), "out");
-          if (o && nb::isinstance<Tensor>(nb::handle(o)) &&
-              nb::cast<const Tensor&>(nb::handle(o)).is_same(stack.back().to_tensor()))
-            return nb::borrow(nb::handle(o));
+        if (nkw > 0 && stack.size() == 1 && stack.back().is_tensor()) {
+          static PyObject* out_name = PyUnicode_InternFromString("out");
+          Py_ssize_t j = find_kw(kwnames, out_name);
+          PyObject* out = j >= 0 ? args[nargs + j] : nullptr;
+          if (out && nb::isinstance<Tensor>(nb::handle(out)) &&
+              nb::cast<const Tensor&>(nb::handle(out)).is_same(stack.back().to_tensor()))
+            return nb::borrow(nb::handle(out));
         }
-        return results_to_python(ov, i, stack);
+        return results_to_python(o, stack);
       }
       if (pass == 1) why.push_back(std::move(err));
     }
@@ -331,13 +388,209 @@ nb::object call_overloads(const Overloads& ov, nb::args args, nb::kwargs kwargs)
   t_tensors_as_numbers = false;
   std::ostringstream ss;
   ss << ov.name << "() received an invalid combination of arguments - got (";
-  for (size_t i = 0; i < args.size(); ++i) ss << (i ? ", " : "") << py_type_name(args[i]);
-  for (auto [k, v] : kwargs) ss << ", " << nb::cast<std::string>(k) << "=" << py_type_name(v);
+  for (size_t i = 0; i < nargs; ++i) ss << (i ? ", " : "") << py_type_name(args[i]);
+  for (Py_ssize_t j = 0; j < nkw; ++j)
+    ss << ", " << nb::cast<std::string>(nb::handle(PyTuple_GET_ITEM(kwnames, j))) << "="
+       << py_type_name(args[nargs + j]);
   ss << "), but expected one of:";
-  for (size_t i = 0; i < ov.entries.size(); ++i)
-    ss << "\n * " << ov.entries[i]->schema().text << "\n      (" << why[i] << ")";
+  for (size_t i = 0; i < ov.ov.size(); ++i)
+    ss << "\n * " << ov.ov[i].entry->schema().text << "\n      (" << why[i] << ")";
   throw TypeError(ss.str());
 }
+
+// C++ exceptions become Python ones exactly as in any nanobind function (the
+// translators registered in module.cpp, nanobind's own, python_error): the
+// exception is rethrown inside a nanobind function, which translates it.
+thread_local std::exception_ptr t_pending_exception;
+PyObject* g_rethrow = nullptr;
+
+PyObject* raise_current_exception() {
+  t_pending_exception = std::current_exception();
+  Py_XDECREF(PyObject_CallNoArgs(g_rethrow));
+  return nullptr;
+}
+
+struct OpFunction {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  Overloads* ov;
+};
+
+PyObject* call_op(const Overloads& ov, PyObject* const* args, size_t n, PyObject* kwnames) {
+  try {
+    if (!kwnames || PyTuple_GET_SIZE(kwnames) == 0) {
+      bool all_tensors = true;
+      for (size_t i = 0; i < n && all_tensors; ++i) all_tensors = is_tensor_obj(args[i]);
+      if (all_tensors) {
+        for (const OverloadInfo& o : ov.ov) {
+          if (n > o.tensor_prefix || n < o.required_end) continue;  // the first pass would reject it
+          Stack stack;
+          stack.reserve(std::max<size_t>(o.args.size(), 3));
+          for (size_t i = 0; i < n; ++i) stack.emplace_back(*nb::inst_ptr<Tensor>(nb::handle(args[i])));
+          for (size_t i = n; i < o.args.size(); ++i) stack.push_back(*o.args[i].dflt);
+          call_boxed(*o.entry, stack);
+          return results_to_python(o, stack).release().ptr();
+        }
+      }
+    }
+    return call_general(ov, args, n, kwnames).release().ptr();
+  } catch (...) {
+    t_tensors_as_numbers = false;
+    return raise_current_exception();
+  }
+}
+
+PyObject* op_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  return call_op(*reinterpret_cast<OpFunction*>(self)->ov, args, PyVectorcall_NARGS(nargsf), kwnames);
+}
+
+// Tensor.<op>_ for an op with out=: self.<op>_(*args, **kwargs) calls the op
+// as op(self, *args, out=self, **kwargs) and returns self (what the Python
+// wrapper in _tensor.py did, without its frame and its tuple and dict).
+PyObject* op_inplace_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  const Overloads& ov = *reinterpret_cast<OpFunction*>(self)->ov;
+  const size_t n = PyVectorcall_NARGS(nargsf);
+  if (n == 0) {
+    PyErr_Format(PyExc_TypeError, "%s() missing 1 required positional argument: 'self'", ov.display_name.c_str());
+    return nullptr;
+  }
+  static PyObject* out_name = PyUnicode_InternFromString("out");
+  static PyObject* out_only = PyTuple_Pack(1, out_name);
+  const Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  if (nkw > 0 && find_kw(kwnames, out_name) >= 0) {
+    PyErr_Format(PyExc_TypeError, "strata._C.%s() got multiple values for keyword argument 'out'", ov.name.c_str());
+    return nullptr;
+  }
+  PyObject* buf_inline[16];
+  std::vector<PyObject*> buf_heap;
+  PyObject** buf = buf_inline;
+  if (n + nkw + 1 > 16) {
+    buf_heap.resize(n + nkw + 1);
+    buf = buf_heap.data();
+  }
+  std::copy(args, args + n, buf);
+  buf[n] = args[0];  // out=self comes first among the keywords, as in op(self, *args, out=self, **kwargs)
+  std::copy(args + n, args + n + nkw, buf + n + 1);
+  nb::object names;
+  PyObject* kw = out_only;
+  if (nkw > 0) {
+    names = nb::steal(PyTuple_New(nkw + 1));
+    if (!names.is_valid()) return nullptr;
+    PyTuple_SET_ITEM(names.ptr(), 0, Py_NewRef(out_name));
+    for (Py_ssize_t j = 0; j < nkw; ++j) PyTuple_SET_ITEM(names.ptr(), j + 1, Py_NewRef(PyTuple_GET_ITEM(kwnames, j)));
+    kw = names.ptr();
+  }
+  PyObject* r = call_op(ov, buf, n, kw);
+  if (!r) return nullptr;
+  Py_DECREF(r);
+  return Py_NewRef(args[0]);
+}
+
+// Tensor.__eq__/__ne__/__lt__/__le__/__gt__/__ge__: the op for a Tensor or a
+// number (or anything with __float__), NotImplemented for anything else (None,
+// strings, lists...), so that Python falls back to the reflected comparison or
+// identity, as for torch tensors.
+PyObject* op_compare_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  const Overloads& ov = *reinterpret_cast<OpFunction*>(self)->ov;
+  const size_t n = PyVectorcall_NARGS(nargsf);
+  if (n != 2 || (kwnames && PyTuple_GET_SIZE(kwnames) > 0)) {
+    PyErr_Format(PyExc_TypeError, "%s() takes 2 positional arguments (self, other)", ov.display_name.c_str());
+    return nullptr;
+  }
+  PyObject* other = args[1];
+  bool comparable = other != Py_None && (PyObject_TypeCheck(other, g_tensor_type) || PyLong_Check(other) ||
+                                         PyFloat_Check(other));
+  if (!comparable && other != Py_None) {
+    static PyObject* float_name = PyUnicode_InternFromString("__float__");
+    PyObject* attr = PyObject_GetAttr(other, float_name);  // hasattr(): only AttributeError means "no"
+    if (attr) {
+      Py_DECREF(attr);
+      comparable = true;
+    } else if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+      PyErr_Clear();
+    } else {
+      return nullptr;
+    }
+  }
+  if (!comparable) Py_RETURN_NOTIMPLEMENTED;
+  return call_op(ov, args, 2, nullptr);
+}
+
+// Tensor.__rsub__ etc.: self.__rsub__(other) is sub(other, self).
+PyObject* op_reflected_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  const Overloads& ov = *reinterpret_cast<OpFunction*>(self)->ov;
+  if (PyVectorcall_NARGS(nargsf) != 2 || (kwnames && PyTuple_GET_SIZE(kwnames) > 0)) {
+    PyErr_Format(PyExc_TypeError, "%s() takes 2 positional arguments (self, other)", ov.display_name.c_str());
+    return nullptr;
+  }
+  PyObject* swapped[2] = {args[1], args[0]};
+  return call_op(ov, swapped, 2, nullptr);
+}
+
+void op_dealloc(PyObject* self) {
+  PyTypeObject* tp = Py_TYPE(self);
+  delete reinterpret_cast<OpFunction*>(self)->ov;
+  PyObject_Free(self);
+  Py_DECREF(tp);
+}
+
+PyObject* op_get_name(PyObject* self, void*) {
+  return PyUnicode_FromString(reinterpret_cast<OpFunction*>(self)->ov->display_name.c_str());
+}
+
+PyObject* op_get_doc(PyObject* self, void*) {
+  std::string doc;
+  for (const auto& o : reinterpret_cast<OpFunction*>(self)->ov->ov)
+    doc += (doc.empty() ? "" : "\n") + o.entry->schema().text;
+  return PyUnicode_FromString(doc.c_str());
+}
+
+PyObject* op_repr(PyObject* self) {
+  const char* kind = Py_TYPE(self)->tp_descr_get ? "op method" : "op function";
+  return PyUnicode_FromFormat("<%s %s>", kind, reinterpret_cast<OpFunction*>(self)->ov->display_name.c_str());
+}
+
+// An op_method behaves like a Python function in a class: bound on instance
+// access, itself on class access. With Py_TPFLAGS_METHOD_DESCRIPTOR,
+// `a.add(b)` and `a + b` skip the bound-method object and call with self first.
+PyObject* op_descr_get(PyObject* self, PyObject* obj, PyObject*) {
+  if (obj == nullptr || obj == Py_None) return Py_NewRef(self);
+  return PyMethod_New(self, obj);
+}
+
+PyGetSetDef op_getset[] = {
+    {"__name__", op_get_name, nullptr, nullptr, nullptr},
+    {"__qualname__", op_get_name, nullptr, nullptr, nullptr},
+    {"__doc__", op_get_doc, nullptr, nullptr, nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+PyMemberDef op_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, static_cast<Py_ssize_t>(offsetof(OpFunction, vectorcall)), READONLY,
+     nullptr},
+    {nullptr, 0, 0, 0, nullptr},
+};
+
+PyTypeObject* make_op_type(const char* name, bool method) {
+  std::vector<PyType_Slot> slots = {
+      {Py_tp_dealloc, reinterpret_cast<void*>(op_dealloc)},
+      {Py_tp_call, reinterpret_cast<void*>(PyVectorcall_Call)},
+      {Py_tp_repr, reinterpret_cast<void*>(op_repr)},
+      {Py_tp_getset, op_getset},
+      {Py_tp_members, op_members},
+  };
+  if (method) slots.push_back({Py_tp_descr_get, reinterpret_cast<void*>(op_descr_get)});
+  slots.push_back({0, nullptr});
+  unsigned flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_DISALLOW_INSTANTIATION;
+  if (method) flags |= Py_TPFLAGS_METHOD_DESCRIPTOR;
+  PyType_Spec spec = {name, sizeof(OpFunction), 0, flags, slots.data()};
+  PyObject* t = PyType_FromSpec(&spec);
+  if (!t) throw nb::python_error();
+  return reinterpret_cast<PyTypeObject*>(t);
+}
+
+PyTypeObject* g_function_type = nullptr;
+PyTypeObject* g_method_type = nullptr;
 
 nb::object make_result_type(const FunctionSchema& s) {
   bool named = !s.return_names.empty();
@@ -349,18 +602,48 @@ nb::object make_result_type(const FunctionSchema& s) {
                                                                  fields);
 }
 
-nb::object make_op_function(const std::string& name, bool as_method = false) {
-  auto ov = std::make_shared<Overloads>();
+enum class OpKind { Function, Method, InplaceMethod, ComparisonMethod, ReflectedMethod };
+
+nb::object make_op_function(const std::string& name, OpKind kind = OpKind::Function) {
+  auto ov = std::make_unique<Overloads>();
   ov->name = name;
+  ov->display_name = kind == OpKind::InplaceMethod ? name + "_" : name;
   for (auto* e : Dispatcher::get().overloads(name)) {
-    ov->entries.push_back(e);
-    ov->result_types.push_back(make_result_type(e->schema()));
+    const FunctionSchema& s = e->schema();
+    OverloadInfo o;
+    o.entry = e;
+    for (const Argument& a : s.args) {
+      ArgInfo ai{&a, nb::steal(PyUnicode_InternFromString(a.name.c_str())), a.default_value};
+      // int[2] stride=1 -> [1, 1]
+      if (ai.dflt && a.list_size > 1 && !ai.dflt->is_none()) {
+        const auto& l = ai.dflt->to_int_list();
+        if (l.size() == 1) ai.dflt = IValue(std::vector<int64_t>(a.list_size, l[0]));
+      }
+      o.args.push_back(std::move(ai));
+    }
+    while (o.npos < s.args.size() && !s.args[o.npos].kwarg_only) o.npos++;
+    o.varargs = o.npos > 0 && (s.args[o.npos - 1].type == ArgType::IntList ||
+                               s.args[o.npos - 1].type == ArgType::OptIntList);
+    while (o.tensor_prefix < o.npos && (s.args[o.tensor_prefix].type == ArgType::Tensor ||
+                                        s.args[o.tensor_prefix].type == ArgType::OptTensor))
+      o.tensor_prefix++;
+    for (size_t i = 0; i < s.args.size(); ++i)
+      if (!s.args[i].default_value) o.required_end = i + 1;
+    if (s.returns.size() == 1 && s.returns[0] == ArgType::TensorList) o.nret = -1;
+    else if (!s.returns.empty() && s.returns[0] == ArgType::TensorTuple2) o.nret = 2;
+    else if (!s.returns.empty() && s.returns[0] == ArgType::TensorTuple3) o.nret = 3;
+    o.result_type = make_result_type(s);
+    ov->ov.push_back(std::move(o));
   }
-  STRATA_CHECK(!ov->entries.empty(), "_bind_op: no operator named '", name, "'");
-  auto fn = [ov](nb::args args, nb::kwargs kwargs) { return call_overloads(*ov, args, kwargs); };
-  // A method version binds `self` as the first positional argument.
-  if (as_method) return nb::cpp_function(fn, nb::name(name.c_str()), nb::is_method());
-  return nb::cpp_function(fn, nb::name(name.c_str()));
+  STRATA_CHECK(!ov->ov.empty(), "_bind_op: no operator named '", name, "'");
+  auto* f = PyObject_New(OpFunction, kind == OpKind::Function ? g_function_type : g_method_type);
+  if (!f) throw nb::python_error();
+  f->vectorcall = kind == OpKind::InplaceMethod      ? op_inplace_vectorcall
+                  : kind == OpKind::ComparisonMethod ? op_compare_vectorcall
+                  : kind == OpKind::ReflectedMethod  ? op_reflected_vectorcall
+                                                     : op_vectorcall;
+  f->ov = ov.release();
+  return nb::steal(reinterpret_cast<PyObject*>(f));
 }
 
 nb::dict schema_info(const OperatorEntry& e) {
@@ -388,12 +671,30 @@ nb::dict schema_info(const OperatorEntry& e) {
 
 void bind_ops(nb::module_& m) {
   nb::module_ ops = m.def_submodule("_ops", "every dispatcher op, bound generically from its schema");
+  g_tensor_type = reinterpret_cast<PyTypeObject*>(nb::type<Tensor>().ptr());
+  g_function_type = make_op_type("strata._C.op_function", false);
+  g_method_type = make_op_type("strata._C.op_method", true);
+  m.attr("op_function") = nb::handle(reinterpret_cast<PyObject*>(g_function_type));
+  m.attr("op_method") = nb::handle(reinterpret_cast<PyObject*>(g_method_type));
+  g_rethrow = nb::cpp_function([] {
+                std::exception_ptr p = std::move(t_pending_exception);
+                t_pending_exception = nullptr;
+                std::rethrow_exception(p);
+              }).release().ptr();
   auto& d = Dispatcher::get();
   for (size_t i = 0; i < d.num_ops(); ++i) {
     const std::string& name = d.op(static_cast<int>(i)).schema().name;
     if (!nb::hasattr(ops, name.c_str())) ops.attr(name.c_str()) = make_op_function(name);
   }
-  m.def("_op_method", [](const std::string& name) { return make_op_function(name, true); });
+  m.def("_op_method", [](const std::string& name) { return make_op_function(name, OpKind::Method); });
+  // Tensor.<name>_ for an op with out=: op(self, *args, out=self, **kwargs), returns self.
+  m.def("_op_inplace_method", [](const std::string& name) { return make_op_function(name, OpKind::InplaceMethod); });
+  // Tensor.__rsub__ etc.: the op with the operands swapped.
+  m.def("_op_reflected_method",
+        [](const std::string& name) { return make_op_function(name, OpKind::ReflectedMethod); });
+  // Tensor.__eq__ etc.: the op, or NotImplemented when `other` is not a Tensor or a number.
+  m.def("_op_comparison_method",
+        [](const std::string& name) { return make_op_function(name, OpKind::ComparisonMethod); });
   m.def("_bind_op", [ops](const std::string& name) {
     nb::object f = make_op_function(name);
     std::string attr = name;

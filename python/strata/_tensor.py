@@ -24,21 +24,12 @@ def _install_generated_methods():
         args = info["args"]
         if not args or args[0]["name"] != "self" or args[0]["type"] != "Tensor":
             continue
-        fn = getattr(_ops, name)
         if not hasattr(Tensor, name):
             setattr(Tensor, name, _C._op_method(name))
         has_out = builtins.any(a["name"] == "out" for a in args)
         if has_out and not name.endswith("_") and not hasattr(Tensor, name + "_"):
-            setattr(Tensor, name + "_", _make_inplace(fn, name))
-
-
-def _make_inplace(fn, name):
-    def method(self, *args, **kwargs):
-        fn(self, *args, out=self, **kwargs)
-        return self
-
-    method.__name__ = name + "_"
-    return method
+            # self.<name>_(*args, **kwargs): <name>(self, *args, out=self, **kwargs), returns self (in C).
+            setattr(Tensor, name + "_", _C._op_inplace_method(name))
 
 
 _install_generated_methods()
@@ -182,28 +173,34 @@ Tensor.__iter__ = _iter
 # Operators whose op takes (self, other) in that order are the op's C method
 # itself (the same generic binding as Tensor.add), not a Python lambda around
 # it: one Python frame less on every `a + b` (docs/BINDING.md, "Optimisations").
-# The reflected forms that swap the operands keep a lambda.
 # (profiler.explain wraps these too, to time the Python binding.)
 OPERATOR_METHODS = {
     "__add__": "add", "__radd__": "add", "__sub__": "sub", "__mul__": "mul", "__rmul__": "mul",
     "__truediv__": "div", "__floordiv__": "floor_divide", "__mod__": "remainder", "__pow__": "pow",
     "__matmul__": "matmul", "__neg__": "neg", "__abs__": "abs",
+    "__eq__": "eq", "__ne__": "ne", "__lt__": "lt", "__le__": "le", "__gt__": "gt", "__ge__": "ge",
+    "__rsub__": "sub", "__rtruediv__": "div", "__rfloordiv__": "floor_divide", "__rmod__": "remainder",
+    "__rpow__": "pow", "__rmatmul__": "matmul",
 }
+# Comparisons return NotImplemented for operands that are neither Tensors nor
+# numbers (None, str, ...), so Python falls back as for torch tensors.
+_COMPARISONS = {"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"}
+# The reflected operators that swap operands (self.__rsub__(other) is
+# sub(other, self)) are C methods too.
+_SWAPPED = {"__rsub__", "__rtruediv__", "__rfloordiv__", "__rmod__", "__rpow__", "__rmatmul__"}
 for _dunder, _op in OPERATOR_METHODS.items():
-    setattr(Tensor, _dunder, _C._op_method(_op))
-Tensor.__iadd__ = lambda self, other: self.add_(other)
-Tensor.__rsub__ = lambda self, other: _ops.sub(other, self)
-Tensor.__isub__ = lambda self, other: self.sub_(other)
-Tensor.__imul__ = lambda self, other: self.mul_(other)
-Tensor.__rtruediv__ = lambda self, other: _ops.div(other, self)
-Tensor.__itruediv__ = lambda self, other: self.div_(other)
-Tensor.__rfloordiv__ = lambda self, other: _ops.floor_divide(other, self)
-Tensor.__ifloordiv__ = lambda self, other: self.floor_divide_(other)
-Tensor.__rmod__ = lambda self, other: _ops.remainder(other, self)
-Tensor.__imod__ = lambda self, other: self.remainder_(other)
-Tensor.__rpow__ = lambda self, other: _ops.pow(other, self)
-Tensor.__ipow__ = lambda self, other: self.pow_(other)
-Tensor.__rmatmul__ = lambda self, other: _ops.matmul(other, self)
+    _make = _C._op_comparison_method if _dunder in _COMPARISONS else (
+        _C._op_reflected_method if _dunder in _SWAPPED else _C._op_method)
+    setattr(Tensor, _dunder, _make(_op))
+# In-place operators are the in-place method itself (a C method that returns
+# self), as torch binds them in C; no Python frame on `a += b`.
+INPLACE_OPERATOR_METHODS = {
+    "__iadd__": "add_", "__isub__": "sub_", "__imul__": "mul_", "__itruediv__": "div_",
+    "__ifloordiv__": "floor_divide_", "__imod__": "remainder_", "__ipow__": "pow_",
+    "__iand__": "bitwise_and_", "__ior__": "bitwise_or_", "__ixor__": "bitwise_xor_",
+}
+for _dunder, _method in INPLACE_OPERATOR_METHODS.items():
+    setattr(Tensor, _dunder, Tensor.__dict__[_method])
 Tensor.__pos__ = lambda self: self
 Tensor.__invert__ = lambda self: _ops.logical_not(self) if self.dtype is _C.bool else _ops.bitwise_not(self)
 Tensor.__and__ = lambda self, other: _logical_or_bitwise("and", self, other)
@@ -212,25 +209,10 @@ Tensor.__or__ = lambda self, other: _logical_or_bitwise("or", self, other)
 Tensor.__ror__ = lambda self, other: _logical_or_bitwise("or", self, other)
 Tensor.__xor__ = lambda self, other: _logical_or_bitwise("xor", self, other)
 Tensor.__rxor__ = lambda self, other: _logical_or_bitwise("xor", self, other)
-Tensor.__iand__ = lambda self, other: self.bitwise_and_(other)
-Tensor.__ior__ = lambda self, other: self.bitwise_or_(other)
-Tensor.__ixor__ = lambda self, other: self.bitwise_xor_(other)
-Tensor.__eq__ = lambda self, other: _cmp(_ops.eq, self, other)
-Tensor.__ne__ = lambda self, other: _cmp(_ops.ne, self, other)
-Tensor.__lt__ = lambda self, other: _cmp(_ops.lt, self, other)
-Tensor.__le__ = lambda self, other: _cmp(_ops.le, self, other)
-Tensor.__gt__ = lambda self, other: _cmp(_ops.gt, self, other)
-Tensor.__ge__ = lambda self, other: _cmp(_ops.ge, self, other)
 
 
 def _logical_or_bitwise(kind, a, b):
     return getattr(_ops, "bitwise_" + kind)(a, b)
-
-
-def _cmp(op, a, b):
-    if b is None or not (isinstance(b, (Tensor, builtins.int, builtins.float, builtins.bool)) or hasattr(b, "__float__")):
-        return NotImplemented
-    return op(a, b)
 
 
 def _isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):

@@ -199,7 +199,7 @@ def _patch_entry_points(log):
 
     for name in [*op_names, *OPERATOR_METHODS]:
         v = T.__dict__.get(name)
-        if v is not None and type(v).__name__.startswith("nb_"):
+        if v is not None and (type(v).__name__.startswith("nb_") or isinstance(v, _C.op_method)):
             undo.append((T, name, v))
             setattr(T, name, wrap(v))
 
