@@ -9,6 +9,7 @@
 // long as some output (or a running backward) can reach it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -28,16 +29,41 @@ struct Edge {
   bool valid() const { return fn != nullptr; }
 };
 
+// Sizes kept by autograd for every recorded tensor: inline up to 6 dims, so
+// recording an op does not allocate for them.
+class SmallDims {
+ public:
+  SmallDims() = default;
+  SmallDims(IntArrayRef s) {  // NOLINT: implicit, like the DimVector it replaces
+    n_ = s.size();
+    if (n_ > kInline) heap_.assign(s.begin(), s.end());
+    else std::copy(s.begin(), s.end(), inline_.begin());
+  }
+  const int64_t* data() const { return n_ > kInline ? heap_.data() : inline_.data(); }
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  const int64_t* begin() const { return data(); }
+  const int64_t* end() const { return data() + n_; }
+  int64_t operator[](size_t i) const { return data()[i]; }
+  operator IntArrayRef() const { return IntArrayRef(data(), n_); }  // NOLINT
+
+ private:
+  static constexpr size_t kInline = 6;
+  std::array<int64_t, kInline> inline_{};
+  std::vector<int64_t> heap_;
+  size_t n_ = 0;
+};
+
 // Shape, dtype and device of one input of a node (one output of the forward
 // op), used to make zero gradients and to check the ones that arrive.
 struct TensorGeometry {
-  DimVector sizes;
+  SmallDims sizes;
   ScalarType dtype = ScalarType::Undefined;
   Device device;
   bool defined() const { return dtype != ScalarType::Undefined; }
   static TensorGeometry of(const Tensor& t) {
     if (!t.defined()) return {};
-    return {DimVector(t.sizes().begin(), t.sizes().end()), t.dtype(), t.device()};
+    return {SmallDims(t.sizes()), t.dtype(), t.device()};
   }
 };
 
