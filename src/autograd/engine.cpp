@@ -83,6 +83,11 @@ variable_list run_backward(const variable_list& roots, const variable_list& grad
       STRATA_CHECK(std::equal(g.sizes().begin(), g.sizes().end(), r.sizes().begin(), r.sizes().end()),
                    "Mismatch in shape: grad_output[", i, "] has a shape of ", g.shape_str(), " and output[", i,
                    "] has a shape of ", r.shape_str(), ".");
+      STRATA_CHECK(g.dtype() == r.dtype(), "backward: grad_output[", i, "] has dtype ", dtype_name(g.dtype()),
+                   " but output[", i, "] has dtype ", dtype_name(r.dtype()), " (Found dtype ", dtype_name(g.dtype()),
+                   " but expected ", dtype_name(r.dtype()), ")");
+      STRATA_CHECK(g.device() == r.device(), "backward: grad_output[", i, "] is on ", g.device().str(),
+                   " but output[", i, "] is on ", r.device().str());
     }
     root_edges.push_back(std::move(e));
     root_grads.push_back(std::move(g));

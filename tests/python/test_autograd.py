@@ -460,3 +460,17 @@ def test_random_inplace_on_non_leaf_cuts_the_gradient_like_torch():
         assert x.grad.tolist() == [1.0, 1.0, 1.0]
     with pytest.raises(RuntimeError, match="leaf Variable"):
         strata.ones(2, requires_grad=True).normal_()
+
+
+def test_bad_arguments_to_backward_and_grad_raise_clearly():
+    x = t([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="expected float32"):
+        (x * 2).backward(t([1, 2]))
+    with pytest.raises(TypeError, match="must be a Tensor"):
+        autograd.grad((x * 2).sum(), [1.0])
+    with pytest.raises(TypeError, match="must be a Tensor"):
+        autograd.backward([3.0])
+    h = x * 2
+    h.register_hook(lambda g: strata.ones(5))
+    with pytest.raises(RuntimeError, match="invalid gradient"):
+        h.sum().backward()

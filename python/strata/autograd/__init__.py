@@ -25,6 +25,14 @@ def _as_list(x):
     return list(x)
 
 
+def _tensors(x, what):
+    out = _as_list(x)
+    for i, t in enumerate(out):
+        if not isinstance(t, _C.Tensor):
+            raise TypeError(f"{what}: element {i} must be a Tensor, not {type(t).__name__}")
+    return out
+
+
 def _grads_list(grad_tensors, n, what):
     grads = _as_list(grad_tensors)
     if not grads:
@@ -44,13 +52,13 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     """Accumulates the gradients of `tensors` into the .grad of the leaves."""
     if grad_variables is not None:
         grad_tensors = grad_variables
-    tensors = _as_list(tensors)
+    tensors = _tensors(tensors, "backward(): tensors")
     if not tensors:
         raise RuntimeError("backward: expected at least one tensor")
     grads = _grads_list(grad_tensors, len(tensors), "backward")
     if retain_graph is None:
         retain_graph = create_graph
-    ins = _as_list(inputs)
+    ins = _tensors(inputs, "backward(): inputs")
     if inputs is not None and not ins:
         raise RuntimeError("'inputs' argument to backward() cannot be empty.")
     _C._run_backward(tensors, grads, bool(retain_graph), bool(create_graph), ins, True, True)
@@ -62,8 +70,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if is_grads_batched:
         raise NotImplementedError("autograd.grad: is_grads_batched=True needs vmap, which Strata does not have yet")
     single = isinstance(inputs, _C.Tensor)
-    outs = _as_list(outputs)
-    ins = _as_list(inputs)
+    outs = _tensors(outputs, "grad(): outputs")
+    ins = _tensors(inputs, "grad(): inputs")
     if not ins:
         raise RuntimeError("grad requires non-empty inputs.")
     grads = _grads_list(grad_outputs, len(outs), "grad")
