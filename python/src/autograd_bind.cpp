@@ -209,13 +209,11 @@ void bind_autograd(nb::module_& m) {
              AutogradMeta& m = ensure_meta(t);
              if (!m.grad_fn || m.retains_grad) return;
              m.retains_grad = true;
-             // The hook holds the tensor weakly through its impl pointer: a
-             // strong reference would keep the graph alive from itself.
-             TensorImpl* impl = t.impl();
+             // The hook holds the tensor's metadata weakly: a strong reference
+             // would keep the graph alive from itself.
              auto alive = std::weak_ptr<AutogradMeta>(t.impl()->autograd_meta_ptr());
-             m.grad_fn->retain_grad_hooks[m.output_nr] = ([impl, alive](const Tensor& g) -> Tensor {
+             m.grad_fn->retain_grad_hooks[m.output_nr] = ([alive](const Tensor& g) -> Tensor {
                if (auto am = alive.lock()) {
-                 (void)impl;
                  if (!am->grad.defined()) {
                    am->grad = grad_mode_enabled() ? g : clone(alias_without_history(g));
                  } else {

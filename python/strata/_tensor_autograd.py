@@ -35,10 +35,6 @@ def _register_hook(self, hook):
     return RemovableHandle(lambda n=node, i=index, p=pos: n._remove_prehook(i, p))
 
 
-def _retain_grad_noop():
-    pass
-
-
 Tensor.backward = _backward
 Tensor.register_hook = _register_hook
 Tensor._make_subclass = staticmethod(_C._make_subclass)

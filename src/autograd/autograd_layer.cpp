@@ -222,18 +222,12 @@ void autograd_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack)
 
 }  // namespace
 
-void register_autograd_layer() {
-  static bool done = [] {
-    Dispatcher::get().register_fallback(DispatchKey::Autograd,
-                                        KernelFunction::make_boxed(&autograd_fallback, "autograd_fallback"));
-    return true;
-  }();
-  (void)done;
-}
-
 namespace {
 struct Init {
-  Init() { register_autograd_layer(); }
+  Init() {
+    Dispatcher::get().register_fallback(DispatchKey::Autograd,
+                                        KernelFunction::make_boxed(&autograd_fallback, "autograd_fallback"));
+  }
 } init;
 }  // namespace
 

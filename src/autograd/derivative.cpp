@@ -60,7 +60,7 @@ std::string backward_node_name(std::string_view op_name) {
 }
 
 // ---------------------------------------------------------------------------
-SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output), was_defined_(t.defined()) {
+SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output) {
   if (!t.defined()) return;
   version_ = t.version();
   if (is_output) {

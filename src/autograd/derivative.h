@@ -40,14 +40,11 @@ class SavedTensor {
   Tensor unpack(const std::shared_ptr<Node>& owner, uint32_t output_nr) const;
   bool defined() const { return data_.defined(); }
   void reset() { data_ = Tensor(); }
-  bool was_defined() const { return was_defined_; }
 
  private:
-  Tensor data_;  // without history (an output's history would be a cycle)
-  Tensor original_;  // inputs only: the tensor itself, history included
+  Tensor data_;  // an output without history (its history would be a cycle)
   uint32_t version_ = 0;
   bool is_output_ = false;
-  bool was_defined_ = false;
 };
 
 class BackwardCtx;

@@ -20,8 +20,6 @@
 namespace strata::autograd {
 
 namespace {
-std::atomic<NodeObserver> g_observer{nullptr};
-
 struct ReadyOrder {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
 };
@@ -58,8 +56,6 @@ void check_nan(const Node& n, const variable_list& outs) {
   }
 }
 }  // namespace
-
-void set_node_observer(NodeObserver fn) { g_observer = fn; }
 
 variable_list run_backward(const variable_list& roots, const variable_list& grad_roots, const variable_list& inputs,
                            const BackwardOptions& opt) {
@@ -151,7 +147,6 @@ variable_list run_backward(const variable_list& roots, const variable_list& grad
   std::unordered_map<const Node*, variable_list> buffers;
   std::priority_queue<Node*, std::vector<Node*>, ReadyOrder> ready;
   ready.push(graph_root.get());
-  NodeObserver observer = g_observer.load();
 
   while (!ready.empty()) {
     Node* n = ready.top();
@@ -185,8 +180,7 @@ variable_list run_backward(const variable_list& roots, const variable_list& grad
       bool any = n == graph_root.get();
       for (const Tensor& g : in) any |= g.defined();
       if (any) {
-        if (observer) observer(*n, true);
-        variable_list grads_in = opt.keep_graph || !n->post_hooks.empty() ? in : variable_list();
+        variable_list grads_in = n->post_hooks.empty() ? variable_list() : in;  // only post-hooks read them
         if (__builtin_expect(profiler::is_recording(), 0)) {
           // Backward nodes show in the profile under their PyTorch-style names.
           std::string name = n->name();
@@ -195,7 +189,6 @@ variable_list run_backward(const variable_list& roots, const variable_list& grad
         } else {
           outs = n->apply(std::move(in));
         }
-        if (observer) observer(*n, false);
         if (anomaly_mode_enabled() && anomaly_check_nan()) check_nan(*n, outs);
         for (auto& h : n->post_hooks) h(outs, grads_in);
       }

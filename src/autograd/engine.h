@@ -22,8 +22,4 @@ struct BackwardOptions {
 variable_list run_backward(const variable_list& roots, const variable_list& grad_roots, const variable_list& inputs,
                            const BackwardOptions& options);
 
-// Called once per executed node (the profiler hooks in here); may be null.
-using NodeObserver = void (*)(const Node& node, bool begin);
-void set_node_observer(NodeObserver fn);
-
 }  // namespace strata::autograd

@@ -101,8 +101,6 @@ class Node : public std::enable_shared_from_this<Node> {
   std::map<uint32_t, GradHook> retain_grad_hooks;
   // Where the forward op was called from, recorded in anomaly mode.
   std::string creation_trace;
-  // Set by the Python layer for strata.autograd.Function and grad_fn.metadata.
-  void* py_metadata = nullptr;
 
   uint32_t num_outputs() const { return static_cast<uint32_t>(next_edges.size()); }
   // Index this node's gradient-of-input i would be stored under.

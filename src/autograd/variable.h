@@ -26,17 +26,11 @@ struct AutogradMeta {
   bool retains_grad = false;
   // Hooks of a leaf, run by its AccumulateGrad before accumulating.
   std::vector<autograd::GradHook> leaf_hooks;
-  // Hook that stores the gradient of a non-leaf (retain_grad), kept apart so
-  // it runs after the user's hooks.
-  std::shared_ptr<autograd::Node> retain_grad_node;
 
   // View tracking (Note above).
   bool is_view = false;
   Tensor view_base;
   uint32_t attr_version = 0;
-  // Python-side name of a tensor's creator when it was made inside a custom
-  // Function's forward and marked non-differentiable.
-  bool is_inference = false;
 };
 
 namespace autograd {
