@@ -202,20 +202,21 @@ Tensor max_pool_scatter(const Tensor& g, const Tensor& indices, const TensorGeom
   return reshape(gx, in.sizes);
 }
 
-// The indices are recomputed from the saved input: the autograd layer saves
-// only floating-point outputs, so the integer indices output cannot be kept.
-Tensor max_pool_indices(const BackwardCtx& ctx) {
-  std::optional<std::vector<int64_t>> stride;
-  if (!ctx.arg_is_none(2)) stride = ctx.arg_ints(2);
-  return std::get<1>(max_pool2d_with_indices(detach(ctx.input(0)), ctx.arg_ints(1), stride, ctx.arg_ints(3),
-                                             ctx.arg_ints(4), ctx.arg_bool(5)));
+// max_pool2d_with_indices keeps its indices output; max_pool2d has none, so
+// its backward recomputes them from the saved input.
+void max_pool2d_with_indices_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
+  out.set(0, max_pool_scatter(g[0], ctx.output(1), ctx.input_geometry(0)));
 }
+STRATA_DERIVATIVE_NAMED(max_pool2d_with_indices, save_inputs(), save_outputs(1), max_pool2d_with_indices_backward,
+                        "MaxPool2DWithIndicesBackward0");
 
 void max_pool2d_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  out.set(0, max_pool_scatter(g[0], max_pool_indices(ctx), ctx.input_geometry(0)));
+  std::optional<std::vector<int64_t>> stride;
+  if (!ctx.arg_is_none(2)) stride = ctx.arg_ints(2);
+  Tensor indices = std::get<1>(max_pool2d_with_indices(detach(ctx.input(0)), ctx.arg_ints(1), stride,
+                                                       ctx.arg_ints(3), ctx.arg_ints(4), ctx.arg_bool(5)));
+  out.set(0, max_pool_scatter(g[0], indices, ctx.input_geometry(0)));
 }
-STRATA_DERIVATIVE_NAMED(max_pool2d_with_indices, save_inputs(0), save_outputs(), max_pool2d_backward,
-                        "MaxPool2DWithIndicesBackward0");
 STRATA_DERIVATIVE_NAMED(max_pool2d, save_inputs(0), save_outputs(), max_pool2d_backward, "MaxPool2DBackward0");
 
 // ---- pad -------------------------------------------------------------------------------

@@ -71,21 +71,24 @@ Dims channel_shape(int64_t ndim, int64_t dim, int64_t n) {
 }
 
 // ---- linear algebra ------------------------------------------------------------
-void addmm_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
+// self * beta + alpha * (m1 @ m2) for mm (addmm) and bmm (baddbmm): the
+// products transpose the last two dims.
+using MatProduct = Tensor (*)(const Tensor&, const Tensor&, const std::optional<Tensor>&);
+void scaled_product_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out, MatProduct product) {
   const Scalar beta = ctx.arg_scalar(3), alpha = ctx.arg_scalar(4);
   Tensor ga = mul(g[0], num(g[0], alpha));
   if (ctx.needs_grad(0)) out.set(0, mul(g[0], num(g[0], beta)));
-  if (ctx.needs_grad(1)) out.set(1, mm(ga, transpose(ctx.input(2), 0, 1)));
-  if (ctx.needs_grad(2)) out.set(2, mm(transpose(ctx.input(1), 0, 1), ga));
+  if (ctx.needs_grad(1)) out.set(1, product(ga, transpose(ctx.input(2), -2, -1), std::nullopt));
+  if (ctx.needs_grad(2)) out.set(2, product(transpose(ctx.input(1), -2, -1), ga, std::nullopt));
+}
+
+void addmm_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
+  scaled_product_backward(ctx, g, out, &mm);
 }
 STRATA_DERIVATIVE(addmm, save_inputs(1, 2), save_outputs(), addmm_backward);
 
 void baddbmm_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  const Scalar beta = ctx.arg_scalar(3), alpha = ctx.arg_scalar(4);
-  Tensor ga = mul(g[0], num(g[0], alpha));
-  if (ctx.needs_grad(0)) out.set(0, mul(g[0], num(g[0], beta)));
-  if (ctx.needs_grad(1)) out.set(1, bmm(ga, transpose(ctx.input(2), 1, 2)));
-  if (ctx.needs_grad(2)) out.set(2, bmm(transpose(ctx.input(1), 1, 2), ga));
+  scaled_product_backward(ctx, g, out, &bmm);
 }
 STRATA_DERIVATIVE(baddbmm, save_inputs(1, 2), save_outputs(), baddbmm_backward);
 

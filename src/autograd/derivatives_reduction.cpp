@@ -67,18 +67,25 @@ Tensor split_among(const Tensor& g, const Tensor& mask, const std::vector<int64_
   return mul(div(g, count), m);
 }
 
+// prod and cumprod of a 0-d input are the identity; of an empty one, the
+// gradient is empty. True when one of these answered.
+bool trivial_product_grad(const Tensor& x, const Tensor& g, GradOut& out) {
+  if (x.dim() == 0) {
+    out.set(0, g);
+    return true;
+  }
+  if (x.numel() == 0) {
+    out.set(0, zeros_like(x, g.dtype()));
+    return true;
+  }
+  return false;
+}
+
 // ---- prod ------------------------------------------------------------------------
 void prod_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
   Tensor x = cast_like_forward(ctx.input(0), ctx, 3);
   const int64_t nd = x.dim();
-  if (nd == 0) {
-    out.set(0, g[0]);
-    return;
-  }
-  if (x.numel() == 0) {
-    out.set(0, zeros_like(x, g[0].dtype()));
-    return;
-  }
+  if (trivial_product_grad(x, g[0], out)) return;
   std::vector<int64_t> dims;
   if (ctx.arg_is_none(1)) {
     for (int64_t i = 0; i < nd; ++i) dims.push_back(i);
@@ -113,34 +120,23 @@ void full_extremum_backward(const BackwardCtx& ctx, const variable_list& g, Grad
 STRATA_DERIVATIVE_NAMED(max, save_inputs(0), save_outputs(0), full_extremum_backward, "MaxBackward1");
 STRATA_DERIVATIVE_NAMED(min, save_inputs(0), save_outputs(0), full_extremum_backward, "MinBackward1");
 
-// max.dim / min.dim: the whole gradient goes to the index returned.
-// The autograd layer cannot save the integer `indices` output yet (it skips
-// non-floating outputs before saving them), so the indices are recomputed
-// from the saved input: the kernel is deterministic, so they are the same.
-void extremum_dim_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out, bool is_max) {
-  Tensor x = ctx.input(0);
-  const int64_t nd = x.dim();
+// max.dim / min.dim: the whole gradient goes to the index the forward
+// returned (its saved `indices` output).
+void extremum_dim_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
+  const TensorGeometry& in = ctx.input_geometry(0);
+  const int64_t nd = static_cast<int64_t>(in.sizes.size());
   if (nd == 0) {
     out.set(0, g[0]);
     return;
   }
-  const int64_t d = wrap_dim(ctx.arg_int(1), nd, is_max ? "max_backward" : "min_backward");
-  Tensor idx;
-  {
-    GradModeGuard no_grad(false);
-    idx = std::get<1>(is_max ? max(x, d, true) : min(x, d, true));
-  }
-  Tensor gv = ctx.arg_bool(2) ? g[0] : unsqueeze(g[0], d);
-  out.set(0, scatter(zeros(x.sizes(), gv.dtype(), x.device()), d, idx, gv));
+  const int64_t d = wrap_dim(ctx.arg_int(1), nd, "max_backward");
+  const bool keepdim = ctx.arg_bool(2);
+  Tensor idx = keepdim ? ctx.output(1) : unsqueeze(ctx.output(1), d);
+  Tensor gv = keepdim ? g[0] : unsqueeze(g[0], d);
+  out.set(0, scatter(zeros(in.sizes, gv.dtype(), in.device), d, idx, gv));
 }
-void max_dim_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  extremum_dim_backward(ctx, g, out, true);
-}
-void min_dim_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  extremum_dim_backward(ctx, g, out, false);
-}
-STRATA_DERIVATIVE_NAMED(max_dim, save_inputs(0), save_outputs(), max_dim_backward, "MaxBackward0");
-STRATA_DERIVATIVE_NAMED(min_dim, save_inputs(0), save_outputs(), min_dim_backward, "MinBackward0");
+STRATA_DERIVATIVE_NAMED(max_dim, save_inputs(), save_outputs(1), extremum_dim_backward, "MaxBackward0");
+STRATA_DERIVATIVE_NAMED(min_dim, save_inputs(), save_outputs(1), extremum_dim_backward, "MinBackward0");
 
 // amax / amin: split evenly among ties within each reduced slice.
 void amax_amin_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
@@ -310,14 +306,7 @@ STRATA_DERIVATIVE(cumsum, save_inputs(), save_outputs(), cumsum_backward);
 void cumprod_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
   Tensor x = cast_like_forward(ctx.input(0), ctx, 2);
   const int64_t nd = x.dim();
-  if (nd == 0) {
-    out.set(0, g[0]);
-    return;
-  }
-  if (x.numel() == 0) {
-    out.set(0, zeros_like(x, g[0].dtype()));
-    return;
-  }
+  if (trivial_product_grad(x, g[0], out)) return;
   const int64_t d = wrap_dim(ctx.arg_int(1), nd, "cumprod_backward");
   Tensor y = ctx.output(0);
   if (!any_zero(x)) {
