@@ -57,25 +57,25 @@ std::pair<double, double> integer_bounds(ScalarType dt) {
   });
 }
 
-Tensor rand_impl(IntArrayRef size, OptInt gen, OptDType dtype, OptDevice device, const std::optional<Tensor>& out) {
-  ScalarType dt = factory_dtype("rand", dtype, out, default_dtype());
-  check_floating("rand", dt);
-  Tensor t = factory_alloc("rand", size, dt, factory_device("rand", device, out));
+// rand / randn: a floating tensor of `size` filled from one distribution.
+Tensor float_random_factory(const char* op, RandomKind kind, IntArrayRef size, OptInt gen, OptDType dtype,
+                            OptDevice device, const std::optional<Tensor>& out) {
+  ScalarType dt = factory_dtype(op, dtype, out, default_dtype());
+  check_floating(op, dt);
+  Tensor t = factory_alloc(op, size, dt, factory_device(op, device, out));
   RandomParams p;
-  p.kind = RandomKind::Uniform;
+  p.kind = kind;
   random_into(t, p, gen);
-  return finish_factory("rand", t, out);
+  return finish_factory(op, t, out);
+}
+
+Tensor rand_impl(IntArrayRef size, OptInt gen, OptDType dtype, OptDevice device, const std::optional<Tensor>& out) {
+  return float_random_factory("rand", RandomKind::Uniform, size, gen, dtype, device, out);
 }
 STRATA_IMPL_CPU_META(rand, rand_impl);
 
 Tensor randn_impl(IntArrayRef size, OptInt gen, OptDType dtype, OptDevice device, const std::optional<Tensor>& out) {
-  ScalarType dt = factory_dtype("randn", dtype, out, default_dtype());
-  check_floating("randn", dt);
-  Tensor t = factory_alloc("randn", size, dt, factory_device("randn", device, out));
-  RandomParams p;
-  p.kind = RandomKind::Normal;
-  random_into(t, p, gen);
-  return finish_factory("randn", t, out);
+  return float_random_factory("randn", RandomKind::Normal, size, gen, dtype, device, out);
 }
 STRATA_IMPL_CPU_META(randn, randn_impl);
 
