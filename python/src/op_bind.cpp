@@ -360,8 +360,42 @@ nb::object results_to_python(const OverloadInfo& o, Stack& stack) {
   return items;
 }
 
+// Note [Pooled stacks]
+// Each op call needs a Stack; a new vector is a heap allocation and a free per
+// call. A thread keeps a few stacks whose capacity survives between calls, one
+// per nesting level (an op can call back into Python, e.g. an autograd
+// Function or a hook, which calls ops again); deeper levels use a fresh one.
+class PooledStack {
+ public:
+  PooledStack() {
+    if (t_depth < kPooled) {
+      stack_ = &t_pool[t_depth];
+    } else {
+      stack_ = &own_;
+    }
+    ++t_depth;
+  }
+  ~PooledStack() {
+    stack_->clear();
+    --t_depth;
+  }
+  PooledStack(const PooledStack&) = delete;
+  PooledStack& operator=(const PooledStack&) = delete;
+  Stack& get() { return *stack_; }
+
+ private:
+  static constexpr int kPooled = 4;
+  static thread_local Stack t_pool[kPooled];
+  static thread_local int t_depth;
+  Stack* stack_;
+  Stack own_;
+};
+thread_local Stack PooledStack::t_pool[PooledStack::kPooled];
+thread_local int PooledStack::t_depth = 0;
+
 nb::object call_general(const Overloads& ov, PyObject* const* args, size_t nargs, PyObject* kwnames) {
-  Stack stack;
+  PooledStack pooled;
+  Stack& stack = pooled.get();
   std::vector<std::string> why;
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   for (int pass = 0; pass < 2; ++pass) {
@@ -424,7 +458,8 @@ PyObject* call_op(const Overloads& ov, PyObject* const* args, size_t n, PyObject
       if (all_tensors) {
         for (const OverloadInfo& o : ov.ov) {
           if (n > o.tensor_prefix || n < o.required_end) continue;  // the first pass would reject it
-          Stack stack;
+          PooledStack pooled;
+          Stack& stack = pooled.get();
           stack.reserve(std::max<size_t>(o.args.size(), 3));
           for (size_t i = 0; i < n; ++i) stack.emplace_back(*nb::inst_ptr<Tensor>(nb::handle(args[i])));
           for (size_t i = n; i < o.args.size(); ++i) stack.push_back(*o.args[i].dflt);

@@ -390,7 +390,7 @@ void bind_tensor(nb::module_& m) {
         return s + ")";
       });
 
-  nb::class_<Tensor>(m, "Tensor", nb::dynamic_attr())
+  nb::class_<Tensor>(m, "Tensor", nb::dynamic_attr(), nb::pooled(256))
       .def_prop_ro("_shape", [](const Tensor& t) {
         nb::tuple tup = nb::steal<nb::tuple>(PyTuple_New(t.dim()));
         for (int64_t i = 0; i < t.dim(); ++i) PyTuple_SET_ITEM(tup.ptr(), i, PyLong_FromLongLong(t.sizes()[i]));

@@ -2,31 +2,76 @@
 
 #include "core/shape.h"
 
+#include <algorithm>
+
+#include "core/error.h"
+
 namespace strata {
 
 intrusive_ptr<StorageImpl> make_storage(size_t nbytes, Device device) {
   return make_intrusive<StorageImpl>(get_allocator(device.type)->allocate(nbytes), nbytes, device);
 }
 
-TensorImpl::TensorImpl(intrusive_ptr<StorageImpl> storage, int64_t offset, DimVector sizes, DimVector strides,
+TensorImpl::TensorImpl(intrusive_ptr<StorageImpl> storage, int64_t offset, IntArrayRef sizes, IntArrayRef strides,
                        ScalarType dtype)
-    : storage_(std::move(storage)), offset_(offset), sizes_(std::move(sizes)), strides_(std::move(strides)),
-      dtype_(dtype) {
+    : storage_(std::move(storage)), offset_(offset), dtype_(dtype) {
+  STRATA_CHECK(sizes.size() == strides.size(), "TensorImpl: ", sizes.size(), " sizes but ", strides.size(),
+               " strides");
   keys_ = DispatchKeySet(backend_key_for(storage_->device().type));
+  assign_dims(sizes, &strides);
+  refresh();
+}
+
+TensorImpl::TensorImpl(intrusive_ptr<StorageImpl> storage, int64_t offset, IntArrayRef sizes, ScalarType dtype)
+    : storage_(std::move(storage)), offset_(offset), dtype_(dtype) {
+  keys_ = DispatchKeySet(backend_key_for(storage_->device().type));
+  assign_dims(sizes, nullptr);
   refresh();
 }
 
 TensorImpl::~TensorImpl() = default;
 
-void TensorImpl::refresh() {
-  numel_ = 1;
-  for (int64_t s : sizes_) numel_ *= s;
-  contiguous_ = is_contiguous_geometry(sizes_, strides_);
+void TensorImpl::assign_dims(IntArrayRef sizes, const IntArrayRef* strides) {
+  const int64_t n = static_cast<int64_t>(sizes.size());
+  // Build the new buffer before touching the old one: the arguments may view it.
+  int64_t tmp[2 * kInlineDims];
+  std::unique_ptr<int64_t[]> heap;
+  int64_t* buf = tmp;
+  if (n > kInlineDims) {
+    heap.reset(new int64_t[static_cast<size_t>(2 * n)]);
+    buf = heap.get();
+  }
+  std::copy(sizes.begin(), sizes.end(), buf);
+  if (strides) {
+    std::copy(strides->begin(), strides->end(), buf + n);
+  } else {
+    int64_t acc = 1;
+    for (int64_t i = n - 1; i >= 0; --i) {
+      buf[n + i] = acc;
+      acc *= std::max<int64_t>(buf[i], 1);
+    }
+  }
+  if (heap) {
+    dims_heap_ = std::move(heap);
+    dims_ = dims_heap_.get();
+  } else {
+    std::copy(tmp, tmp + 2 * n, dims_inline_);
+    dims_ = dims_inline_;
+    dims_heap_.reset();
+  }
+  ndim_ = n;
 }
 
-void TensorImpl::set_geometry(DimVector sizes, DimVector strides, int64_t offset) {
-  sizes_ = std::move(sizes);
-  strides_ = std::move(strides);
+void TensorImpl::refresh() {
+  numel_ = 1;
+  for (int64_t s : sizes()) numel_ *= s;
+  contiguous_ = is_contiguous_geometry(sizes(), strides());
+}
+
+void TensorImpl::set_geometry(IntArrayRef sizes, IntArrayRef strides, int64_t offset) {
+  STRATA_CHECK(sizes.size() == strides.size(), "set_geometry: ", sizes.size(), " sizes but ", strides.size(),
+               " strides");
+  assign_dims(sizes, &strides);
   offset_ = offset;
   refresh();
 }
@@ -54,13 +99,11 @@ Tensor empty_tensor(IntArrayRef sizes, ScalarType dtype, Device device) {
   if (__builtin_mul_overflow(static_cast<size_t>(n), element_size(dtype), &nbytes)) {
     throw Error(str("empty: ", shape_str(sizes), " elements of ", dtype_name(dtype), " overflow the address space"));
   }
-  DimVector sz(sizes.begin(), sizes.end());
-  return Tensor(make_intrusive<TensorImpl>(make_storage(nbytes, device), 0, sz, contiguous_strides(sz), dtype));
+  return Tensor(make_intrusive<TensorImpl>(make_storage(nbytes, device), 0, sizes, dtype));
 }
 
-Tensor make_view(const Tensor& base, DimVector sizes, DimVector strides, int64_t offset) {
-  auto impl = make_intrusive<TensorImpl>(base.impl()->storage(), offset, std::move(sizes), std::move(strides),
-                                         base.dtype());
+Tensor make_view(const Tensor& base, IntArrayRef sizes, IntArrayRef strides, int64_t offset) {
+  auto impl = make_intrusive<TensorImpl>(base.impl()->storage(), offset, sizes, strides, base.dtype());
   impl->set_key_set(base.key_set());
   impl->set_view_base(base.impl()->view_base() ? base.impl()->view_base() : base.impl_ptr());
   return Tensor(std::move(impl));

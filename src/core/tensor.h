@@ -46,13 +46,15 @@ struct AutogradMeta;  // defined by the autograd layer
 
 class TensorImpl : public RefCounted {
  public:
-  TensorImpl(intrusive_ptr<StorageImpl> storage, int64_t offset, DimVector sizes, DimVector strides,
+  TensorImpl(intrusive_ptr<StorageImpl> storage, int64_t offset, IntArrayRef sizes, IntArrayRef strides,
              ScalarType dtype);
+  // Contiguous geometry: the strides follow from sizes.
+  TensorImpl(intrusive_ptr<StorageImpl> storage, int64_t offset, IntArrayRef sizes, ScalarType dtype);
   ~TensorImpl() override;
 
-  IntArrayRef sizes() const { return sizes_; }
-  IntArrayRef strides() const { return strides_; }
-  int64_t dim() const { return static_cast<int64_t>(sizes_.size()); }
+  IntArrayRef sizes() const { return IntArrayRef(dims_, static_cast<size_t>(ndim_)); }
+  IntArrayRef strides() const { return IntArrayRef(dims_ + ndim_, static_cast<size_t>(ndim_)); }
+  int64_t dim() const { return ndim_; }
   int64_t numel() const { return numel_; }
   int64_t storage_offset() const { return offset_; }
   ScalarType dtype() const { return dtype_; }
@@ -70,7 +72,8 @@ class TensorImpl : public RefCounted {
 
   // Re-points this tensor at new geometry (used by in-place view ops like
   // transpose_ and by resize of out= tensors).
-  void set_geometry(DimVector sizes, DimVector strides, int64_t offset);
+  // sizes and strides may view this tensor's own geometry.
+  void set_geometry(IntArrayRef sizes, IntArrayRef strides, int64_t offset);
   void set_storage(intrusive_ptr<StorageImpl> s) { storage_ = std::move(s); }
   // Only for Tensor.data = other (torch's set_data), which may change dtype.
   void set_dtype(ScalarType t) { dtype_ = t; }
@@ -95,9 +98,21 @@ class TensorImpl : public RefCounted {
 
  private:
   void refresh();
+  // Copies sizes and strides (contiguous strides when `strides` is null).
+  void assign_dims(IntArrayRef sizes, const IntArrayRef* strides);
+
+  // Note [TensorImpl geometry storage]
+  // Sizes and then strides, ndim_ each, in one buffer that is inside the
+  // object up to kInlineDims dims: creating a tensor of a common rank costs no
+  // allocation for its geometry (two vectors used to be about a fifth of the
+  // C++ time of `a + b` on 4 floats).
+  static constexpr int kInlineDims = 5;
   intrusive_ptr<StorageImpl> storage_;
   int64_t offset_;
-  DimVector sizes_, strides_;
+  int64_t* dims_ = dims_inline_;
+  int64_t ndim_ = 0;
+  int64_t dims_inline_[2 * kInlineDims];
+  std::unique_ptr<int64_t[]> dims_heap_;
   int64_t numel_ = 1;
   ScalarType dtype_;
   bool contiguous_ = true;
@@ -153,7 +168,7 @@ class Tensor {
 Tensor empty_tensor(IntArrayRef sizes, ScalarType dtype, Device device);
 // A tensor over an existing storage with the given geometry (no checks beyond
 // bounds; callers validated already).
-Tensor make_view(const Tensor& base, DimVector sizes, DimVector strides, int64_t offset);
+Tensor make_view(const Tensor& base, IntArrayRef sizes, IntArrayRef strides, int64_t offset);
 // A 0-d tensor holding s, marked as a wrapped number when `wrapped`.
 Tensor scalar_to_tensor(const Scalar& s, ScalarType dtype, Device device = Device(), bool wrapped = false);
 

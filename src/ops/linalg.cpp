@@ -182,8 +182,8 @@ Tensor mm_impl(const Tensor& self, const Tensor& mat2, const OptT& out) {
   check_mm_shapes(self, mat2);
   check_same_dtype("mm", {{"self", &self}, {"mat2", &mat2}});
   check_dtype_supported("mm", self.dtype());
-  OutSlot slot("mm", out, std::vector<int64_t>{self.size(0), mat2.size(1)}, self.dtype(), self.device(),
-               {&self, &mat2});
+  const int64_t shape[2] = {self.size(0), mat2.size(1)};
+  OutSlot slot("mm", out, shape, self.dtype(), self.device(), {&self, &mat2});
   gemm_into("mm", slot.target, self, mat2, Scalar(0.0), Scalar(1.0));
   return slot.finish();
 }
@@ -201,8 +201,8 @@ Tensor bmm_impl(const Tensor& self, const Tensor& mat2, const OptT& out) {
   check_bmm("bmm", self, mat2);
   check_same_dtype("bmm", {{"self", &self}, {"mat2", &mat2}});
   check_dtype_supported("bmm", self.dtype());
-  OutSlot slot("bmm", out, std::vector<int64_t>{self.size(0), self.size(1), mat2.size(2)}, self.dtype(),
-               self.device(), {&self, &mat2});
+  const int64_t shape[3] = {self.size(0), self.size(1), mat2.size(2)};
+  OutSlot slot("bmm", out, shape, self.dtype(), self.device(), {&self, &mat2});
   gemm_into("bmm", slot.target, self, mat2, Scalar(0.0), Scalar(1.0));
   return slot.finish();
 }

@@ -20,14 +20,14 @@ void resize_out(Tensor& out, IntArrayRef shape, const char* op) {
   }
 }
 
-Tensor run_pointwise(const char* op, const DispatchStub<PointwiseFn>& stub, PwRule rule, std::vector<Tensor> inputs,
-                     const std::optional<Tensor>& out, const PwArgs& args, int skip_promotion_of) {
+Tensor run_pointwise(const char* op, const DispatchStub<PointwiseFn>& stub, PwRule rule,
+                     std::initializer_list<Tensor> inputs, const std::optional<Tensor>& out, const PwArgs& args, int skip_promotion_of) {
   TensorIterator::Config cfg;
   cfg.op = op;
   cfg.skip_promotion_of = skip_promotion_of;
   if (out && out->defined()) {
     cfg.out = *out;
-    cfg.inplace = !inputs.empty() && out->is_same(inputs[0]);
+    cfg.inplace = inputs.size() > 0 && out->is_same(*inputs.begin());
   }
   switch (rule) {
     case PwRule::Promote:
@@ -45,7 +45,7 @@ Tensor run_pointwise(const char* op, const DispatchStub<PointwiseFn>& stub, PwRu
     case PwRule::IntegralOnly:
       break;
   }
-  TensorIterator it(std::move(cfg), std::move(inputs));
+  TensorIterator it(std::move(cfg), inputs);
   if (rule == PwRule::IntegralOnly) {
     STRATA_CHECK_T(NotImplementedError, is_integral_type(it.common_dtype(), true), op, ": expected integral or bool tensors, but got ",
                       dtype_name(it.common_dtype()), " (bitwise ops are not defined for floating point)");

@@ -24,7 +24,7 @@ enum class PwRule {
 
 // Runs stub over inputs; out (optional) may alias input 0 for in-place use.
 Tensor run_pointwise(const char* op, const DispatchStub<PointwiseFn>& stub, PwRule rule,
-                     std::vector<Tensor> inputs, const std::optional<Tensor>& out, const PwArgs& args = {},
+                     std::initializer_list<Tensor> inputs, const std::optional<Tensor>& out, const PwArgs& args = {},
                      int skip_promotion_of = -1);
 
 // An out= tensor given for an op: resize it to shape (keeping it when it already

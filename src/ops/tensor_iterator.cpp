@@ -79,12 +79,13 @@ Device common_device(std::span<const Tensor> ts, const char* op) {
   return dev.value_or(Device());
 }
 
-TensorIterator::TensorIterator(Config cfg, std::vector<Tensor> inputs) : cfg_(std::move(cfg)), inputs_(std::move(inputs)) {
-  STRATA_CHECK(static_cast<int>(inputs_.size()) + 1 <= kMaxOperands, cfg_.op, ": too many operands");
-  device_ = common_device(inputs_, cfg_.op);
+TensorIterator::TensorIterator(Config cfg, std::initializer_list<Tensor> inputs) : cfg_(std::move(cfg)) {
+  STRATA_CHECK(static_cast<int>(inputs.size()) + 1 <= kMaxOperands, cfg_.op, ": too many operands");
+  for (const Tensor& t : inputs) inputs_[ninputs_++] = t;
+  device_ = common_device(this->inputs(), cfg_.op);
   if (cfg_.out) {
     Device od = cfg_.out->device();
-    STRATA_CHECK(od == device_ || inputs_.empty(), cfg_.op, ": Expected out tensor to be on ", device_.str(),
+    STRATA_CHECK(od == device_ || ninputs_ == 0, cfg_.op, ": Expected out tensor to be on ", device_.str(),
                  " but got ", od.str());
     device_ = od;
   }
@@ -93,7 +94,7 @@ TensorIterator::TensorIterator(Config cfg, std::vector<Tensor> inputs) : cfg_(st
   // the shape is a view of the first input's sizes.
   DimVector shape_buf;
   IntArrayRef shape;
-  bool same_shapes = !inputs_.empty();
+  bool same_shapes = ninputs_ > 0;
   for (int i = 1; same_shapes && i < ninputs(); ++i) {
     IntArrayRef a = inputs_[0].sizes(), b = inputs_[i].sizes();
     same_shapes = std::equal(a.begin(), a.end(), b.begin(), b.end());
@@ -101,7 +102,7 @@ TensorIterator::TensorIterator(Config cfg, std::vector<Tensor> inputs) : cfg_(st
   if (same_shapes) {
     shape = inputs_[0].sizes();
   } else {
-    for (const auto& t : inputs_) shape_buf = broadcast_shapes(shape_buf, t.sizes(), cfg_.op);
+    for (const auto& t : this->inputs()) shape_buf = broadcast_shapes(shape_buf, t.sizes(), cfg_.op);
     shape = shape_buf;
   }
 

@@ -49,7 +49,7 @@ class TensorIterator {
     int skip_promotion_of = -1;         // input excluded from promotion (where's condition)
   };
 
-  TensorIterator(Config cfg, std::vector<Tensor> inputs);
+  TensorIterator(Config cfg, std::initializer_list<Tensor> inputs);
   // geo_ may point into this object.
   TensorIterator(const TensorIterator&) = delete;
   TensorIterator& operator=(const TensorIterator&) = delete;
@@ -59,7 +59,7 @@ class TensorIterator {
   // dtype differs from the op's) or the new output.
   Tensor finish();
   const Tensor& input(int i) const { return inputs_[i]; }
-  int ninputs() const { return static_cast<int>(inputs_.size()); }
+  int ninputs() const { return ninputs_; }
   int noperands() const { return ninputs() + 1; }
   ScalarType common_dtype() const { return common_; }
   ScalarType output_dtype() const { return out_.dtype(); }
@@ -93,8 +93,12 @@ class TensorIterator {
   // no heap allocation for its geometry (which used to be a dozen vectors, a
   // third of the whole C++ time of `a + b` on 4 floats).
   static constexpr int kInlineDims = 6;
+  std::span<const Tensor> inputs() const { return std::span<const Tensor>(inputs_, static_cast<size_t>(ninputs_)); }
+
   Config cfg_;
-  std::vector<Tensor> inputs_;
+  // Inline: a vector here was one more allocation per elementwise op.
+  Tensor inputs_[kMaxOperands - 1];
+  int ninputs_ = 0;
   Tensor out_, user_out_;
   ScalarType common_ = ScalarType::Undefined;
   Device device_;

@@ -97,6 +97,20 @@ void cpu_kernel(const TensorIterator& it, const F& f) {
   using Args = typename traits::args;
   constexpr size_t N = traits::arity;
   auto seq = std::make_index_sequence<N>{};
+  // One contiguous run that one thread does: straight to the vector loop,
+  // without the run walker's index arithmetic (tiny ops).
+  if (it.ndim() == 1 && it.numel() <= kGrainSize) {
+    bool contig = it.stride_bytes(0, 0) == sizeof(R);
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      ((contig = contig && it.stride_bytes(I + 1, 0) == sizeof(std::tuple_element_t<I, Args>)), ...);
+    }(seq);
+    if (contig) {
+      char* p[N + 1];
+      for (size_t o = 0; o <= N; ++o) p[o] = it.data(static_cast<int>(o));
+      loop_contig<F, R, Args>(p, it.numel(), f, seq);
+      return;
+    }
+  }
   parallel_for(0, it.numel(), kGrainSize, [&](int64_t b, int64_t e) {
     it.for_each_run(b, e, [&](char** p, const int64_t* st, int64_t n) {
       bool contig = st[0] == sizeof(R);

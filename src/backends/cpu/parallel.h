@@ -24,8 +24,10 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
   int64_t n = end - begin;
   if (n <= 0) return;
 #ifdef _OPENMP
-  int nt = get_num_threads();
-  if (n > grain && nt > 1 && !omp_in_parallel()) {
+  // Small ranges first: they never ask OpenMP anything (a tiny op's whole
+  // kernel is a few dozen nanoseconds).
+  int nt = n > grain ? get_num_threads() : 1;
+  if (nt > 1 && !omp_in_parallel()) {
     int64_t chunks = std::min<int64_t>(nt, (n + grain - 1) / grain);
 #pragma omp parallel num_threads(static_cast<int>(chunks))
     {
