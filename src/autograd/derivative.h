@@ -113,15 +113,17 @@ class BackwardCtx {
 
  public:
   // Filled by the autograd layer when it records the op.
-  std::vector<IValue> args_;
+  // Inline sizes cover the common ops (up to 4 schema arguments, 2 tensor
+  // inputs, 1 output), so these tables live inside the node's allocation.
+  SmallVec<IValue, 4> args_;
   // Schema arg -> (first input slot or -1 if not a tensor, number of slots).
-  std::vector<std::pair<int32_t, int32_t>> slots_;
-  std::vector<TensorGeometry> slot_geometry_;
-  std::vector<SavedTensor> saved_slots_;
-  std::vector<SavedTensor> saved_outputs_;
+  SmallVec<std::pair<int32_t, int32_t>, 4> slots_;
+  SmallVec<TensorGeometry, 2> slot_geometry_;
+  SmallVec<SavedTensor, 2> saved_slots_;
+  SmallVec<SavedTensor, 1> saved_outputs_;
   Node* node_ = nullptr;
   const std::string* op_name_ = nullptr;
-  std::vector<bool> grad_defined_;
+  SmallVec<uint8_t, 4> grad_defined_;
 };
 
 // Where a derivative puts the gradients of the op's inputs.

@@ -55,7 +55,7 @@ variable_list NotImplementedNode::apply(variable_list&&) {
 }
 
 GraphRoot::GraphRoot(std::vector<Edge> roots, variable_list grads) : grads_(std::move(grads)) {
-  next_edges = std::move(roots);
+  next_edges.append(roots.begin(), roots.end());
 }
 
 }  // namespace strata::autograd

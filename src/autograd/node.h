@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/small_vector.h"
 #include "core/tensor.h"
 
 namespace strata::autograd {
@@ -34,12 +35,21 @@ struct Edge {
 class SmallDims {
  public:
   SmallDims() = default;
-  SmallDims(IntArrayRef s) {  // NOLINT: implicit, like the DimVector it replaces
-    n_ = s.size();
-    if (n_ > kInline) heap_.assign(s.begin(), s.end());
-    else std::copy(s.begin(), s.end(), inline_.begin());
+  SmallDims(IntArrayRef s) { set(s); }  // NOLINT: implicit, like the DimVector it replaces
+  SmallDims(const SmallDims& o) { set(o); }
+  SmallDims(SmallDims&& o) noexcept : inline_(o.inline_), heap_(std::move(o.heap_)), n_(o.n_) { o.n_ = 0; }
+  SmallDims& operator=(const SmallDims& o) {
+    if (this != &o) set(o);
+    return *this;
   }
-  const int64_t* data() const { return n_ > kInline ? heap_.data() : inline_.data(); }
+  SmallDims& operator=(SmallDims&& o) noexcept {
+    inline_ = o.inline_;
+    heap_ = std::move(o.heap_);
+    n_ = o.n_;
+    o.n_ = 0;
+    return *this;
+  }
+  const int64_t* data() const { return n_ > kInline ? heap_.get() : inline_.data(); }
   size_t size() const { return n_; }
   bool empty() const { return n_ == 0; }
   const int64_t* begin() const { return data(); }
@@ -48,9 +58,18 @@ class SmallDims {
   operator IntArrayRef() const { return IntArrayRef(data(), n_); }  // NOLINT
 
  private:
+  void set(IntArrayRef s) {
+    n_ = s.size();
+    int64_t* dst = inline_.data();
+    if (n_ > kInline) {
+      heap_.reset(new int64_t[n_]);
+      dst = heap_.get();
+    }
+    std::copy(s.begin(), s.end(), dst);
+  }
   static constexpr size_t kInline = 6;
   std::array<int64_t, kInline> inline_{};
-  std::vector<int64_t> heap_;
+  std::unique_ptr<int64_t[]> heap_;
   size_t n_ = 0;
 };
 
@@ -88,9 +107,11 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual void release_variables() {}
   virtual bool is_accumulate_grad() const { return false; }
 
-  std::vector<Edge> next_edges;
+  // Inline for the common one or two inputs and one output: a node is one
+  // allocation.
+  SmallVec<Edge, 2> next_edges;
   // One entry per forward output: what a gradient flowing in must look like.
-  std::vector<TensorGeometry> input_geometry;
+  SmallVec<TensorGeometry, 1> input_geometry;
   // Creation order: the engine runs later nodes first among the ready ones.
   uint64_t sequence_nr;
   // Hooks on the gradient arriving at input slot i (from tensor.register_hook
@@ -105,7 +126,7 @@ class Node : public std::enable_shared_from_this<Node> {
   uint32_t num_outputs() const { return static_cast<uint32_t>(next_edges.size()); }
   // Index this node's gradient-of-input i would be stored under.
   uint32_t add_input_geometry(const Tensor& t) {
-    input_geometry.push_back(TensorGeometry::of(t));
+    input_geometry.emplace_back(TensorGeometry::of(t));
     return static_cast<uint32_t>(input_geometry.size() - 1);
   }
 };
