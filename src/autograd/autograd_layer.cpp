@@ -143,6 +143,7 @@ void autograd_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack)
 
   // Inputs: one slot per tensor (list elements included), in schema order.
   BackwardCtx* ctx = dn ? &dn->ctx() : nullptr;
+  const uint64_t save_inputs = d ? d->save_inputs : 0;
   size_t num_slots = 0;
   for (size_t i = 0; i < n; ++i) {
     if (static_cast<int>(i) == out_arg) continue;
@@ -154,18 +155,22 @@ void autograd_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack)
     ctx->args_.resize(n);
     ctx->slots_.assign(n, {-1, 0});
     ctx->slot_geometry_.reserve(num_slots);
-    ctx->saved_slots_.reserve(num_slots);
+    ctx->saved_slots_.resize(num_slots);
   }
   auto add_slot = [&](size_t arg, const Tensor& t) {
-    node->next_edges.push_back(t.defined() && requires_grad(t) ? gradient_edge(t) : Edge{});
-    if (!ctx) return;
-    ctx->slot_geometry_.push_back(TensorGeometry::of(t));
-    SavedTensor saved;
-    if (t.defined() && (d->save_inputs >> arg & 1)) {
-      // self of an in-place op is about to be overwritten: keep its old value.
-      saved = static_cast<int>(arg) == inplace_idx ? SavedTensor(clone(t), false) : SavedTensor(t, false);
+    const size_t slot = node->next_edges.size();
+    if (t.defined()) {
+      node->next_edges.emplace_back(requires_grad(t) ? gradient_edge(t) : Edge{});
+    } else {
+      node->next_edges.emplace_back();
     }
-    ctx->saved_slots_.push_back(std::move(saved));
+    if (!ctx) return;
+    ctx->slot_geometry_.emplace_back(TensorGeometry::of(t));
+    if (t.defined() && (save_inputs >> arg & 1)) {
+      // self of an in-place op is about to be overwritten: keep its old value.
+      ctx->saved_slots_[slot] =
+          static_cast<int>(arg) == inplace_idx ? SavedTensor(clone(t), false) : SavedTensor(t, false);
+    }
   };
   for (size_t i = 0; i < n; ++i) {
     if (static_cast<int>(i) == out_arg) continue;  // out= is never an input
@@ -178,7 +183,7 @@ void autograd_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack)
       const auto& list = v.to_tensor_list();
       if (ctx) ctx->slots_[i] = {static_cast<int32_t>(node->next_edges.size()), static_cast<int32_t>(list.size())};
       for (const Tensor& t : list) add_slot(i, t);
-    } else if (ctx) {
+    } else if (ctx && !v.is_none()) {
       ctx->args_[i] = v;
     }
   }
@@ -191,32 +196,41 @@ void autograd_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack)
   run_below(op, ks, stack);
 
   // Outputs, flattened (tuples are separate stack entries, lists expand).
-  std::vector<Tensor> outs;
+  size_t num_outs = 0;
   for (size_t i = base; i < stack.size(); ++i) {
-    if (stack[i].is_tensor()) {
-      outs.push_back(stack[i].to_tensor());
-    } else if (stack[i].is_tensor_list()) {
-      for (const Tensor& t : stack[i].to_tensor_list()) outs.push_back(t);
-    }
+    if (stack[i].is_tensor()) ++num_outs;
+    else if (stack[i].is_tensor_list()) num_outs += stack[i].to_tensor_list().size();
   }
-  node->input_geometry.reserve(outs.size());
-  if (ctx && d->save_outputs) ctx->saved_outputs_.resize(outs.size());
-  for (size_t k = 0; k < outs.size(); ++k) {
-    const Tensor& o = outs[k];
+  node->input_geometry.reserve(num_outs);
+  const uint64_t save_outputs = d ? d->save_outputs : 0;
+  if (save_outputs) ctx->saved_outputs_.resize(num_outs);
+  uint32_t k = 0;
+  auto add_output = [&](const Tensor& o) {
     node->add_input_geometry(o);
     if (!o.defined() || !is_floating_type(o.dtype())) {
       // Integer outputs (sort's indices) get no history, but a derivative may need them: keep them as plain
       // tensors (a saved output would be given this node as grad_fn under create_graph).
-      if (ctx && o.defined() && (d->save_outputs >> k & 1)) ctx->saved_outputs_[k] = SavedTensor(o, false);
-      continue;
+      if (o.defined() && k < 64 && (save_outputs >> k & 1)) ctx->saved_outputs_[k] = SavedTensor(o, false);
+      return;
     }
     if (inplace_idx >= 0 && k == 0) {
       rebase_history(self_before, node);
     } else {
-      set_history(o, node, static_cast<uint32_t>(k));
+      set_history(o, node, k);
       if (view_input.defined()) mark_view(o, view_input);
     }
-    if (ctx && (d->save_outputs >> k & 1)) ctx->saved_outputs_[k] = SavedTensor(o, true);
+    if (k < 64 && (save_outputs >> k & 1)) ctx->saved_outputs_[k] = SavedTensor(o, true);
+  };
+  for (size_t i = base; i < stack.size(); ++i) {
+    if (stack[i].is_tensor()) {
+      add_output(stack[i].to_tensor());
+      ++k;
+    } else if (stack[i].is_tensor_list()) {
+      for (const Tensor& t : stack[i].to_tensor_list()) {
+        add_output(t);
+        ++k;
+      }
+    }
   }
 }
 

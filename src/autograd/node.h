@@ -20,6 +20,10 @@
 #include "autograd/small_vector.h"
 #include "core/tensor.h"
 
+namespace strata {
+struct AutogradMeta;
+}
+
 namespace strata::autograd {
 
 class Node;
@@ -131,17 +135,19 @@ class Node : public std::enable_shared_from_this<Node> {
   }
 };
 
-// Sink of a leaf tensor: adds the incoming gradient into leaf.grad.
+// Sink of a leaf tensor: adds the incoming gradient into leaf.grad. It lives
+// in the leaf's AutogradMeta (created once, on first use) and edges to it
+// share ownership of that meta, so a graph keeps the leaf's grad and hooks
+// alive but not its data, and recording an op allocates no sink.
 class AccumulateGrad final : public Node {
  public:
-  explicit AccumulateGrad(Tensor variable);
+  AccumulateGrad(AutogradMeta& owner, const Tensor& variable);
   variable_list apply(variable_list&& grads) override;
   std::string name() const override { return "AccumulateGrad"; }
   bool is_accumulate_grad() const override { return true; }
-  const Tensor& variable() const { return variable_; }
 
  private:
-  Tensor variable_;
+  AutogradMeta* owner_;
 };
 
 // Raises when run: recorded for differentiable ops that have no derivative yet
