@@ -41,16 +41,13 @@ class SmallDims {
   SmallDims() = default;
   SmallDims(IntArrayRef s) { set(s); }  // NOLINT: implicit, like the DimVector it replaces
   SmallDims(const SmallDims& o) { set(o); }
-  SmallDims(SmallDims&& o) noexcept : inline_(o.inline_), heap_(std::move(o.heap_)), n_(o.n_) { o.n_ = 0; }
+  SmallDims(SmallDims&& o) noexcept { take(std::move(o)); }
   SmallDims& operator=(const SmallDims& o) {
     if (this != &o) set(o);
     return *this;
   }
   SmallDims& operator=(SmallDims&& o) noexcept {
-    inline_ = o.inline_;
-    heap_ = std::move(o.heap_);
-    n_ = o.n_;
-    o.n_ = 0;
+    if (this != &o) take(std::move(o));
     return *this;
   }
   const int64_t* data() const { return n_ > kInline ? heap_.get() : inline_.data(); }
@@ -71,8 +68,14 @@ class SmallDims {
     }
     std::copy(s.begin(), s.end(), dst);
   }
+  void take(SmallDims&& o) {
+    n_ = o.n_;
+    heap_ = std::move(o.heap_);
+    if (n_ <= kInline) std::copy(o.inline_.begin(), o.inline_.begin() + n_, inline_.begin());
+    o.n_ = 0;
+  }
   static constexpr size_t kInline = 6;
-  std::array<int64_t, kInline> inline_{};
+  std::array<int64_t, kInline> inline_;  // only the first n_ are set
   std::unique_ptr<int64_t[]> heap_;
   size_t n_ = 0;
 };
@@ -83,11 +86,15 @@ struct TensorGeometry {
   SmallDims sizes;
   ScalarType dtype = ScalarType::Undefined;
   Device device;
+
+  TensorGeometry() = default;
+  // Built in place (emplace_back(t)) when recording: no temporary to move.
+  explicit TensorGeometry(const Tensor& t)
+      : sizes(t.defined() ? SmallDims(t.sizes()) : SmallDims()),
+        dtype(t.defined() ? t.dtype() : ScalarType::Undefined),
+        device(t.defined() ? t.device() : Device()) {}
   bool defined() const { return dtype != ScalarType::Undefined; }
-  static TensorGeometry of(const Tensor& t) {
-    if (!t.defined()) return {};
-    return {SmallDims(t.sizes()), t.dtype(), t.device()};
-  }
+  static TensorGeometry of(const Tensor& t) { return TensorGeometry(t); }
 };
 
 using variable_list = std::vector<Tensor>;
@@ -130,7 +137,7 @@ class Node : public std::enable_shared_from_this<Node> {
   uint32_t num_outputs() const { return static_cast<uint32_t>(next_edges.size()); }
   // Index this node's gradient-of-input i would be stored under.
   uint32_t add_input_geometry(const Tensor& t) {
-    input_geometry.emplace_back(TensorGeometry::of(t));
+    input_geometry.emplace_back(t);
     return static_cast<uint32_t>(input_geometry.size() - 1);
   }
 };

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <new>
 #include <stdexcept>
+#include <type_traits>
 #include <utility>
 
 namespace strata::autograd {
@@ -86,7 +87,11 @@ class SmallVec {
     for (; first != last; ++first) new (data_ + size_++) T(*first);
   }
   void clear() {
-    while (size_ > 0) data_[--size_].~T();
+    if constexpr (std::is_trivially_destructible_v<T>) {
+      size_ = 0;
+    } else {
+      while (size_ > 0) data_[--size_].~T();
+    }
   }
 
  private:

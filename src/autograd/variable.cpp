@@ -97,8 +97,12 @@ std::shared_ptr<Node> grad_accumulator(const Tensor& t) {
 Edge gradient_edge(const Tensor& t) {
   AutogradMeta* m = meta(t);
   if (!m) return {};
-  // The common case: a non-view with history (no stale view to regenerate).
-  if (m->grad_fn && !m->is_view) return {m->grad_fn, m->output_nr};
+  if (!m->is_view) {
+    // The common cases, with no stale view history to regenerate.
+    if (m->grad_fn) return {m->grad_fn, m->output_nr};
+    if (m->requires_grad) return {grad_accumulator(t), 0};
+    return {};
+  }
   if (auto fn = grad_fn(t)) return {fn, meta(t)->output_nr};
   if (auto acc = grad_accumulator(t)) return {acc, 0};
   return {};
