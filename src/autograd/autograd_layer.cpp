@@ -19,6 +19,8 @@ namespace strata::autograd {
 
 namespace {
 
+const Tensor kNoTensor;  // bound by reference where an argument is absent: no refcount traffic
+
 bool is_tensor_arg(ArgType t) { return t == ArgType::Tensor || t == ArgType::OptTensor; }
 
 void check_inplace_target(const OperatorEntry& op, const Tensor& self) {
@@ -138,7 +140,6 @@ void autograd_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack)
   BackwardCtx* ctx = dn ? &dn->ctx() : nullptr;
   const uint64_t save_inputs = d ? d->save_inputs : 0;
   if (ctx) {
-    ctx->args_.resize(n);
     ctx->slots_.assign(n, {-1, 0});
   }
   auto add_slot = [&](size_t arg, const Tensor& t) {
@@ -161,13 +162,14 @@ void autograd_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack)
     const ArgType type = schema.args[i].type;
     if (is_tensor_arg(type)) {
       if (ctx) ctx->slots_[i] = {static_cast<int32_t>(node->next_edges.size()), 1};
-      add_slot(i, v.is_tensor() ? v.to_tensor() : Tensor());
+      add_slot(i, v.is_tensor() ? v.to_tensor() : kNoTensor);
     } else if (type == ArgType::TensorList) {
       const auto& list = v.to_tensor_list();
       if (ctx) ctx->slots_[i] = {static_cast<int32_t>(node->next_edges.size()), static_cast<int32_t>(list.size())};
       for (const Tensor& t : list) add_slot(i, t);
     } else if (ctx && !v.is_none()) {
-      ctx->args_[i] = v;
+      ctx->slots_[i].first = BackwardCtx::kFirstArg - static_cast<int32_t>(ctx->args_.size());
+      ctx->args_.push_back(v);
     }
   }
 
