@@ -6,7 +6,10 @@
 // AccumulateGrad node of a leaf, or an invalid edge when the input needs no
 // gradient. Nodes hold their successors strongly and nothing holds a node but
 // the tensors it produced and the nodes after it, so a graph lives exactly as
-// long as some output (or a running backward) can reach it.
+// long as some output (or a running backward) can reach it. The exception is a
+// leaf's AccumulateGrad: it is part of the leaf's AutogradMeta, made once, and
+// an edge to it shares ownership of that meta (keeping the leaf's .grad and
+// hooks alive, not its data), so recording an op on leaves creates no sinks.
 #pragma once
 
 #include <array>
