@@ -19,21 +19,9 @@ namespace strata::autograd {
 
 namespace {
 
-bool is_tensor_arg(ArgType t) { return t == ArgType::Tensor || t == ArgType::OptTensor; }
+const Tensor kNoTensor;  // bound by reference where an argument is absent: no refcount traffic
 
-bool any_requires_grad(const FunctionSchema& s, const Stack& stack, size_t base, int skip) {
-  for (size_t i = 0; i < s.args.size(); ++i) {
-    if (static_cast<int>(i) == skip) continue;
-    const IValue& v = stack[base + i];
-    if (v.is_tensor()) {
-      if (requires_grad(v.to_tensor())) return true;
-    } else if (v.is_tensor_list()) {
-      for (const Tensor& t : v.to_tensor_list())
-        if (requires_grad(t)) return true;
-    }
-  }
-  return false;
-}
+bool is_tensor_arg(ArgType t) { return t == ArgType::Tensor || t == ArgType::OptTensor; }
 
 void check_inplace_target(const OperatorEntry& op, const Tensor& self) {
   AutogradMeta* m = meta(self);
@@ -74,19 +62,26 @@ void autograd_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack)
   const size_t n = schema.args.size();
   const size_t base = stack.size() - n;
 
-  // Which argument is written: `out` (kwarg) or `self` of a declared in-place op.
+  // Which argument is written (`out` kwarg, or `self` of a declared in-place
+  // op), and whether any other tensor argument requires grad: one pass.
   int out_idx = -1, inplace_idx = -1, out_arg = -1;
+  bool any_grad = false;
   for (size_t i = 0; i < n; ++i) {
+    const IValue& v = stack[base + i];
     const Argument& a = schema.args[i];
-    if (!a.is_write) continue;
-    if (a.kwarg_only) {
+    if (a.is_write && a.kwarg_only) {
       out_arg = static_cast<int>(i);
-      if (!stack[base + i].is_none()) out_idx = static_cast<int>(i);
-    } else {
-      inplace_idx = static_cast<int>(i);
+      if (!v.is_none()) out_idx = static_cast<int>(i);
+      continue;  // the out= tensor's own history does not matter
+    }
+    if (a.is_write) inplace_idx = static_cast<int>(i);
+    if (v.is_tensor()) {
+      any_grad = any_grad || requires_grad(v.to_tensor());
+    } else if (v.is_tensor_list()) {
+      for (const Tensor& t : v.to_tensor_list()) any_grad = any_grad || requires_grad(t);
     }
   }
-  if (!any_requires_grad(schema, stack, base, out_idx)) {
+  if (!any_grad) {
     redispatch_boxed(op, ks, DispatchKey::Autograd, stack);
     return;
   }
@@ -143,29 +138,23 @@ void autograd_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack)
 
   // Inputs: one slot per tensor (list elements included), in schema order.
   BackwardCtx* ctx = dn ? &dn->ctx() : nullptr;
-  size_t num_slots = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (static_cast<int>(i) == out_arg) continue;
-    const IValue& v = stack[base + i];
-    num_slots += v.is_tensor_list() ? v.to_tensor_list().size() : is_tensor_arg(schema.args[i].type) ? 1 : 0;
-  }
-  node->next_edges.reserve(num_slots);
+  const uint64_t save_inputs = d ? d->save_inputs : 0;
   if (ctx) {
-    ctx->args_.resize(n);
     ctx->slots_.assign(n, {-1, 0});
-    ctx->slot_geometry_.reserve(num_slots);
-    ctx->saved_slots_.reserve(num_slots);
   }
   auto add_slot = [&](size_t arg, const Tensor& t) {
-    node->next_edges.push_back(t.defined() && requires_grad(t) ? gradient_edge(t) : Edge{});
+    if (t.defined()) {
+      node->next_edges.emplace_back(requires_grad(t) ? gradient_edge(t) : Edge{});
+    } else {
+      node->next_edges.emplace_back();
+    }
     if (!ctx) return;
-    ctx->slot_geometry_.push_back(TensorGeometry::of(t));
-    SavedTensor saved;
-    if (t.defined() && (d->save_inputs >> arg & 1)) {
+    ctx->slot_geometry_.emplace_back(t);
+    SavedTensor& saved = ctx->saved_slots_.emplace_back();
+    if (t.defined() && (save_inputs >> arg & 1)) {
       // self of an in-place op is about to be overwritten: keep its old value.
       saved = static_cast<int>(arg) == inplace_idx ? SavedTensor(clone(t), false) : SavedTensor(t, false);
     }
-    ctx->saved_slots_.push_back(std::move(saved));
   };
   for (size_t i = 0; i < n; ++i) {
     if (static_cast<int>(i) == out_arg) continue;  // out= is never an input
@@ -173,13 +162,14 @@ void autograd_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack)
     const ArgType type = schema.args[i].type;
     if (is_tensor_arg(type)) {
       if (ctx) ctx->slots_[i] = {static_cast<int32_t>(node->next_edges.size()), 1};
-      add_slot(i, v.is_tensor() ? v.to_tensor() : Tensor());
+      add_slot(i, v.is_tensor() ? v.to_tensor() : kNoTensor);
     } else if (type == ArgType::TensorList) {
       const auto& list = v.to_tensor_list();
       if (ctx) ctx->slots_[i] = {static_cast<int32_t>(node->next_edges.size()), static_cast<int32_t>(list.size())};
       for (const Tensor& t : list) add_slot(i, t);
-    } else if (ctx) {
-      ctx->args_[i] = v;
+    } else if (ctx && !v.is_none()) {
+      ctx->slots_[i].first = BackwardCtx::kFirstArg - static_cast<int32_t>(ctx->args_.size());
+      ctx->args_.push_back(v);
     }
   }
 
@@ -191,32 +181,35 @@ void autograd_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack)
   run_below(op, ks, stack);
 
   // Outputs, flattened (tuples are separate stack entries, lists expand).
-  std::vector<Tensor> outs;
-  for (size_t i = base; i < stack.size(); ++i) {
-    if (stack[i].is_tensor()) {
-      outs.push_back(stack[i].to_tensor());
-    } else if (stack[i].is_tensor_list()) {
-      for (const Tensor& t : stack[i].to_tensor_list()) outs.push_back(t);
-    }
-  }
-  node->input_geometry.reserve(outs.size());
-  if (ctx && d->save_outputs) ctx->saved_outputs_.resize(outs.size());
-  for (size_t k = 0; k < outs.size(); ++k) {
-    const Tensor& o = outs[k];
+  const uint64_t save_outputs = d ? d->save_outputs : 0;
+  uint32_t k = 0;
+  auto add_output = [&](const Tensor& o) {
     node->add_input_geometry(o);
+    if (save_outputs) ctx->saved_outputs_.emplace_back();
     if (!o.defined() || !is_floating_type(o.dtype())) {
       // Integer outputs (sort's indices) get no history, but a derivative may need them: keep them as plain
       // tensors (a saved output would be given this node as grad_fn under create_graph).
-      if (ctx && o.defined() && (d->save_outputs >> k & 1)) ctx->saved_outputs_[k] = SavedTensor(o, false);
-      continue;
+      if (o.defined() && k < 64 && (save_outputs >> k & 1)) ctx->saved_outputs_[k] = SavedTensor(o, false);
+      return;
     }
     if (inplace_idx >= 0 && k == 0) {
       rebase_history(self_before, node);
     } else {
-      set_history(o, node, static_cast<uint32_t>(k));
+      set_history(o, node, k);
       if (view_input.defined()) mark_view(o, view_input);
     }
-    if (ctx && (d->save_outputs >> k & 1)) ctx->saved_outputs_[k] = SavedTensor(o, true);
+    if (k < 64 && (save_outputs >> k & 1)) ctx->saved_outputs_[k] = SavedTensor(o, true);
+  };
+  for (size_t i = base; i < stack.size(); ++i) {
+    if (stack[i].is_tensor()) {
+      add_output(stack[i].to_tensor());
+      ++k;
+    } else if (stack[i].is_tensor_list()) {
+      for (const Tensor& t : stack[i].to_tensor_list()) {
+        add_output(t);
+        ++k;
+      }
+    }
   }
 }
 

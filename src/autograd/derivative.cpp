@@ -170,7 +170,7 @@ variable_list DerivativeNode::apply(variable_list&& grads) {
                ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the graph "
                "a second time or if you need to access saved tensors after calling backward. (node ",
                name(), ")");
-  ctx_.grad_defined_.assign(grads.size(), false);
+  ctx_.grad_defined_.assign(grads.size(), 0);
   for (size_t i = 0; i < grads.size() && i < input_geometry.size(); ++i) {
     ctx_.grad_defined_[i] = grads[i].defined();
     const TensorGeometry& g = input_geometry[i];

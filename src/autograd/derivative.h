@@ -76,7 +76,11 @@ constexpr uint64_t save_outputs(I... idx) {
 class BackwardCtx {
  public:
   // Non-tensor argument i as recorded (ints, floats, scalars, lists, strings).
-  const IValue& arg(int i) const { return args_.at(i); }
+  const IValue& arg(int i) const {
+    static const IValue none;
+    const int32_t s = slots_.at(i).first;
+    return s <= kFirstArg ? args_[kFirstArg - s] : none;
+  }
   int64_t arg_int(int i) const { return arg(i).to_int(); }
   double arg_double(int i) const { return arg(i).to_double(); }
   bool arg_bool(int i) const { return arg(i).to_bool(); }
@@ -113,15 +117,21 @@ class BackwardCtx {
 
  public:
   // Filled by the autograd layer when it records the op.
-  std::vector<IValue> args_;
-  // Schema arg -> (first input slot or -1 if not a tensor, number of slots).
-  std::vector<std::pair<int32_t, int32_t>> slots_;
-  std::vector<TensorGeometry> slot_geometry_;
-  std::vector<SavedTensor> saved_slots_;
-  std::vector<SavedTensor> saved_outputs_;
+  // Inline sizes cover the common ops (up to 4 schema arguments, 2 tensor
+  // inputs, 1 output), so these tables live inside the node's allocation.
+  // The non-tensor arguments that are not None, in schema order.
+  SmallVec<IValue, 3> args_;
+  // Schema arg -> (first input slot, number of slots) for a tensor argument;
+  // (kFirstArg - k, 0) for a non-tensor argument kept as args_[k]; (-1, 0)
+  // for anything else (None, out=).
+  SmallVec<std::pair<int32_t, int32_t>, 4> slots_;
+  static constexpr int32_t kFirstArg = -2;
+  SmallVec<TensorGeometry, 2> slot_geometry_;
+  SmallVec<SavedTensor, 2> saved_slots_;
+  SmallVec<SavedTensor, 1> saved_outputs_;
   Node* node_ = nullptr;
   const std::string* op_name_ = nullptr;
-  std::vector<bool> grad_defined_;
+  SmallVec<uint8_t, 4> grad_defined_;
 };
 
 // Where a derivative puts the gradients of the op's inputs.

@@ -12,23 +12,24 @@ uint64_t next_sequence_nr() {
 
 Node::Node() : sequence_nr(next_sequence_nr()) {}
 
-AccumulateGrad::AccumulateGrad(Tensor variable) : variable_(std::move(variable)) {
+AccumulateGrad::AccumulateGrad(AutogradMeta& owner, const Tensor& variable) : owner_(&owner) {
   // Run after every node that can feed it: leaves accumulate last.
   sequence_nr = UINT64_MAX;
-  add_input_geometry(variable_);
+  add_input_geometry(variable);
 }
 
 variable_list AccumulateGrad::apply(variable_list&& grads) {
   Tensor g = std::move(grads[0]);
   grads.clear();
   if (!g.defined()) return {};
-  AutogradMeta& m = ensure_meta(variable_);
+  AutogradMeta& m = *owner_;
   for (auto& hook : m.leaf_hooks) {
     if (!hook) continue;  // removed
     Tensor r = hook(g);
     if (r.defined()) g = std::move(r);
   }
-  if (g.dtype() != variable_.dtype()) g = to_dtype(g, variable_.dtype());
+  const ScalarType dtype = input_geometry[0].dtype;
+  if (g.dtype() != dtype) g = to_dtype(g, dtype);
   const bool build_graph = grad_mode_enabled();
   if (!m.grad.defined()) {
     if (build_graph) {
@@ -55,7 +56,7 @@ variable_list NotImplementedNode::apply(variable_list&&) {
 }
 
 GraphRoot::GraphRoot(std::vector<Edge> roots, variable_list grads) : grads_(std::move(grads)) {
-  next_edges = std::move(roots);
+  next_edges.append(roots.begin(), roots.end());
 }
 
 }  // namespace strata::autograd

@@ -6,7 +6,10 @@
 // AccumulateGrad node of a leaf, or an invalid edge when the input needs no
 // gradient. Nodes hold their successors strongly and nothing holds a node but
 // the tensors it produced and the nodes after it, so a graph lives exactly as
-// long as some output (or a running backward) can reach it.
+// long as some output (or a running backward) can reach it. The exception is a
+// leaf's AccumulateGrad: it is part of the leaf's AutogradMeta, made once, and
+// an edge to it shares ownership of that meta (keeping the leaf's .grad and
+// hooks alive, not its data), so recording an op on leaves creates no sinks.
 #pragma once
 
 #include <array>
@@ -17,7 +20,12 @@
 #include <string>
 #include <vector>
 
+#include "autograd/small_vector.h"
 #include "core/tensor.h"
+
+namespace strata {
+struct AutogradMeta;
+}
 
 namespace strata::autograd {
 
@@ -34,12 +42,18 @@ struct Edge {
 class SmallDims {
  public:
   SmallDims() = default;
-  SmallDims(IntArrayRef s) {  // NOLINT: implicit, like the DimVector it replaces
-    n_ = s.size();
-    if (n_ > kInline) heap_.assign(s.begin(), s.end());
-    else std::copy(s.begin(), s.end(), inline_.begin());
+  SmallDims(IntArrayRef s) { set(s); }  // NOLINT: implicit, like the DimVector it replaces
+  SmallDims(const SmallDims& o) { set(o); }
+  SmallDims(SmallDims&& o) noexcept { take(std::move(o)); }
+  SmallDims& operator=(const SmallDims& o) {
+    if (this != &o) set(o);
+    return *this;
   }
-  const int64_t* data() const { return n_ > kInline ? heap_.data() : inline_.data(); }
+  SmallDims& operator=(SmallDims&& o) noexcept {
+    if (this != &o) take(std::move(o));
+    return *this;
+  }
+  const int64_t* data() const { return n_ > kInline ? heap_.get() : inline_.data(); }
   size_t size() const { return n_; }
   bool empty() const { return n_ == 0; }
   const int64_t* begin() const { return data(); }
@@ -48,9 +62,24 @@ class SmallDims {
   operator IntArrayRef() const { return IntArrayRef(data(), n_); }  // NOLINT
 
  private:
+  void set(IntArrayRef s) {
+    n_ = s.size();
+    int64_t* dst = inline_.data();
+    if (n_ > kInline) {
+      heap_.reset(new int64_t[n_]);
+      dst = heap_.get();
+    }
+    std::copy(s.begin(), s.end(), dst);
+  }
+  void take(SmallDims&& o) {
+    n_ = o.n_;
+    heap_ = std::move(o.heap_);
+    if (n_ <= kInline) std::copy(o.inline_.begin(), o.inline_.begin() + n_, inline_.begin());
+    o.n_ = 0;
+  }
   static constexpr size_t kInline = 6;
-  std::array<int64_t, kInline> inline_{};
-  std::vector<int64_t> heap_;
+  std::array<int64_t, kInline> inline_;  // only the first n_ are set
+  std::unique_ptr<int64_t[]> heap_;
   size_t n_ = 0;
 };
 
@@ -60,11 +89,15 @@ struct TensorGeometry {
   SmallDims sizes;
   ScalarType dtype = ScalarType::Undefined;
   Device device;
+
+  TensorGeometry() = default;
+  // Built in place (emplace_back(t)) when recording: no temporary to move.
+  explicit TensorGeometry(const Tensor& t)
+      : sizes(t.defined() ? SmallDims(t.sizes()) : SmallDims()),
+        dtype(t.defined() ? t.dtype() : ScalarType::Undefined),
+        device(t.defined() ? t.device() : Device()) {}
   bool defined() const { return dtype != ScalarType::Undefined; }
-  static TensorGeometry of(const Tensor& t) {
-    if (!t.defined()) return {};
-    return {SmallDims(t.sizes()), t.dtype(), t.device()};
-  }
+  static TensorGeometry of(const Tensor& t) { return TensorGeometry(t); }
 };
 
 using variable_list = std::vector<Tensor>;
@@ -88,9 +121,11 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual void release_variables() {}
   virtual bool is_accumulate_grad() const { return false; }
 
-  std::vector<Edge> next_edges;
+  // Inline for the common one or two inputs and one output: a node is one
+  // allocation.
+  SmallVec<Edge, 2> next_edges;
   // One entry per forward output: what a gradient flowing in must look like.
-  std::vector<TensorGeometry> input_geometry;
+  SmallVec<TensorGeometry, 1> input_geometry;
   // Creation order: the engine runs later nodes first among the ready ones.
   uint64_t sequence_nr;
   // Hooks on the gradient arriving at input slot i (from tensor.register_hook
@@ -105,22 +140,24 @@ class Node : public std::enable_shared_from_this<Node> {
   uint32_t num_outputs() const { return static_cast<uint32_t>(next_edges.size()); }
   // Index this node's gradient-of-input i would be stored under.
   uint32_t add_input_geometry(const Tensor& t) {
-    input_geometry.push_back(TensorGeometry::of(t));
+    input_geometry.emplace_back(t);
     return static_cast<uint32_t>(input_geometry.size() - 1);
   }
 };
 
-// Sink of a leaf tensor: adds the incoming gradient into leaf.grad.
+// Sink of a leaf tensor: adds the incoming gradient into leaf.grad. It lives
+// in the leaf's AutogradMeta (created once, on first use) and edges to it
+// share ownership of that meta, so a graph keeps the leaf's grad and hooks
+// alive but not its data, and recording an op allocates no sink.
 class AccumulateGrad final : public Node {
  public:
-  explicit AccumulateGrad(Tensor variable);
+  AccumulateGrad(AutogradMeta& owner, const Tensor& variable);
   variable_list apply(variable_list&& grads) override;
   std::string name() const override { return "AccumulateGrad"; }
   bool is_accumulate_grad() const override { return true; }
-  const Tensor& variable() const { return variable_; }
 
  private:
-  Tensor variable_;
+  AutogradMeta* owner_;
 };
 
 // Raises when run: recorded for differentiable ops that have no derivative yet

@@ -38,11 +38,6 @@ AutogradMeta& ensure_meta(const Tensor& t) {
   return *t.impl()->autograd_meta();
 }
 
-bool requires_grad(const Tensor& t) {
-  AutogradMeta* m = meta(t);
-  return m && (m->requires_grad || m->grad_fn);
-}
-
 bool is_leaf(const Tensor& t) {
   AutogradMeta* m = meta(t);
   return !m || !m->grad_fn;
@@ -94,14 +89,20 @@ std::shared_ptr<Node> grad_fn(const Tensor& t) {
 std::shared_ptr<Node> grad_accumulator(const Tensor& t) {
   AutogradMeta* m = meta(t);
   if (!m || !m->requires_grad || m->grad_fn) return nullptr;
-  if (auto acc = m->grad_accumulator.lock()) return acc;
-  auto acc = std::make_shared<AccumulateGrad>(t);
-  m->grad_accumulator = acc;
-  return acc;
+  if (!m->grad_accumulator) m->grad_accumulator = std::make_unique<AccumulateGrad>(*m, t);
+  // Aliasing: the edge owns the meta, which owns the sink.
+  return std::shared_ptr<Node>(t.impl()->autograd_meta_ptr(), m->grad_accumulator.get());
 }
 
 Edge gradient_edge(const Tensor& t) {
-  if (!t.defined()) return {};
+  AutogradMeta* m = meta(t);
+  if (!m) return {};
+  if (!m->is_view) {
+    // The common cases, with no stale view history to regenerate.
+    if (m->grad_fn) return {m->grad_fn, m->output_nr};
+    if (m->requires_grad) return {grad_accumulator(t), 0};
+    return {};
+  }
   if (auto fn = grad_fn(t)) return {fn, meta(t)->output_nr};
   if (auto acc = grad_accumulator(t)) return {acc, 0};
   return {};

@@ -1,6 +1,6 @@
 // Note [Autograd metadata on a tensor]
 // A tensor that takes part in autograd carries an AutogradMeta: either it is a
-// leaf the user asked gradients for (requires_grad, .grad, and a weakly held
+// leaf the user asked gradients for (requires_grad, .grad, and its
 // AccumulateGrad sink), or it was produced by a recorded op (grad_fn and the
 // output number). Both states put DispatchKey::Autograd into the tensor's key
 // set, so ops on tensors that need no gradient never enter the autograd layer.
@@ -21,7 +21,9 @@ struct AutogradMeta {
   bool requires_grad = false;  // leaves only; non-leaves require grad through grad_fn
   Tensor grad;
   std::shared_ptr<autograd::Node> grad_fn;
-  std::weak_ptr<autograd::Node> grad_accumulator;
+  // A leaf's gradient sink (Note [The autograd graph]); edges to it share
+  // ownership of this meta.
+  std::unique_ptr<autograd::AccumulateGrad> grad_accumulator;
   uint32_t output_nr = 0;
   bool retains_grad = false;
   // Hooks of a leaf, run by its AccumulateGrad before accumulating.
@@ -40,7 +42,10 @@ AutogradMeta& ensure_meta(const Tensor& t);
 
 // requires_grad as the user sees it: a leaf that asked for it, or any tensor
 // with a grad_fn.
-bool requires_grad(const Tensor& t);
+inline bool requires_grad(const Tensor& t) {
+  AutogradMeta* m = meta(t);
+  return m && (m->requires_grad || m->grad_fn);
+}
 void set_requires_grad(const Tensor& t, bool value);
 bool is_leaf(const Tensor& t);
 
