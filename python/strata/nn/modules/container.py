@@ -106,7 +106,9 @@ class Sequential(Module):
         return v
 
     def forward(self, input):
-        for module in self:
+        # Straight over the dict unless a subclass changed how a Sequential iterates.
+        modules = self._modules.values() if type(self).__iter__ is Sequential.__iter__ else self
+        for module in modules:
             input = module(input)
         return input
 
