@@ -216,29 +216,46 @@ template <typename T>
 STRATA_ALWAYS_INLINE void vstore(T* p, Vec<T> v) {
   std::memcpy(p, &v, sizeof(v));
 }
+template <typename T, size_t... I>
+STRATA_ALWAYS_INLINE Vec<T> vbroadcast_impl(T s, std::index_sequence<I...>) {
+  return Vec<T>{((void)I, s)...};
+}
+// (Not `Vec<T>{} + s`: the compiler may not drop the + 0, which would turn -0.0 into +0.0.)
 template <typename T>
 STRATA_ALWAYS_INLINE Vec<T> vbroadcast(T s) {
-  return Vec<T>{} + s;
+  return vbroadcast_impl(s, std::make_index_sequence<kLanes<T>>());
 }
 
-// Lanes [Off, Off + sizeof...(I)) of v as a narrower vector (a register
-// extract or shuffle, no trip through memory).
-template <typename T, int Bytes, int Off, size_t... I>
-STRATA_ALWAYS_INLINE typename VecOf<T, Bytes / 2>::type half_of(typename VecOf<T, Bytes>::type v,
+// Lane i of the result is p[2i] + p[2i + 1] for i < L/2 and q[2i - L] + q[2i - L + 1]
+// above: the pairwise sums of p's lanes, then of q's.
+template <typename T, int Bytes, size_t... I>
+STRATA_ALWAYS_INLINE typename VecOf<T, Bytes>::type pair_sums(typename VecOf<T, Bytes>::type p,
+                                                              typename VecOf<T, Bytes>::type q,
                                                               std::index_sequence<I...>) {
-  return __builtin_shufflevector(v, v, (Off + static_cast<int>(I))...);
+  return __builtin_shufflevector(p, q, static_cast<int>(2 * I)...) +
+         __builtin_shufflevector(p, q, static_cast<int>(2 * I + 1)...);
+}
+// The pairwise sums of v's lanes as a vector of half the width.
+template <typename T, int Bytes, size_t... I>
+STRATA_ALWAYS_INLINE typename VecOf<T, Bytes / 2>::type halve(typename VecOf<T, Bytes>::type v,
+                                                              std::index_sequence<I...>) {
+  return __builtin_shufflevector(v, v, static_cast<int>(2 * I)...) +
+         __builtin_shufflevector(v, v, static_cast<int>(2 * I + 1)...);
+}
+// v holds 4 rows' partial sums in 4 contiguous groups of lanes; returns [row0, row1, row2, row3].
+template <typename T, int Bytes>
+STRATA_ALWAYS_INLINE typename VecOf<T, 4 * sizeof(T)>::type fold_groups(typename VecOf<T, Bytes>::type v) {
+  constexpr int L = Bytes / static_cast<int>(sizeof(T));
+  if constexpr (L == 4) return v;
+  else return fold_groups<T, Bytes / 2>(halve<T, Bytes>(v, std::make_index_sequence<L / 2>()));
 }
 
-// Upper half added onto the lower half, down to two lanes: log2 steps, not a lane-by-lane chain.
+// The sum of v's lanes, halving the width at each step.
 template <typename T, int Bytes>
-STRATA_ALWAYS_INLINE typename VecOf<T, 2 * sizeof(T)>::type fold_to_pair(typename VecOf<T, Bytes>::type v) {
-  if constexpr (Bytes == 2 * static_cast<int>(sizeof(T))) {
-    return v;
-  } else {
-    constexpr int H = Bytes / 2 / static_cast<int>(sizeof(T));
-    auto idx = std::make_index_sequence<H>();
-    return fold_to_pair<T, Bytes / 2>(half_of<T, Bytes, 0>(v, idx) + half_of<T, Bytes, H>(v, idx));
-  }
+STRATA_ALWAYS_INLINE T lane_sum(typename VecOf<T, Bytes>::type v) {
+  constexpr int L = Bytes / static_cast<int>(sizeof(T));
+  if constexpr (L == 2) return v[0] + v[1];
+  else return lane_sum<T, Bytes / 2>(halve<T, Bytes>(v, std::make_index_sequence<L / 2>()));
 }
 
 template <typename T>
@@ -247,12 +264,14 @@ STRATA_ALWAYS_INLINE void store_y(T* y, T acc, T alpha, T beta) {
   *y = beta == T(0) ? alpha * acc : alpha * acc + beta * *y;
 }
 
-// 'N', R rows at once: y[i] = alpha * dot(A[i, :n], x) + beta * y[i].
+// 'N', R rows at once (R = 1 or 4): y[i] = alpha * dot(A[i, :n], x) + beta * y[i].
 // Two accumulators per row over the vector part, the < kLanes tail added to
-// independent lanes, then one halving reduction per row.
+// independent lanes, then the rows' lanes are summed together: pairwise sums of
+// two rows share one vector, so 4 rows take log2 steps in all, not 4 each.
 template <typename T, int R>
 STRATA_ALWAYS_INLINE void gemv_n_rows(int64_t n, T alpha, const T* __restrict a, int64_t lda,
                                       const T* __restrict x, T beta, T* y, int64_t incy) {
+  static_assert(R == 1 || R == 4);
   constexpr int VL = kLanes<T>;
   Vec<T> acc0[R], acc1[R];
 #pragma GCC unroll 8
@@ -273,27 +292,32 @@ STRATA_ALWAYS_INLINE void gemv_n_rows(int64_t n, T alpha, const T* __restrict a,
     j += VL;
   }
   const int tail = static_cast<int>(n - j);
-  using Pair = typename VecOf<T, 2 * sizeof(T)>::type;
-  Pair pr[R];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    Vec<T> s = acc0[r] + acc1[r];
+    acc0[r] += acc1[r];
     if (tail) {
       alignas(kVecBytes) T t[VL] = {};
       const T* ar = a + r * lda + j;
       for (int l = 0; l < tail; ++l) t[l] = ar[l] * x[j + l];
-      s += vload(t);
+      acc0[r] += vload(t);
     }
-    pr[r] = fold_to_pair<T, kVecBytes>(s);
   }
-  // Rows in pairs: [a0 + a1, b0 + b1] from the pairs a and b.
-#pragma GCC unroll 8
-  for (int r = 0; r + 1 < R; r += 2) {
-    Pair sums = __builtin_shufflevector(pr[r], pr[r + 1], 0, 2) + __builtin_shufflevector(pr[r], pr[r + 1], 1, 3);
-    store_y(y + r * incy, sums[0], alpha, beta);
-    store_y(y + (r + 1) * incy, sums[1], alpha, beta);
+  alignas(kVecBytes) T sums[4];
+  if constexpr (R == 1) {
+    sums[0] = lane_sum<T, kVecBytes>(acc0[0]);
+  } else if constexpr (VL == 2) {
+    const auto idx = std::make_index_sequence<VL>();
+    Vec<T> u = pair_sums<T, kVecBytes>(acc0[0], acc0[1], idx), v = pair_sums<T, kVecBytes>(acc0[2], acc0[3], idx);
+    vstore(sums, u);
+    vstore(sums + 2, v);
+  } else {
+    const auto idx = std::make_index_sequence<VL>();
+    Vec<T> u = pair_sums<T, kVecBytes>(acc0[0], acc0[1], idx), v = pair_sums<T, kVecBytes>(acc0[2], acc0[3], idx);
+    auto w = fold_groups<T, kVecBytes>(pair_sums<T, kVecBytes>(u, v, idx));
+    std::memcpy(sums, &w, sizeof(w));
   }
-  if constexpr (R % 2 == 1) store_y(y + (R - 1) * incy, pr[R - 1][0] + pr[R - 1][1], alpha, beta);
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) store_y(y + r * incy, sums[r], alpha, beta);
 }
 
 template <typename T>
@@ -338,7 +362,16 @@ void gemv_t_cols(int64_t c0, int64_t c1, int64_t m, T alpha, const T* a, int64_t
   alignas(kVecBytes) T buf[W * VL];
   int64_t j = c0;
   auto flush = [&](int64_t len) {
-    for (int64_t l = 0; l < len; ++l) store_y(y + (j + l) * incy, buf[l], alpha, beta);
+    T* __restrict yj = y + j * incy;
+    if (incy != 1) {
+      for (int64_t l = 0; l < len; ++l) store_y(yj + l * incy, buf[l], alpha, beta);
+    } else if (beta == T(0)) {
+#pragma omp simd
+      for (int64_t l = 0; l < len; ++l) yj[l] = alpha * buf[l];
+    } else {
+#pragma omp simd
+      for (int64_t l = 0; l < len; ++l) yj[l] = alpha * buf[l] + beta * yj[l];
+    }
   };
   for (; j + W * VL <= c1; j += W * VL) {
     gemv_t_panel<T, W>(m, a + j, lda, x, buf);
