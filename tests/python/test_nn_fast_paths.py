@@ -11,6 +11,15 @@ from strata import nn
 F = nn.functional
 
 
+@pytest.fixture(autouse=True)
+def _keep_global_rng():
+    # Module construction draws from the global generator; leave its state as found so that tests later in the
+    # session see the same random numbers whether or not these ran.
+    state = strata.get_rng_state()
+    yield
+    strata.set_rng_state(state)
+
+
 def _x(*shape):
     return strata.from_numpy(np.random.default_rng(0).standard_normal(shape).astype(np.float32))
 
