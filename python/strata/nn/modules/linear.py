@@ -59,9 +59,14 @@ class Linear(Module):
         # self.weight goes through Module.__getattr__ only after a failed normal lookup, which costs about as much
         # as a small linear layer itself; read _parameters directly whenever normal lookup would end up there.
         p = self._parameters
-        d = self.__dict__
-        if "weight" in p and "bias" in p and "weight" not in d and "bias" not in d and _plain_class(type(self)):
-            return F.linear(input, p["weight"], p["bias"])
+        if "weight" in p and "bias" in p:
+            plain = _plain_classes.get(type(self))
+            if plain is None:
+                plain = _plain_class(type(self))
+            if plain:
+                d = self.__dict__
+                if "weight" not in d and "bias" not in d:
+                    return F.linear(input, p["weight"], p["bias"])
         return F.linear(input, self.weight, self.bias)
 
     def extra_repr(self):
