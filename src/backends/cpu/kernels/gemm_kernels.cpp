@@ -194,8 +194,9 @@ void native_dgemm(char ta, char tb, int64_t m, int64_t n, int64_t k, double alph
 // The vector-shaped products (a batch-1 linear layer is x @ W^T, a 'N' gemv
 // with short rows). Accumulators live in vector registers (GCC vector
 // extensions: plain `acc[l]` arrays end up on the stack), several rows or
-// column panels are in flight at once so the FMA latency is hidden, and each
-// row's lanes are summed by halving the vector (log2 steps), not lane by lane.
+// column panels are in flight at once so the FMA latency is hidden, and the
+// lanes of a row are summed in log2 shuffle-and-add steps shared between 4 rows
+// (not one dependent scalar add per lane, which bound the old loop).
 
 template <typename T, int Bytes>
 struct VecOf {
