@@ -10,18 +10,23 @@ import functools
 from . import _C
 
 is_grad_enabled = _C._is_grad_enabled
+# Bound once: `with no_grad():` sits on every inference call's path.
+_is_enabled = _C._is_grad_enabled
+_set_enabled = _C._set_grad_enabled
 
 
 class _Mode:
+    # Slots where no instance state beyond the saved mode is needed: a cheaper `with no_grad():`.
+    __slots__ = ("_prev",)
     enabled = True
 
     def __enter__(self):
-        self._prev = _C._is_grad_enabled()
-        _C._set_grad_enabled(self.enabled)
+        self._prev = _is_enabled()
+        _set_enabled(self.enabled)
         return self
 
-    def __exit__(self, *exc):
-        _C._set_grad_enabled(self._prev)
+    def __exit__(self, exc_type, exc_value, traceback):
+        _set_enabled(self._prev)
         return False
 
     def __call__(self, fn):
@@ -40,10 +45,12 @@ class _Mode:
 
 
 class no_grad(_Mode):
+    __slots__ = ()
     enabled = False
 
 
 class enable_grad(_Mode):
+    __slots__ = ()
     enabled = True
 
 

@@ -55,7 +55,11 @@ def _act(op, input, inplace, *args):
 
 
 def relu(input, inplace=False):
-    return _act(_ops.relu, input, inplace)
+    # Written out rather than through _act: this is on every MLP's hot path.
+    if inplace:
+        _ops.relu(input, out=input)
+        return input
+    return _ops.relu(input)
 
 
 def relu_(input):
@@ -166,8 +170,8 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
 
 # ---- linear, embedding -------------------------------------------------------------
 
-def linear(input, weight, bias=None):
-    return _ops.linear(input, weight, bias)
+# The op itself, as torch's F.linear is its builtin: no Python frame per call.
+linear = _ops.linear
 
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,

@@ -15,7 +15,7 @@ class ReLU(Module):
         self.inplace = inplace
 
     def forward(self, input):
-        return F.relu(input, inplace=self.inplace)
+        return F.relu(input, self.inplace)
 
     def extra_repr(self):
         return "inplace=True" if self.inplace else ""

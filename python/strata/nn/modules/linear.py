@@ -9,6 +9,17 @@ from .module import Module
 
 __all__ = ["Identity", "Linear", "Bilinear", "NonDynamicallyQuantizableLinear"]
 
+_plain_classes = {}
+
+
+def _plain_class(cls):
+    """True when cls defines neither `weight` nor `bias` as a class attribute (a property from
+    nn.utils.parametrize, say), so that instance attribute lookup of them falls through to _parameters."""
+    r = _plain_classes.get(cls)
+    if r is None:
+        r = _plain_classes[cls] = not (hasattr(cls, "weight") or hasattr(cls, "bias"))
+    return r
+
 
 class Identity(Module):
     """Returns its input; accepts and ignores any constructor arguments."""
@@ -45,6 +56,17 @@ class Linear(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input):
+        # self.weight goes through Module.__getattr__ only after a failed normal lookup, which costs about as much
+        # as a small linear layer itself; read _parameters directly whenever normal lookup would end up there.
+        p = self._parameters
+        if "weight" in p and "bias" in p:
+            plain = _plain_classes.get(type(self))
+            if plain is None:
+                plain = _plain_class(type(self))
+            if plain:
+                d = self.__dict__
+                if "weight" not in d and "bias" not in d:
+                    return F.linear(input, p["weight"], p["bias"])
         return F.linear(input, self.weight, self.bias)
 
     def extra_repr(self):

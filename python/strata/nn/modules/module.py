@@ -474,8 +474,12 @@ class Module:
         return handle
 
     def _call_impl(self, *args, **kwargs):
-        if not self._forward_pre_hooks and not self._forward_hooks:
-            return self.forward(*args, **kwargs)
+        # The hook-free fast path (Sequential.forward inlines the same test). Passing an empty **kwargs on would
+        # cost a dict unpacking per call.
+        if not (self._forward_pre_hooks or self._forward_hooks):
+            if kwargs:
+                return self.forward(*args, **kwargs)
+            return self.forward(*args)
         for hook_id, hook in list(self._forward_pre_hooks.items()):
             if hook_id in self._forward_pre_hooks_with_kwargs:
                 res = hook(self, args, kwargs)

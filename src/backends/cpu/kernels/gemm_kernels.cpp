@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/gemm_native.h"
@@ -188,93 +189,263 @@ void native_dgemm(char ta, char tb, int64_t m, int64_t n, int64_t k, double alph
   native_gemm<double>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-// Dot product with several independent vector accumulators (GCC leaves an
-// `omp simd reduction` inside a lambda scalar, and one accumulator would be
-// bound by the FMA latency anyway).
+// ---- gemv ---------------------------------------------------------------------
+//
+// The vector-shaped products (a batch-1 linear layer is x @ W^T, a 'N' gemv
+// with short rows). Accumulators live in vector registers (GCC vector
+// extensions: plain `acc[l]` arrays end up on the stack), several rows or
+// column panels are in flight at once so the FMA latency is hidden, and the
+// lanes of a row are summed in log2 shuffle-and-add steps shared between 4 rows
+// (not one dependent scalar add per lane, which bound the old loop).
+
+template <typename T, int Bytes>
+struct VecOf {
+  typedef T type __attribute__((vector_size(Bytes)));
+};
 template <typename T>
-STRATA_ALWAYS_INLINE T dot_contig(const T* __restrict a, const T* __restrict b, int64_t n) {
-  constexpr int L = 4 * kVecBytes / static_cast<int>(sizeof(T));
-  T acc[L];
-  for (int l = 0; l < L; ++l) acc[l] = T(0);
-  int64_t j = 0;
-  for (; j + L <= n; j += L) {
-#pragma omp simd
-    for (int l = 0; l < L; ++l) acc[l] += a[j + l] * b[j + l];
-  }
-  T s = 0;
-  for (int l = 0; l < L; ++l) s += acc[l];
-  for (; j < n; ++j) s += a[j] * b[j];
-  return s;
+using Vec = typename VecOf<T, kVecBytes>::type;
+template <typename T>
+constexpr int kLanes = kVecBytes / static_cast<int>(sizeof(T));
+
+template <typename T>
+STRATA_ALWAYS_INLINE Vec<T> vload(const T* p) {
+  Vec<T> v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+template <typename T>
+STRATA_ALWAYS_INLINE void vstore(T* p, Vec<T> v) {
+  std::memcpy(p, &v, sizeof(v));
+}
+template <typename T, size_t... I>
+STRATA_ALWAYS_INLINE Vec<T> vbroadcast_impl(T s, std::index_sequence<I...>) {
+  return Vec<T>{((void)I, s)...};
+}
+// (Not `Vec<T>{} + s`: the compiler may not drop the + 0, which would turn -0.0 into +0.0.)
+template <typename T>
+STRATA_ALWAYS_INLINE Vec<T> vbroadcast(T s) {
+  return vbroadcast_impl(s, std::make_index_sequence<kLanes<T>>());
 }
 
-// gemv for the vector-shaped products: stream A once, at memory bandwidth.
+// Lane i of the result is p[2i] + p[2i + 1] for i < L/2 and q[2i - L] + q[2i - L + 1]
+// above: the pairwise sums of p's lanes, then of q's.
+template <typename T, int Bytes, size_t... I>
+STRATA_ALWAYS_INLINE typename VecOf<T, Bytes>::type pair_sums(typename VecOf<T, Bytes>::type p,
+                                                              typename VecOf<T, Bytes>::type q,
+                                                              std::index_sequence<I...>) {
+  return __builtin_shufflevector(p, q, static_cast<int>(2 * I)...) +
+         __builtin_shufflevector(p, q, static_cast<int>(2 * I + 1)...);
+}
+// The pairwise sums of v's lanes as a vector of half the width.
+template <typename T, int Bytes, size_t... I>
+STRATA_ALWAYS_INLINE typename VecOf<T, Bytes / 2>::type halve(typename VecOf<T, Bytes>::type v,
+                                                              std::index_sequence<I...>) {
+  return __builtin_shufflevector(v, v, static_cast<int>(2 * I)...) +
+         __builtin_shufflevector(v, v, static_cast<int>(2 * I + 1)...);
+}
+// v holds 4 rows' partial sums in 4 contiguous groups of lanes; returns [row0, row1, row2, row3].
+template <typename T, int Bytes>
+STRATA_ALWAYS_INLINE typename VecOf<T, 4 * sizeof(T)>::type fold_groups(typename VecOf<T, Bytes>::type v) {
+  constexpr int L = Bytes / static_cast<int>(sizeof(T));
+  if constexpr (L == 4) return v;
+  else return fold_groups<T, Bytes / 2>(halve<T, Bytes>(v, std::make_index_sequence<L / 2>()));
+}
+
+// The sum of v's lanes, halving the width at each step.
+template <typename T, int Bytes>
+STRATA_ALWAYS_INLINE T lane_sum(typename VecOf<T, Bytes>::type v) {
+  constexpr int L = Bytes / static_cast<int>(sizeof(T));
+  if constexpr (L == 2) return v[0] + v[1];
+  else return lane_sum<T, Bytes / 2>(halve<T, Bytes>(v, std::make_index_sequence<L / 2>()));
+}
+
+template <typename T>
+STRATA_ALWAYS_INLINE void store_y(T* y, T acc, T alpha, T beta) {
+  // beta == 0 must not read y (it may hold NaN), as in BLAS.
+  *y = beta == T(0) ? alpha * acc : alpha * acc + beta * *y;
+}
+
+// 'N', R rows at once (R = 1 or 4): y[i] = alpha * dot(A[i, :n], x) + beta * y[i].
+// Two accumulators per row over the vector part, the < kLanes tail added to
+// independent lanes, then the rows' lanes are summed together: pairwise sums of
+// two rows share one vector, so 4 rows take log2 steps in all, not 4 each.
+template <typename T, int R>
+STRATA_ALWAYS_INLINE void gemv_n_rows(int64_t n, T alpha, const T* __restrict a, int64_t lda,
+                                      const T* __restrict x, T beta, T* y, int64_t incy) {
+  static_assert(R == 1 || R == 4);
+  constexpr int VL = kLanes<T>;
+  Vec<T> acc0[R], acc1[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = Vec<T>{};
+  int64_t j = 0;
+  for (; j + 2 * VL <= n; j += 2 * VL) {
+    const Vec<T> x0 = vload(x + j), x1 = vload(x + j + VL);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      acc0[r] += vload(a + r * lda + j) * x0;
+      acc1[r] += vload(a + r * lda + j + VL) * x1;
+    }
+  }
+  if (j + VL <= n) {
+    const Vec<T> x0 = vload(x + j);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) acc1[r] += vload(a + r * lda + j) * x0;
+    j += VL;
+  }
+  const int tail = static_cast<int>(n - j);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    acc0[r] += acc1[r];
+    if (tail) {
+      alignas(kVecBytes) T t[VL] = {};
+      const T* ar = a + r * lda + j;
+      for (int l = 0; l < tail; ++l) t[l] = ar[l] * x[j + l];
+      acc0[r] += vload(t);
+    }
+  }
+  alignas(kVecBytes) T sums[4];
+  if constexpr (R == 1) {
+    sums[0] = lane_sum<T, kVecBytes>(acc0[0]);
+  } else if constexpr (VL == 2) {
+    const auto idx = std::make_index_sequence<VL>();
+    Vec<T> u = pair_sums<T, kVecBytes>(acc0[0], acc0[1], idx), v = pair_sums<T, kVecBytes>(acc0[2], acc0[3], idx);
+    vstore(sums, u);
+    vstore(sums + 2, v);
+  } else {
+    const auto idx = std::make_index_sequence<VL>();
+    Vec<T> u = pair_sums<T, kVecBytes>(acc0[0], acc0[1], idx), v = pair_sums<T, kVecBytes>(acc0[2], acc0[3], idx);
+    auto w = fold_groups<T, kVecBytes>(pair_sums<T, kVecBytes>(u, v, idx));
+    std::memcpy(sums, &w, sizeof(w));
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) store_y(y + r * incy, sums[r], alpha, beta);
+}
+
+template <typename T>
+void gemv_n_range(int64_t i0, int64_t i1, int64_t n, T alpha, const T* a, int64_t lda, const T* x, T beta, T* y,
+                  int64_t incy) {
+  int64_t i = i0;
+  for (; i + 4 <= i1; i += 4) gemv_n_rows<T, 4>(n, alpha, a + i * lda, lda, x, beta, y + i * incy, incy);
+  for (; i < i1; ++i) gemv_n_rows<T, 1>(n, alpha, a + i * lda, lda, x, beta, y + i * incy, incy);
+}
+
+// 'T' over the columns [j0, j0 + W * kLanes): acc[c] = sum_p x[p] * A[p, j0 + c]
+// with the panel held in registers; even and odd rows go to separate
+// accumulators so consecutive FMAs do not wait on each other.
+template <typename T, int W>
+STRATA_ALWAYS_INLINE void gemv_t_panel(int64_t m, const T* __restrict a, int64_t lda, const T* __restrict x,
+                                       T* __restrict out) {
+  constexpr int VL = kLanes<T>;
+  Vec<T> e[W], o[W];
+  for (int w = 0; w < W; ++w) e[w] = o[w] = Vec<T>{};
+  int64_t p = 0;
+  for (; p + 2 <= m; p += 2) {
+    const Vec<T> x0 = vbroadcast(x[p]), x1 = vbroadcast(x[p + 1]);
+    const T* r0 = a + p * lda;
+    const T* r1 = r0 + lda;
+    for (int w = 0; w < W; ++w) {
+      e[w] += x0 * vload(r0 + w * VL);
+      o[w] += x1 * vload(r1 + w * VL);
+    }
+  }
+  if (p < m) {
+    const Vec<T> x0 = vbroadcast(x[p]);
+    for (int w = 0; w < W; ++w) e[w] += x0 * vload(a + p * lda + w * VL);
+  }
+  for (int w = 0; w < W; ++w) vstore(out + w * VL, e[w] + o[w]);
+}
+
+// 'T' for the columns [c0, c1) of A (m rows): y[j] = alpha * sum_p x[p] A[p, j] + beta * y[j].
+template <typename T>
+void gemv_t_cols(int64_t c0, int64_t c1, int64_t m, T alpha, const T* a, int64_t lda, const T* x, T beta, T* y,
+                 int64_t incy) {
+  constexpr int VL = kLanes<T>, W = 4;
+  alignas(kVecBytes) T buf[W * VL];
+  int64_t j = c0;
+  auto flush = [&](int64_t len) {
+    T* __restrict yj = y + j * incy;
+    if (incy != 1) {
+      for (int64_t l = 0; l < len; ++l) store_y(yj + l * incy, buf[l], alpha, beta);
+    } else if (beta == T(0)) {
+#pragma omp simd
+      for (int64_t l = 0; l < len; ++l) yj[l] = alpha * buf[l];
+    } else {
+#pragma omp simd
+      for (int64_t l = 0; l < len; ++l) yj[l] = alpha * buf[l] + beta * yj[l];
+    }
+  };
+  for (; j + W * VL <= c1; j += W * VL) {
+    gemv_t_panel<T, W>(m, a + j, lda, x, buf);
+    flush(W * VL);
+  }
+  for (; j + VL <= c1; j += VL) {
+    gemv_t_panel<T, 1>(m, a + j, lda, x, buf);
+    flush(VL);
+  }
+  if (j < c1) {
+    // Fewer than kLanes columns: lanes stay independent, so no long add chain.
+    const int len = static_cast<int>(c1 - j);
+    for (int l = 0; l < len; ++l) buf[l] = T(0);
+    for (int64_t p = 0; p < m; ++p) {
+      const T xv = x[p];
+      const T* r = a + p * lda + j;
+      for (int l = 0; l < len; ++l) buf[l] += xv * r[l];
+    }
+    flush(len);
+  }
+}
+
 template <typename T>
 void native_gemv(char trans, int64_t m, int64_t n, T alpha, const T* a, int64_t lda, const T* x, int64_t incx,
                  T beta, T* y, int64_t incy) {
-  const int64_t xlen = trans == 'N' ? n : m;
-  std::vector<T> xbuf;
-  if (incx != 1) {
-    xbuf.resize(static_cast<size_t>(xlen));
-    for (int64_t i = 0; i < xlen; ++i) xbuf[i] = x[i * incx];
-    x = xbuf.data();
-  }
-  const bool big = static_cast<double>(m) * n >= 65536.0;
-  if (trans == 'N') {
-    // y[i] = dot(A[i, :], x): rows split between threads.
-    auto rows = [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        T acc = dot_contig(a + i * lda, x, n);
-        y[i * incy] = beta == T(0) ? alpha * acc : alpha * acc + beta * y[i * incy];
-      }
-    };
-    if (big) parallel_for(0, m, std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)), rows);
-    else rows(0, m);
+  if (m <= 0 || n <= 0) {
+    const int64_t len = trans == 'N' ? m : n;
+    for (int64_t i = 0; i < len; ++i) y[i * incy] = beta == T(0) ? T(0) : beta * y[i * incy];
     return;
   }
-  // y[j] = sum_p x[p] * A[p, j]: threads own column chunks that stay in L1
-  // while the rows of A stream past.
-  constexpr int64_t kChunk = 1024;
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-  auto cols = [&](int64_t c0, int64_t c1) {
-    alignas(64) T acc[kChunk];
-    for (int64_t ch = c0; ch < c1; ++ch) {
-      const int64_t j0 = ch * kChunk, len = std::min(kChunk, n - j0);
-      for (int64_t j = 0; j < len; ++j) acc[j] = T(0);
-      for (int64_t p = 0; p < m; ++p) {
-        const T xv = x[p];
-        const T* __restrict r = a + p * lda + j0;
-#pragma omp simd
-        for (int64_t j = 0; j < len; ++j) acc[j] += xv * r[j];
-      }
-      for (int64_t j = 0; j < len; ++j) {
-        T* yj = y + (j0 + j) * incy;
-        *yj = beta == T(0) ? alpha * acc[j] : alpha * acc[j] + beta * *yj;
-      }
+  const int64_t xlen = trans == 'N' ? n : m;
+  // x is read once per row block (or per column panel): make it contiguous.
+  constexpr int64_t kStackX = 1024;
+  alignas(64) T xstack[kStackX];
+  std::vector<T> xheap;
+  if (incx != 1) {
+    T* dst = xstack;
+    if (xlen > kStackX) {
+      xheap.resize(static_cast<size_t>(xlen));
+      dst = xheap.data();
     }
+    for (int64_t i = 0; i < xlen; ++i) dst[i] = x[i * incx];
+    x = dst;
+  }
+  const bool threads = static_cast<double>(m) * n >= 65536.0 && get_num_threads() > 1 && !in_parallel_region();
+  if (trans == 'N') {
+    auto rows = [&](int64_t i0, int64_t i1) { gemv_n_range(i0, i1, n, alpha, a, lda, x, beta, y, incy); };
+    if (!threads) return rows(0, m);
+    // Row blocks of 4 per unit so only the last block of the matrix takes the one-row path.
+    const int64_t blocks = (m + 3) / 4;
+    const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1));
+    parallel_for(0, blocks, grain, [&](int64_t b0, int64_t b1) { rows(b0 * 4, std::min(m, b1 * 4)); });
+    return;
+  }
+  constexpr int64_t kPanel = 4 * kLanes<T>;
+  const int64_t panels = (n + kPanel - 1) / kPanel;
+  auto cols = [&](int64_t p0, int64_t p1) {
+    gemv_t_cols(p0 * kPanel, std::min(n, p1 * kPanel), m, alpha, a, lda, x, beta, y, incy);
   };
-  if (big && chunks > 1) {
-    parallel_for(0, chunks, 1, cols);
-  } else if (big && get_num_threads() > 1 && !in_parallel_region()) {
-    // One chunk of columns but many rows: split the rows, add the partial sums.
-    const int nt = get_num_threads();
-    std::vector<T> part(static_cast<size_t>(nt) * n, T(0));
-    parallel_for(0, m, std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)), [&](int64_t p0, int64_t p1) {
-      T* acc = part.data() + static_cast<int64_t>(omp_get_thread_num()) * n;
-      for (int64_t p = p0; p < p1; ++p) {
-        const T xv = x[p];
-        const T* __restrict r = a + p * lda;
-#pragma omp simd
-        for (int64_t j = 0; j < n; ++j) acc[j] += xv * r[j];
-      }
-    });
-    for (int64_t j = 0; j < n; ++j) {
-      T s = 0;
-      for (int t = 0; t < nt; ++t) s += part[t * n + j];
-      T* yj = y + j * incy;
-      *yj = beta == T(0) ? alpha * s : alpha * s + beta * *yj;
-    }
-  } else {
-    cols(0, chunks);
+  if (!threads) return cols(0, panels);
+  const int nt = get_num_threads();
+  if (panels >= 2 * nt) return parallel_for(0, panels, 1, cols);
+  // Few columns but many rows: split the rows, each thread sums its rows into
+  // its own partial result, and the partials are added at the end.
+  std::vector<T> part(static_cast<size_t>(nt) * n, T(0));
+  parallel_for(0, m, std::max<int64_t>(1, 16384 / n), [&](int64_t p0, int64_t p1) {
+    T* dst = part.data() + static_cast<int64_t>(omp_get_thread_num()) * n;
+    gemv_t_cols<T>(0, n, p1 - p0, T(1), a + p0 * lda, lda, x + p0, T(1), dst, 1);
+  });
+  for (int64_t j = 0; j < n; ++j) {
+    T s = 0;
+    for (int t = 0; t < nt; ++t) s += part[t * n + j];
+    store_y(y + j * incy, s, alpha, beta);
   }
 }
 
