@@ -681,6 +681,98 @@ nb::object make_op_function(const std::string& name, OpKind kind = OpKind::Funct
   return nb::steal(reinterpret_cast<PyObject*>(f));
 }
 
+// Note [Operator slots]
+// `a + b` reaches Tensor.__add__ through CPython's generic slot for classes
+// that define __add__ in Python (slot_nb_add: a method-cache lookup of
+// "__add__", then a vectorcall). Tensor's own number slots call the op
+// directly for the common case, two plain Tensors. Every other case follows
+// the generic slot's protocol, written out here because CPython's version
+// only calls __add__ when the slot is its own: the left operand's __add__
+// when it is a Tensor (of any subclass), else the right one's __radd__, and
+// then the right one's __radd__ when __add__ gave NotImplemented and the right
+// operand's type shares this slot (otherwise CPython calls that type's slot
+// itself). Assigning Tensor.__add__ again (profiler.explain does, for a while)
+// makes CPython put its generic slot back: still correct, only without the
+// shortcut until _install_operator_slots runs again.
+struct FastSlot {
+  const Overloads* ov = nullptr;
+  binaryfunc self_slot = nullptr;
+  PyObject* name = nullptr;    // "__add__"
+  PyObject* rname = nullptr;   // "__radd__"
+  size_t offset = 0;           // of the slot in PyNumberMethods
+};
+FastSlot g_fast_slots[5];
+
+// type(self).<name>(self, other), looked up on the type as the operator
+// protocol does (an instance attribute never counts); NotImplemented if absent.
+PyObject* call_type_dunder(PyObject* self, PyObject* name, PyObject* other) {
+  PyObject* f = PyObject_GetAttr(reinterpret_cast<PyObject*>(Py_TYPE(self)), name);
+  if (!f) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return nullptr;
+    PyErr_Clear();
+    Py_RETURN_NOTIMPLEMENTED;
+  }
+  PyObject* args[2] = {self, other};
+  PyObject* r = PyObject_Vectorcall(f, args, 2, nullptr);
+  Py_DECREF(f);
+  return r;
+}
+
+template <int I>
+PyObject* fast_binary_slot(PyObject* a, PyObject* b) {
+  const FastSlot& s = g_fast_slots[I];
+  if (Py_TYPE(a) == g_tensor_type && Py_TYPE(b) == g_tensor_type) {
+    PyObject* args[2] = {a, b};
+    return call_op(*s.ov, args, 2, nullptr);
+  }
+  if (!PyObject_TypeCheck(a, g_tensor_type)) return call_type_dunder(b, s.rname, a);
+  PyObject* r = call_type_dunder(a, s.name, b);
+  if (r != Py_NotImplemented || Py_TYPE(a) == Py_TYPE(b)) return r;
+  PyNumberMethods* nb = Py_TYPE(b)->tp_as_number;
+  if (nb && *reinterpret_cast<binaryfunc*>(reinterpret_cast<char*>(nb) + s.offset) == &fast_binary_slot<I>) {
+    Py_DECREF(r);
+    return call_type_dunder(b, s.rname, a);
+  }
+  return r;
+}
+
+// Returns how many slots now take the shortcut.
+int install_operator_slots() {
+  PyNumberMethods* nm = g_tensor_type->tp_as_number;
+  if (!nm) return 0;
+  struct Entry {
+    const char* name;
+    const char* rname;
+    size_t offset;
+    binaryfunc fast;
+  };
+  const Entry entries[5] = {
+      {"__add__", "__radd__", offsetof(PyNumberMethods, nb_add), fast_binary_slot<0>},
+      {"__sub__", "__rsub__", offsetof(PyNumberMethods, nb_subtract), fast_binary_slot<1>},
+      {"__mul__", "__rmul__", offsetof(PyNumberMethods, nb_multiply), fast_binary_slot<2>},
+      {"__truediv__", "__rtruediv__", offsetof(PyNumberMethods, nb_true_divide), fast_binary_slot<3>},
+      {"__matmul__", "__rmatmul__", offsetof(PyNumberMethods, nb_matrix_multiply), fast_binary_slot<4>},
+  };
+  int installed = 0;
+  for (int i = 0; i < 5; ++i) {
+    const Entry& e = entries[i];
+    FastSlot& fs = g_fast_slots[i];
+    if (!fs.name) {
+      fs.name = PyUnicode_InternFromString(e.name);
+      fs.rname = PyUnicode_InternFromString(e.rname);
+      fs.offset = e.offset;
+    }
+    PyObject* m = PyDict_GetItemWithError(g_tensor_type->tp_dict, fs.name);  // borrowed
+    if (!m && PyErr_Occurred()) throw nb::python_error();
+    // Only the plain op method (op_vectorcall) is what the generic slot would call.
+    if (!m || Py_TYPE(m) != g_method_type || reinterpret_cast<OpFunction*>(m)->vectorcall != op_vectorcall) continue;
+    fs.ov = reinterpret_cast<OpFunction*>(m)->ov;
+    *reinterpret_cast<binaryfunc*>(reinterpret_cast<char*>(nm) + e.offset) = e.fast;
+    installed++;
+  }
+  return installed;
+}
+
 nb::dict schema_info(const OperatorEntry& e) {
   const FunctionSchema& s = e.schema();
   nb::dict d;
@@ -722,6 +814,8 @@ void bind_ops(nb::module_& m) {
     if (!nb::hasattr(ops, name.c_str())) ops.attr(name.c_str()) = make_op_function(name);
   }
   m.def("_op_method", [](const std::string& name) { return make_op_function(name, OpKind::Method); });
+  // After Tensor's operators are set: `a + b` on two Tensors skips CPython's generic slot (Note [Operator slots]).
+  m.def("_install_operator_slots", [] { return install_operator_slots(); });
   // Tensor.<name>_ for an op with out=: op(self, *args, out=self, **kwargs), returns self.
   m.def("_op_inplace_method", [](const std::string& name) { return make_op_function(name, OpKind::InplaceMethod); });
   // Tensor.__rsub__ etc.: the op with the operands swapped.

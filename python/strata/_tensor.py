@@ -192,6 +192,9 @@ for _dunder, _op in OPERATOR_METHODS.items():
     _make = _C._op_comparison_method if _dunder in _COMPARISONS else (
         _C._op_reflected_method if _dunder in _SWAPPED else _C._op_method)
     setattr(Tensor, _dunder, _make(_op))
+# Two plain Tensors go from the type's number slot straight to the op
+# (op_bind.cpp, Note [Operator slots]).
+_C._install_operator_slots()
 # In-place operators are the in-place method itself (a C method that returns
 # self), as torch binds them in C; no Python frame on `a += b`.
 INPLACE_OPERATOR_METHODS = {

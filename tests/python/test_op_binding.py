@@ -188,3 +188,39 @@ def test_reflected_operators_swap_operands():
     assert strata.Tensor.__rmatmul__(strata.tensor([[1.0], [1.0]]), m).tolist() == [[3.0]]
     with pytest.raises(TypeError, match="sub"):
         "x" - a
+
+
+def test_operator_slots_follow_the_binary_protocol():
+    # Tensor's number slots call the op directly for two plain Tensors and
+    # otherwise follow CPython's __op__/__rop__ protocol (op_bind.cpp, Note [Operator slots]).
+    a, b = strata.tensor([1.0, 2.0]), strata.tensor([3.0, 4.0])
+    assert (a + b).tolist() == [4.0, 6.0] and (a - b).tolist() == [-2.0, -2.0]
+    assert (a * b).tolist() == [3.0, 8.0] and (a / b).tolist() == pytest.approx([1 / 3, 0.5])
+    assert (a @ b).item() == 11.0
+    assert (1 + a).tolist() == [2.0, 3.0] and (1 - a).tolist() == [0.0, -1.0] and (2 / a).tolist() == [2.0, 1.0]
+    p = strata.nn.Parameter(strata.tensor([1.0, 1.0]))
+    assert (a + p).tolist() == (p + a).tolist() == [2.0, 3.0]
+
+    class Sub(strata.Tensor):
+        def __add__(self, other):
+            return "sub-add"
+
+        def __radd__(self, other):
+            return "sub-radd"
+
+    s = strata.Tensor._make_subclass(Sub, strata.tensor([1.0]), False)
+    assert a + s == "sub-radd"  # a subclass's reflected method goes first
+    assert s + a == "sub-add" and 1 + s == "sub-radd"
+    a.__dict__["__add__"] = lambda other: "instance attribute"  # operators look on the type only
+    assert (a + b).tolist() == [4.0, 6.0]
+    with pytest.raises(TypeError, match="add"):
+        a + "x"
+    # Re-assigning the operator (as profiler.explain does) must take effect, and restoring it must work.
+    original = strata.Tensor.__add__
+    try:
+        strata.Tensor.__add__ = lambda self, other: "patched"
+        assert a + b == "patched"
+    finally:
+        strata.Tensor.__add__ = original
+        strata._C._install_operator_slots()
+    assert (a + b).tolist() == [4.0, 6.0]

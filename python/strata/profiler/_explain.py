@@ -206,6 +206,7 @@ def _patch_entry_points(log):
     def restore():
         for obj, name, v in reversed(undo):
             setattr(obj, name, v)
+        _C._install_operator_slots()  # the setattr calls above reset the operator slots
 
     return restore
 
