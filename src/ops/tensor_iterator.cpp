@@ -79,6 +79,16 @@ Device common_device(std::span<const Tensor> ts, const char* op) {
   return dev.value_or(Device());
 }
 
+namespace {
+// std::equal on int64 ranges is a call to memcmp; shapes are a few dims long.
+inline bool same_sizes(IntArrayRef a, IntArrayRef b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+}  // namespace
+
 TensorIterator::TensorIterator(Config cfg, std::initializer_list<Tensor> inputs) : cfg_(std::move(cfg)) {
   STRATA_CHECK(static_cast<int>(inputs.size()) + 1 <= kMaxOperands, cfg_.op, ": too many operands");
   for (const Tensor& t : inputs) inputs_[ninputs_++] = t;
@@ -96,8 +106,7 @@ TensorIterator::TensorIterator(Config cfg, std::initializer_list<Tensor> inputs)
   IntArrayRef shape;
   bool same_shapes = ninputs_ > 0;
   for (int i = 1; same_shapes && i < ninputs(); ++i) {
-    IntArrayRef a = inputs_[0].sizes(), b = inputs_[i].sizes();
-    same_shapes = std::equal(a.begin(), a.end(), b.begin(), b.end());
+    same_shapes = same_sizes(inputs_[0].sizes(), inputs_[i].sizes());
   }
   if (same_shapes) {
     shape = inputs_[0].sizes();
@@ -177,8 +186,7 @@ void TensorIterator::compute_geometry(IntArrayRef shape) {
   bool flat = true;
   for (int o = 0; flat && o < nop; ++o) {
     const Tensor& t = o == 0 ? out_ : inputs_[o - 1];
-    IntArrayRef ts = t.sizes();
-    flat = t.is_contiguous() && std::equal(ts.begin(), ts.end(), shape.begin(), shape.end());
+    flat = t.is_contiguous() && same_sizes(t.sizes(), shape);
   }
   if (flat) {
     ndim_ = 1;
