@@ -123,3 +123,28 @@ def test_gelu_backward_matches_torch(dtype, approximate):
     # Both frameworks are off by ~1e-6 absolute in float32 (torch's own error against float64 is 1.0e-6 for tanh).
     tol = dict(rtol=2e-5, atol=3e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-13)
     np.testing.assert_allclose(got.numpy(), ref, **tol)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_gelu_backward_16bit_matches_torch(dtype, approximate):
+    x = np.linspace(-8, 8, 4001).astype(np.float32)
+    g = np.random.default_rng(2).uniform(-1, 1, x.shape).astype(np.float32)
+    tdt, sdt = getattr(torch, dtype), getattr(strata, dtype)
+    got = strata.gelu_backward(strata.from_numpy(g).to(sdt), strata.from_numpy(x).to(sdt), approximate=approximate)
+    ref = torch.ops.aten.gelu_backward(torch.from_numpy(g).to(tdt), torch.from_numpy(x).to(tdt),
+                                       approximate=approximate)
+    assert got.dtype == sdt
+    rtol = 2.0 ** -7 if dtype == "bfloat16" else 2.0 ** -10
+    np.testing.assert_allclose(got.to(strata.float32).numpy(), ref.float().numpy(), rtol=2 * rtol, atol=1e-3)
+
+
+def test_gelu_backward_special_values():
+    x = np.array([-np.inf, -20.0, -13.5, -12.9, -6.0, -1e-30, 0.0, 1e-30, 6.0, 12.9, 13.5, 20.0, np.inf, np.nan],
+                 dtype=np.float32)
+    g = np.ones_like(x)
+    got = strata.gelu_backward(strata.from_numpy(g), strata.from_numpy(x)).numpy()
+    ref = torch.ops.aten.gelu_backward(torch.from_numpy(g).double(), torch.from_numpy(x).double()).numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    fin = ~np.isnan(ref)
+    np.testing.assert_allclose(got[fin], ref[fin], rtol=1e-6, atol=1e-7)
