@@ -138,3 +138,13 @@ def test_conv2d_without_onednn_matches():
     env["PYTHONPATH"] = os.path.abspath(root) + os.pathsep + env.get("PYTHONPATH", "")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr
+
+
+def test_conv2d_zero_size_plane_big_batch():
+    # All taps read padding: the output is the bias (torch refuses such inputs; the oneDNN path must not be taken).
+    x = np.zeros((1000, 16, 0, 5), dtype=np.float32)
+    w = np.ones((64, 16, 2, 2), dtype=np.float32)
+    b = np.arange(64, dtype=np.float32)
+    got = strata.nn.functional.conv2d(strata.from_numpy(x), strata.from_numpy(w), strata.from_numpy(b), padding=1)
+    assert tuple(got.shape) == (1000, 64, 1, 6)
+    np.testing.assert_array_equal(got.numpy(), np.broadcast_to(b[None, :, None, None], (1000, 64, 1, 6)))
