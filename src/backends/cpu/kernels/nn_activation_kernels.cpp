@@ -10,7 +10,6 @@ namespace cpu {
 inline namespace STRATA_CPU_NS {
 namespace {
 
-
 // Float-only ops instantiate their loops for the four float types only.
 template <typename Op>
 void float_unary(TensorIterator& it, const Op& op) {

@@ -2,10 +2,11 @@
 // attention (see ops/nn_kernels.h for the contracts). Compiled once per ISA
 // level; float and double only, except pad which copies bytes.
 //
-// float32 convolutions big enough to pay for it go to oneDNN's convolution
-// primitive when the library loads (backends/cpu/dnnl_conv.cpp, Note [oneDNN
-// convolution]: 1.4-1.7x faster than im2col + GEMM on the small CNN); the
-// im2col + GEMM path below is the fallback and handles float64.
+// float32 convolutions (over 0.2 MFLOP, not 1x1: dnnl_conv::preferred) go to
+// oneDNN's convolution primitive when the library loads (backends/cpu/
+// dnnl_conv.cpp, Note [oneDNN convolution]: 1.7x faster than im2col + GEMM on
+// the small CNN's second layer); the im2col + GEMM path below is the fallback
+// and handles float64.
 #include <cmath>
 #include <cstring>
 #include <limits>
