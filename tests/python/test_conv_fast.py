@@ -140,11 +140,16 @@ def test_conv2d_without_onednn_matches():
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr
 
 
-def test_conv2d_zero_size_plane_big_batch():
-    # All taps read padding: the output is the bias (torch refuses such inputs; the oneDNN path must not be taken).
+def test_conv2d_zero_size_plane_is_an_error_like_torch():
+    # torch refuses an empty plane unless the batch or the channels are empty (oneDNN 2.6 would crash on it).
     x = np.zeros((1000, 16, 0, 5), dtype=np.float32)
     w = np.ones((64, 16, 2, 2), dtype=np.float32)
-    b = np.arange(64, dtype=np.float32)
-    got = strata.nn.functional.conv2d(strata.from_numpy(x), strata.from_numpy(w), strata.from_numpy(b), padding=1)
-    assert tuple(got.shape) == (1000, 64, 1, 6)
-    np.testing.assert_array_equal(got.numpy(), np.broadcast_to(b[None, :, None, None], (1000, 64, 1, 6)))
+    with pytest.raises(RuntimeError, match="Only zero batch or zero channel"):
+        torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), padding=1)
+    with pytest.raises(RuntimeError, match="conv2d: Only zero batch or zero channel"):
+        strata.nn.functional.conv2d(strata.from_numpy(x), strata.from_numpy(w), padding=1)
+    with pytest.raises(RuntimeError, match="conv1d: Only zero batch or zero channel"):
+        strata.nn.functional.conv1d(strata.zeros(2, 3, 0), strata.zeros(4, 3, 1), padding=1)
+    # An empty batch is fine on both.
+    got = strata.nn.functional.conv2d(strata.zeros(0, 16, 8, 8), strata.from_numpy(w), padding=1)
+    assert tuple(got.shape) == (0, 64, 9, 9)

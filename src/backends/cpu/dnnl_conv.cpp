@@ -282,7 +282,7 @@ bool preferred(const Conv2dShape& s) {
   // threads the tiniest one took 11 us through oneDNN (it always opens a parallel region) against 4.9 us, so
   // convolutions under 0.2 MFLOP stay on our path, which runs those on the calling thread.
   const double flops = 2.0 * s.n * s.o * s.oh * s.ow * (s.c / s.groups) * s.kh * s.kw;
-  // An input with a zero-size plane (all taps in the padding) crashes oneDNN 2.6: our path writes the bias.
+  // oneDNN 2.6 crashes on a zero-size plane; conv_nd rejects those like torch, this keeps any other caller safe.
   return !(s.kh == 1 && s.kw == 1) && s.h > 0 && s.w > 0 && flops >= 2e5 && api().ok;
 }
 
