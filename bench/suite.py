@@ -628,6 +628,8 @@ def train_memory_worker(path, framework, threads, steps, warmup, budget_s, small
         "rss_after_import_mib": rss_import * mib, "rss_after_setup_mib": rss_setup * mib,
         # Headline: the peak resident memory the training steps add on top of the built model and data.
         "peak_rss_growth_mib": (max(hwm_warm, hwm_steps) - rss_setup) * mib if hwm_reset else None,
+        # The whole process at its peak during the steps (library, model, data and the steps' memory).
+        "peak_rss_mib": max(hwm_warm, hwm_steps) * mib if hwm_reset else None,
         "steady_peak_rss_growth_mib": (hwm_steps - rss_warm) * mib if hwm_reset else None,
         "rss_growth_during_steps_mib": (rss_end - rss_warm) * mib,
         "ru_maxrss_mib": ru_maxrss_kib * mib,
@@ -671,7 +673,8 @@ def train_memory(env, path, quick):
             continue
         res[side] = json.loads(p.stdout.strip().splitlines()[-1])
     s, t = res.get("strata", {}), res.get("torch", {})
-    res["ratios"] = {k: _ratio(s.get(k), t.get(k)) for k in ("peak_rss_growth_mib", "steady_peak_rss_growth_mib")}
+    res["ratios"] = {k: _ratio(s.get(k), t.get(k))
+                     for k in ("peak_rss_growth_mib", "steady_peak_rss_growth_mib", "peak_rss_mib")}
     if "step_seconds" in s and "step_seconds" in t:
         res["ratios"]["step_seconds_median"] = _ratio(s["step_seconds"]["median"], t["step_seconds"]["median"])
     return res
@@ -848,8 +851,8 @@ def print_train_table(results):
     print("Training steps. Time per step (interleaved, in process): median [min-max]; 'alone': median in the "
           "framework's own process (the memory run). Ratios strata/torch.")
     print("Peak memory (one subprocess per framework): peak RSS growth over the built model+data during the warm-up "
-          "and the timed steps, and during the timed steps alone (steady); Strata's allocator: peak live bytes above "
-          "the live bytes before the steps, allocations per step.")
+          "and the timed steps, and during the timed steps alone (steady); the whole process's peak RSS; Strata's "
+          "allocator: peak live bytes above the live bytes before the steps, allocations per step.")
     for r in rows:
         t, m = r["times"], r["memory"]
         print(f"  {r['name']}")
@@ -865,6 +868,8 @@ def print_train_table(results):
                 line += f"  alone {fmt_time(mem['step_seconds']['median']):>9}"
                 line += (f"  peak RSS growth {_fmt_mib(mem['peak_rss_growth_mib']):>10}  steady "
                          f"{_fmt_mib(mem['steady_peak_rss_growth_mib']):>10}")
+                if mem.get("peak_rss_mib") is not None:
+                    line += f"  peak RSS {_fmt_mib(mem['peak_rss_mib']):>10}"
                 a = mem.get("allocator")
                 if a:
                     line += (f"  allocator peak growth {_fmt_mib(a['peak_growth_warmup_mib'])} (steady "
@@ -874,7 +879,8 @@ def print_train_table(results):
         parts = [f"time {fmt_ratio(r['ratios']['torch'])}"] if "torch" in r.get("ratios", {}) else []
         if rat.get("step_seconds_median") is not None:
             parts.append(f"time alone {fmt_ratio(rat['step_seconds_median'])}")
-        for key, label in (("peak_rss_growth_mib", "peak RSS growth"), ("steady_peak_rss_growth_mib", "steady")):
+        for key, label in (("peak_rss_growth_mib", "peak RSS growth"), ("steady_peak_rss_growth_mib", "steady"),
+                           ("peak_rss_mib", "peak RSS")):
             if rat.get(key) is not None:
                 parts.append(f"{label} {fmt_ratio(rat[key])}")
         if parts:
