@@ -25,7 +25,8 @@ from ._events import EventList, FunctionEvent, FunctionEventAvg, build_events
 from ._explain import explain, Explanation, OpCall
 
 __all__ = [
-    "profile", "record_function", "ProfilerActivity", "explain", "Explanation", "OpCall", "EventList",
+    "profile", "record_function", "ProfilerActivity", "ProfilerAction", "schedule", "tensorboard_trace_handler",
+    "explain", "Explanation", "OpCall", "EventList",
     "FunctionEvent", "FunctionEventAvg", "set_warn_on", "is_warn_on", "warn_on", "HiddenCopyWarning",
     "is_profiling",
 ]
@@ -43,6 +44,71 @@ class ProfilerActivity(enum.Enum):
     XPU = 2
     MTIA = 3
     PrivateUse1 = 4
+
+
+class ProfilerAction(enum.Enum):
+    """What the profiler does at a step under a schedule (torch.profiler.ProfilerAction)."""
+
+    NONE = 0
+    WARMUP = 1
+    RECORD = 2
+    RECORD_AND_SAVE = 3
+
+
+def schedule(*, wait, warmup, active, repeat=0, skip_first=0, skip_first_wait=0):
+    """A step -> ProfilerAction function, as torch.profiler.schedule: after `skip_first` steps, cycles of `wait`
+    idle steps, `warmup` steps and `active` recorded steps (the last one saves: on_trace_ready runs after it),
+    `repeat` times (0: without end). skip_first_wait=1 starts the first cycle at its warm-up."""
+    if wait < 0 or warmup < 0 or active <= 0 or repeat < 0 or skip_first < 0:
+        raise ValueError(f"Invalid profiler schedule arguments: wait={wait}, warmup={warmup}, active={active}, "
+                         f"repeat={repeat}, skip_first={skip_first}")
+    cycle = wait + warmup + active
+
+    def fn(step):
+        if step < 0:
+            raise ValueError(f"profiler schedule: step must be >= 0, got {step}")
+        if step < skip_first:
+            return ProfilerAction.NONE
+        step -= skip_first
+        if skip_first_wait:
+            step += wait  # the first cycle has no idle steps
+        if repeat > 0 and step // cycle >= repeat:
+            return ProfilerAction.NONE
+        pos = step % cycle
+        if pos < wait:
+            return ProfilerAction.NONE
+        if pos < wait + warmup:
+            return ProfilerAction.WARMUP
+        return ProfilerAction.RECORD if pos < cycle - 1 else ProfilerAction.RECORD_AND_SAVE
+
+    return fn
+
+
+def tensorboard_trace_handler(dir_name, worker_name=None, use_gzip=False, use_python_export=False):
+    """An on_trace_ready handler that writes each saved cycle's Chrome trace to
+    dir_name/<worker_name>.<time in ns>.pt.trace.json (.gz with use_gzip), as torch's does."""
+    import socket
+    import time
+
+    def handler(prof):
+        os.makedirs(dir_name, exist_ok=True)
+        worker = worker_name or f"{socket.gethostname()}_{os.getpid()}"
+        path = os.path.join(dir_name, f"{worker}.{time.time_ns()}.pt.trace.json")
+        if use_gzip:
+            import gzip
+            import tempfile
+
+            with tempfile.TemporaryDirectory() as tmp:
+                raw = prof.export_chrome_trace(os.path.join(tmp, "trace.json"))
+                with open(raw, "rb") as f, gzip.open(path + ".gz", "wb") as g:
+                    g.write(f.read())
+            return path + ".gz"
+        return prof.export_chrome_trace(path)
+
+    return handler
+
+
+_RECORDING = (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
 
 
 def supported_activities():
@@ -66,9 +132,13 @@ class profile:
     def __init__(self, activities=None, record_shapes=False, profile_memory=False, with_stack=False,
                  schedule=None, on_trace_ready=None, with_flops=False, with_modules=False, experimental_config=None,
                  acc_events=False, use_cuda=None, **kwargs):
-        if schedule is not None:
-            raise NotImplementedError("strata.profiler.profile: schedule= is not supported; profile the steps "
-                                      "you want inside the with-block")
+        if schedule is not None and not callable(schedule):
+            raise TypeError("profile: schedule must be a callable step -> ProfilerAction (see "
+                            "strata.profiler.schedule)")
+        self.schedule = schedule
+        self.step_num = 0
+        self._action = None  # the schedule's action for the current step, once started
+        self._step_token = None  # the open ProfilerStep#N range
         acts = set(activities) if activities is not None else {ProfilerActivity.CPU}
         if acts - {ProfilerActivity.CPU}:
             warnings.warn("strata.profiler.profile: only ProfilerActivity.CPU is recorded; other activities "
@@ -84,25 +154,59 @@ class profile:
         self._session = None
         self._events = None
 
-    def start(self):
-        if self._session is not None:
-            raise RuntimeError("profile: already started")
+    def _start_session(self):
         self._session = _C._profiler_start(record_shapes=self.record_shapes or self._explain,
                                            profile_memory=self.profile_memory, with_stack=self.with_stack,
                                            explain=self._explain)
-        return self
 
-    def stop(self):
-        if self._session is None:
-            return
+    def _stop_session(self):
+        """Ends the recording: its events become this profile's results and on_trace_ready sees them."""
+        if self._step_token is not None:
+            _C._record_function_exit(self._step_token)
+            self._step_token = None
         s, self._session = self._session, None
         _C._profiler_stop(s)
         self._events = build_events(_C._profiler_events(s), s.start_ns, self.profile_memory)
         if self.on_trace_ready is not None:
             self.on_trace_ready(self)
 
+    def _enter_action(self, action):
+        """Under a schedule: record the steps whose action records, each inside a ProfilerStep#<n> range."""
+        self._action = action
+        if action in _RECORDING:
+            if self._session is None:
+                self._start_session()
+            self._step_token = _C._record_function_enter(f"ProfilerStep#{self.step_num}", "user_annotation")
+
+    def start(self):
+        if self._session is not None or self._action is not None:
+            raise RuntimeError("profile: already started")
+        if self.schedule is None:
+            self._start_session()
+        else:
+            self._enter_action(self.schedule(self.step_num))
+        return self
+
+    def stop(self):
+        if self.schedule is not None:
+            self._action = None
+        if self._session is not None:
+            self._stop_session()
+
     def step(self):
-        """No-op (there is no schedule); kept so training loops that call it run."""
+        """Marks the end of a training step. Under a schedule, moves to the next step's action: recording starts
+        and stops as the schedule says, and after each saving step the cycle's results go to on_trace_ready.
+        Without a schedule it only counts steps (every step is recorded)."""
+        self.step_num += 1
+        if self.schedule is None or self._action is None:
+            return
+        prev, action = self._action, self.schedule(self.step_num)
+        if self._step_token is not None:
+            _C._record_function_exit(self._step_token)
+            self._step_token = None
+        if self._session is not None and (prev == ProfilerAction.RECORD_AND_SAVE or action not in _RECORDING):
+            self._stop_session()
+        self._enter_action(action)
 
     def __enter__(self):
         return self.start()
