@@ -37,6 +37,13 @@ constexpr int64_t kLanes = 16;
 // Columns of row i that causal masking keeps.
 inline int64_t kept_columns(const nn::AttnGeom& g, int64_t i) { return g.causal ? std::min(i + 1, g.s) : g.s; }
 
+// Causal attention computes its L x S products in blocks of rows, each only as wide as its last row's kept
+// columns: for L = S = 64 in two blocks, 3/4 of the full products' work.
+constexpr int64_t kCausalRows = 32;
+inline int64_t row_block(const nn::AttnGeom& g) { return g.causal ? kCausalRows : std::max<int64_t>(g.l, 1); }
+// Columns that rows [.., r1) of a row block keep.
+inline int64_t block_columns(const nn::AttnGeom& g, int64_t r1) { return g.causal ? std::min(r1, g.s) : g.s; }
+
 // Row stride of the per-thread score buffers: whole vectors, so that the row loops below have no scalar tails
 // (they run over the kept columns rounded up to whole vectors; the columns past them are only overwritten).
 inline int64_t padded(int64_t s) { return std::max<int64_t>((s + kLanes - 1) / kLanes * kLanes, kLanes); }
@@ -47,8 +54,11 @@ template <typename T>
 void probabilities(const nn::AttnGeom& g, const Operands<T>& x, int64_t b, T* P, int64_t ldp) {
   const int64_t L = g.l, S = g.s;
   if (S == 0) return;
-  cpublas::gemm(Trans::N, Trans::T, L, S, g.e, static_cast<T>(g.scale), x.q + g.q.off[b], g.q.rs, x.k + g.k.off[b],
-                g.k.rs, T(0), P, ldp);
+  for (int64_t r0 = 0; r0 < L; r0 += row_block(g)) {
+    const int64_t r1 = std::min(L, r0 + row_block(g));
+    cpublas::gemm(Trans::N, Trans::T, r1 - r0, block_columns(g, r1), g.e, static_cast<T>(g.scale),
+                  x.q + g.q.off[b] + r0 * g.q.rs, g.q.rs, x.k + g.k.off[b], g.k.rs, T(0), P + r0 * ldp, ldp);
+  }
   const T ninf = -std::numeric_limits<T>::infinity();
   for (int64_t i = 0; i < L; ++i) {
     T* __restrict row = P + i * ldp;
@@ -121,8 +131,11 @@ void attention_forward_kernel(const Tensor& q, const Tensor& k, const Tensor& v,
       for (int64_t b = lo; b < hi; ++b) {
         probabilities(g, x, b, buf.data(), ldp);
         // S == 0 gives k = 0: the GEMM writes zeros.
-        cpublas::gemm(Trans::N, Trans::N, g.l, g.ev, g.s, T(1), buf.data(), ldp, x.v + g.v.off[b], g.v.rs, T(0),
-                      op + g.out.off[b], g.out.rs);
+        for (int64_t r0 = 0; r0 < g.l; r0 += row_block(g)) {
+          const int64_t r1 = std::min(g.l, r0 + row_block(g));
+          cpublas::gemm(Trans::N, Trans::N, r1 - r0, g.ev, block_columns(g, r1), T(1), buf.data() + r0 * ldp, ldp,
+                        x.v + g.v.off[b], g.v.rs, T(0), op + g.out.off[b] + r0 * g.out.rs, g.out.rs);
+        }
       }
     });
   });
