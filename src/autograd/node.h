@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/small_vector.h"
+#include "core/small_vector.h"
 #include "core/tensor.h"
 
 namespace strata {

@@ -13,6 +13,7 @@
 namespace strata {
 
 STRATA_DEFINE_STUB(batched_gemm_stub, BatchedGemmFn);
+STRATA_DEFINE_STUB(bf16_out_gemm_stub, Bf16OutGemmFn);
 
 namespace {
 
@@ -137,6 +138,12 @@ void gemm_into(const char* op, const Tensor& c, const Tensor& a, const Tensor& b
     // to the backend as they are (oneDNN's bf16 GEMM on the CPU); float16
     // ones are widened first.
     const bool bf16 = dt == ScalarType::BFloat16 && a.dtype() == dt && b.dtype() == dt;
+    // Straight to bfloat16 where the backend can (oneDNN's matmul on the CPU):
+    // no float32 C and no rounding pass (Note [oneDNN matmul for bfloat16 results]).
+    if (bf16 && c.device().is_cpu() && c.dim() == 2 && a.dim() == 2 && b.dim() == 2 && !reduce_batch &&
+        beta.to_double() == 0.0 && alpha.to_double() == 1.0 &&
+        bf16_out_gemm_stub.get(c.device().type)(describe_gemm(dt, c, a, b, beta, alpha, false)))
+      return;
     Tensor af = bf16 ? a : to_dtype(a, ScalarType::Float32), bf = bf16 ? b : to_dtype(b, ScalarType::Float32);
     Tensor cf = empty_tensor(c.sizes(), ScalarType::Float32, c.device());
     bool read_c = beta.to_double() != 0.0;

@@ -29,5 +29,10 @@ struct BatchedGemm {
 };
 using BatchedGemmFn = void (*)(const BatchedGemm&);
 STRATA_DECLARE_STUB(batched_gemm_stub, BatchedGemmFn);
+// One bfloat16 product (no batch, alpha 1, beta 0) with a bfloat16 C: g.c is
+// bfloat16 here, not float32. Returns false, touching nothing, when the
+// backend has no direct way; the caller then goes through a float32 C.
+using Bf16OutGemmFn = bool (*)(const BatchedGemm&);
+STRATA_DECLARE_STUB(bf16_out_gemm_stub, Bf16OutGemmFn);
 
 }  // namespace strata

@@ -69,6 +69,9 @@ Tensor conv_nd(const char* op, int k, const Tensor& input, const Tensor& weight,
                  "). Kernel size: (", join_x(ksz), "). Kernel size can't be greater than actual input size");
     out_sp.push_back((padded[i] - ksz[i]) / stride[i] + 1);
   }
+  // Like torch: an empty plane only with an empty batch or no channels (the output would be the bias alone).
+  STRATA_CHECK(input.numel() != 0 || n == 0 || c == 0, op,
+               ": Only zero batch or zero channel inputs are supported, but got input shape: ", input.shape_str());
   Device dev = check_devices(op, {input, weight, has(bias) ? *bias : Tensor()});
   DimVector out_shape;
   if (batched) out_shape.push_back(n);

@@ -149,12 +149,15 @@ STRATA_IMPL_CPU_META(nan_to_num, nan_to_num_impl);
 
 STRATA_DEFINE_STUB(add_stub, PointwiseFn);
 Tensor add_impl(const Tensor& self, const Tensor& other, const Scalar& alpha, const OptT& out) {
-  ScalarType common = result_type({self, other});
-  STRATA_CHECK(!(alpha.is_floating_point() && is_integral_type(common, true)), "add: For integral input tensors, "
-                    "argument alpha must not be a floating point number.");
-  STRATA_CHECK(!(alpha.is_integral(false) && common == ScalarType::Bool) || alpha.to_int() == 1 ||
-                        alpha.to_int() == 0,
-                    "add: Boolean alpha only supported for Boolean results.");
+  // The default alpha (the integer 1) passes both checks for every dtype.
+  if (!(alpha.is_integral(false) && alpha.to_int() == 1)) {
+    ScalarType common = result_type({self, other});
+    STRATA_CHECK(!(alpha.is_floating_point() && is_integral_type(common, true)), "add: For integral input tensors, "
+                 "argument alpha must not be a floating point number.");
+    STRATA_CHECK(!(alpha.is_integral(false) && common == ScalarType::Bool) || alpha.to_int() == 1 ||
+                     alpha.to_int() == 0,
+                 "add: Boolean alpha only supported for Boolean results.");
+  }
   PwArgs a;
   a.a = alpha.to_double();
   return run_pointwise("add", add_stub, PwRule::Promote, {self, other}, out, a);
@@ -168,8 +171,7 @@ Tensor sub_impl(const Tensor& self, const Tensor& other, const Scalar& alpha, co
   STRATA_CHECK(self.dtype() != ScalarType::Bool && other.dtype() != ScalarType::Bool,
                     "sub: Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to "
                     "invert a mask, use the `~` or `logical_not()` operator instead.");
-  ScalarType common = result_type({self, other});
-  STRATA_CHECK(!(alpha.is_floating_point() && is_integral_type(common, true)),
+  STRATA_CHECK(!(alpha.is_floating_point() && is_integral_type(result_type({self, other}), true)),
                     "sub: For integral input tensors, argument alpha must not be a floating point number.");
   PwArgs a;
   a.a = -alpha.to_double();

@@ -3,6 +3,7 @@
 // and the coalesced geometry a reduction kernel runs over.
 #pragma once
 
+#include "core/small_vector.h"
 #include "core/tensor.h"
 #include "ops/stub.h"
 
@@ -17,8 +18,10 @@ namespace strata {
 // with stride 0 stands in for an empty group), so kernels never special-case
 // full reductions or reductions over nothing.
 struct ReduceGeom {
-  DimVector keep_sizes, keep_in, keep_out;
-  DimVector red_sizes, red_in;
+  // Inline: a reduction of a few dims allocates nothing for its geometry.
+  using Dims = SmallVec<int64_t, 6>;
+  Dims keep_sizes, keep_in, keep_out;
+  Dims red_sizes, red_in;
   int64_t nout = 1;  // product of keep_sizes
   int64_t nred = 1;  // product of red_sizes (0 for a reduction over an empty dim)
 };

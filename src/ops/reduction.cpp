@@ -50,60 +50,79 @@ DimVector reduced_shape(const Tensor& self, uint64_t mask, bool keepdim) {
   return s;
 }
 
-// Sorts dims innermost-first by input stride and merges neighbours that are
-// contiguous with each other in every stride array given.
-void coalesce(DimVector& sizes, std::vector<DimVector*> strides) {
-  std::vector<size_t> order(sizes.size());
-  std::iota(order.begin(), order.end(), 0);
-  const DimVector& key = *strides[0];
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key[a] < key[b]; });
-  DimVector s2;
-  std::vector<DimVector> st2(strides.size());
-  for (size_t i : order) {
-    if (!s2.empty()) {
+// Sorts the n dims innermost-first by their stride in st[0] (stable: equal
+// strides keep their order) and merges neighbours that are contiguous with
+// each other in every one of the nst stride arrays; writes the result to the
+// geometry's arrays. Fixed-size arrays: a tensor has at most 64 dims (the
+// reduction mask is 64 bits).
+void coalesce_into(int n, const int64_t* sizes, const int64_t* const* st, int nst, ReduceGeom::Dims& out_sizes,
+                   ReduceGeom::Dims* const* out_st) {
+  int order[64];
+  for (int i = 0; i < n; ++i) {
+    int j = i;
+    while (j > 0 && st[0][order[j - 1]] > st[0][i]) {
+      order[j] = order[j - 1];
+      --j;
+    }
+    order[j] = i;
+  }
+  for (int r = 0; r < n; ++r) {
+    const int i = order[r];
+    if (!out_sizes.empty()) {
       bool merge = true;
-      for (size_t k = 0; k < strides.size(); ++k) merge = merge && (*strides[k])[i] == st2[k].back() * s2.back();
+      for (int k = 0; k < nst; ++k) merge = merge && st[k][i] == out_st[k]->back() * out_sizes.back();
       if (merge) {
-        s2.back() *= sizes[i];
+        out_sizes.back() *= sizes[i];
         continue;
       }
     }
-    s2.push_back(sizes[i]);
-    for (size_t k = 0; k < strides.size(); ++k) st2[k].push_back((*strides[k])[i]);
+    out_sizes.push_back(sizes[i]);
+    for (int k = 0; k < nst; ++k) out_st[k]->push_back(st[k][i]);
   }
-  sizes = std::move(s2);
-  for (size_t k = 0; k < strides.size(); ++k) *strides[k] = std::move(st2[k]);
 }
 
 ReduceGeom make_geom(const Tensor& in, uint64_t mask) {
   ReduceGeom g;
-  DimVector kshape = reduced_shape(in, mask, true);
-  DimVector ostr = contiguous_strides(kshape);
+  const int nd = static_cast<int>(in.dim());
+  IntArrayRef sizes = in.sizes(), strides = in.strides();
+  // Strides of the contiguous keepdim output (reduced dims have size 1).
+  int64_t ostr[64];
+  int64_t acc = 1;
+  for (int d = nd - 1; d >= 0; --d) {
+    ostr[d] = acc;
+    if (!(mask & (uint64_t(1) << d))) acc *= std::max<int64_t>(sizes[d], 1);
+  }
+  int64_t rsz[64], rin[64], ksz[64], kin[64], kout[64];
+  int nr = 0, nk = 0;
   g.nred = 1;
-  for (int64_t d = 0; d < in.dim(); ++d) {
-    int64_t sz = in.size(d);
+  for (int d = 0; d < nd; ++d) {
+    const int64_t sz = sizes[d];
     if (mask & (uint64_t(1) << d)) {
       g.nred *= sz;
       if (sz == 1) continue;
-      g.red_sizes.push_back(sz);
-      g.red_in.push_back(in.stride(d));
+      rsz[nr] = sz;
+      rin[nr++] = strides[d];
     } else {
       if (sz == 1) continue;
-      g.keep_sizes.push_back(sz);
-      g.keep_in.push_back(in.stride(d));
-      g.keep_out.push_back(ostr[d]);
+      ksz[nk] = sz;
+      kin[nk] = strides[d];
+      kout[nk++] = ostr[d];
     }
   }
-  if (!g.red_sizes.empty()) coalesce(g.red_sizes, {&g.red_in});
-  if (!g.keep_sizes.empty()) coalesce(g.keep_sizes, {&g.keep_in, &g.keep_out});
+  const int64_t* rst[1] = {rin};
+  ReduceGeom::Dims* rout[1] = {&g.red_in};
+  coalesce_into(nr, rsz, rst, 1, g.red_sizes, rout);
+  const int64_t* kst[2] = {kin, kout};
+  ReduceGeom::Dims* kouts[2] = {&g.keep_in, &g.keep_out};
+  coalesce_into(nk, ksz, kst, 2, g.keep_sizes, kouts);
   if (g.red_sizes.empty()) {
-    g.red_sizes = {1};
-    g.red_in = {0};
+    g.red_sizes.push_back(1);
+    g.red_in.push_back(0);
   }
   if (g.keep_sizes.empty()) {
-    g.keep_sizes = {1};
-    g.keep_in = {0};
-    g.keep_out = {0};
+    g.keep_sizes.push_back(1);
+    g.keep_in.push_back(0);
+    g.keep_out.push_back(0);
   }
   g.nout = 1;
   for (int64_t s : g.keep_sizes) g.nout *= s;

@@ -79,6 +79,16 @@ Device common_device(std::span<const Tensor> ts, const char* op) {
   return dev.value_or(Device());
 }
 
+namespace {
+// std::equal on int64 ranges is a call to memcmp; shapes are a few dims long.
+inline bool same_sizes(IntArrayRef a, IntArrayRef b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+}  // namespace
+
 TensorIterator::TensorIterator(Config cfg, std::initializer_list<Tensor> inputs) : cfg_(std::move(cfg)) {
   STRATA_CHECK(static_cast<int>(inputs.size()) + 1 <= kMaxOperands, cfg_.op, ": too many operands");
   for (const Tensor& t : inputs) inputs_[ninputs_++] = t;
@@ -92,15 +102,20 @@ TensorIterator::TensorIterator(Config cfg, std::initializer_list<Tensor> inputs)
 
   // Broadcast shape. Same-shaped inputs (the common case) need no new vector:
   // the shape is a view of the first input's sizes.
+  // 0-d inputs (Python numbers: `x * 0.5`) broadcast to anything, so the
+  // shape is still a view of the first input of full rank when all the others
+  // agree with it.
   DimVector shape_buf;
   IntArrayRef shape;
+  int lead = 0;
+  while (lead < ninputs_ && inputs_[lead].dim() == 0) ++lead;
+  if (lead == ninputs_) lead = 0;
   bool same_shapes = ninputs_ > 0;
-  for (int i = 1; same_shapes && i < ninputs(); ++i) {
-    IntArrayRef a = inputs_[0].sizes(), b = inputs_[i].sizes();
-    same_shapes = std::equal(a.begin(), a.end(), b.begin(), b.end());
+  for (int i = 0; same_shapes && i < ninputs(); ++i) {
+    same_shapes = i == lead || inputs_[i].dim() == 0 || same_sizes(inputs_[lead].sizes(), inputs_[i].sizes());
   }
   if (same_shapes) {
-    shape = inputs_[0].sizes();
+    shape = inputs_[lead].sizes();
   } else {
     for (const auto& t : this->inputs()) shape_buf = broadcast_shapes(shape_buf, t.sizes(), cfg_.op);
     shape = shape_buf;
@@ -174,16 +189,20 @@ void TensorIterator::compute_geometry(IntArrayRef shape) {
   }
   // Fast path: every operand contiguous with the full shape (no broadcasting)
   // is one flat run, whatever the number of dims.
+  // A 0-d input joins the flat run with stride 0 (the kernels' broadcast-
+  // scalar loops take it from there).
   bool flat = true;
   for (int o = 0; flat && o < nop; ++o) {
     const Tensor& t = o == 0 ? out_ : inputs_[o - 1];
-    IntArrayRef ts = t.sizes();
-    flat = t.is_contiguous() && std::equal(ts.begin(), ts.end(), shape.begin(), shape.end());
+    flat = (o > 0 && t.dim() == 0) || (t.is_contiguous() && same_sizes(t.sizes(), shape));
   }
   if (flat) {
     ndim_ = 1;
     geo_[0] = numel_;
-    for (int o = 0; o < nop; ++o) strides(o)[0] = static_cast<int64_t>((o == 0 ? out_ : inputs_[o - 1]).element_size());
+    for (int o = 0; o < nop; ++o) {
+      const Tensor& t = o == 0 ? out_ : inputs_[o - 1];
+      strides(o)[0] = o > 0 && t.dim() == 0 ? 0 : static_cast<int64_t>(t.element_size());
+    }
     return;
   }
   if (nd > kInlineDims) {

@@ -140,3 +140,12 @@ def test_bench_step_hooks_return_a_training_step():
     first = step().item()
     second = step().item()  # same batch again: one AdamW step later the loss differs
     assert first != second and all(map(lambda v: v == v, (first, second)))
+
+
+def test_tiny_ops_harness_runs():
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "tiny_ops.py"), "--reps", "1", "--calls", "5"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0].split()[:2] == ["case", "strata"]
+    assert any(line.startswith("a + b ") for line in lines) and any(line.startswith("x.sum()") for line in lines)

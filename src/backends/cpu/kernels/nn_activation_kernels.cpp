@@ -1,5 +1,6 @@
 // CPU loops of the activation functions (ops/nn_activation.cpp). Compiled once
 // per ISA level. Only float types are instantiated except for relu.
+#include "backends/cpu/kernels/gelu_math.h"
 #include "backends/cpu/loops.h"
 #include "ops/nn_functors.h"
 #include "ops/pointwise.h"
@@ -17,10 +18,49 @@ void float_unary(TensorIterator& it, const Op& op) {
   });
 }
 
+#if defined(__AVX512F__)
+// float32 gelu (erf form): contiguous runs 16 at a time through gelu_math::gelu_erf16 (masked tail), other strides
+// element by element with the scalar form of the same math.
+void gelu_erf_f32_avx512(TensorIterator& it) {
+  parallel_for(0, it.numel(), kGrainSize, [&](int64_t b, int64_t e) {
+    it.for_each_run(b, e, [&](char** p, const int64_t* st, int64_t n) {
+      if (st[0] == sizeof(float) && st[1] == sizeof(float)) {
+        float* out = reinterpret_cast<float*>(p[0]);
+        const float* in = reinterpret_cast<const float*>(p[1]);
+        int64_t i = 0;
+        for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, gelu_math::gelu_erf16(_mm512_loadu_ps(in + i)));
+        if (i < n) {
+          const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+          _mm512_mask_storeu_ps(out + i, m, gelu_math::gelu_erf16(_mm512_maskz_loadu_ps(m, in + i)));
+        }
+        return;
+      }
+      for (int64_t i = 0; i < n; ++i)
+        *reinterpret_cast<float*>(p[0] + i * st[0]) =
+            gelu_math::GeluErfF32{}(*reinterpret_cast<const float*>(p[1] + i * st[1]));
+    });
+  });
+}
+#endif
+
 void relu_kernel(TensorIterator& it, const PwArgs&) { unary_kernel(it, fn::Relu{}, false); }
 void gelu_kernel(TensorIterator& it, const PwArgs& a) {
   if (a.a != 0) float_unary(it, fn::GeluTanh{});
-  else float_unary(it, fn::GeluErf{});
+  else {
+#if defined(__AVX512F__)
+    ScalarType t = it.common_dtype();
+    if (t == ScalarType::Float32) return gelu_erf_f32_avx512(it);
+    if (t != ScalarType::Float64) {  // 16-bit floats computed in float
+      visit_floating(t, "gelu", [&]<typename T>() {
+        if constexpr (!std::is_same_v<T, double>) {
+          cpu_kernel(it, [](T a) -> T { return static_cast<T>(gelu_math::GeluErfF32{}(static_cast<float>(a))); });
+        }
+      });
+      return;
+    }
+#endif
+    float_unary(it, fn::GeluErf{});
+  }
 }
 void silu_kernel(TensorIterator& it, const PwArgs&) { float_unary(it, fn::Silu{}); }
 void mish_kernel(TensorIterator& it, const PwArgs&) { float_unary(it, fn::Mish{}); }

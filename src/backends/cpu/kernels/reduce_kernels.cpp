@@ -224,7 +224,7 @@ typename Op::acc_t reduce_contig(const Op& op, const typename Op::in_t* p, int64
 }
 
 // Offset (in elements) of a linear index in a dims-innermost-first geometry.
-STRATA_ALWAYS_INLINE int64_t offset_of(int64_t lin, const DimVector& sizes, const DimVector& strides) {
+STRATA_ALWAYS_INLINE int64_t offset_of(int64_t lin, IntArrayRef sizes, IntArrayRef strides) {
   int64_t off = 0;
   for (size_t d = 0; d < sizes.size(); ++d) {
     int64_t s = sizes[d];

@@ -1,17 +1,19 @@
-// A vector that keeps its first N elements inside the object. A recorded node
-// has one or two inputs and one output in the common case; with its edge, slot
-// and geometry tables inline, recording a node is a single allocation instead
-// of one per table (Note [The autograd graph]).
+// A vector that keeps its first N elements inside the object, for the small
+// tables of the per-op path. A recorded autograd node has one or two inputs and
+// one output in the common case; with its edge, slot and geometry tables
+// inline, recording a node is a single allocation instead of one per table
+// (Note [The autograd graph]). A reduction's geometry is a few dims long.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <new>
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
 
-namespace strata::autograd {
+namespace strata {
 
 template <typename T, size_t N>
 class SmallVec {
@@ -39,6 +41,12 @@ class SmallVec {
       destroy();
       take(std::move(o));
     }
+    return *this;
+  }
+  SmallVec(std::initializer_list<T> l) { append(l.begin(), l.end()); }
+  SmallVec& operator=(std::initializer_list<T> l) {
+    clear();
+    append(l.begin(), l.end());
     return *this;
   }
   ~SmallVec() { destroy(); }
@@ -142,4 +150,4 @@ class SmallVec {
   alignas(T) unsigned char inline_[N * sizeof(T)];
 };
 
-}  // namespace strata::autograd
+}  // namespace strata
