@@ -4,6 +4,7 @@
 // losses and attention recompute what they need from the saved inputs with
 // Strata ops; every formula is written with differentiable ops so that
 // double backward works.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -515,7 +516,38 @@ Tensor sum_heads(const Tensor& t, int64_t group) {
   return sum(reshape(t, r), Dims{-3});
 }
 
+bool same_batch_dims(const Tensor& a, const Tensor& b) {
+  return a.dim() == b.dim() && std::equal(a.sizes().begin(), a.sizes().end() - 2, b.sizes().begin());
+}
+// Whether the mask's batch dims broadcast to q's without enlarging them.
+bool mask_fits(const Tensor& mask, const Tensor& q) {
+  if (!mask.defined()) return true;
+  const int64_t mb = mask.dim() - 2, qb = q.dim() - 2;
+  if (mb > qb) return false;
+  for (int64_t i = 0; i < mb; ++i)
+    if (mask.size(i) != 1 && mask.size(i) != q.size(qb - mb + i)) return false;
+  return true;
+}
+
 void sdpa_backward(const BackwardCtx& ctx, const variable_list& grads, GradOut& out) {
+  {
+    const Tensor q = ctx.input(0), k = ctx.input(1), v = ctx.input(2), mask = ctx.input(3);
+    // No graph of this backward is recorded, no gradient for the mask, no broadcasting between q, k and v: one fused
+    // kernel (probabilities recomputed per head, gradients written in the inputs' layouts) instead of the ~15 ops
+    // below, which stay for create_graph=True (double backward) and the other cases.
+    const bool mask_grad = mask.defined() && ctx.needs_grad(3);
+    const bool fused =
+        !grad_mode_enabled() && !mask_grad && same_batch_dims(q, k) && same_batch_dims(q, v) && mask_fits(mask, q);
+    if (fused) {
+      auto [gq, gk, gv] = call<OpId::_scaled_dot_product_attention_backward>(
+          to_dtype(grads[0], q.dtype()), q, k, v, mask.defined() ? std::optional<Tensor>(mask) : std::nullopt,
+          ctx.arg_bool(5), ctx.arg_opt_double(6));
+      if (ctx.needs_grad(0)) out.set(0, gq);
+      if (ctx.needs_grad(1)) out.set(1, gk);
+      if (ctx.needs_grad(2)) out.set(2, gv);
+      return;
+    }
+  }
   Tensor q = upcast(ctx.input(0)), k = upcast(ctx.input(1)), v = upcast(ctx.input(2)), mask = ctx.input(3);
   if (mask.defined() && mask.dtype() != ScalarType::Bool) mask = upcast(mask);
   const variable_list g{upcast(grads[0])};

@@ -71,20 +71,6 @@ using AdaptiveAvgPool2dFn = void (*)(const Tensor& x, const Tensor& y);
 // y[i...] = x[map_0[i_0], ..., map_last[i_last]], or value where any map is -1.
 using PadFn = void (*)(const Tensor& x, const Tensor& y, const std::vector<std::vector<int64_t>>& maps, double value);
 
-struct AttnArgs {
-  int64_t batch;   // product of the broadcast batch dims
-  int64_t l, s, e, ev;
-  double scale;
-  bool causal;
-  int mask_kind;   // 0 none, 1 bool (true keeps), 2 additive
-  int64_t m_rs = 0, m_cs = 0;  // mask strides along l and s (0 where broadcast)
-  // Per batch index: element offsets of q, k, v, mask (broadcasting applied).
-  std::vector<int64_t> q_off, k_off, v_off, m_off;
-};
-// q (.., l, e), k (.., s, e), v (.., s, ev), out (batch, l, ev); mask rows of s.
-using AttentionFn = void (*)(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Tensor& out,
-                             const AttnArgs& a);
-
 }  // namespace strata::nn
 
 namespace strata {
@@ -104,5 +90,4 @@ STRATA_DECLARE_STUB(nn_max_pool2d_stub, nn::MaxPool2dFn);
 STRATA_DECLARE_STUB(nn_avg_pool2d_stub, nn::AvgPool2dFn);
 STRATA_DECLARE_STUB(nn_adaptive_avg_pool2d_stub, nn::AdaptiveAvgPool2dFn);
 STRATA_DECLARE_STUB(nn_pad_stub, nn::PadFn);
-STRATA_DECLARE_STUB(nn_attention_stub, nn::AttentionFn);
 }  // namespace strata

@@ -1,5 +1,5 @@
-// CPU kernels of convolution (im2col + cpublas::gemm), pooling, padding and
-// attention (see ops/nn_kernels.h for the contracts). Compiled once per ISA
+// CPU kernels of convolution (im2col + cpublas::gemm), pooling and padding
+// (see ops/nn_kernels.h for the contracts). Compiled once per ISA
 // level; float and double only, except pad which copies bytes.
 //
 // float32 convolutions (over 0.2 MFLOP, not 1x1: dnnl_conv::preferred) go to
@@ -228,73 +228,6 @@ void pad_kernel(const Tensor& x, const Tensor& y, const std::vector<std::vector<
   }
 }
 
-// Per (batch, head): scores = scale q k^T (GEMM), masking, a softmax that
-// returns zeros for fully masked rows (like torch's math path), then out = p v.
-void attention_kernel(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Tensor& out,
-                      const nn::AttnArgs& a) {
-  visit_float32_64(out.dtype(), "scaled_dot_product_attention", [&]<typename T>() {
-    const T *qp = q.data_ptr<T>(), *kp = k.data_ptr<T>(), *vp = v.data_ptr<T>();
-    const T* mf = a.mask_kind == 2 ? mask.data_ptr<T>() : nullptr;
-    const bool* mb = a.mask_kind == 1 ? mask.data_ptr<bool>() : nullptr;
-    T* op = out.data_ptr<T>();
-    const int64_t L = a.l, S = a.s, E = a.e, Ev = a.ev;
-    const int64_t mrs = a.m_rs, mcs = a.m_cs;
-    auto one = [&](int64_t b, std::vector<T>& sc) {
-      T* o = op + b * L * Ev;
-      if (S == 0) {
-        std::fill(o, o + L * Ev, T(0));
-        return;
-      }
-      sc.resize(static_cast<size_t>(L * S));
-      T* P = sc.data();
-      if (E > 0) {
-        cpublas::gemm(cpublas::Trans::N, cpublas::Trans::T, L, S, E, static_cast<T>(a.scale), qp + a.q_off[b], E,
-                      kp + a.k_off[b], E, T(0), P, S);
-      } else {
-        std::fill(P, P + L * S, T(0));
-      }
-      const T ninf = -std::numeric_limits<T>::infinity();
-      for (int64_t i = 0; i < L; ++i) {
-        T* row = P + i * S;
-        if (mb) {
-          const bool* mr = mb + a.m_off[b] + i * mrs;
-          for (int64_t j = 0; j < S; ++j)
-            if (!mr[j * mcs]) row[j] = ninf;
-        } else if (mf) {
-          const T* mr = mf + a.m_off[b] + i * mrs;
-          for (int64_t j = 0; j < S; ++j) row[j] += mr[j * mcs];
-        }
-        if (a.causal)
-          for (int64_t j = i + 1; j < S; ++j) row[j] = ninf;
-        T mx = ninf;
-        for (int64_t j = 0; j < S; ++j) mx = row[j] > mx ? row[j] : mx;
-        if (mx == ninf) {
-          std::fill(row, row + S, T(0));
-          continue;
-        }
-        opmath_t<T> s = 0;
-        for (int64_t j = 0; j < S; ++j) {
-          row[j] = std::exp(row[j] - mx);
-          s += row[j];
-        }
-        const T inv = static_cast<T>(1 / s);
-#pragma omp simd
-        for (int64_t j = 0; j < S; ++j) row[j] *= inv;
-      }
-      if (Ev > 0) cpublas::gemm(cpublas::Trans::N, cpublas::Trans::N, L, Ev, S, T(1), P, S, vp + a.v_off[b], Ev, T(0), o, Ev);
-    };
-    if (a.batch > 1) {
-      parallel_for(0, a.batch, 1, [&](int64_t lo, int64_t hi) {
-        std::vector<T> sc;
-        for (int64_t b = lo; b < hi; ++b) one(b, sc);
-      });
-    } else {
-      std::vector<T> sc;
-      for (int64_t b = 0; b < a.batch; ++b) one(b, sc);
-    }
-  });
-}
-
 }  // namespace
 }  // namespace STRATA_CPU_NS
 }  // namespace cpu
@@ -304,6 +237,5 @@ STRATA_REGISTER_CPU_KERNEL(nn_max_pool2d_stub, cpu::max_pool2d_kernel);
 STRATA_REGISTER_CPU_KERNEL(nn_avg_pool2d_stub, cpu::avg_pool2d_kernel);
 STRATA_REGISTER_CPU_KERNEL(nn_adaptive_avg_pool2d_stub, cpu::adaptive_avg_pool2d_kernel);
 STRATA_REGISTER_CPU_KERNEL(nn_pad_stub, cpu::pad_kernel);
-STRATA_REGISTER_CPU_KERNEL(nn_attention_stub, cpu::attention_kernel);
 
 }  // namespace strata
