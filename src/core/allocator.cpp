@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/hot.h"
 
 namespace strata {
 
@@ -129,7 +130,7 @@ struct Header {
 };
 static_assert(sizeof(Header) <= kCpuAlignment);
 
-void cpu_free(void* p) {
+STRATA_HOT void cpu_free(void* p) {
   if (!p) return;
   char* base = static_cast<char*>(p) - kCpuAlignment;
   Header h;
@@ -146,7 +147,7 @@ void cpu_free(void* p) {
 
 class CpuAllocator final : public Allocator {
  public:
-  DataPtr allocate(size_t nbytes) override {
+  STRATA_HOT DataPtr allocate(size_t nbytes) override {
     if (nbytes == 0) return DataPtr();
     size_t total = 0;
     if (__builtin_add_overflow(nbytes, kCpuAlignment, &total) || total > (size_t(1) << 48)) {

@@ -1,10 +1,11 @@
 #include "core/shape.h"
+#include "core/hot.h"
 
 #include <sstream>
 
 namespace strata {
 
-int64_t checked_numel(IntArrayRef sizes, const char* op) {
+STRATA_HOT int64_t checked_numel(IntArrayRef sizes, const char* op) {
   int64_t n = 1;
   bool overflow = false;
   for (int64_t s : sizes) {
@@ -32,7 +33,7 @@ DimVector contiguous_strides(IntArrayRef sizes) {
   return st;
 }
 
-bool is_contiguous_geometry(IntArrayRef sizes, IntArrayRef strides) {
+STRATA_HOT bool is_contiguous_geometry(IntArrayRef sizes, IntArrayRef strides) {
   int64_t expected = 1;
   for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i >= 0; --i) {
     if (sizes[i] == 0) return true;

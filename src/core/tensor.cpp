@@ -5,10 +5,11 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/hot.h"
 
 namespace strata {
 
-intrusive_ptr<StorageImpl> make_storage(size_t nbytes, Device device) {
+STRATA_HOT intrusive_ptr<StorageImpl> make_storage(size_t nbytes, Device device) {
   return make_intrusive<StorageImpl>(get_allocator(device.type)->allocate(nbytes), nbytes, device);
 }
 
@@ -22,16 +23,17 @@ TensorImpl::TensorImpl(intrusive_ptr<StorageImpl> storage, int64_t offset, IntAr
   refresh();
 }
 
-TensorImpl::TensorImpl(intrusive_ptr<StorageImpl> storage, int64_t offset, IntArrayRef sizes, ScalarType dtype)
+STRATA_HOT TensorImpl::TensorImpl(intrusive_ptr<StorageImpl> storage, int64_t offset, IntArrayRef sizes,
+                                  ScalarType dtype)
     : storage_(std::move(storage)), offset_(offset), dtype_(dtype) {
   keys_ = DispatchKeySet(backend_key_for(storage_->device().type));
   assign_dims(sizes, nullptr);
   refresh();
 }
 
-TensorImpl::~TensorImpl() = default;
+STRATA_HOT TensorImpl::~TensorImpl() = default;
 
-void TensorImpl::assign_dims(IntArrayRef sizes, const IntArrayRef* strides) {
+STRATA_HOT void TensorImpl::assign_dims(IntArrayRef sizes, const IntArrayRef* strides) {
   const int64_t n = static_cast<int64_t>(sizes.size());
   // Build the new buffer before touching the old one: the arguments may view it.
   int64_t tmp[2 * kInlineDims];
@@ -62,7 +64,7 @@ void TensorImpl::assign_dims(IntArrayRef sizes, const IntArrayRef* strides) {
   ndim_ = n;
 }
 
-void TensorImpl::refresh() {
+STRATA_HOT void TensorImpl::refresh() {
   numel_ = 1;
   for (int64_t s : sizes()) numel_ *= s;
   contiguous_ = is_contiguous_geometry(sizes(), strides());
@@ -92,7 +94,7 @@ Scalar Tensor::item() const {
   return visit_dtype(dtype(), [&]<typename T>() -> Scalar { return Scalar(*data_ptr<T>()); });
 }
 
-Tensor empty_tensor(IntArrayRef sizes, ScalarType dtype, Device device) {
+STRATA_HOT Tensor empty_tensor(IntArrayRef sizes, ScalarType dtype, Device device) {
   STRATA_CHECK(dtype != ScalarType::Undefined, "empty: undefined dtype");
   int64_t n = checked_numel(sizes, "empty");
   size_t nbytes = 0;

@@ -1,4 +1,5 @@
 #include "dispatch/dispatcher.h"
+#include "core/hot.h"
 
 #include <sstream>
 
@@ -26,7 +27,7 @@ std::string_view dispatch_key_name(DispatchKey k) {
   }
 }
 
-LocalDispatchKeySet& tls_local_dispatch_key_set() {
+STRATA_HOT LocalDispatchKeySet& tls_local_dispatch_key_set() {
   thread_local LocalDispatchKeySet s;
   return s;
 }
@@ -164,7 +165,7 @@ void OperatorEntry::report_missing(DispatchKeySet ks) const {
 }
 
 namespace detail {
-DispatchKeySet collect_keys_boxed(const Stack& s) {
+STRATA_HOT DispatchKeySet collect_keys_boxed(const Stack& s) {
   DispatchKeySet ks;
   for (const IValue& v : s) {
     if (v.is_tensor()) {
@@ -180,7 +181,7 @@ DispatchKeySet collect_keys_boxed(const Stack& s) {
 }
 }  // namespace detail
 
-void call_boxed(const OperatorEntry& op, Stack& stack) {
+STRATA_HOT void call_boxed(const OperatorEntry& op, Stack& stack) {
   DispatchKeySet ks = apply_tls(detail::collect_keys_boxed(stack), op);
   op.lookup(ks).boxed(op, ks, stack);
 }

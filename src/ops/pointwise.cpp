@@ -4,6 +4,7 @@
 
 #include "ops/op_list.h"
 #include "ops/ops.h"
+#include "core/hot.h"
 
 namespace strata {
 
@@ -20,7 +21,7 @@ void resize_out(Tensor& out, IntArrayRef shape, const char* op) {
   }
 }
 
-Tensor run_pointwise(const char* op, const DispatchStub<PointwiseFn>& stub, PwRule rule,
+STRATA_HOT Tensor run_pointwise(const char* op, const DispatchStub<PointwiseFn>& stub, PwRule rule,
                      std::initializer_list<Tensor> inputs, const std::optional<Tensor>& out, const PwArgs& args, int skip_promotion_of) {
   TensorIterator::Config cfg;
   cfg.op = op;
@@ -148,7 +149,7 @@ Tensor nan_to_num_impl(const Tensor& self, std::optional<double> nan, std::optio
 STRATA_IMPL_CPU_META(nan_to_num, nan_to_num_impl);
 
 STRATA_DEFINE_STUB(add_stub, PointwiseFn);
-Tensor add_impl(const Tensor& self, const Tensor& other, const Scalar& alpha, const OptT& out) {
+STRATA_HOT Tensor add_impl(const Tensor& self, const Tensor& other, const Scalar& alpha, const OptT& out) {
   // The default alpha (the integer 1) passes both checks for every dtype.
   if (!(alpha.is_integral(false) && alpha.to_int() == 1)) {
     ScalarType common = result_type({self, other});

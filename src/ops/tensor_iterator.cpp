@@ -4,10 +4,11 @@
 
 #include "ops/ops.h"
 #include "ops/pointwise.h"
+#include "core/hot.h"
 
 namespace strata {
 
-void update_result_type_state(ResultTypeState& st, const Tensor& t) {
+STRATA_HOT void update_result_type_state(ResultTypeState& st, const Tensor& t) {
   if (!t.defined()) return;
   ScalarType cur = t.dtype();
   if (t.impl()->is_wrapped_number()) {
@@ -39,7 +40,7 @@ ScalarType combine_categories(ScalarType higher, ScalarType lower) {
 }
 }  // namespace
 
-ScalarType result_type(const ResultTypeState& st) {
+STRATA_HOT ScalarType result_type(const ResultTypeState& st) {
   return combine_categories(st.dim_result, combine_categories(st.zero_result, st.wrapped_result));
 }
 
@@ -51,7 +52,7 @@ ScalarType result_type(std::initializer_list<Tensor> ts) {
 
 bool can_cast(ScalarType from, ScalarType to) { return category(from) <= category(to); }
 
-Device common_device(std::span<const Tensor> ts, const char* op) {
+STRATA_HOT Device common_device(std::span<const Tensor> ts, const char* op) {
   std::optional<Device> dev;
   for (const auto& t : ts) {
     if (!t.defined()) continue;
@@ -89,7 +90,8 @@ inline bool same_sizes(IntArrayRef a, IntArrayRef b) {
 }
 }  // namespace
 
-TensorIterator::TensorIterator(Config cfg, std::initializer_list<Tensor> inputs) : cfg_(std::move(cfg)) {
+STRATA_HOT TensorIterator::TensorIterator(Config cfg, std::initializer_list<Tensor> inputs)
+    : cfg_(std::move(cfg)) {
   STRATA_CHECK(static_cast<int>(inputs.size()) + 1 <= kMaxOperands, cfg_.op, ": too many operands");
   for (const Tensor& t : inputs) inputs_[ninputs_++] = t;
   device_ = common_device(this->inputs(), cfg_.op);
@@ -171,7 +173,14 @@ TensorIterator::TensorIterator(Config cfg, std::initializer_list<Tensor> inputs)
   if (cfg_.promote_inputs) {
     for (int i = 0; i < ninputs(); ++i) {
       if (i == cfg_.skip_promotion_of) continue;
-      if (inputs_[i].dtype() != common_) inputs_[i] = to_dtype(inputs_[i], common_);
+      if (inputs_[i].dtype() == common_) continue;
+      const Tensor& t = inputs_[i];
+      // A Python number (`x * 0.5`) is re-made in the common dtype directly:
+      // an op call for a one-element cast cost a third of the whole op.
+      if (t.dim() == 0 && t.impl()->is_wrapped_number() && t.device().is_cpu())
+        inputs_[i] = scalar_to_tensor(t.item(), common_, t.device(), true);
+      else
+        inputs_[i] = to_dtype(t, common_);
     }
   }
   // out_ has the broadcast shape; `shape` may view inputs_[0]'s sizes, which
@@ -179,7 +188,7 @@ TensorIterator::TensorIterator(Config cfg, std::initializer_list<Tensor> inputs)
   if (!is_meta()) compute_geometry(out_.sizes());
 }
 
-void TensorIterator::compute_geometry(IntArrayRef shape) {
+STRATA_HOT void TensorIterator::compute_geometry(IntArrayRef shape) {
   const int nd = static_cast<int>(shape.size());
   const int nop = noperands();
   for (int o = 0; o < nop; ++o) data_[o] = static_cast<char*>((o == 0 ? out_ : inputs_[o - 1]).data_ptr());
@@ -247,7 +256,7 @@ void TensorIterator::compute_geometry(IntArrayRef shape) {
   ndim_ = n;
 }
 
-Tensor TensorIterator::finish() {
+STRATA_HOT Tensor TensorIterator::finish() {
   if (user_out_.defined()) {
     if (!is_meta()) copy_(user_out_, out_, false);
     return user_out_;

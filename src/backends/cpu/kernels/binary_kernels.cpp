@@ -2,6 +2,7 @@
 #include "backends/cpu/loops.h"
 #include "ops/pointwise.h"
 #include "ops/pointwise_functors.h"
+#include "core/hot.h"
 
 namespace strata {
 namespace cpu {
@@ -19,7 +20,7 @@ using fn_t = void (*)(TensorIterator&, const PwArgs&);
 #define STRATA_BINARY_BOOL_K(name, Op) \
   void name##_kernel(TensorIterator& it, const PwArgs&) { binary_bool_kernel(it, fn::Op{}); }
 
-void add_kernel(TensorIterator& it, const PwArgs& a) {
+STRATA_HOT void add_kernel(TensorIterator& it, const PwArgs& a) {
   if (a.a == 1) binary_kernel(it, fn::Add{}, VisitAll{});
   else if (a.a == -1) binary_kernel(it, fn::Sub{}, VisitAll{});
   else binary_kernel(it, fn::AddAlpha{a.a}, VisitAll{});
