@@ -59,3 +59,37 @@ TEST(Core, MetaTensorsHaveNoData) {
   EXPECT_EQ(b.numel(), 1000000);
   EXPECT_EQ(b.data_ptr(), nullptr);
 }
+
+// Note [TensorImpl geometry storage]: sizes and strides live inline up to 5
+// dims and on the heap beyond; set_geometry may be handed views of the
+// tensor's own geometry, across the inline/heap boundary both ways.
+TEST(Core, TensorImplGeometryInlineAndHeap) {
+  for (int64_t nd : {0, 1, 5, 6, 9}) {
+    std::vector<int64_t> sizes;
+    for (int64_t d = 0; d < nd; ++d) sizes.push_back(d % 3 + 1);
+    Tensor t = empty_tensor(sizes, ScalarType::Float32, Device());
+    ASSERT_EQ(t.dim(), nd);
+    EXPECT_TRUE(std::equal(t.sizes().begin(), t.sizes().end(), sizes.begin(), sizes.end()));
+    DimVector expect = contiguous_strides(sizes);
+    EXPECT_TRUE(std::equal(t.strides().begin(), t.strides().end(), expect.begin(), expect.end()));
+    EXPECT_TRUE(t.is_contiguous());
+    // Re-set from its own (aliased) geometry: unchanged.
+    t.impl()->set_geometry(t.sizes(), t.strides(), 0);
+    EXPECT_TRUE(std::equal(t.sizes().begin(), t.sizes().end(), sizes.begin(), sizes.end()));
+    EXPECT_TRUE(std::equal(t.strides().begin(), t.strides().end(), expect.begin(), expect.end()));
+  }
+  // Grow from inline to heap and shrink back, each time from views of the current geometry.
+  Tensor t = empty_tensor(std::vector<int64_t>{24}, ScalarType::Float32, Device());
+  std::vector<int64_t> big{1, 2, 1, 3, 1, 2, 2}, big_st = {24, 12, 12, 4, 4, 2, 1};
+  t.impl()->set_geometry(big, big_st, 0);
+  ASSERT_EQ(t.dim(), 7);
+  EXPECT_EQ(t.numel(), 24);
+  EXPECT_TRUE(t.is_contiguous());
+  t.impl()->set_geometry(t.sizes().subspan(3), t.strides().subspan(3), 0);  // a view of the heap buffer
+  ASSERT_EQ(t.dim(), 4);
+  EXPECT_EQ(t.sizes()[0], 3);
+  EXPECT_EQ(t.strides()[3], 1);
+  EXPECT_EQ(t.numel(), 12);
+  std::vector<int64_t> mismatched{2, 3};
+  EXPECT_THROW(t.impl()->set_geometry(mismatched, std::vector<int64_t>{1}, 0), Error);
+}
