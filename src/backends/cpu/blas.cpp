@@ -147,15 +147,33 @@ struct State {
   std::mutex ob_thread_mutex;
 
   Library sgemm_lib = Library::Native;
-  Library other_lib = Library::Native;
+  bool naive = false;
+
+  // Note [OpenBLAS on demand]
+  // OpenBLAS is loaded by the first call that needs it (fp32 GEMM only when oneDNN is missing or STRATA_BLAS=openblas
+  // asks for it; fp64 GEMM and the level 1-3 routines otherwise). An fp32 model never calls it, and loading it
+  // anyway (its start-up GEMM check, its thread pool, buffers and code pages) added ~2 MiB to the first training step
+  // of examples/train_digits.py.
+  std::once_flag ob_once;
+  Library other_lib_ = Library::Native;
+  void ensure_openblas() {
+    std::call_once(ob_once, [this] {
+      if (naive) return;
+      load_openblas();
+      if (ob_handle) other_lib_ = Library::OpenBLAS;
+    });
+  }
+  Library other_lib() {
+    ensure_openblas();
+    return other_lib_;
+  }
 
   State() {
     const char* pref = std::getenv("STRATA_BLAS");
-    bool naive = pref && std::strcmp(pref, "naive") == 0;
+    naive = pref && std::strcmp(pref, "naive") == 0;
     if (pref && !naive && std::strcmp(pref, "dnnl") && std::strcmp(pref, "openblas") && *pref)
       warn(str("STRATA_BLAS=", pref, " is not one of dnnl, openblas, naive; using the default order"));
     if (naive) return;
-    load_openblas();
     load_dnnl();
     // fp32 GEMM: the preferred library, then dnnl, then OpenBLAS, then our own.
     std::vector<Library> order = {Library::Dnnl, Library::OpenBLAS};
@@ -165,12 +183,11 @@ struct State {
         sgemm_lib = l;
         break;
       }
-      if (l == Library::OpenBLAS && ob_handle) {
+      if (l == Library::OpenBLAS && (ensure_openblas(), ob_handle)) {
         sgemm_lib = l;
         break;
       }
     }
-    if (ob_handle) other_lib = Library::OpenBLAS;
   }
 
   void sync_openblas_threads() {
@@ -388,7 +405,7 @@ void gemm_impl(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, T alpha, con
     return;
   }
   State& s = state();
-  Library lib = std::is_same_v<T, float> ? s.sgemm_lib : s.other_lib;
+  Library lib = std::is_same_v<T, float> ? s.sgemm_lib : s.other_lib();
   if (lib == Library::Dnnl) {
     if constexpr (std::is_same_v<T, float>) {
       int status = 0;
@@ -410,7 +427,7 @@ void gemm_impl(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, T alpha, con
       // dnnl refuses only on invalid arguments, which fix_ld rules out; fall through to be safe.
     }
   }
-  if (lib != Library::Native && fits_int({m, n, k, lda, ldb, ldc}) && s.ob_handle) {
+  if (lib != Library::Native && fits_int({m, n, k, lda, ldb, ldc}) && (s.ensure_openblas(), s.ob_handle)) {
     s.sync_openblas_threads();
     cblas<T>().gemm(kRowMajor, cb(ta), cb(tb), int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c,
                     int(ldc));
@@ -505,7 +522,7 @@ void trsm_native(Side side, Uplo uplo, Trans t, Diag diag, int64_t m, int64_t n,
 template <typename T>
 bool use_openblas(std::initializer_list<int64_t> dims) {
   State& s = state();
-  if (s.other_lib != Library::OpenBLAS || !fits_int(dims)) return false;
+  if (s.other_lib() != Library::OpenBLAS || !fits_int(dims)) return false;
   s.sync_openblas_threads();
   return true;
 }
@@ -630,7 +647,7 @@ STRATA_BLAS_LEVEL12(double)
 #undef STRATA_BLAS_LEVEL12
 
 Library sgemm_library() { return state().sgemm_lib; }
-Library other_library() { return state().other_lib; }
+Library other_library() { return state().other_lib(); }
 
 std::string backend_name() {
   State& s = state();
@@ -641,7 +658,7 @@ std::string backend_name() {
       default: return str("built-in blocked GEMM (", cpu_capability_name(cpu_capability()), ")");
     }
   };
-  std::string r = str("fp32 gemm: ", describe(s.sgemm_lib), "; other BLAS: ", describe(s.other_lib), "; ",
+  std::string r = str("fp32 gemm: ", describe(s.sgemm_lib), "; other BLAS: ", describe(s.other_lib()), "; ",
                       std::max(1, get_num_threads()), " threads");
   if (const char* pref = std::getenv("STRATA_BLAS"))
     if (*pref) r += str(" (STRATA_BLAS=", pref, ", fp32 via ", lib_name(s.sgemm_lib), ")");
