@@ -157,8 +157,14 @@ void embedding_backward(const BackwardCtx& ctx, const variable_list& g, GradOut&
   const TensorGeometry& wg = ctx.input_geometry(0);
   const int64_t v = wg.sizes[0], d = wg.sizes[1];
   Tensor idx = reshape(to_dtype(ctx.input(1), ScalarType::Int64), Dims{-1});
-  Tensor src = reshape(g[0], Dims{-1, d});
+  Tensor src = reshape(g[0], Dims{idx.numel(), d});  // not -1: d may be 0
   const int64_t padding_idx = ctx.arg_int(2);
+  if (!grad_mode_enabled()) {
+    // No graph of this backward is recorded: one accumulation kernel instead of zeros + index_add (+ the counts),
+    // which stay for create_graph=True.
+    out.set(0, call<OpId::_embedding_dense_backward>(g[0], ctx.input(1), v, padding_idx, ctx.arg_bool(3)));
+    return;
+  }
   // Rows of padding_idx get no gradient; -1 means none (F.embedding wraps negative indices before the call).
   if (padding_idx >= 0) src = where(unsqueeze(ne(idx, int_num(idx, padding_idx)), 1), src, zeros_like(src));
   if (ctx.arg_bool(3) && idx.numel() > 0) {
@@ -358,6 +364,16 @@ void cross_entropy_backward(const BackwardCtx& ctx, const variable_list& grads, 
       if (ctx.input_defined(i) && ctx.needs_grad(i)) out.set(i, zeros_of(ctx.input_geometry(i)));
     return;
   }
+  // No graph of this backward is recorded: input's gradient in one kernel (softmax recomputed per position) instead
+  // of the composite below, which stays for create_graph=True and for the gradients of probability targets and
+  // their weights.
+  const bool fused = ctx.needs_grad(0) && !grad_mode_enabled();
+  if (fused) {
+    Tensor w0 = ctx.input_defined(2) ? ctx.input(2) : Tensor();
+    out.set(0, call<OpId::_cross_entropy_loss_backward>(
+                   grads[0], ctx.input(0), ctx.input(1), w0.defined() ? std::optional<Tensor>(w0) : std::nullopt,
+                   ctx.arg_str(3), ctx.arg_int(4), eps));
+  }
   if (probs) {
     // Class probabilities: q = w * (t * (1 - eps) + eps / C); 'mean' divides by the number of positions.
     Tensor wb = w.defined() ? reshape(w, channel_shape(x.dim(), cdim, c)) : Tensor();
@@ -365,7 +381,7 @@ void cross_entropy_backward(const BackwardCtx& ctx, const variable_list& grads, 
     Tensor q = wb.defined() ? mul(tq, wb) : tq;
     Tensor denom = num(x, static_cast<double>(x.numel() / c));
     Tensor gp = position_grad(g[0], red, cdim, denom);
-    if (ctx.needs_grad(0)) {
+    if (ctx.needs_grad(0) && !fused) {
       Tensor p = softmax_d(x, cdim);
       out.set(0, mul(gp, sub(mul(p, sum(q, Dims{cdim}, true)), q)));
     }
@@ -379,7 +395,7 @@ void cross_entropy_backward(const BackwardCtx& ctx, const variable_list& grads, 
     }
     return;
   }
-  if (!ctx.needs_grad(0)) return;
+  if (!ctx.needs_grad(0) || fused) return;
   if (!w.defined() && eps == 0.0) {
     // The common case, in few passes over the [N, C] logits: (softmax(x) - onehot(t)) * coef, with coef the
     // gradient of each position's loss (0 where ignored); the onehot part is a scatter into the class dim.

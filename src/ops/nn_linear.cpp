@@ -1,4 +1,5 @@
 // linear, embedding, one_hot.
+#include "ops/fused_backward_kernels.h"
 #include "ops/nn_util.h"
 #include "ops/op_list.h"
 
@@ -9,6 +10,7 @@ STRATA_DEFINE_STUB(nn_minmax_stub, nn::MinMaxFn);
 STRATA_DEFINE_STUB(nn_embedding_stub, nn::EmbeddingFn);
 STRATA_DEFINE_STUB(nn_one_hot_stub, nn::OneHotFn);
 STRATA_DEFINE_STUB(nn_embedding_renorm_stub, nn::EmbeddingRenormFn);
+STRATA_DEFINE_STUB(nn_embedding_backward_stub, nn::EmbeddingBackwardFn);
 
 using namespace nn;
 
@@ -85,6 +87,37 @@ Tensor embedding_impl(const Tensor& weight, const Tensor& indices, int64_t paddi
   return out;
 }
 STRATA_IMPL_CPU_META(embedding, embedding_impl);
+
+// Used by embedding's derivative when no graph of the backward is recorded (the composite index_add formula
+// stays for double backward). A negative padding_idx matches no index.
+Tensor embedding_dense_backward_impl(const Tensor& grad_output, const Tensor& indices, int64_t num_weights,
+                                     int64_t padding_idx, bool scale_grad_by_freq) {
+  const char* op = "_embedding_dense_backward";
+  STRATA_CHECK(grad_output.dim() >= 1, op, ": expected grad_output with at least 1 dimension, but got a 0-d tensor");
+  check_floating(op, grad_output, "grad_output");
+  STRATA_CHECK(num_weights >= 0, op, ": num_weights must be non-negative, but got ", num_weights);
+  const int64_t d = grad_output.size(-1);
+  STRATA_CHECK(grad_output.numel() == indices.numel() * d, op, ": expected grad_output of size indices.shape + [",
+               d, "] (indices of shape ", indices.shape_str(), "), but got ", grad_output.shape_str());
+  Device dev = check_devices(op, {grad_output, indices});
+  Tensor idx = index_tensor(op, indices, "indices");
+  const DimVector oshape{num_weights, d};
+  if (dev.is_meta()) return empty_tensor(oshape, grad_output.dtype(), dev);
+  if (idx.numel() > 0) {
+    int64_t lo = 0, hi = 0;
+    nn_minmax_stub(dev.type, idx, &lo, &hi);
+    STRATA_CHECK_INDEX(lo >= 0 && hi < num_weights, op, ": index out of range (indices range over [", lo, ", ", hi,
+                       "] but num_weights is ", num_weights, ")");
+  }
+  const ScalarType ct = compute_type(grad_output.dtype());
+  Tensor out = empty_tensor(oshape, ct, dev);
+  if (out.numel() > 0) {
+    nn_embedding_backward_stub(dev.type, reshape_contig(prep(grad_output, ct), DimVector{indices.numel(), d}),
+                               reshape_contig(idx, DimVector{idx.numel()}), out, padding_idx, scale_grad_by_freq);
+  }
+  return to_dtype(out, grad_output.dtype());
+}
+STRATA_IMPL_CPU_META(_embedding_dense_backward, embedding_dense_backward_impl);
 
 // F.embedding(max_norm=...): renormalises the looked-up rows of weight in place first.
 Tensor embedding_renorm_impl(const Tensor& self, const Tensor& indices, double max_norm, double norm_type) {

@@ -1,5 +1,6 @@
 // Losses: cross_entropy (fused log_softmax + gather), nll_loss, mse_loss,
 // l1_loss, binary_cross_entropy(_with_logits).
+#include "ops/fused_backward_kernels.h"
 #include "ops/nn_util.h"
 #include "ops/op_list.h"
 #include "ops/pointwise.h"
@@ -11,6 +12,7 @@ STRATA_DEFINE_STUB(nn_prob_loss_stub, nn::ProbLossFn);
 STRATA_DEFINE_STUB(nn_sum_stub, nn::SumFn);
 STRATA_DEFINE_STUB(nn_bce_logits_stub, PointwiseFn);
 STRATA_DEFINE_STUB(nn_bce_stub, PointwiseFn);
+STRATA_DEFINE_STUB(nn_cross_entropy_backward_stub, nn::CrossEntropyBackwardFn);
 
 using namespace nn;
 
@@ -130,6 +132,50 @@ Tensor cross_entropy_impl(const Tensor& input, const Tensor& target, const std::
   return to_dtype(out, input.dtype());
 }
 STRATA_IMPL_CPU_META(cross_entropy_loss, cross_entropy_impl);
+
+// Used by cross_entropy's derivative when no graph of the backward is recorded; the same checks as the forward.
+Tensor cross_entropy_backward_impl(const Tensor& grad_output, const Tensor& input, const Tensor& target,
+                                   const std::optional<Tensor>& weight, std::string_view reduction,
+                                   int64_t ignore_index, double label_smoothing) {
+  const char* op = "_cross_entropy_loss_backward";
+  Reduction red = parse_reduction(op, reduction);
+  STRATA_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, op,
+               ": label_smoothing must be between 0.0 and 1.0. Got: ", label_smoothing);
+  check_floating(op, input, "input");
+  ClassLayout l = class_layout(op, input);
+  const bool probs = is_floating_type(target.dtype());
+  if (probs) {
+    STRATA_CHECK(std::equal(target.sizes().begin(), target.sizes().end(), input.sizes().begin(),
+                            input.sizes().end()),
+                 op, ": Expected floating-point targets (class probabilities) to have the input's shape ",
+                 input.shape_str(), ", but got target of shape ", target.shape_str());
+  } else {
+    STRATA_CHECK(is_integral_type(target.dtype(), false), op, ": expected target to hold class indices of type "
+                 "int64 (Long), or class probabilities of input's shape, but got a ", target.describe());
+    STRATA_CHECK(std::equal(target.sizes().begin(), target.sizes().end(), l.out_shape.begin(), l.out_shape.end()),
+                 op, ": Expected target size ", shape_str(l.out_shape), ", got ", target.shape_str(),
+                 " (input of shape ", input.shape_str(), ")");
+  }
+  check_weight(op, weight, l.c);
+  const DimVector gshape = red == Reduction::None ? l.out_shape : DimVector{};
+  STRATA_CHECK(std::equal(grad_output.sizes().begin(), grad_output.sizes().end(), gshape.begin(), gshape.end()), op,
+               ": expected grad_output of size ", shape_str(gshape), " for reduction='", reduction,
+               "', but got ", grad_output.shape_str());
+  check_floating(op, grad_output, "grad_output");
+  Device dev = check_devices(op, {grad_output, input, target, has(weight) ? *weight : Tensor()});
+  if (dev.is_meta()) return empty_tensor(input.sizes(), input.dtype(), dev);
+  const ScalarType ct = compute_type(input.dtype());
+  Tensor t = probs ? prep(target, ct) : prep(target, ScalarType::Int64);
+  if (!probs) check_targets(op, t, l.c, ignore_index);
+  Tensor gx = empty_tensor(input.sizes(), ct, dev);
+  if (gx.numel() > 0) {
+    ClassLossArgs a{l.n, l.c, l.d, red, ignore_index, label_smoothing, true};
+    nn_cross_entropy_backward_stub(dev.type, prep(grad_output, ct), prep(input, ct), t, prep_opt(weight, ct), gx, a,
+                                   probs);
+  }
+  return to_dtype(gx, input.dtype());
+}
+STRATA_IMPL_CPU_META(_cross_entropy_loss_backward, cross_entropy_backward_impl);
 
 Tensor nll_loss_impl(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
                      std::string_view reduction, int64_t ignore_index) {
