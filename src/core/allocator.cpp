@@ -60,13 +60,18 @@ struct BlockCache {
   std::multimap<size_t, void*> free_blocks;  // rounded size -> base pointer
   size_t cached_bytes = 0;
 
-  void* take(size_t rounded) {
+  // The smallest cached block of at least `rounded` bytes and less than twice
+  // that (a block a little bigger than asked for serves as well as an exact
+  // one, and keeps tensors whose sizes drift from piling up distinct sizes in
+  // the cache); its size goes to *size.
+  void* take(size_t rounded, size_t* size) {
     std::lock_guard<std::mutex> g(mu);
-    auto it = free_blocks.find(rounded);
-    if (it == free_blocks.end()) return nullptr;
+    auto it = free_blocks.lower_bound(rounded);
+    if (it == free_blocks.end() || it->first >= 2 * rounded) return nullptr;
     void* p = it->second;
+    *size = it->first;
+    cached_bytes -= it->first;
     free_blocks.erase(it);
-    cached_bytes -= rounded;
     return p;
   }
   bool put(size_t rounded, void* base) {
@@ -181,7 +186,9 @@ class CpuAllocator final : public Allocator {
       if (!base) base = std::aligned_alloc(kCpuAlignment, rounded);
     } else if (rounded < kMapMin) {
       base = std::aligned_alloc(kCpuAlignment, rounded);
-    } else if (!(base = cache().take(rounded))) {
+    } else if (size_t got = 0; (base = cache().take(rounded, &got))) {
+      rounded = got;  // the header records the block's own size, for the cache and munmap
+    } else {
       base = map_block(rounded);
       if (!base) {
         cache().release_all();

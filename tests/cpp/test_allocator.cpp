@@ -47,3 +47,29 @@ TEST(CpuAllocator, StatsAndEmptyCache) {
   EXPECT_EQ(cpu_allocator_stats().allocated_bytes - before, 200000);
   EXPECT_TRUE(a->allocate(0).get() == nullptr);
 }
+
+// A cached block up to (not including) twice the request serves it; its own
+// size travels with it, so it returns to the cache, and is unmapped, whole.
+TEST(CpuAllocator, SlightlyBiggerCachedBlockIsReused) {
+  if (std::getenv("STRATA_CPU_CACHE_BYTES")) GTEST_SKIP() << "cache size set from the environment";
+  Allocator* a = get_allocator(DeviceType::CPU);
+  empty_cpu_cache();
+  void* big;
+  {
+    DataPtr p = a->allocate(size_t(200) << 10);
+    big = p.get();
+  }
+  {
+    DataPtr q = a->allocate(size_t(150) << 10);  // 150 KiB: the 200 KiB block serves
+    EXPECT_EQ(q.get(), big);
+    std::memset(q.get(), 7, size_t(150) << 10);
+  }
+  {
+    DataPtr r = a->allocate(size_t(200) << 10);  // back in the cache under its own size
+    EXPECT_EQ(r.get(), big);
+    std::memset(r.get(), 1, size_t(200) << 10);
+  }
+  DataPtr s = a->allocate(size_t(90) << 10);  // less than half of the cached block: a fresh one
+  EXPECT_NE(s.get(), big);
+  empty_cpu_cache();
+}
