@@ -38,21 +38,27 @@ _install_generated_methods()
 Tensor.shape = property(lambda self: Size(self._shape))
 
 
+def _dim_index(n, dim):
+    # torch's messages: a 0-d tensor has no dims to index; others name the valid range.
+    if n == 0:
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
+    return dim
+
+
 def _size(self, dim=None):
     s = self._shape
     if dim is None:
         return Size(s)
-    n = len(s)
-    if not (-max(n, 1) <= dim < max(n, 1)):
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-max(n, 1)}, {max(n, 1) - 1}], but got {dim})")
-    return s[dim] if n else 1
+    return s[_dim_index(len(s), dim)]
 
 
 def _stride(self, dim=None):
     s = self._stride()
     if dim is None:
         return s
-    return s[dim]
+    return s[_dim_index(len(s), dim)]
 
 
 Tensor.size = _size

@@ -78,8 +78,16 @@ void TensorImpl::set_geometry(IntArrayRef sizes, IntArrayRef strides, int64_t of
   refresh();
 }
 
-int64_t Tensor::size(int64_t d) const { return sizes()[wrap_dim(d, dim(), "size")]; }
-int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
+// Only reached for an out-of-range d (or any d of a 0-d tensor, which has no
+// dims to index): raises the error wrap_dim words, as torch does.
+int64_t Tensor::size_checked(int64_t d) const {
+  STRATA_CHECK_INDEX(dim() > 0, "size: dimension specified as ", d, " but tensor has no dimensions");
+  return sizes()[wrap_dim(d, dim(), "size")];
+}
+int64_t Tensor::stride_checked(int64_t d) const {
+  STRATA_CHECK_INDEX(dim() > 0, "stride: dimension specified as ", d, " but tensor has no dimensions");
+  return strides()[wrap_dim(d, dim(), "stride")];
+}
 
 std::string Tensor::shape_str() const { return strata::shape_str(sizes()); }
 

@@ -133,8 +133,19 @@ class Tensor {
 
   IntArrayRef sizes() const { return impl_->sizes(); }
   IntArrayRef strides() const { return impl_->strides(); }
-  int64_t size(int64_t d) const;
-  int64_t stride(int64_t d) const;
+  // d may be negative (from the end). Inline for valid d: describe_gemm and
+  // friends call these a dozen times per op (~450 instructions of 1x64 @ 64x64
+  // went to the out-of-line wrap_dim); anything else takes the checked path.
+  int64_t size(int64_t d) const {
+    const int64_t n = impl_->dim(), w = d < 0 ? d + n : d;
+    if (static_cast<uint64_t>(w) < static_cast<uint64_t>(n)) [[likely]] return impl_->sizes()[w];
+    return size_checked(d);
+  }
+  int64_t stride(int64_t d) const {
+    const int64_t n = impl_->dim(), w = d < 0 ? d + n : d;
+    if (static_cast<uint64_t>(w) < static_cast<uint64_t>(n)) [[likely]] return impl_->strides()[w];
+    return stride_checked(d);
+  }
   int64_t dim() const { return impl_->dim(); }
   int64_t numel() const { return impl_->numel(); }
   int64_t storage_offset() const { return impl_->storage_offset(); }
@@ -160,6 +171,8 @@ class Tensor {
   std::string describe() const;
 
  private:
+  int64_t size_checked(int64_t d) const;
+  int64_t stride_checked(int64_t d) const;
   intrusive_ptr<TensorImpl> impl_;
 };
 

@@ -93,3 +93,18 @@ TEST(Core, TensorImplGeometryInlineAndHeap) {
   std::vector<int64_t> mismatched{2, 3};
   EXPECT_THROW(t.impl()->set_geometry(mismatched, std::vector<int64_t>{1}, 0), Error);
 }
+
+TEST(Core, SizeAndStrideIndexing) {
+  Tensor t = empty_tensor(std::vector<int64_t>{2, 3, 4}, ScalarType::Float32, Device());
+  EXPECT_EQ(t.size(0), 2);
+  EXPECT_EQ(t.size(-1), 4);
+  EXPECT_EQ(t.size(-3), 2);
+  EXPECT_EQ(t.stride(-1), 1);
+  EXPECT_EQ(t.stride(0), 12);
+  EXPECT_THROW(t.size(3), IndexError);
+  EXPECT_THROW(t.size(-4), IndexError);
+  EXPECT_THROW(t.stride(7), IndexError);
+  Tensor s = scalar_to_tensor(Scalar(1.0), ScalarType::Float32);
+  EXPECT_THROW(s.size(0), IndexError);  // a 0-d tensor has no dims to index (torch raises too)
+  EXPECT_THROW(s.stride(-1), IndexError);
+}

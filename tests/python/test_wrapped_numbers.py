@@ -54,3 +54,16 @@ def test_zero_dim_operand_layouts():
     assert x.tolist() == (tb + 1).tolist()
     assert (strata.tensor(2.0) + strata.tensor(3.0)).item() == 5.0
     assert tuple((strata.empty(0, 4) + 1).shape) == (0, 4)
+
+
+def test_size_and_stride_indexing_errors_match_torch():
+    for lib_t, t in ((strata.ones(2, 3), torch.ones(2, 3)), (strata.tensor(1.0), torch.tensor(1.0))):
+        for dim in (-3, -2, -1, 0, 1, 2, 5):
+            for name in ("size", "stride"):
+                outs = []
+                for x in (lib_t, t):
+                    try:
+                        outs.append(getattr(x, name)(dim))
+                    except IndexError as e:
+                        outs.append(str(e))
+                assert outs[0] == outs[1], (name, dim, outs)
