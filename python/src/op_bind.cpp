@@ -562,6 +562,22 @@ PyObject* op_reflected_vectorcall(PyObject* self, PyObject* const* args, size_t 
   return call_op(ov, swapped, 2, nullptr);
 }
 
+// Tensor.__add__ and the other binary operators: a TypeError (an operand the
+// op does not take) becomes NotImplemented, so that Python tries the other
+// operand's reflected method and otherwise raises its own "unsupported operand
+// type(s)" error, as torch's operators do. `a.add(x)` keeps the TypeError.
+PyObject* not_implemented_on_type_error(PyObject* r) {
+  if (r || !PyErr_ExceptionMatches(PyExc_TypeError)) return r;
+  PyErr_Clear();
+  Py_RETURN_NOTIMPLEMENTED;
+}
+PyObject* op_operator_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  return not_implemented_on_type_error(op_vectorcall(self, args, nargsf, kwnames));
+}
+PyObject* op_reflected_operator_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  return not_implemented_on_type_error(op_reflected_vectorcall(self, args, nargsf, kwnames));
+}
+
 void op_dealloc(PyObject* self) {
   PyTypeObject* tp = Py_TYPE(self);
   delete reinterpret_cast<OpFunction*>(self)->ov;
@@ -637,7 +653,9 @@ nb::object make_result_type(const FunctionSchema& s) {
                                                                  fields);
 }
 
-enum class OpKind { Function, Method, InplaceMethod, ComparisonMethod, ReflectedMethod };
+enum class OpKind {
+  Function, Method, InplaceMethod, ComparisonMethod, ReflectedMethod, OperatorMethod, ReflectedOperatorMethod
+};
 
 nb::object make_op_function(const std::string& name, OpKind kind = OpKind::Function) {
   auto ov = std::make_unique<Overloads>();
@@ -676,6 +694,8 @@ nb::object make_op_function(const std::string& name, OpKind kind = OpKind::Funct
   f->vectorcall = kind == OpKind::InplaceMethod      ? op_inplace_vectorcall
                   : kind == OpKind::ComparisonMethod ? op_compare_vectorcall
                   : kind == OpKind::ReflectedMethod  ? op_reflected_vectorcall
+                  : kind == OpKind::OperatorMethod   ? op_operator_vectorcall
+                  : kind == OpKind::ReflectedOperatorMethod ? op_reflected_operator_vectorcall
                                                      : op_vectorcall;
   f->ov = ov.release();
   return nb::steal(reinterpret_cast<PyObject*>(f));
@@ -723,7 +743,7 @@ PyObject* fast_binary_slot(PyObject* a, PyObject* b) {
   const FastSlot& s = g_fast_slots[I];
   if (Py_TYPE(a) == g_tensor_type && Py_TYPE(b) == g_tensor_type) {
     PyObject* args[2] = {a, b};
-    return call_op(*s.ov, args, 2, nullptr);
+    return not_implemented_on_type_error(call_op(*s.ov, args, 2, nullptr));
   }
   if (!PyObject_TypeCheck(a, g_tensor_type)) return call_type_dunder(b, s.rname, a);
   PyObject* r = call_type_dunder(a, s.name, b);
@@ -764,8 +784,9 @@ int install_operator_slots() {
     }
     PyObject* m = PyDict_GetItemWithError(g_tensor_type->tp_dict, fs.name);  // borrowed
     if (!m && PyErr_Occurred()) throw nb::python_error();
-    // Only the plain op method (op_vectorcall) is what the generic slot would call.
-    if (!m || Py_TYPE(m) != g_method_type || reinterpret_cast<OpFunction*>(m)->vectorcall != op_vectorcall) continue;
+    // Only the operator method (the op, NotImplemented on a TypeError) is what the generic slot would call.
+    if (!m || Py_TYPE(m) != g_method_type || reinterpret_cast<OpFunction*>(m)->vectorcall != op_operator_vectorcall)
+      continue;
     fs.ov = reinterpret_cast<OpFunction*>(m)->ov;
     *reinterpret_cast<binaryfunc*>(reinterpret_cast<char*>(nm) + e.offset) = e.fast;
     installed++;
@@ -821,6 +842,10 @@ void bind_ops(nb::module_& m) {
   // Tensor.__rsub__ etc.: the op with the operands swapped.
   m.def("_op_reflected_method",
         [](const std::string& name) { return make_op_function(name, OpKind::ReflectedMethod); });
+  // Tensor.__add__, __rsub__ etc.: as the two above, with NotImplemented for operands the op does not take.
+  m.def("_op_operator_method", [](const std::string& name) { return make_op_function(name, OpKind::OperatorMethod); });
+  m.def("_op_reflected_operator_method",
+        [](const std::string& name) { return make_op_function(name, OpKind::ReflectedOperatorMethod); });
   // Tensor.__eq__ etc.: the op, or NotImplemented when `other` is not a Tensor or a number.
   m.def("_op_comparison_method",
         [](const std::string& name) { return make_op_function(name, OpKind::ComparisonMethod); });

@@ -194,9 +194,19 @@ _COMPARISONS = {"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"}
 # The reflected operators that swap operands (self.__rsub__(other) is
 # sub(other, self)) are C methods too.
 _SWAPPED = {"__rsub__", "__rtruediv__", "__rfloordiv__", "__rmod__", "__rpow__", "__rmatmul__"}
+# Binary operators return NotImplemented for an operand the op does not take
+# (the op raised TypeError), so Python tries the other operand's reflected
+# method and otherwise raises "unsupported operand type(s)", as torch does.
+_UNARY = {"__neg__", "__abs__"}
 for _dunder, _op in OPERATOR_METHODS.items():
-    _make = _C._op_comparison_method if _dunder in _COMPARISONS else (
-        _C._op_reflected_method if _dunder in _SWAPPED else _C._op_method)
+    if _dunder in _COMPARISONS:
+        _make = _C._op_comparison_method
+    elif _dunder in _SWAPPED:
+        _make = _C._op_reflected_operator_method
+    elif _dunder in _UNARY:
+        _make = _C._op_method
+    else:
+        _make = _C._op_operator_method
     setattr(Tensor, _dunder, _make(_op))
 # Two plain Tensors go from the type's number slot straight to the op
 # (op_bind.cpp, Note [Operator slots]).

@@ -186,8 +186,8 @@ def test_reflected_operators_swap_operands():
     assert a.__rsub__(t(0.0, 0.0, 0.0)).tolist() == [-1.0, -2.0, -4.0]
     m = strata.tensor([[1.0, 2.0]])
     assert strata.Tensor.__rmatmul__(strata.tensor([[1.0], [1.0]]), m).tolist() == [[3.0]]
-    with pytest.raises(TypeError, match="sub"):
-        "x" - a
+    with pytest.raises(TypeError, match=r"unsupported operand type\(s\) for -: 'str' and 'Tensor'"):
+        "x" - a  # as torch: __rsub__ gives NotImplemented for an operand sub does not take
 
 
 def test_operator_slots_follow_the_binary_protocol():
@@ -213,8 +213,23 @@ def test_operator_slots_follow_the_binary_protocol():
     assert s + a == "sub-add" and 1 + s == "sub-radd"
     a.__dict__["__add__"] = lambda other: "instance attribute"  # operators look on the type only
     assert (a + b).tolist() == [4.0, 6.0]
-    with pytest.raises(TypeError, match="add"):
+    with pytest.raises(TypeError, match=r"unsupported operand type\(s\) for \+: 'Tensor' and 'str'"):
         a + "x"
+    assert strata.Tensor.__add__(a, "x") is NotImplemented  # as torch: Python then tries the other operand
+    with pytest.raises(TypeError, match="add"):
+        a.add("x")  # the method itself keeps the TypeError
+
+    class Other:
+        def __radd__(self, o):
+            return "other-radd"
+
+        def __rsub__(self, o):
+            return "other-rsub"
+
+        def __rmatmul__(self, o):
+            return "other-rmatmul"
+
+    assert a + Other() == "other-radd" and a - Other() == "other-rsub" and a @ Other() == "other-rmatmul"
     # Re-assigning the operator (as profiler.explain does) must take effect, and restoring it must work.
     original = strata.Tensor.__add__
     try:
