@@ -142,8 +142,8 @@ def test_bench_step_hooks_return_a_training_step():
     assert first != second and all(map(lambda v: v == v, (first, second)))
 
 
-def test_tiny_ops_harness_runs():
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "tiny_ops.py"), "--reps", "1", "--calls", "5"],
+def test_eager_overhead_harness_runs():
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "eager_overhead.py"), "--repeat", "1", "--calls", "5"],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
