@@ -11,13 +11,10 @@
 // and 0.47 ms against our 0.53 ms for the 3->16 layer. So float32 convolutions go to oneDNN's primitive with
 // formats of its choice; the primitives are cached per shape. Tiny convolutions stay on our path (preferred()).
 //
-// oneDNN is loaded with dlopen at first use, like the GEMM in blas.cpp: a missing library (or one of another major
-// version, whose C API differs) only means our own path; the header is needed at build time for the types only.
+// oneDNN's primitive API is loaded at first use (dnnl_runtime.h): a missing library only means our own path.
 // A start-up check compares a small grouped, strided, dilated convolution with a direct loop before trusting it.
 // STRATA_DNNL_CONV=0 turns it off.
 #include "backends/cpu/dnnl_conv.h"
-
-#include <dlfcn.h>
 
 #include <array>
 #include <cmath>
@@ -29,18 +26,12 @@
 #include <mutex>
 #include <vector>
 
+#include "backends/cpu/dnnl_runtime.h"
 #include "core/tensor.h"
-
-#if __has_include(<oneapi/dnnl/dnnl.h>)
-#include <oneapi/dnnl/dnnl.h>
-#if DNNL_VERSION_MAJOR == 2
-#define STRATA_HAVE_DNNL_CONV 1
-#endif
-#endif
 
 namespace strata::cpu::dnnl_conv {
 
-#ifndef STRATA_HAVE_DNNL_CONV
+#ifndef STRATA_HAVE_DNNL_PRIMITIVES
 
 bool forward_f32(const Conv2dShape&, const float*, const float*, const float*, float*) { return false; }
 bool preferred(const Conv2dShape&) { return false; }
@@ -49,22 +40,7 @@ bool preferred(const Conv2dShape&) { return false; }
 
 namespace {
 
-#define STRATA_DNNL_FNS(X)                                                                                        \
-  X(dnnl_version) X(dnnl_engine_create) X(dnnl_stream_create) X(dnnl_stream_wait) X(dnnl_memory_desc_init_by_tag) \
-  X(dnnl_memory_desc_equal) X(dnnl_memory_desc_get_size) X(dnnl_memory_create) X(dnnl_memory_set_data_handle)     \
-  X(dnnl_memory_destroy) X(dnnl_dilated_convolution_forward_desc_init) X(dnnl_primitive_desc_create)             \
-  X(dnnl_primitive_desc_destroy) X(dnnl_primitive_desc_query_md) X(dnnl_reorder_primitive_desc_create)          \
-  X(dnnl_primitive_create) X(dnnl_primitive_destroy) X(dnnl_primitive_execute) X(dnnl_primitive_attr_create)      \
-  X(dnnl_primitive_attr_destroy) X(dnnl_primitive_attr_set_scratchpad_mode)
-
-struct Api {
-#define STRATA_DNNL_PTR(f) decltype(&::f) f = nullptr;
-  STRATA_DNNL_FNS(STRATA_DNNL_PTR)
-#undef STRATA_DNNL_PTR
-  dnnl_engine_t engine = nullptr;
-  dnnl_stream_t stream = nullptr;
-  bool ok = false;
-};
+using dnnl_runtime::Api;
 
 using Key = std::array<int64_t, 17>;
 
@@ -85,7 +61,6 @@ struct Entry {
   }
 };
 
-std::mutex g_mu;  // guards the cache and the memory objects' data handles
 std::map<Key, std::unique_ptr<Entry>>& cache() {
   static auto* c = new std::map<Key, std::unique_ptr<Entry>>();  // outlives static destructors
   return *c;
@@ -93,33 +68,6 @@ std::map<Key, std::unique_ptr<Entry>>& cache() {
 
 bool run_locked(const Api& a, const Conv2dShape& s, const float* x, const float* w, const float* b, float* y);
 bool self_check(const Api& a);
-
-const Api& api() {
-  static const Api* the = [] {
-    auto* a = new Api();
-    const char* env = std::getenv("STRATA_DNNL_CONV");
-    if (env && std::strcmp(env, "0") == 0) return a;
-    void* h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
-    if (!h) return a;
-    bool all = true;
-#define STRATA_DNNL_SYM(f)                                     \
-  a->f = reinterpret_cast<decltype(&::f)>(dlsym(h, #f)); \
-  all = all && a->f;
-    STRATA_DNNL_FNS(STRATA_DNNL_SYM)
-#undef STRATA_DNNL_SYM
-    if (!all || a->dnnl_version()->major != 2) return a;
-    if (a->dnnl_engine_create(&a->engine, dnnl_cpu, 0) != dnnl_success) return a;
-    if (a->dnnl_stream_create(&a->stream, a->engine, dnnl_stream_default_flags) != dnnl_success) return a;
-    a->ok = true;
-    if (!self_check(*a)) {
-      std::fprintf(stderr, "strata: warning: oneDNN's convolution gave a wrong result in the start-up check; not "
-                           "using it\n");
-      a->ok = false;
-    }
-    return a;
-  }();
-  return *the;
-}
 
 // Direct loop, for the start-up check.
 void reference(const Conv2dShape& s, const float* x, const float* w, const float* b, float* y) {
@@ -156,7 +104,7 @@ bool self_check(const Api& a) {
   std::vector<float> got(s.n * s.o * s.oh * s.ow, NAN), want(got.size());
   reference(s, x.data(), w.data(), b.data(), want.data());
   {
-    std::lock_guard<std::mutex> g(g_mu);
+    std::lock_guard<std::mutex> g(dnnl_runtime::mutex());
     if (!run_locked(a, s, x.data(), w.data(), b.data(), got.data())) return false;
   }
   for (size_t i = 0; i < got.size(); ++i)
@@ -284,13 +232,25 @@ bool run_locked(const Api& a, const Conv2dShape& s, const float* x, const float*
   return a.dnnl_stream_wait(a.stream) == dnnl_success;
 }
 
+// oneDNN's convolution is used when the library is there, STRATA_DNNL_CONV is not 0, and the start-up check passes.
+bool enabled() {
+  static const bool on = [] {
+    const Api& a = dnnl_runtime::api();
+    if (!a.ok || dnnl_runtime::disabled_by("STRATA_DNNL_CONV")) return false;
+    if (self_check(a)) return true;
+    std::fprintf(stderr, "strata: warning: oneDNN's convolution gave a wrong result in the start-up check; not "
+                         "using it\n");
+    return false;
+  }();
+  return on;
+}
+
 }  // namespace
 
 bool forward_f32(const Conv2dShape& s, const float* x, const float* w, const float* b, float* y) {
-  const Api& a = api();
-  if (!a.ok) return false;
-  std::lock_guard<std::mutex> g(g_mu);
-  return run_locked(a, s, x, w, b, y);
+  if (!enabled()) return false;
+  std::lock_guard<std::mutex> g(dnnl_runtime::mutex());
+  return run_locked(dnnl_runtime::api(), s, x, w, b, y);
 }
 
 bool preferred(const Conv2dShape& s) {
@@ -301,7 +261,7 @@ bool preferred(const Conv2dShape& s) {
   // convolutions under 0.2 MFLOP stay on our path, which runs those on the calling thread.
   const double flops = 2.0 * s.n * s.o * s.oh * s.ow * (s.c / s.groups) * s.kh * s.kw;
   // oneDNN 2.6 crashes on a zero-size plane; conv_nd rejects those like torch, this keeps any other caller safe.
-  return !(s.kh == 1 && s.kw == 1) && s.h > 0 && s.w > 0 && flops >= 2e5 && api().ok;
+  return !(s.kh == 1 && s.kw == 1) && s.h > 0 && s.w > 0 && flops >= 2e5 && enabled();
 }
 
 #endif

@@ -6,12 +6,10 @@
 // rounding from there was slower (oneDNN's GEMM loses more on narrow N than the rounding costs: docs/BINDING.md,
 // step 19). So bfloat16 results come from the matmul primitive with a bfloat16 destination, cached per layout.
 //
-// Loaded with dlopen at first use like dnnl_conv.cpp; a missing library means the GEMM-routine path. A start-up
-// check compares a small product with a float reference, and a layout oneDNN would run only through its reference
-// implementation is declined (remembered per layout). STRATA_DNNL_MATMUL=0 turns it off.
+// oneDNN's primitive API is loaded at first use (dnnl_runtime.h); a missing library means the GEMM-routine path.
+// A start-up check compares a small product with a float reference, and a layout oneDNN would run only through its
+// reference implementation is declined (remembered per layout). STRATA_DNNL_MATMUL=0 turns it off.
 #include "backends/cpu/dnnl_matmul.h"
-
-#include <dlfcn.h>
 
 #include <array>
 #include <bit>
@@ -24,16 +22,11 @@
 #include <mutex>
 #include <vector>
 
-#if __has_include(<oneapi/dnnl/dnnl.h>)
-#include <oneapi/dnnl/dnnl.h>
-#if DNNL_VERSION_MAJOR == 2
-#define STRATA_HAVE_DNNL_MATMUL 1
-#endif
-#endif
+#include "backends/cpu/dnnl_runtime.h"
 
 namespace strata::cpu::dnnl_matmul {
 
-#ifndef STRATA_HAVE_DNNL_MATMUL
+#ifndef STRATA_HAVE_DNNL_PRIMITIVES
 
 bool gemm_bf16_out(int64_t, int64_t, int64_t, const uint16_t*, int64_t, int64_t, const uint16_t*, int64_t, int64_t,
                    uint16_t*, int64_t, int64_t) {
@@ -44,20 +37,7 @@ bool gemm_bf16_out(int64_t, int64_t, int64_t, const uint16_t*, int64_t, int64_t,
 
 namespace {
 
-#define STRATA_DNNL_MM_FNS(X)                                                                                     \
-  X(dnnl_version) X(dnnl_engine_create) X(dnnl_stream_create) X(dnnl_stream_wait)                                 \
-  X(dnnl_memory_desc_init_by_strides) X(dnnl_memory_create) X(dnnl_memory_set_data_handle) X(dnnl_memory_destroy) \
-  X(dnnl_matmul_desc_init) X(dnnl_primitive_desc_create) X(dnnl_primitive_desc_destroy)                          \
-  X(dnnl_primitive_desc_query) X(dnnl_primitive_create) X(dnnl_primitive_destroy) X(dnnl_primitive_execute)
-
-struct Api {
-#define STRATA_DNNL_PTR(f) decltype(&::f) f = nullptr;
-  STRATA_DNNL_MM_FNS(STRATA_DNNL_PTR)
-#undef STRATA_DNNL_PTR
-  dnnl_engine_t engine = nullptr;
-  dnnl_stream_t stream = nullptr;
-  bool ok = false;
-};
+using dnnl_runtime::Api;
 
 using Key = std::array<int64_t, 9>;
 
@@ -72,7 +52,6 @@ struct Entry {
   }
 };
 
-std::mutex g_mu;  // guards the cache and the memory objects' data handles
 std::map<Key, std::unique_ptr<Entry>>& cache() {
   static auto* c = new std::map<Key, std::unique_ptr<Entry>>();  // outlives static destructors
   return *c;
@@ -146,7 +125,7 @@ bool self_check(const Api& a) {
   for (auto& v : vb) v = float_to_bf16(rnd());
   Key key{m, n, k, k, 1, 1, k, ldc, 1};  // b[p, j] at j * k + p
   {
-    std::lock_guard<std::mutex> g(g_mu);
+    std::lock_guard<std::mutex> g(dnnl_runtime::mutex());
     if (!run_locked(a, key, va.data(), vb.data(), vc.data())) return true;  // declined: never used, nothing wrong
   }
   for (int64_t i = 0; i < m; ++i)
@@ -159,31 +138,17 @@ bool self_check(const Api& a) {
   return true;
 }
 
-const Api& api() {
-  static const Api* the = [] {
-    auto* a = new Api();
-    const char* env = std::getenv("STRATA_DNNL_MATMUL");
-    if (env && std::strcmp(env, "0") == 0) return a;
-    void* h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
-    if (!h) return a;
-    bool all = true;
-#define STRATA_DNNL_SYM(f)                                 \
-  a->f = reinterpret_cast<decltype(&::f)>(dlsym(h, #f)); \
-  all = all && a->f;
-    STRATA_DNNL_MM_FNS(STRATA_DNNL_SYM)
-#undef STRATA_DNNL_SYM
-    if (!all || a->dnnl_version()->major != 2) return a;
-    if (a->dnnl_engine_create(&a->engine, dnnl_cpu, 0) != dnnl_success) return a;
-    if (a->dnnl_stream_create(&a->stream, a->engine, dnnl_stream_default_flags) != dnnl_success) return a;
-    a->ok = true;
-    if (!self_check(*a)) {
-      std::fprintf(stderr, "strata: warning: oneDNN's bfloat16 matmul gave a wrong result in the start-up check; "
-                           "not using it\n");
-      a->ok = false;
-    }
-    return a;
+// The matmul primitive is used when the library is there, STRATA_DNNL_MATMUL is not 0, and the start-up check passes.
+bool enabled() {
+  static const bool on = [] {
+    const Api& a = dnnl_runtime::api();
+    if (!a.ok || dnnl_runtime::disabled_by("STRATA_DNNL_MATMUL")) return false;
+    if (self_check(a)) return true;
+    std::fprintf(stderr, "strata: warning: oneDNN's bfloat16 matmul gave a wrong result in the start-up check; "
+                         "not using it\n");
+    return false;
   }();
-  return *the;
+  return on;
 }
 
 }  // namespace
@@ -191,10 +156,9 @@ const Api& api() {
 bool gemm_bf16_out(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
                    int64_t b_rs, int64_t b_cs, uint16_t* c, int64_t c_rs, int64_t c_cs) {
   if (m <= 0 || n <= 0 || k <= 0) return false;
-  const Api& api_ = api();
-  if (!api_.ok) return false;
-  std::lock_guard<std::mutex> g(g_mu);
-  return run_locked(api_, Key{m, n, k, a_rs, a_cs, b_rs, b_cs, c_rs, c_cs}, a, b, c);
+  if (!enabled()) return false;
+  std::lock_guard<std::mutex> g(dnnl_runtime::mutex());
+  return run_locked(dnnl_runtime::api(), Key{m, n, k, a_rs, a_cs, b_rs, b_cs, c_rs, c_cs}, a, b, c);
 }
 
 #endif
