@@ -20,7 +20,7 @@ def check(actual, expected):
 
 
 @pytest.mark.parametrize("m,k,n", [(1, 1, 1), (3, 5, 7), (33, 17, 9), (64, 128, 32), (1, 64, 64), (70, 3, 1),
-                                   (16, 16, 16), (33, 17, 20), (40, 300, 48), (257, 64, 130)])
+                                   (16, 16, 16), (33, 17, 20), (40, 300, 48), (257, 64, 130), (20, 1, 30)])
 def test_mm_layouts(m, k, n):
     a = strata.randn(m, k).bfloat16()
     b = strata.randn(k, n).bfloat16()

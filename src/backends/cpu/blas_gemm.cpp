@@ -214,13 +214,12 @@ void batched_gemm_cpu(const BatchedGemm& g) {
   }
 }
 
-// A size-1 dim's stride is arbitrary in a view; give it the dense value so
-// that the layout reads as plain row- or column-major. False for any other
-// layout (oneDNN would take those only through its slow reference code).
-bool plain_layout(int64_t rows, int64_t cols, int64_t& rs, int64_t& cs) {
-  if (cols == 1) cs = 1;
-  if (rows == 1) rs = cs == 1 ? cols : 1;
-  return (cs == 1 && rs >= cols) || (rs == 1 && cs >= rows);
+// The (row, column) strides oneDNN's matmul gets for a matrix blas_layout accepts: a size-1 dim's stride is
+// arbitrary in a view, so the leading dimension is at least the dense one, as fix_ld does for the GEMM routines.
+void dense_strides(const Layout& l, int64_t rows, int64_t cols, int64_t& rs, int64_t& cs) {
+  const int64_t ld = std::max(l.ld, l.t == Trans::N ? cols : rows);
+  rs = l.t == Trans::N ? ld : 1;
+  cs = l.t == Trans::N ? 1 : ld;
 }
 
 bool bf16_out_gemm_cpu(const BatchedGemm& g) {
@@ -230,10 +229,13 @@ bool bf16_out_gemm_cpu(const BatchedGemm& g) {
   // So do long inner dimensions, where the rounding pass is a small share and
   // the routine's kernel was faster (4096^3: 616 ms against 678).
   if (!g.batch.empty() || g.m < 16 || g.n < 16 || g.k == 0 || g.k > 1024) return false;
-  int64_t a_rs = g.a_rs, a_cs = g.a_cs, b_rs = g.b_rs, b_cs = g.b_cs, c_rs = g.c_rs, c_cs = g.c_cs;
-  if (!plain_layout(g.m, g.k, a_rs, a_cs) || !plain_layout(g.k, g.n, b_rs, b_cs) ||
-      !plain_layout(g.m, g.n, c_rs, c_cs))
-    return false;
+  const Layout la = blas_layout(g.m, g.k, g.a_rs, g.a_cs), lb = blas_layout(g.k, g.n, g.b_rs, g.b_cs),
+               lc = blas_layout(g.m, g.n, g.c_rs, g.c_cs);
+  if (!la.ok || !lb.ok || !lc.ok) return false;
+  int64_t a_rs, a_cs, b_rs, b_cs, c_rs, c_cs;
+  dense_strides(la, g.m, g.k, a_rs, a_cs);
+  dense_strides(lb, g.k, g.n, b_rs, b_cs);
+  dense_strides(lc, g.m, g.n, c_rs, c_cs);
   return cpu::dnnl_matmul::gemm_bf16_out(g.m, g.n, g.k, static_cast<const uint16_t*>(g.a), a_rs, a_cs,
                                          static_cast<const uint16_t*>(g.b), b_rs, b_cs, static_cast<uint16_t*>(g.c),
                                          c_rs, c_cs);
