@@ -12,10 +12,8 @@
 #include "backends/cpu/dnnl_matmul.h"
 
 #include <array>
-#include <bit>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -23,6 +21,7 @@
 #include <vector>
 
 #include "backends/cpu/dnnl_runtime.h"
+#include "core/dtype.h"
 
 namespace strata::cpu::dnnl_matmul {
 
@@ -109,11 +108,8 @@ bool run_locked(const Api& a, const Key& k, const uint16_t* pa, const uint16_t* 
   return a.dnnl_stream_wait(a.stream) == dnnl_success;
 }
 
-float bf16_to_float(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
-uint16_t float_to_bf16(float f) {  // round to nearest even (finite inputs only here)
-  uint32_t u = std::bit_cast<uint32_t>(f);
-  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
+float bf16_to_float(uint16_t h) { return BFloat16::from_bits(h); }
+uint16_t float_to_bf16(float f) { return BFloat16(f).bits; }
 
 bool self_check(const Api& a) {
   // Odd sizes, a transposed B (column-major) and a C with padded rows.
