@@ -25,11 +25,7 @@ STRATA_HOT int64_t checked_numel(IntArrayRef sizes, const char* op) {
 
 DimVector contiguous_strides(IntArrayRef sizes) {
   DimVector st(sizes.size());
-  int64_t acc = 1;
-  for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i >= 0; --i) {
-    st[i] = acc;
-    acc *= std::max<int64_t>(sizes[i], 1);
-  }
+  contiguous_strides_into(sizes, st.data());
   return st;
 }
 

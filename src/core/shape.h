@@ -13,6 +13,14 @@ namespace strata {
 // caller in the message.
 int64_t checked_numel(IntArrayRef sizes, const char* op = "tensor");
 DimVector contiguous_strides(IntArrayRef sizes);
+// The same into out[0, sizes.size()) (out may not overlap sizes). Inline: every new tensor runs it.
+inline void contiguous_strides_into(IntArrayRef sizes, int64_t* out) {
+  int64_t acc = 1;
+  for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i >= 0; --i) {
+    out[i] = acc;
+    acc *= sizes[i] > 1 ? sizes[i] : 1;
+  }
+}
 bool is_contiguous_geometry(IntArrayRef sizes, IntArrayRef strides);
 
 // Wraps a possibly negative dim into [0, ndim). A 0-d tensor accepts -1 and 0.

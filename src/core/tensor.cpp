@@ -47,11 +47,7 @@ STRATA_HOT void TensorImpl::assign_dims(IntArrayRef sizes, const IntArrayRef* st
   if (strides) {
     std::copy(strides->begin(), strides->end(), buf + n);
   } else {
-    int64_t acc = 1;
-    for (int64_t i = n - 1; i >= 0; --i) {
-      buf[n + i] = acc;
-      acc *= std::max<int64_t>(buf[i], 1);
-    }
+    contiguous_strides_into(IntArrayRef(buf, static_cast<size_t>(n)), buf + n);
   }
   if (heap) {
     dims_heap_ = std::move(heap);
