@@ -186,6 +186,19 @@ double default_scale(std::optional<double> scale, int64_t e) {
 
 }  // namespace
 
+// The sizes, scale and causality every attention kernel call gets (operands and mask are set by the caller).
+AttnGeom attn_geom(const AttnSetup& st, std::optional<double> scale, bool is_causal, const char* op) {
+  AttnGeom g;
+  g.batch = checked_numel(st.batch, op);
+  g.l = st.l;
+  g.s = st.s;
+  g.e = st.e;
+  g.ev = st.ev;
+  g.scale = default_scale(scale, st.e);
+  g.causal = is_causal;
+  return g;
+}
+
 Tensor sdpa_impl(const Tensor& q, const Tensor& k, const Tensor& v, const std::optional<Tensor>& attn_mask,
                  double dropout_p, bool is_causal, std::optional<double> scale, bool enable_gqa) {
   const char* op = "scaled_dot_product_attention";
@@ -197,14 +210,7 @@ Tensor sdpa_impl(const Tensor& q, const Tensor& k, const Tensor& v, const std::o
   const ScalarType ct = compute_type(q.dtype());
   Tensor out = empty_like_layout(q, out_shape, ct, st.dev);
   if (out.numel() == 0) return to_dtype(out, q.dtype());
-  AttnGeom g;
-  g.batch = checked_numel(st.batch, op);
-  g.l = st.l;
-  g.s = st.s;
-  g.e = st.e;
-  g.ev = st.ev;
-  g.scale = default_scale(scale, st.e);
-  g.causal = is_causal;
+  AttnGeom g = attn_geom(st, scale, is_causal, op);
   Tensor qc = row_operand(q, ct, "the query"), kc = row_operand(k, ct, "the key"), vc = row_operand(v, ct, "the value");
   g.q = mat_of(qc, st.batch, 1);
   g.k = mat_of(kc, st.batch, st.group);
@@ -239,15 +245,8 @@ Tensor3 sdpa_backward_impl(const Tensor& grad_out, const Tensor& q, const Tensor
   const ScalarType ct = compute_type(q.dtype());
   Tensor gq = empty_like_layout(q, q.sizes(), ct, st.dev), gk = empty_like_layout(k, k.sizes(), ct, st.dev),
          gv = empty_like_layout(v, v.sizes(), ct, st.dev);
-  AttnGeom g;
-  g.batch = checked_numel(st.batch, op);
+  AttnGeom g = attn_geom(st, scale, is_causal, op);
   if (g.batch > 0) {
-    g.l = st.l;
-    g.s = st.s;
-    g.e = st.e;
-    g.ev = st.ev;
-    g.scale = default_scale(scale, st.e);
-    g.causal = is_causal;
     Tensor qc = row_operand(q, ct, "the query"), kc = row_operand(k, ct, "the key");
     Tensor vc = row_operand(v, ct, "the value"), go = row_operand(grad_out, ct, "grad_out");
     g.q = mat_of(qc, st.batch, 1);
