@@ -184,8 +184,6 @@ double default_scale(std::optional<double> scale, int64_t e) {
   return scale.value_or(e > 0 ? 1.0 / std::sqrt(static_cast<double>(e)) : 1.0);
 }
 
-}  // namespace
-
 // The sizes, scale and causality every attention kernel call gets (operands and mask are set by the caller).
 AttnGeom attn_geom(const AttnSetup& st, std::optional<double> scale, bool is_causal, const char* op) {
   AttnGeom g;
@@ -198,6 +196,8 @@ AttnGeom attn_geom(const AttnSetup& st, std::optional<double> scale, bool is_cau
   g.causal = is_causal;
   return g;
 }
+
+}  // namespace
 
 Tensor sdpa_impl(const Tensor& q, const Tensor& k, const Tensor& v, const std::optional<Tensor>& attn_mask,
                  double dropout_p, bool is_causal, std::optional<double> scale, bool enable_gqa) {
