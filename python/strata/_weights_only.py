@@ -13,6 +13,7 @@ the ``EXT`` opcodes, text ``PERSID`` and out-of-band buffers are refused.
 
 import pickle
 import struct
+from collections import OrderedDict
 
 UnpicklingError = pickle.UnpicklingError
 
@@ -360,6 +361,12 @@ class WeightsUnpickler:
             elif op == 0x62:  # BUILD
                 state = pop()
                 inst = top()
+                if type(inst) is OrderedDict and type(state) is dict:
+                    # A module state_dict carries its `_metadata` (per-module versions) as an attribute.
+                    if not all(isinstance(k, str) and not k.startswith("__") for k in state):
+                        fail("BUILD on an OrderedDict may only set plain attributes")
+                    inst.__dict__.update(state)
+                    continue
                 if not self.may_build(inst):
                     fail(f"BUILD on a {type(inst).__module__}.{type(inst).__qualname__}, which is not an allowed class")
                 setstate = getattr(inst, "__setstate__", None)
