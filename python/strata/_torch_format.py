@@ -278,16 +278,18 @@ class _TorchPickler(pickle._Pickler):
 
     dispatch = dict(pickle._Pickler.dispatch)
 
-    def __init__(self, file, protocol):
+    def __init__(self, file, protocol, legacy=False):
         super().__init__(file, protocol)
+        self.legacy = legacy
         self.storages = {}  # id(Storage) -> [key, Storage, dtype]; holds the handles so their ids stay unique
 
     def persistent_id(self, obj):
         if type(obj) is not Storage:
             return None
         key, st, dtype = self.storages[id(obj)]
-        itemsize = dtype.itemsize
-        return ("storage", _Global("torch", _STORAGE_NAMES[dtype]), key, "cpu", st.nbytes() // itemsize)
+        pid = ("storage", _Global("torch", _STORAGE_NAMES[dtype]), key, "cpu", st.nbytes() // dtype.itemsize)
+        # The legacy format adds a view_metadata slot (None: a whole storage).
+        return pid + (None,) if self.legacy else pid
 
     def _storage_for(self, t):
         if t.dtype not in _STORAGE_NAMES:
@@ -378,10 +380,10 @@ def _storage_bytes(st, dtype):
     return raw
 
 
-def pickle_object(obj, protocol=DEFAULT_PROTOCOL):
+def pickle_object(obj, protocol=DEFAULT_PROTOCOL, legacy=False):
     """Pickle ``obj`` with torch's names: (data.pkl bytes, [(key, Storage, dtype)])."""
     buf = io.BytesIO()
-    pickler = _TorchPickler(buf, protocol)
+    pickler = _TorchPickler(buf, protocol, legacy)
     pickler.dump(obj)
     return buf.getvalue(), [tuple(e) for e in pickler.storages.values()]
 
@@ -407,6 +409,92 @@ def write_archive(pickled, fh, prefix="archive"):
         except Exception:
             if ok:  # closing writes the central directory: its failure is the save's failure
                 raise
+
+
+# torch's legacy format (``_use_new_zipfile_serialization=False``): four pickles back to back (the magic number, the
+# protocol version 1001, a sys_info dict, the object, whose storage ids carry a 6th view_metadata slot) then the
+# sorted list of storage keys, then for each key an int64 element count and the storage's raw bytes.
+LEGACY_MAGIC_NUMBER = 0x1950A86A20F9469CFC6C
+LEGACY_PROTOCOL_VERSION = 1001
+LEGACY_MAGICS = tuple(pickle.dumps(LEGACY_MAGIC_NUMBER, protocol=p) for p in range(2, pickle.HIGHEST_PROTOCOL + 1))
+
+
+def write_legacy(pickled, fh, protocol):
+    data, storages = pickled
+    sys_info = {
+        "protocol_version": LEGACY_PROTOCOL_VERSION,
+        "little_endian": True,
+        "type_sizes": {"short": 2, "int": 4, "long": 4},
+    }
+    for header in (LEGACY_MAGIC_NUMBER, LEGACY_PROTOCOL_VERSION, sys_info):
+        fh.write(pickle.dumps(header, protocol=protocol))
+    fh.write(data)
+    by_key = {key: (st, dtype) for key, st, dtype in storages}
+    keys = sorted(by_key)
+    fh.write(pickle.dumps(keys, protocol=protocol))
+    for key in keys:
+        st, dtype = by_key[key]
+        fh.write(struct.pack("<q", st.nbytes() // dtype.itemsize))
+        raw = _storage_bytes(st, dtype)
+        if raw.size:
+            fh.write(memoryview(raw))
+
+
+class LegacyStorages:
+    """Storages of a legacy checkpoint: allocated when the pickle names them (never more than the file still holds),
+    filled from the records that follow the pickle."""
+
+    def __init__(self, label, size, restore):
+        self.label, self.size, self.restore = label, size, restore
+        self.pos = 0  # where the pickle being read starts: the storage data can only come after it
+        self.entries = {}  # key -> (Storage, numel, itemsize)
+
+    def persistent_load(self, pid):
+        if not (isinstance(pid, tuple) and len(pid) == 6 and pid[0] == "storage"):
+            raise pickle.UnpicklingError(f"unsupported persistent id {pid!r:.200}")
+        _, stype, key, location, numel, view_metadata = pid
+        if view_metadata is not None:
+            raise pickle.UnpicklingError("legacy storage views (view_metadata) are not supported")
+        if not isinstance(stype, StorageType):
+            raise pickle.UnpicklingError(f"persistent id names {stype!r:.100}, not a storage type")
+        if not isinstance(key, str) or not isinstance(location, str):
+            raise pickle.UnpicklingError(f"bad storage key or location {key!r:.100}, {location!r:.100}")
+        if not (isinstance(numel, int) and not isinstance(numel, bool)) or numel < 0:
+            raise pickle.UnpicklingError(f"bad storage size {numel!r:.100}")
+        itemsize = stype.dtype.itemsize
+        entry = self.entries.get(key)
+        if entry is None:
+            nbytes = numel * itemsize
+            if nbytes > self.size - self.pos:
+                _bad(self.label, f"storage {key!r:.100} claims {nbytes} bytes, more than the whole rest of the file")
+            st = self.restore(Storage.from_numpy(np.empty(nbytes, dtype=np.uint8)), location)
+            entry = self.entries[key] = (st, numel, itemsize)
+        elif entry[0].nbytes() < numel * itemsize:
+            raise pickle.UnpicklingError(f"storage {key!r:.100} is referenced with more elements than it holds")
+        return TypedStorage(entry[0], stype.dtype)
+
+    def fill(self, data, pos, keys, little_endian):
+        if not (isinstance(keys, list) and all(isinstance(k, str) for k in keys)):
+            _bad(self.label, "the storage key list after the pickle is not a list of strings")
+        if set(keys) != set(self.entries) or len(keys) != len(self.entries):
+            _bad(self.label, f"the storage key list {keys!r:.200} does not match the storages the pickle uses")
+        for key in keys:
+            st, numel, itemsize = self.entries[key]
+            if pos + 8 > len(data):
+                _bad(self.label, f"file truncated before the data of storage {key!r:.100}")
+            (count,) = struct.unpack_from("<q", data, pos)
+            if count != numel:
+                _bad(self.label, f"storage {key!r:.100} holds {count} elements but the pickle says {numel}")
+            pos += 8
+            nbytes = numel * itemsize
+            if pos + nbytes > len(data):
+                _bad(self.label, f"file truncated in the data of storage {key!r:.100}")
+            raw = np.frombuffer(data, dtype=np.uint8, count=nbytes, offset=pos)
+            if itemsize > 1 and little_endian != (sys.byteorder == "little"):
+                raw = raw.view(f"u{itemsize}").byteswap().view(np.uint8)
+            st.numpy()[:] = raw
+            pos += nbytes
+        return pos
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -50,8 +50,9 @@ class WeightsUnpickler:
     resolves BINPERSID; ``is_allowed_class(obj)`` says whether BUILD may set state on ``obj``.
     """
 
-    def __init__(self, data, find_global, persistent_load, may_build, encoding="ASCII", errors="strict"):
+    def __init__(self, data, find_global, persistent_load, may_build, encoding="ASCII", errors="strict", start=0):
         self.data = data if isinstance(data, (bytes, bytearray)) else bytes(data)
+        self.start = self.end = start  # load() reads one pickle from `start`; `end` is just past its STOP
         self.find_global = find_global
         self.persistent_load = persistent_load
         self.may_build = may_build
@@ -73,7 +74,7 @@ class WeightsUnpickler:
     def load(self):
         data = self.data
         n = len(data)
-        pos = 0
+        pos = self.start
         stack = []
         metastack = []
         memo = {}
@@ -159,6 +160,7 @@ class WeightsUnpickler:
             elif op == 0x2E:  # STOP
                 if not stack:
                     fail("STOP with an empty stack")
+                self.end = pos
                 return stack[-1]
             elif op == 0x28:  # MARK
                 metastack.append(stack)

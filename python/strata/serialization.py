@@ -310,20 +310,19 @@ def save(
     if pickle_module is not None and pickle_module is not pickle:
         raise TypeError("strata.save: only the standard pickle module is supported as pickle_module")
     if fmt == "torch":
-        if not _use_new_zipfile_serialization:
-            raise NotImplementedError(
-                "strata.save: _use_new_zipfile_serialization=False (torch's legacy pre-1.6 format) is not written by "
-                "strata; the zip format it writes loads in every torch since 1.6"
-            )
         protocol = _torch_format.DEFAULT_PROTOCOL if pickle_protocol is None else pickle_protocol
         if not (isinstance(protocol, int) and 2 <= protocol <= pickle.HIGHEST_PROTOCOL):
             raise ValueError(f"strata.save: pickle_protocol must be an int from 2 to {pickle.HIGHEST_PROTOCOL}, "
                              f"got {pickle_protocol!r}")
         # Pickle first, in memory: an unpicklable object fails before any file is touched.
-        data = _torch_format.pickle_object(obj, protocol)
+        legacy = not _use_new_zipfile_serialization
+        data = _torch_format.pickle_object(obj, protocol, legacy=legacy)
 
         def write(fh):
-            _torch_format.write_archive(data, fh)
+            if legacy:  # torch's pre-1.6 format, which torch.load still reads
+                _torch_format.write_legacy(data, fh, protocol)
+            else:
+                _torch_format.write_archive(data, fh)
     else:
         if pickle_module is not None or pickle_protocol is not None:
             raise TypeError("strata.save: pickle_module and pickle_protocol do not apply to the safetensors format")
@@ -631,8 +630,6 @@ class _Opened:
 
 
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
-# torch's legacy (pre-1.6) format: a protocol-2 pickle of the magic number 0x1950a86a20f9469cfc6c (a LONG1).
-_LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"
 
 
 def _peek(src, n):
@@ -745,14 +742,13 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
     if mmap and not isinstance(f, (str, os.PathLike)):
         raise ValueError("strata.load: f must be a file path in order to use the mmap argument")
     with _Opened(f) as src:
-        head = _peek(src, 16)
+        head = _peek(src, 32)
         if head.startswith(_ZIP_MAGIC):
             return _load_torch_zip(src, f if mmap else None, restore, weights_only, pickle_module, pickle_load_args)
-        if head.startswith(_LEGACY_MAGIC):
-            src.fail(
-                "this is a checkpoint in torch's legacy (pre-1.6) format, which strata does not read; re-save it "
-                "with a current torch.save"
-            )
+        if head.startswith(_torch_format.LEGACY_MAGICS):
+            if mmap:
+                raise ValueError("strata.load: mmap can only be used with files in torch's zip format")
+            return _load_torch_legacy(src, restore, weights_only, pickle_module, pickle_load_args)
         mapped = np.memmap(f, dtype=np.uint8, mode="c") if mmap and src.size > 0 else None
         tensors, metadata, label = _read_safetensors(src, True, mapped)
     if map_location is not None:
@@ -807,6 +803,45 @@ def _load_torch_zip(src, mmap_path, restore, weights_only, pickle_module, pickle
         return unpickler.load()
     finally:
         reader.close()
+
+
+def _no_persistent_id(pid):
+    raise pickle.UnpicklingError(f"unexpected persistent id {pid!r:.100}")
+
+
+def _load_torch_legacy(src, restore, weights_only, pickle_module, pickle_load_args):
+    data = src.read(src.size, "checkpoint")
+
+    def safe(pos, persistent_load=_no_persistent_id):
+        u = WeightsUnpickler(data, _find_safe_global, persistent_load, _may_build, start=pos, **pickle_load_args)
+        try:
+            return u.load(), u.end
+        except pickle.UnpicklingError as e:
+            raise pickle.UnpicklingError(_WEIGHTS_ONLY_HELP + str(e)) from None
+
+    magic, pos = safe(0)
+    if magic != _torch_format.LEGACY_MAGIC_NUMBER:
+        src.fail("not a torch legacy checkpoint (wrong magic number)")
+    version, pos = safe(pos)
+    if version != _torch_format.LEGACY_PROTOCOL_VERSION:
+        src.fail(f"legacy checkpoint protocol version {version!r:.50} is not supported (only 1001 is)")
+    sys_info, pos = safe(pos)
+    if not isinstance(sys_info, dict) or not isinstance(sys_info.get("little_endian", True), bool):
+        src.fail("legacy checkpoint: sys_info is not a dict with a bool 'little_endian'")
+    storages = _torch_format.LegacyStorages(src.label, len(data), restore)
+    storages.pos = pos
+    if weights_only:
+        obj, pos = safe(pos, storages.persistent_load)
+    else:
+        stream = io.BytesIO(data)
+        stream.seek(pos)
+        unpickler = _torch_format.make_full_unpickler((pickle_module or pickle).Unpickler)(stream, **pickle_load_args)
+        unpickler.persistent_load = storages.persistent_load
+        obj = unpickler.load()
+        pos = stream.tell()
+    keys, pos = safe(pos)
+    storages.fill(data, pos, keys, sys_info.get("little_endian", True))
+    return obj
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -648,17 +648,14 @@ def test_real_torch_optimizer_state_dict_roundtrip():
     assert sorted(out["state"]) == [0, 1]
 
 
-def test_torch_zip_checkpoint_loads_and_legacy_pickle_is_refused_clearly():
-    # Changed with the default format: torch's zip checkpoints now load (tests/python/test_serialization_torch.py);
-    # torch's legacy pre-1.6 pickle format is still refused with a clear message.
+def test_torch_checkpoints_load():
+    # Changed with the default format: torch's zip and legacy checkpoints load instead of being refused
+    # (more in tests/python/test_serialization_torch.py).
     torch = pytest.importorskip("torch")
-    buf = io.BytesIO()
-    torch.save({"w": torch.ones(2)}, buf)
-    assert load_bytes(buf.getvalue())["w"].tolist() == [1.0, 1.0]
-    buf = io.BytesIO()
-    torch.save({"w": torch.ones(2)}, buf, _use_new_zipfile_serialization=False)
-    with pytest.raises(ValueError, match="legacy"):
-        load_bytes(buf.getvalue())
+    for zipped in (True, False):
+        buf = io.BytesIO()
+        torch.save({"w": torch.ones(2)}, buf, _use_new_zipfile_serialization=zipped)
+        assert load_bytes(buf.getvalue())["w"].tolist() == [1.0, 1.0]
 
 
 def test_valid_header_lengths_that_resemble_pickle_magic_load():

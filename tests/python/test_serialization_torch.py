@@ -334,10 +334,46 @@ def test_format_selection(tmp_path):
         strata.save(sd, io.BytesIO(), format="npz")
     with pytest.raises(ValueError, match="metadata"):
         strata.save(sd, io.BytesIO(), format="torch", metadata={"a": "b"})
-    with pytest.raises(NotImplementedError, match="legacy"):
-        strata.save(sd, io.BytesIO(), _use_new_zipfile_serialization=False)
     data = save_bytes(sd, _use_new_zipfile_serialization=True, pickle_module=pickle)
     assert load_bytes(data)["w"].tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("protocol", [2, 4])
+def test_legacy_format_both_ways(protocol):
+    torch = pytest.importorskip("torch")
+    x = strata.arange(5.0)
+    obj = {"x": x, "v": x[1:4], "p": strata.nn.Parameter(strata.ones(2)), "h": strata.ones(3, dtype=strata.float16),
+           "e": strata.empty(0, 2), "n": [1, "two", (3.0,)]}
+    data = save_bytes(obj, _use_new_zipfile_serialization=False, pickle_protocol=protocol)
+    assert not data.startswith(b"PK")
+    t = torch_load_bytes(data, weights_only=protocol < 4)
+    t["x"][2] = 50.0
+    assert t["v"].tolist() == [1.0, 50.0, 3.0] and isinstance(t["p"], torch.nn.Parameter)
+    assert t["h"].dtype == torch.float16 and t["n"] == [1, "two", (3.0,)]
+    back = load_bytes(torch_save_bytes(t, _use_new_zipfile_serialization=False))
+    back["x"][3] = -1.0
+    assert back["v"].tolist() == [1.0, 50.0, -1.0] and type(back["p"]) is strata.nn.Parameter
+    assert back["e"].shape == (0, 2) and back["h"].dtype == strata.float16
+    mine = load_bytes(data, weights_only=False)
+    assert mine["v"].tolist() == [1.0, 2.0, 3.0]
+    with pytest.raises(ValueError, match="mmap"):
+        strata.load(io.BytesIO(data), mmap=True)
+
+
+def test_legacy_hostile_files():
+    data = save_bytes({"x": strata.arange(6.0)}, _use_new_zipfile_serialization=False)
+    for cut in range(0, len(data), 5):
+        with pytest.raises(LOAD_ERRORS):
+            load_bytes(data[:cut])
+    # A pickle that claims a storage far bigger than the file allocates nothing.
+    huge = data.replace(b"K\x06N", b"\x8a\x06\x00\x00\x00\x00\x00\x01N", 1)
+    assert huge != data
+    with pytest.raises(ValueError, match="more than the whole rest of the file"):
+        load_bytes(huge)
+    # Element count before the data disagreeing with the pickle.
+    i = data.rindex(struct.pack("<q", 6))
+    with pytest.raises(ValueError, match="holds 7 elements"):
+        load_bytes(data[:i] + struct.pack("<q", 7) + data[i + 8 :])
 
 
 def test_file_objects_at_an_offset_and_streams(tmp_path):
@@ -755,16 +791,18 @@ def test_fuzzed_archives_raise_only_expected_errors(tmp_path):
     base = bytearray(save_bytes({"x": strata.arange(6.0), "v": strata.arange(6.0)[2:], "o": [1, (2.5, "s")]}))
     recs = records_of(bytes(base))
     pkl = bytearray(recs["data.pkl"])
+    legacy = bytearray(save_bytes({"x": strata.arange(6.0), "v": strata.arange(6.0)[2:]},
+                                  _use_new_zipfile_serialization=False))
 
-    @hypothesis.settings(max_examples=300, deadline=None, database=None,
+    @hypothesis.settings(max_examples=int(os.environ.get("STRATA_FUZZ_EXAMPLES", "300")), deadline=None, database=None,
                          suppress_health_check=list(hypothesis.HealthCheck))
     @hypothesis.given(
-        target=st.sampled_from(["archive", "pickle"]),
+        target=st.sampled_from(["archive", "pickle", "legacy"]),
         edits=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255), st.sampled_from(["set", "insert", "delete"])),
                        min_size=1, max_size=6),
     )
     def run(target, edits):
-        buf = bytearray(base if target == "archive" else pkl)
+        buf = bytearray({"archive": base, "pickle": pkl, "legacy": legacy}[target])
         for pos, val, kind in edits:
             i = pos % (len(buf) + 1)
             if kind == "set" and i < len(buf):
@@ -773,7 +811,7 @@ def test_fuzzed_archives_raise_only_expected_errors(tmp_path):
                 buf[i:i] = bytes([val])
             elif kind == "delete" and i < len(buf):
                 del buf[i]
-        data = bytes(buf) if target == "archive" else archive({**recs, "data.pkl": bytes(buf)})
+        data = archive({**recs, "data.pkl": bytes(buf)}) if target == "pickle" else bytes(buf)
         try:
             load_bytes(data)
         except LOAD_ERRORS:
