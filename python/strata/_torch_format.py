@@ -26,8 +26,7 @@ import numpy as np
 
 from . import _C
 from ._size import Size
-from ._tensor_pickle import Storage, storage_of, rebuild_tensor, MAX_NDIM
-from ._weights_only import WeightsUnpickler
+from ._tensor_pickle import Storage, storage_of, rebuild_tensor
 from .nn.parameter import Parameter, _make_subclass
 
 Tensor = _C.Tensor
@@ -522,12 +521,18 @@ class ZipReader:
         self.records = {}
         for info in infos:
             name = info.filename
+            if name == prefix + "/" or (name.endswith("/") and info.file_size == 0 and name.startswith(prefix + "/")):
+                name = name[:-1]  # a folder entry (archives re-zipped by other tools have them): checked, no data
+                if name == prefix:
+                    continue
             parts = name.split("/")
             if (
                 name.startswith("/") or "\\" in name or "\x00" in name or len(parts) < 2
                 or any(p in ("", ".", "..") for p in parts) or parts[0] != prefix
             ):
                 _bad(label, f"bad record name {name!r:.200} (records live under one folder, with no '..')")
+            if info.is_dir():
+                continue
             rel = name[len(prefix) + 1 :]
             if rel in self.records:
                 _bad(label, f"record {name!r:.200} appears twice")

@@ -1,6 +1,13 @@
-"""Checkpoints that cannot run code: ``strata.save`` / ``strata.load`` in the safetensors format.
+"""``strata.save`` / ``strata.load``: torch's checkpoint formats and safetensors.
 
-File layout (the safetensors format, written and read here without the ``safetensors`` package):
+``save`` writes torch's zip format by default (``_torch_format``: a pickle naming torch's rebuild functions, plus one
+raw record per storage), so ``torch.load`` reads strata's files and ``strata.load`` reads torch's, shared storage
+included; ``_use_new_zipfile_serialization=False`` writes torch's legacy format. ``load`` recognises the format from
+the first bytes. Torch archives are unpickled by default with the restricted unpickler of ``_weights_only`` (only
+data, tensors and the allow-list of :func:`add_safe_globals`); ``weights_only=False`` opts into full pickle.
+
+The safetensors format (``format="safetensors"``, a ``.safetensors`` path, or ``metadata=``) is written and read here
+without the ``safetensors`` package:
 
 * 8 bytes: little-endian u64 ``N``, the header length;
 * ``N`` bytes: a UTF-8 JSON object
@@ -11,9 +18,8 @@ File layout (the safetensors format, written and read here without the ``safeten
 A ``dict`` of ``str -> Tensor`` (a model ``state_dict``) is stored exactly as the ``safetensors`` library stores it, so
 either side can read the other's files. Anything else (a bare tensor, an optimizer ``state_dict`` with int keys, tuples,
 floats, ``None``...) is stored the same way for its tensors, plus a JSON description of the surrounding structure under
-the ``__metadata__`` key ``"strata.structure"``, which ``load`` uses to rebuild the same object.
-
-Loading never unpickles or evaluates anything, validates every header field before touching data, and never allocates
+the ``__metadata__`` key ``"strata.structure"``, which ``load`` uses to rebuild the same object. Reading a safetensors
+file never unpickles or evaluates anything, validates every header field before touching data, and never allocates
 more than the file actually holds.
 """
 
@@ -647,8 +653,8 @@ def _read_safetensors(src, want_tensors=True, mapped=None):
     first = src.read(8, "header length")
     (n,) = struct.unpack("<Q", first)
     if n > MAX_HEADER_SIZE or n > src.size - 8:
-        if first.startswith(b"\x80\x02"):
-            src.fail("this looks like a pickle (torch's legacy checkpoint format), which strata.load does not read")
+        if first.startswith(_ZIP_MAGIC) or first.startswith(b"\x80"):
+            src.fail("this is a torch checkpoint (zip archive or pickle), not a safetensors file")
         if n > MAX_HEADER_SIZE:
             src.fail(f"header length {n} exceeds the {MAX_HEADER_SIZE}-byte limit")
         src.fail(f"header length {n} is larger than the {src.size - 8} bytes that follow it")

@@ -338,6 +338,19 @@ def test_format_selection(tmp_path):
     assert load_bytes(data)["w"].tolist() == [1.0, 1.0]
 
 
+def test_rezipped_archives_with_folders_and_compression_load():
+    x = strata.arange(100.0)
+    recs = records_of(save_bytes({"x": x, "v": x[3:7]}))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        z.writestr("ckpt/", b"")
+        z.writestr("ckpt/data/", b"")
+        for name, data in recs.items():
+            z.writestr(f"ckpt/{name}", data)
+    out = load_bytes(buf.getvalue())
+    assert out["x"].tolist() == x.tolist() and out["v"].tolist() == [3.0, 4.0, 5.0, 6.0]
+
+
 @pytest.mark.parametrize("protocol", [2, 4])
 def test_legacy_format_both_ways(protocol):
     torch = pytest.importorskip("torch")
