@@ -285,6 +285,8 @@ class _TorchPickler(pickle._Pickler):
     def persistent_id(self, obj):
         if type(obj) is not Storage:
             return None
+        if id(obj) not in self.storages:  # a storage saved for itself, not through a tensor: bytes
+            self.storages[id(obj)] = [str(len(self.storages)), obj, _C.uint8]
         key, st, dtype = self.storages[id(obj)]
         pid = ("storage", _Global("torch", _STORAGE_NAMES[dtype]), key, "cpu", st.nbytes() // dtype.itemsize)
         # The legacy format adds a view_metadata slot (None: a whole storage).
