@@ -592,6 +592,20 @@ def test_deepcopy_keeps_sharing_and_copy_aliases():
     y = strata.ones(2, requires_grad=True) * 2
     with pytest.raises(RuntimeError, match="graph leaves"):
         copy.deepcopy(y)
+    m = copy.deepcopy(strata.empty(2, 3, device="meta"))
+    assert m.is_meta and m.shape == (2, 3)
+    with pytest.raises(RuntimeError, match="meta"):
+        pickle.dumps(strata.empty(2, device="meta"))
+
+
+def test_torch_tensors_with_python_attributes():
+    torch = pytest.importorskip("torch")
+    t = torch.ones(2)
+    t.tag = "hello"
+    p = torch.nn.Parameter(torch.ones(2))
+    p.note = 3
+    out = load_bytes(torch_save_bytes({"t": t, "p": p}))
+    assert out["t"].tag == "hello" and out["p"].note == 3 and type(out["p"]) is strata.nn.Parameter
 
 
 # ----------------------------------------------------------------------------------------------------------------------
