@@ -313,6 +313,18 @@ def test_files_look_like_torchs():
     assert recs["data.pkl"] == theirs
 
 
+def test_torch_maps_strata_files(tmp_path):
+    pytest.importorskip("torch")
+    import torch
+
+    p = tmp_path / "m.pt"
+    x = strata.arange(10.0)
+    strata.save({"x": x, "v": x[2:5], "h": strata.ones(3, dtype=strata.float16)}, p)
+    d = torch.load(p, mmap=True)
+    d["x"][3] = 9.0
+    assert d["v"].tolist() == [2.0, 9.0, 4.0] and d["h"].dtype == torch.float16
+
+
 # ----------------------------------------------------------------------------------------------------------------------
 # Formats, paths, numpy, whole modules
 # ----------------------------------------------------------------------------------------------------------------------
