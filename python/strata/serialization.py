@@ -722,7 +722,8 @@ class _Rebuilder:
 def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **pickle_load_args):
     """Load a checkpoint written by :func:`save` or by ``torch.save``, or any safetensors file.
 
-    The format is recognised from the file's first bytes (torch's zip archive, or safetensors).
+    The format is recognised from the file's first bytes: torch's zip archive, torch's legacy pickle format, or
+    safetensors.
 
     ``weights_only`` (default True) unpickles torch archives with a restricted unpickler that builds only tensors,
     Parameters, dicts / OrderedDicts / lists / tuples / sets, numbers, str, bytes, None, ``Size``, dtypes, devices,
