@@ -48,7 +48,8 @@ from .amp import autocast, is_autocast_enabled, get_autocast_dtype  # noqa: E402
 from . import ops  # noqa: E402,F401  (strata.ops.load_library, strata.ops.<namespace>.<op>)
 from . import optim  # noqa: E402,F401
 from . import utils  # noqa: E402,F401
-from .serialization import save, load  # noqa: E402,F401  (safetensors checkpoints)
+from . import _tensor_pickle  # noqa: E402,F401  (pickle, copy and deepcopy of tensors)
+from .serialization import save, load  # noqa: E402,F401  (torch zip and safetensors checkpoints)
 from .profiler import set_warn_on, HiddenCopyWarning  # noqa: E402,F401  (strata.profiler)
 
 __version__ = "0.1.0"

@@ -1,6 +1,13 @@
-"""Checkpoints that cannot run code: ``strata.save`` / ``strata.load`` in the safetensors format.
+"""``strata.save`` / ``strata.load``: torch's checkpoint formats and safetensors.
 
-File layout (the safetensors format, written and read here without the ``safetensors`` package):
+``save`` writes torch's zip format by default (``_torch_format``: a pickle naming torch's rebuild functions, plus one
+raw record per storage), so ``torch.load`` reads strata's files and ``strata.load`` reads torch's, shared storage
+included; ``_use_new_zipfile_serialization=False`` writes torch's legacy format. ``load`` recognises the format from
+the first bytes. Torch archives are unpickled by default with the restricted unpickler of ``_weights_only`` (only
+data, tensors and the allow-list of :func:`add_safe_globals`); ``weights_only=False`` opts into full pickle.
+
+The safetensors format (``format="safetensors"``, a ``.safetensors`` path, or ``metadata=``) is written and read here
+without the ``safetensors`` package:
 
 * 8 bytes: little-endian u64 ``N``, the header length;
 * ``N`` bytes: a UTF-8 JSON object
@@ -11,28 +18,37 @@ File layout (the safetensors format, written and read here without the ``safeten
 A ``dict`` of ``str -> Tensor`` (a model ``state_dict``) is stored exactly as the ``safetensors`` library stores it, so
 either side can read the other's files. Anything else (a bare tensor, an optimizer ``state_dict`` with int keys, tuples,
 floats, ``None``...) is stored the same way for its tensors, plus a JSON description of the surrounding structure under
-the ``__metadata__`` key ``"strata.structure"``, which ``load`` uses to rebuild the same object.
-
-Loading never unpickles or evaluates anything, validates every header field before touching data, and never allocates
+the ``__metadata__`` key ``"strata.structure"``, which ``load`` uses to rebuild the same object. Reading a safetensors
+file never unpickles or evaluates anything, validates every header field before touching data, and never allocates
 more than the file actually holds.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import math
 import os
+import pickle
 import struct
 import sys
+import tempfile
 from collections import OrderedDict
 from collections.abc import Mapping
 
 import numpy as np
 
 from . import _C
+from . import _torch_format
+from ._tensor_pickle import Storage, storage_of
+from ._weights_only import WeightsUnpickler
 
-__all__ = ["save", "load", "load_metadata"]
+__all__ = [
+    "save", "load", "load_metadata", "add_safe_globals", "get_safe_globals", "clear_safe_globals", "safe_globals",
+]
+
+SAFETENSORS_SUFFIXES = (".safetensors",)
 
 # The reference library refuses headers above 100 MB: a header that big is an attack, not a checkpoint.
 MAX_HEADER_SIZE = 100_000_000
@@ -229,6 +245,50 @@ def _write_all(f, header, layout):
             f.write(memoryview(raw))
 
 
+def _format_for(f, format, metadata):
+    if format is not None:
+        if format not in ("torch", "safetensors"):
+            raise ValueError(f"strata.save: format must be 'torch' or 'safetensors', got {format!r}")
+        if format == "torch" and metadata is not None:
+            raise ValueError("strata.save: metadata is written only in the safetensors format (format='safetensors')")
+        return format
+    if metadata is not None:
+        return "safetensors"
+    if isinstance(f, (str, os.PathLike)) and os.fspath(f).endswith(SAFETENSORS_SUFFIXES):
+        return "safetensors"
+    return "torch"
+
+
+def _atomic_write(path, write):
+    """Run ``write(fh)`` on a temporary file beside ``path``, then move it over ``path``: a failed save leaves the
+    old file (or no file) in place, never a truncated one."""
+    path = os.fspath(path)
+    target = os.path.realpath(path)  # a symlink keeps pointing at the checkpoint, as with a plain open()
+    directory = os.path.dirname(target) or "."
+    if os.path.isdir(target):
+        raise IsADirectoryError(f"strata.save: {path} is a directory")
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(target) + ".", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            mode = os.stat(target).st_mode & 0o7777
+        except FileNotFoundError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 def save(
     obj,
     f,
@@ -238,26 +298,51 @@ def save(
     _disable_byteorder_record=False,
     *,
     metadata=None,
+    format=None,
 ):
-    """Save ``obj`` to ``f`` (a path or a writable binary file) in the safetensors format.
+    """Save ``obj`` to ``f`` (a path or a writable binary file), in torch's zip format by default.
 
-    ``obj`` may be a Tensor, a ``str -> Tensor`` dict (stored as a plain safetensors file), or nested dicts / lists /
-    tuples of tensors, ints, floats, bools, str and None (an optimizer ``state_dict``). Views are stored as their
-    values; tensors sharing storage are stored as separate copies; the same tensor object reached twice is stored once
-    and comes back as one object. ``metadata`` (str -> str) is written to the header's ``__metadata__``.
-    ``pickle_module`` / ``pickle_protocol`` exist for torch signature compatibility and must be left unset; the
-    underscored torch arguments are accepted and ignored.
+    The default format is torch's own: ``torch.load`` reads the file (with ``weights_only=True`` for tensors,
+    containers and state dicts), tensors that share storage are stored once and still share it after loading, and
+    any picklable object (a whole Module, NumPy arrays) can be saved. ``pickle_protocol`` defaults to 2, as torch's.
+
+    The safetensors format (no pickle at all) is written for ``format="safetensors"``, for a path ending in
+    ``.safetensors``, or when ``metadata`` (str -> str, stored in the header's ``__metadata__``) is given. It holds
+    tensors, dicts, lists, tuples, str, int, float, bool and None; views are stored as their values.
+
+    Saving to a path writes a temporary file in the same directory and renames it over ``path`` only once complete.
     """
-    if pickle_module is not None:
-        raise TypeError("strata.save: pickle_module is not supported; strata checkpoints never pickle")
-    header, layout = _build(obj, metadata)
-    if isinstance(f, (str, os.PathLike)):
-        with open(f, "wb") as fh:
+    fmt = _format_for(f, format, metadata)
+    if pickle_module is not None and pickle_module is not pickle:
+        raise TypeError("strata.save: only the standard pickle module is supported as pickle_module")
+    if fmt == "torch":
+        protocol = _torch_format.DEFAULT_PROTOCOL if pickle_protocol is None else pickle_protocol
+        if not (isinstance(protocol, int) and 2 <= protocol <= pickle.HIGHEST_PROTOCOL):
+            raise ValueError(f"strata.save: pickle_protocol must be an int from 2 to {pickle.HIGHEST_PROTOCOL}, "
+                             f"got {pickle_protocol!r}")
+        # Pickle first, in memory: an unpicklable object fails before any file is touched.
+        legacy = not _use_new_zipfile_serialization
+        data = _torch_format.pickle_object(obj, protocol, legacy=legacy)
+
+        def write(fh):
+            if legacy:  # torch's pre-1.6 format, which torch.load still reads
+                _torch_format.write_legacy(data, fh, protocol)
+            else:
+                _torch_format.write_archive(data, fh)
+    else:
+        if pickle_module is not None or pickle_protocol is not None:
+            raise TypeError("strata.save: pickle_module and pickle_protocol do not apply to the safetensors format")
+        header, layout = _build(obj, metadata)
+
+        def write(fh):
             _write_all(fh, header, layout)
+
+    if isinstance(f, (str, os.PathLike)):
+        _atomic_write(f, write)
     elif hasattr(f, "write"):
         if isinstance(f, io.TextIOBase):
             raise TypeError("strata.save: f must be opened in binary mode ('wb')")
-        _write_all(f, header, layout)
+        write(f)
     else:
         raise TypeError(f"strata.save: f must be a path or a writable binary file, got {type(f).__name__}")
 
@@ -419,40 +504,92 @@ def _parse_header(src, header_bytes):
     return entries, metadata
 
 
-def _read_tensor(src, name, st, shape, nbytes):
+def _read_tensor(src, name, st, shape, nbytes, mapped=None):
+    """One tensor's data: read from ``src`` in order, or (``mapped``: a uint8 memory map slice) viewed in place."""
     dtype, itemsize, _ = _DTYPES[st]
     if nbytes == 0:
         from . import empty
 
         return empty(shape, dtype=dtype)
-    raw = np.empty(nbytes, dtype=np.uint8)
-    src.readinto(raw, f"tensor '{name}'")
+    swap = sys.byteorder != "little" and itemsize > 1
+    if mapped is not None and not swap and mapped.ctypes.data % itemsize == 0:
+        raw = mapped
+    else:
+        raw = np.empty(nbytes, dtype=np.uint8)
+        if mapped is not None:
+            raw[:] = mapped
+        else:
+            src.readinto(raw, f"tensor '{name}'")
     if st == "BOOL" and raw.max() > 1:
         src.fail(f"tensor '{name}': BOOL data holds bytes other than 0 and 1")
-    if sys.byteorder != "little" and itemsize > 1:
+    if swap:
         raw = raw.view(f"u{itemsize}").byteswap().view(np.uint8)
-    from . import from_numpy
-
-    t = from_numpy(raw)
-    if dtype != _C.uint8:
-        t = t.view(dtype)
-    return t.reshape(shape)
+    return Storage.from_numpy(raw).tensor(dtype, 0, tuple(shape), tuple(_contiguous_strides(shape)))
 
 
-def _check_map_location(map_location):
-    if map_location is None:
-        return
-    if isinstance(map_location, str):
+def _contiguous_strides(shape):
+    strides, acc = [], 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= max(d, 1)
+    return strides[::-1]
+
+
+def _as_cpu_location(loc, what):
+    """Validate a target location; strata tensors live on the CPU (or the meta device, which has no data to load)."""
+    try:
+        dev = loc if isinstance(loc, _C.device) else _C.device(loc)
+    except Exception as e:
+        raise ValueError(f"strata.load: invalid {what} {loc!r:.100}: {e}") from None
+    if dev.type != "cpu":
+        raise ValueError(f"strata.load: {what}={dev} is not supported; strata loads tensors onto the CPU only")
+    return dev
+
+
+def _location_restorer(map_location):
+    """torch's map_location: None, a device or str, a dict {saved location: new location}, or a callable
+    ``f(storage, location)`` returning a storage (or None for the default). Returns ``restore(storage, location)``."""
+
+    def default(storage, location):
         try:
-            map_location = _C.device(map_location)
-        except Exception as e:
-            raise ValueError(f"strata.load: invalid map_location {map_location!r}: {e}") from None
-    if isinstance(map_location, _C.device):
-        if map_location.type != "cpu":
-            raise ValueError(f"strata.load: map_location={map_location} is not supported; only 'cpu' is")
-        return
+            dev = _C.device(location)
+        except Exception:
+            raise ValueError(f"strata.load: the checkpoint puts a storage on an unknown location {location!r:.100}")
+        if dev.type != "cpu":
+            raise RuntimeError(
+                f"Attempting to deserialize object on a {dev.type.upper()} device but strata only has the CPU. "
+                "Use strata.load with map_location='cpu' (or strata.device('cpu')) to map the storages to the CPU."
+            )
+        return storage
+
+    if map_location is None:
+        return default
+    if isinstance(map_location, (str, _C.device)):
+        _as_cpu_location(map_location, "map_location")
+        return lambda storage, location: storage
+    if isinstance(map_location, Mapping):
+        for k, v in map_location.items():
+            if not isinstance(k, str):
+                raise TypeError(f"strata.load: map_location dict keys must be location strings, got {k!r:.100}")
+            _as_cpu_location(v, f"map_location[{k!r}]")
+        return lambda storage, location: storage if location in map_location else default(storage, location)
+    if callable(map_location):
+
+        def call(storage, location):
+            out = map_location(storage, location)
+            if out is None:
+                return default(storage, location)
+            if not isinstance(out, Storage):
+                raise TypeError(
+                    f"strata.load: map_location returned a {type(out).__name__}; it must return the storage it was "
+                    "given (strata storages live on the CPU) or None"
+                )
+            return out
+
+        return call
     raise TypeError(
-        f"strata.load: map_location must be None, 'cpu' or strata.device('cpu'), got {type(map_location).__name__}"
+        "strata.load: map_location must be None, a str, a strata.device, a dict or a callable, got "
+        f"{type(map_location).__name__}"
     )
 
 
@@ -498,27 +635,44 @@ class _Opened:
         return False
 
 
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+
+
+def _peek(src, n):
+    pos = src.f.tell()
+    head = src.f.read(n)
+    src.f.seek(pos)
+    if not isinstance(head, (bytes, bytearray)):
+        raise TypeError(f"strata.load: {src.label}: f must be opened in binary mode ('rb')")
+    return bytes(head)
+
+
+def _read_safetensors(src, want_tensors=True, mapped=None):
+    if src.size < 8:
+        src.fail(f"file is {src.size} bytes, too short for the 8-byte header length")
+    first = src.read(8, "header length")
+    (n,) = struct.unpack("<Q", first)
+    if n > MAX_HEADER_SIZE or n > src.size - 8:
+        if first.startswith(_ZIP_MAGIC) or first.startswith(b"\x80"):
+            src.fail("this is a torch checkpoint (zip archive or pickle), not a safetensors file")
+        if n > MAX_HEADER_SIZE:
+            src.fail(f"header length {n} exceeds the {MAX_HEADER_SIZE}-byte limit")
+        src.fail(f"header length {n} is larger than the {src.size - 8} bytes that follow it")
+    header_bytes = src.read(n, "header")
+    entries, metadata = _parse_header(src, header_bytes)
+    if not want_tensors:
+        return None, metadata, src.label
+    tensors = {}
+    base = 8 + n
+    for begin, end, name, st, shape in entries:  # sorted by offset and tiling the buffer: a sequential read
+        view = mapped[base + begin : base + end] if mapped is not None else None
+        tensors[name] = _read_tensor(src, name, st, shape, end - begin, view)
+    return tensors, metadata, src.label
+
+
 def _read_file(f, want_tensors=True):
     with _Opened(f) as src:
-        if src.size < 8:
-            src.fail(f"file is {src.size} bytes, too short for the 8-byte header length")
-        first = src.read(8, "header length")
-        (n,) = struct.unpack("<Q", first)
-        if n > MAX_HEADER_SIZE or n > src.size - 8:
-            # Only once the length is impossible: a valid safetensors header may well start with these bytes.
-            if first.startswith(b"PK\x03\x04") or first.startswith(b"\x80\x02"):
-                src.fail("this looks like a torch.save (zip/pickle) checkpoint; strata.load only reads safetensors")
-            if n > MAX_HEADER_SIZE:
-                src.fail(f"header length {n} exceeds the {MAX_HEADER_SIZE}-byte limit")
-            src.fail(f"header length {n} is larger than the {src.size - 8} bytes that follow it")
-        header_bytes = src.read(n, "header")
-        entries, metadata = _parse_header(src, header_bytes)
-        if not want_tensors:
-            return None, metadata, src.label
-        tensors = {}
-        for begin, end, name, st, shape in entries:  # sorted by offset and tiling the buffer: a sequential read
-            tensors[name] = _read_tensor(src, name, st, shape, end - begin)
-        return tensors, metadata, src.label
+        return _read_safetensors(src, want_tensors)
 
 
 class _Rebuilder:
@@ -565,17 +719,47 @@ class _Rebuilder:
         self.fail(f"unknown tag {tag!r:.200}")
 
 
-def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=None, **pickle_load_args):
-    """Load what :func:`save` wrote, or any safetensors file (which comes back as a ``str -> Tensor`` dict).
+def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **pickle_load_args):
+    """Load a checkpoint written by :func:`save` or by ``torch.save``, or any safetensors file.
 
-    Nothing in the file can run code: ``weights_only`` is accepted for torch compatibility and is always in effect.
-    ``map_location`` may be None, ``"cpu"`` or ``strata.device("cpu")``. ``mmap`` is accepted and ignored (tensors are
-    always read into memory of their own). Malformed files raise ValueError naming the file and the problem.
+    The format is recognised from the file's first bytes: torch's zip archive, torch's legacy pickle format, or
+    safetensors.
+
+    ``weights_only`` (default True) unpickles torch archives with a restricted unpickler that builds only tensors,
+    Parameters, dicts / OrderedDicts / lists / tuples / sets, numbers, str, bytes, None, ``Size``, dtypes, devices,
+    and the globals allowed with :func:`add_safe_globals`; anything else raises ``pickle.UnpicklingError`` naming the
+    global. ``weights_only=False`` runs the full pickle machinery: only for files you trust (it can run any code).
+    Safetensors files never run code either way.
+
+    ``map_location``: None, ``"cpu"``, a device, a dict mapping saved locations to new ones, or a callable
+    ``f(storage, location)``. ``mmap=True`` (``f`` must be a path) maps the tensors' data from the file instead of
+    reading it (copy-on-write: writes to the tensors do not reach the file).
     """
-    if pickle_module is not None or pickle_load_args:
-        raise TypeError("strata.load: pickle_module and pickle load arguments are not supported; nothing is unpickled")
-    _check_map_location(map_location)
-    tensors, metadata, label = _read_file(f)
+    if weights_only is None:
+        weights_only = True
+    if pickle_module is not None and weights_only:
+        raise RuntimeError(
+            "strata.load: cannot safely load weights when an explicit pickle_module is given; pass "
+            "weights_only=False to use it (only for files you trust)"
+        )
+    unknown = set(pickle_load_args) - {"encoding", "errors"}
+    if unknown:
+        raise TypeError(f"strata.load: unexpected keyword argument(s) {sorted(unknown)}")
+    restore = _location_restorer(map_location)
+    if mmap and not isinstance(f, (str, os.PathLike)):
+        raise ValueError("strata.load: f must be a file path in order to use the mmap argument")
+    with _Opened(f) as src:
+        head = _peek(src, 32)
+        if head.startswith(_ZIP_MAGIC):
+            return _load_torch_zip(src, f if mmap else None, restore, weights_only, pickle_module, pickle_load_args)
+        if head.startswith(_torch_format.LEGACY_MAGICS):
+            if mmap:
+                raise ValueError("strata.load: mmap can only be used with files in torch's zip format")
+            return _load_torch_legacy(src, restore, weights_only, pickle_module, pickle_load_args)
+        mapped = np.memmap(f, dtype=np.uint8, mode="c") if mmap and src.size > 0 else None
+        tensors, metadata, label = _read_safetensors(src, True, mapped)
+    if map_location is not None:
+        tensors = {k: _restore_tensor(restore, t) for k, t in tensors.items()}
     structure = metadata.get(STRUCTURE_KEY)
     if structure is None:
         return {k: tensors[k] for k in sorted(tensors)}
@@ -589,6 +773,174 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
         return rb.decode(doc["root"])
     except RecursionError:
         rb.fail("nested too deeply")
+
+
+def _restore_tensor(restore, t):
+    st = storage_of(t)
+    new = restore(st, "cpu")
+    if new is st:
+        return t
+    return new.tensor(t.dtype, t.storage_offset(), tuple(t.shape), tuple(t.stride()))
+
+
+_WEIGHTS_ONLY_HELP = (
+    "Weights only load failed. This file can still be loaded, to do so you have two options, do those steps only if "
+    "you trust the source of the checkpoint. \n\t(1) Re-running `strata.load` with `weights_only` set to `False` "
+    "will likely succeed, but it can result in arbitrary code execution. Do it only if you got the file from a "
+    "trusted source.\n\t(2) Alternatively, to load with `weights_only=True` please check the recommended steps in "
+    "the following error message.\nWeightsUnpickler error: "
+)
+
+
+def _load_torch_zip(src, mmap_path, restore, weights_only, pickle_module, pickle_load_args):
+    end = src.f.seek(0, io.SEEK_END)
+    reader = _torch_format.ZipReader(src.f, src.label, end, mmap_path)
+    try:
+        data = reader.pickle_bytes()
+        persistent_load = _torch_format.make_persistent_load(reader, restore)
+        if weights_only:
+            unpickler = WeightsUnpickler(data, _find_safe_global, persistent_load, _may_build, **pickle_load_args)
+            try:
+                return unpickler.load()
+            except pickle.UnpicklingError as e:
+                raise pickle.UnpicklingError(_WEIGHTS_ONLY_HELP + str(e)) from None
+        cls = _torch_format.make_full_unpickler((pickle_module or pickle).Unpickler)
+        unpickler = cls(io.BytesIO(data), **pickle_load_args)
+        unpickler.persistent_load = persistent_load
+        return unpickler.load()
+    finally:
+        reader.close()
+
+
+def _no_persistent_id(pid):
+    raise pickle.UnpicklingError(f"unexpected persistent id {pid!r:.100}")
+
+
+def _load_torch_legacy(src, restore, weights_only, pickle_module, pickle_load_args):
+    data = src.read(src.size, "checkpoint")
+
+    def safe(pos, persistent_load=_no_persistent_id):
+        u = WeightsUnpickler(data, _find_safe_global, persistent_load, _may_build, start=pos, **pickle_load_args)
+        try:
+            return u.load(), u.end
+        except pickle.UnpicklingError as e:
+            raise pickle.UnpicklingError(_WEIGHTS_ONLY_HELP + str(e)) from None
+
+    magic, pos = safe(0)
+    if magic != _torch_format.LEGACY_MAGIC_NUMBER:
+        src.fail("not a torch legacy checkpoint (wrong magic number)")
+    version, pos = safe(pos)
+    if version != _torch_format.LEGACY_PROTOCOL_VERSION:
+        src.fail(f"legacy checkpoint protocol version {version!r:.50} is not supported (only 1001 is)")
+    sys_info, pos = safe(pos)
+    if not isinstance(sys_info, dict) or not isinstance(sys_info.get("little_endian", True), bool):
+        src.fail("legacy checkpoint: sys_info is not a dict with a bool 'little_endian'")
+    storages = _torch_format.LegacyStorages(src.label, len(data), restore)
+    storages.pos = pos
+    if weights_only:
+        obj, pos = safe(pos, storages.persistent_load)
+    else:
+        stream = io.BytesIO(data)
+        stream.seek(pos)
+        unpickler = _torch_format.make_full_unpickler((pickle_module or pickle).Unpickler)(stream, **pickle_load_args)
+        unpickler.persistent_load = storages.persistent_load
+        obj = unpickler.load()
+        pos = stream.tell()
+    keys, pos = safe(pos)
+    storages.fill(data, pos, keys, sys_info.get("little_endian", True))
+    return obj
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The weights_only allow-list
+# --------------------------------------------------------------------------------------------------------------------
+
+_user_globals = []  # callables/classes, or (callable, "module.name")
+
+
+def _global_name(entry):
+    if isinstance(entry, tuple):
+        return entry[1]
+    return f"{entry.__module__}.{entry.__qualname__}"
+
+
+def _user_global_map():
+    return {_global_name(e): (e[0] if isinstance(e, tuple) else e) for e in _user_globals}
+
+
+def _check_entries(entries, what):
+    if not isinstance(entries, (list, tuple)):
+        raise TypeError(f"{what} expects a list of globals, got {type(entries).__name__}")
+    for e in entries:
+        if isinstance(e, tuple):
+            if len(e) != 2 or not isinstance(e[1], str) or "." not in e[1]:
+                raise TypeError(f"{what}: a tuple entry must be (global, 'module.name'), got {e!r:.100}")
+        elif not (hasattr(e, "__module__") and hasattr(e, "__qualname__")):
+            raise TypeError(f"{what}: {e!r:.100} is neither a class nor a function (it has no module and name)")
+    return list(entries)
+
+
+def add_safe_globals(safe_globals):
+    """Allow these classes / functions in ``weights_only`` loads. An entry is the object itself, or
+    ``(object, "module.name")`` when the checkpoint names it differently from its ``__module__.__qualname__``."""
+    _user_globals.extend(_check_entries(safe_globals, "add_safe_globals"))
+
+
+def get_safe_globals():
+    """The user allow-list of :func:`add_safe_globals` (a copy)."""
+    return list(_user_globals)
+
+
+def clear_safe_globals():
+    """Empty the user allow-list."""
+    _user_globals.clear()
+
+
+class safe_globals(contextlib.ContextDecorator):
+    """``with strata.serialization.safe_globals([Cls, fn]): ...``: the entries are allowed inside the block only."""
+
+    def __init__(self, safe_globals):
+        self.entries = _check_entries(safe_globals, "safe_globals")
+
+    def __enter__(self):
+        _user_globals.extend(self.entries)
+
+    def __exit__(self, *exc):
+        for e in self.entries:
+            for i in range(len(_user_globals) - 1, -1, -1):
+                if _user_globals[i] is e:
+                    del _user_globals[i]
+                    break
+        return False
+
+
+def _find_safe_global(module, name):
+    module, name = _torch_format.map_compat(module, name)
+    key = f"{module}.{name}"
+    obj = _torch_format.TORCH_GLOBALS.get(key)
+    if obj is not None:
+        return obj
+    user = _user_global_map()
+    if key in user:
+        return user[key]
+    if module == "torch" or module.startswith("torch."):
+        # A torch class saved by torch, allowed by the user under strata's name (torch.nn.X -> strata.nn.X).
+        skey = "strata" + key[len("torch") :]
+        if skey in user:
+            return user[skey]
+    msg = _torch_format.unsupported_torch_global(module, name)
+    if msg is not None:
+        raise pickle.UnpicklingError(msg)
+    raise pickle.UnpicklingError(
+        f"Unsupported global: GLOBAL {key} was not an allowed global by default. Please use "
+        f"`strata.serialization.add_safe_globals([{name}])` or the `strata.serialization.safe_globals([{name}])` "
+        "context manager to allowlist this global if you trust this class/function."
+    )
+
+
+def _may_build(inst):
+    classes = tuple(v for v in _user_global_map().values() if isinstance(v, type))
+    return bool(classes) and isinstance(inst, classes)
 
 
 def load_metadata(f):
