@@ -38,26 +38,3 @@ def _register_hook(self, hook):
 Tensor.backward = _backward
 Tensor.register_hook = _register_hook
 Tensor._make_subclass = staticmethod(_C._make_subclass)
-
-
-def _deepcopy(self, memo):
-    if not self.is_leaf:
-        raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol "
-                           "at the moment.  If you were attempting to deepcopy a module, this may be because of a "
-                           "torch.nn.utils.weight_norm usage, see https://github.com/pytorch/pytorch/pull/103001")
-    if id(self) in memo:
-        return memo[id(self)]
-    from ._grad_mode import no_grad
-    import copy
-
-    with no_grad():
-        new = self.clone()
-    if self.requires_grad:
-        new.requires_grad_(True)
-    if self.grad is not None:
-        new.grad = copy.deepcopy(self.grad, memo)
-    memo[id(self)] = new
-    return new
-
-
-Tensor.__deepcopy__ = _deepcopy

@@ -44,15 +44,5 @@ class Parameter(Tensor):
         # All the work is in __new__; Tensor's own __init__ (nanobind) takes no arguments.
         pass
 
-    def __deepcopy__(self, memo):
-        if id(self) in memo:
-            return memo[id(self)]
-        result = type(self)(self.clone(), getattr(self, "requires_grad", True))
-        memo[id(self)] = result
-        return result
-
     def __repr__(self):
         return "Parameter containing:\n" + Tensor.__repr__(self)
-
-    def __reduce_ex__(self, proto):
-        raise TypeError("Parameter cannot be pickled yet (strata tensors have no pickle support)")
