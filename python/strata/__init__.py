@@ -51,4 +51,8 @@ from . import utils  # noqa: E402,F401
 from .serialization import save, load  # noqa: E402,F401  (safetensors checkpoints)
 from .profiler import set_warn_on, HiddenCopyWarning  # noqa: E402,F401  (strata.profiler)
 
-__version__ = "0.1.0"
+from . import _tensor_compat  # noqa: E402,F401  (Tensor.type/cuda/pin_memory/__format__)
+from ._settings import *  # noqa: E402,F401,F403  (default device, determinism, matmul precision)
+from . import backends, cuda, mps, accelerator, jit, compiler, version  # noqa: E402,F401
+
+__version__ = version.__version__
