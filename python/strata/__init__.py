@@ -56,3 +56,11 @@ from ._settings import *  # noqa: E402,F401,F403  (default device, determinism, 
 from . import backends, cuda, mps, accelerator, jit, compiler, version  # noqa: E402,F401
 
 __version__ = version.__version__
+
+# A torch name Strata lacks raises "not implemented yet" rather than a bare
+# AttributeError: on a miss for the modules (PEP 562), and through placeholders
+# for Tensor attributes, put after every module above has attached its methods.
+from ._missing import module_getattr as _module_getattr, install_tensor_placeholders as _install_placeholders  # noqa: E402,E501
+
+__getattr__ = _module_getattr(__name__)
+_install_placeholders(Tensor)
