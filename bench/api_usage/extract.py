@@ -384,20 +384,21 @@ def main():
         json.dump(result, fh, indent=1)
         fh.write("\n")
     print(f"{len(rows)} names from {len(project_rows)} projects -> {args.out}", file=sys.stderr)
-    write_torch_names(args.names_out)
+    write_torch_names(args.names_out, {r["kind"] for r in rows if r["kind"] != "Tensor"})
 
 
 # The namespaces whose Strata modules turn a miss into "not implemented yet"
-# (strata/_missing.py): torch's public names there, so that a name torch has
-# gets NotImplementedError and any other name a plain AttributeError.
+# (strata/_missing.py): these, and every namespace the usage list names.
+# torch's public names there, so that a name torch has gets
+# NotImplementedError and any other name a plain AttributeError.
 NAMED_NAMESPACES = ["torch", "torch.nn", "torch.nn.functional", "torch.nn.init", "torch.nn.utils", "torch.optim",
                     "torch.optim.lr_scheduler", "torch.autograd", "torch.utils", "torch.utils.data", "torch.cuda",
                     "torch.backends", "torch.jit", "torch.amp", "torch.linalg", "torch.fft", "torch.special"]
 
 
-def write_torch_names(path):
+def write_torch_names(path, used_namespaces=()):
     names = {}
-    for ns in NAMED_NAMESPACES:
+    for ns in sorted(set(NAMED_NAMESPACES) | set(used_namespaces)):
         mod = _resolve_module(ns)
         if mod is not None:
             names[ns] = sorted(n for n in dir(mod) if not n.startswith("_"))

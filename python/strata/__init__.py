@@ -58,9 +58,9 @@ from . import backends, cuda, mps, accelerator, jit, compiler, version  # noqa: 
 __version__ = version.__version__
 
 # A torch name Strata lacks raises "not implemented yet" rather than a bare
-# AttributeError: on a miss for the modules (PEP 562), and through placeholders
-# for Tensor attributes, put after every module above has attached its methods.
-from ._missing import module_getattr as _module_getattr, install_tensor_placeholders as _install_placeholders  # noqa: E402,E501
+# AttributeError (strata/_missing.py): every strata module gets a miss hook,
+# and Tensor placeholders, once every module above has attached its methods.
+from ._missing import install_module_hooks as _install_hooks, install_tensor_placeholders as _install_placeholders  # noqa: E402,E501
 
-__getattr__ = _module_getattr(__name__)
+_install_hooks(__name__)
 _install_placeholders(Tensor)

@@ -2,7 +2,8 @@
 AttributeError.
 
 `strata.<name>`, `strata.nn.<name>`, `strata.nn.functional.<name>`, ... end
-here only on a miss (a module's PEP 562 `__getattr__`), so the names that
+here only on a miss (a module-level `__getattr__`, PEP 562, which
+install_module_hooks gives every strata module at import), so the names that
 exist cost nothing; tensors get a placeholder attribute per missing torch
 name instead (see install_tensor_placeholders). A name torch has
 raises NotImplementedAttributeError, "strata.X is not implemented yet
@@ -18,7 +19,8 @@ rather than raising."""
 import json
 import os
 
-__all__ = ["NotImplementedAttributeError", "missing_attribute", "module_getattr", "install_tensor_placeholders"]
+__all__ = ["NotImplementedAttributeError", "missing_attribute", "module_getattr", "install_tensor_placeholders",
+           "install_module_hooks"]
 
 
 class NotImplementedAttributeError(NotImplementedError, AttributeError):
@@ -52,6 +54,20 @@ def module_getattr(namespace):
         raise missing_attribute(namespace, name)
 
     return __getattr__
+
+
+def install_module_hooks(package="strata"):
+    """Gives every module of `package` imported so far a module-level
+    `__getattr__` (PEP 562 reads it from the module's dict on a miss, so it can
+    be set from here: no module has to carry its own). Modules that define one
+    themselves (strata.ops) keep theirs."""
+    import sys
+
+    for name, mod in list(sys.modules.items()):
+        private = name.rsplit(".", 1)[-1].startswith("_")  # strata._C, strata._tensor: not torch's API
+        if (name == package or name.startswith(package + ".")) and mod is not None and not private and \
+                "__getattr__" not in vars(mod):
+            mod.__getattr__ = module_getattr(name)
 
 
 class _MissingTensorAttribute:

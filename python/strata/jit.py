@@ -122,8 +122,3 @@ def freeze(mod, preserved_attrs=None, optimize_numerics=True):
 def optimize_for_inference(mod, other_methods=None):
     """Returns `mod` unchanged (there is no TorchScript graph to optimise)."""
     return mod
-
-# A torch name missing here raises "not implemented yet" (strata/_missing.py).
-from ._missing import module_getattr as _module_getattr  # noqa: E402
-
-__getattr__ = _module_getattr(__name__)

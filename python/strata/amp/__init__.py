@@ -115,8 +115,3 @@ class GradScaler:
 
     def get_scale(self):
         return self._scale if self._enabled else 1.0
-
-# A torch name missing here raises "not implemented yet" (strata/_missing.py).
-from .._missing import module_getattr as _module_getattr  # noqa: E402
-
-__getattr__ = _module_getattr(__name__)

@@ -29,8 +29,3 @@ def get_float32_matmul_precision():
 
 
 from . import cuda, cudnn, mps, mkldnn, mkl, openmp, opt_einsum  # noqa: E402,F401
-
-# A torch name missing here raises "not implemented yet" (strata/_missing.py).
-from .._missing import module_getattr as _module_getattr  # noqa: E402
-
-__getattr__ = _module_getattr(__name__)

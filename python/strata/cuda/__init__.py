@@ -241,8 +241,3 @@ class device_of(device):
 
 
 from . import amp  # noqa: E402,F401
-
-# A torch name missing here raises "not implemented yet" (strata/_missing.py).
-from .._missing import module_getattr as _module_getattr  # noqa: E402
-
-__getattr__ = _module_getattr(__name__)

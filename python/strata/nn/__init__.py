@@ -17,8 +17,3 @@ try:  # nn.utils is written separately and may not be merged yet
     from . import utils  # noqa: F401
 except ImportError:
     pass
-
-# A torch name missing here raises "not implemented yet" (strata/_missing.py).
-from .._missing import module_getattr as _module_getattr  # noqa: E402
-
-__getattr__ = _module_getattr(__name__)

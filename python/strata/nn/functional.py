@@ -552,8 +552,3 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     if not batched:
         out = out.squeeze(1)
     return out, None
-
-# A torch name missing here raises "not implemented yet" (strata/_missing.py).
-from .._missing import module_getattr as _module_getattr  # noqa: E402
-
-__getattr__ = _module_getattr(__name__)

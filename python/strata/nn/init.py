@@ -214,8 +214,3 @@ def orthogonal_(tensor, gain=1, generator=None):
         tensor.mul_(gain)
         return tensor
 
-
-# A torch name missing here raises "not implemented yet" (strata/_missing.py).
-from .._missing import module_getattr as _module_getattr  # noqa: E402
-
-__getattr__ = _module_getattr(__name__)

@@ -9,8 +9,3 @@ from .adagrad import Adagrad
 from . import lr_scheduler
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "lr_scheduler"]
-
-# A torch name missing here raises "not implemented yet" (strata/_missing.py).
-from .._missing import module_getattr as _module_getattr  # noqa: E402
-
-__getattr__ = _module_getattr(__name__)

@@ -565,8 +565,3 @@ class ReduceLROnPlateau(LRScheduler):
     def load_state_dict(self, state_dict):
         self.__dict__.update(state_dict)
         self._init_is_better(self.mode, self.threshold, self.threshold_mode)
-
-# A torch name missing here raises "not implemented yet" (strata/_missing.py).
-from .._missing import module_getattr as _module_getattr  # noqa: E402
-
-__getattr__ = _module_getattr(__name__)

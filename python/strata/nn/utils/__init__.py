@@ -5,8 +5,3 @@ from .convert_parameters import parameters_to_vector, vector_to_parameters
 
 __all__ = ["clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_",
            "parameters_to_vector", "vector_to_parameters"]
-
-# A torch name missing here raises "not implemented yet" (strata/_missing.py).
-from ..._missing import module_getattr as _module_getattr  # noqa: E402
-
-__getattr__ = _module_getattr(__name__)

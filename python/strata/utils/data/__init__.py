@@ -8,8 +8,3 @@ from .dataloader import DataLoader
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "Subset", "random_split", "Sampler",
            "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "BatchSampler", "default_collate",
            "default_convert", "DataLoader"]
-
-# A torch name missing here raises "not implemented yet" (strata/_missing.py).
-from ..._missing import module_getattr as _module_getattr  # noqa: E402
-
-__getattr__ = _module_getattr(__name__)
