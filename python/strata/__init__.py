@@ -51,7 +51,8 @@ from . import utils  # noqa: E402,F401
 from .serialization import save, load  # noqa: E402,F401  (safetensors checkpoints)
 from .profiler import set_warn_on, HiddenCopyWarning  # noqa: E402,F401  (strata.profiler)
 
-from . import _tensor_compat  # noqa: E402,F401  (Tensor.type/cuda/pin_memory/__format__)
+from . import _tensor_compat  # noqa: E402,F401  (Tensor.type/new/cuda/pin_memory/__format__)
+from ._legacy_types import *  # noqa: E402,F401,F403  (strata.FloatTensor, ...)
 from ._settings import *  # noqa: E402,F401,F403  (default device, determinism, matmul precision)
 from . import backends, cuda, mps, accelerator, jit, compiler, version  # noqa: E402,F401
 

@@ -4,6 +4,7 @@ machine without a GPU: `format()`, `type()`, `cuda()`, `pin_memory()`,
 AssertionError naming the device (the exception torch raises there)."""
 
 from . import _C
+from . import _legacy_types as _legacy
 
 Tensor = _C.Tensor
 
@@ -47,6 +48,10 @@ def _type(self, dtype=None, non_blocking=False, **kwargs):
         if name not in _BY_NAME:
             raise ValueError(f"invalid type: '{dtype}'")
         dtype = _BY_NAME[name]
+    if isinstance(dtype, _legacy._LegacyTensorType):  # strata.FloatTensor and friends
+        if dtype.is_cuda:
+            raise no_cuda_device("cuda", f"Tensor.type({dtype!r})")
+        dtype = dtype.dtype
     if not isinstance(dtype, _C.dtype):
         raise TypeError(f"type(): argument 'dtype' must be a dtype or a type name string, not {type(dtype).__name__}")
     return self if dtype is self.dtype else self.to(dtype)
@@ -70,8 +75,15 @@ def _is_pinned(self, device=None):
     return False
 
 
+def _new(self, *args, **kwargs):
+    """The legacy constructor on a tensor: `t.new(2, 3)` uninitialised, `t.new(data)`,
+    `t.new()` empty, all of t's dtype."""
+    return _legacy.new_tensor_like(self.dtype, "Tensor.new", args, kwargs)
+
+
 Tensor.__format__ = _format
 Tensor.type = _type
 Tensor.cuda = _cuda
 Tensor.pin_memory = _pin_memory
 Tensor.is_pinned = _is_pinned
+Tensor.new = _new

@@ -330,3 +330,45 @@ def test_pin_memory_and_cuda_moves():
 def test_version():
     assert strata.version.cuda is None and isinstance(strata.__version__, str)
     assert strata.__version__ == strata.version.__version__
+
+
+# ---- legacy tensor types ----------------------------------------------------------------------
+LEGACY = ["FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor", "ShortTensor",
+          "CharTensor", "ByteTensor", "BoolTensor"]
+
+
+@pytest.mark.parametrize("name", LEGACY)
+def test_legacy_types_as_torch(name):
+    S, T = getattr(strata, name), getattr(torch, name)
+    assert str(S.dtype).split(".")[1] == str(T.dtype).split(".")[1]
+    assert S(2, 3).shape == (2, 3) and S(2, 3).dtype is S.dtype
+    assert S(strata.Size([4])).shape == (4,) and S().shape == (0,)
+    data = [[1, 0], [3, 4]]
+    assert S(data).tolist() == T(data).tolist()
+    assert isinstance(S([1]), S) and not isinstance(strata.ones(1, dtype=strata.float64 if name != "DoubleTensor"
+                                                                   else strata.float32), S)
+    assert not isinstance(S([1]), getattr(strata.cuda, name))
+    assert strata.ones(2).type(S).dtype is S.dtype
+    assert strata.ones(2, dtype=S.dtype).new(3).dtype is S.dtype
+
+
+def test_legacy_type_errors():
+    import numpy as np
+
+    assert strata.LongTensor([1.7, 2]).tolist() == torch.LongTensor([1.7, 2]).tolist()
+    assert strata.FloatTensor(np.array([1, 2])).tolist() == [1.0, 2.0]
+    x = strata.ones(2, dtype=strata.float64)
+    assert x.new([1, 2]).dtype is strata.float64 and x.new().shape == (0,) and x.new(2, 3).shape == (2, 3)
+    for bad, exc in [(lambda L: L.FloatTensor(2.5), TypeError), (lambda L: L.FloatTensor(-1), RuntimeError),
+                     (lambda L: L.FloatTensor(L.ones(2, dtype=L.float64)), TypeError),
+                     (lambda L: L.FloatTensor([1], requires_grad=True), TypeError),
+                     (lambda L: L.ones(2, dtype=L.float64).new(L.ones(2)), TypeError),
+                     (lambda L: L.cuda.FloatTensor([1]), TypeError)]:
+        assert outcome(lambda: bad(strata)) == outcome(lambda: bad(torch)) == ("raises", exc)
+    with pytest.raises(TypeError, match="strata.cuda.FloatTensor not available.*CUDA"):
+        strata.cuda.FloatTensor(2)
+    with pytest.raises(AssertionError, match="no CUDA backend"):
+        x.type(strata.cuda.FloatTensor)
+    with pytest.raises(TypeError, match="CPU only"):
+        strata.FloatTensor(2, device="cuda")
+    assert strata.FloatTensor(2, device="cpu").shape == (2,)

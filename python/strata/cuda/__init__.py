@@ -241,3 +241,9 @@ class device_of(device):
 
 
 from . import amp  # noqa: E402,F401
+from .._legacy_types import CUDA_TYPES as _CUDA_TYPES  # noqa: E402
+
+# strata.cuda.FloatTensor, ...: they exist so that code naming them imports;
+# constructing one raises (see strata/_legacy_types.py).
+globals().update(_CUDA_TYPES)
+__all__ += list(_CUDA_TYPES)
