@@ -54,7 +54,7 @@ from .profiler import set_warn_on, HiddenCopyWarning  # noqa: E402,F401  (strata
 from . import _tensor_compat  # noqa: E402,F401  (Tensor.type/new/cuda/pin_memory/__format__)
 from ._legacy_types import *  # noqa: E402,F401,F403  (strata.FloatTensor, ...)
 from ._settings import *  # noqa: E402,F401,F403  (default device, determinism, matmul precision)
-from . import backends, cuda, mps, accelerator, jit, compiler, version  # noqa: E402,F401
+from . import backends, cuda, mps, accelerator, jit, compiler, version, distributed  # noqa: E402,F401
 
 __version__ = version.__version__
 

@@ -372,3 +372,13 @@ def test_legacy_type_errors():
     with pytest.raises(TypeError, match="CPU only"):
         strata.FloatTensor(2, device="cuda")
     assert strata.FloatTensor(2, device="cpu").shape == (2,)
+
+
+def test_distributed_guard_takes_single_process_path():
+    import strata.distributed as dist
+
+    assert dist.is_available() is False  # a build without distributed support, as torch's can be
+    assert dist.is_initialized() is torch.distributed.is_initialized() is False
+    assert not (dist.is_available() and dist.is_initialized())
+    with pytest.raises(NotImplementedError, match=r"strata\.distributed\.get_rank is not implemented yet"):
+        dist.get_rank()
