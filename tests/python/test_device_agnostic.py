@@ -268,6 +268,8 @@ def test_data_parallel_passes_through_and_ddp_raises():
     x = strata.randn(4, 3)
     assert strata.equal(dp(x), lin(x))
     assert sorted(dp.state_dict()) == ["module.bias", "module.weight"]
+    tdp = torch.nn.DataParallel(torch.nn.Linear(3, 2))  # torch without GPUs: the same pass-through
+    assert dp.device_ids == tdp.device_ids == [] and sorted(tdp.state_dict()) == sorted(dp.state_dict())
     with pytest.raises(AssertionError, match="device_ids=\\[0\\]"):
         strata.nn.DataParallel(lin, device_ids=[0])
     with pytest.raises(NotImplementedError, match="DistributedDataParallel is not implemented yet.*distributed"):

@@ -349,8 +349,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if not (_sdpa_math_ok or _sdpa_fused_ok):
         raise RuntimeError("No viable backend for scaled_dot_product_attention was found: sdpa_kernel allows "
                            "neither MATH nor FLASH_ATTENTION, the implementations Strata has on the CPU")
-    # With dropout: the math path, composed from matmul/softmax (torch's
-    # reference formulation), masking fully-masked rows to zero.
+    # With dropout (or when sdpa_kernel allows only MATH): the math path, composed
+    # from matmul/softmax (torch's reference formulation), masking fully-masked rows to zero.
     st = _strata()
     if is_causal and attn_mask is not None:
         raise RuntimeError("scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")
