@@ -21,7 +21,8 @@ What is counted, per file:
   `torch.nn.Module`, `F.relu` counts `torch.nn.functional.relu`. Private names
   and names that torch (this version) does not have are dropped.
 - Tensor methods: a call `<expr>.name(...)` whose receiver is not a module alias,
-  not `self`/`cls`/`super()` and not a literal, with `name` a public callable
+  not `self`/`cls`/`super()`, not a literal and not the result of calling another
+  library directly (`np.zeros(3).sum()`), with `name` a public callable
   attribute of torch.Tensor; and an attribute read `<expr>.name` (not called)
   with `name` one of torch.Tensor's properties (`shape`, `T`, `grad`, ...).
   These are candidates: `list.sort()` or `args.device` count too. They are
@@ -202,8 +203,12 @@ class FileCounter(ast.NodeVisitor):
         if isinstance(value, ast.Name):
             return value.id not in _SKIP_RECEIVERS and value.id not in self.modules and \
                 value.id not in self.other_modules
-        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "super":
-            return False
+        if isinstance(value, ast.Call):
+            if isinstance(value.func, ast.Name) and value.func.id == "super":
+                return False
+            made_by = self._chain(value.func)  # np.zeros(3).sum(): a numpy array's method
+            if made_by is not None and made_by[0] in self.other_modules:
+                return False
         chain = self._chain(value)
         if chain is not None and (chain[0] in self.modules or chain[0] in self.other_modules):
             # numpy.random.x, os.path.x; torch.cuda.amp.x is a chain, counted above

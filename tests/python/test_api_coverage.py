@@ -143,3 +143,61 @@ def test_tensor_placeholders():
     finally:
         if saved is not None:
             setattr(strata.Tensor, name, saved)
+
+
+SAMPLE = '''
+import os
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import optim
+from torch.nn import Linear
+from torch.utils.data import DataLoader as DL
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = Linear(4, 2)
+        nn.init.zeros_(self.fc.bias)
+
+    def forward(self, x):
+        y = F.relu(self.fc(x)).view(-1)
+        s = "a,b".split(",")
+        parts = os.path.join("a", "b").split("/")
+        n = np.zeros(3).sum()
+        return torch.cat([y, y]).sum(dim=0), x.shape, self.to("cpu"), s, parts, n
+
+
+opt = optim.SGD(Net().parameters(), lr=0.1)
+loader = DL([])
+t = torch.ones(2).split(1)
+'''
+
+
+def test_extract_counts_a_sample_project(tmp_path):
+    pytest.importorskip("torch")
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "train.py").write_text(SAMPLE)
+    (proj / "old.py").write_text("print 'python 2'\n")
+    nb = {"cells": [{"cell_type": "code", "source": ["%matplotlib inline\n", "import torch\n", "torch.zeros(2)\n"]},
+                    {"cell_type": "markdown", "source": ["torch.ones(3)"]}]}
+    (proj / "nb.ipynb").write_text(json.dumps(nb))
+    out, names = tmp_path / "usage.json", tmp_path / "names.json"
+    res = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "api_usage", "extract.py"), f"me/proj={proj}",
+                          "--out", str(out), "--names-out", str(names)], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    data = json.loads(out.read_text())
+    assert data["projects"] == [{"repo": "me/proj", "commit": None, "files_parsed": 2, "files_skipped": 1,
+                                 "names_used": len(data["names"])}]
+    got = {r["name"]: r["uses"] for r in data["names"]}
+    assert got == {
+        "torch.nn.Module": 1, "torch.nn.Linear": 1, "torch.nn.init.zeros_": 1, "torch.nn.functional.relu": 1,
+        "Tensor.view": 1, "torch.cat": 1, "Tensor.sum": 1, "Tensor.shape": 1, "torch.optim.SGD": 1,
+        "torch.utils.data.DataLoader": 1, "torch.ones": 1, "Tensor.split": 1, "torch.zeros": 1,
+    }, got
+    assert all(r["projects"] == 1 for r in data["names"])
+    torch_names = json.loads(names.read_text())["names"]
+    assert "relu" in torch_names["torch.nn.functional"] and "view" in torch_names["torch.Tensor"]
