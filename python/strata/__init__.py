@@ -61,7 +61,7 @@ __version__ = version.__version__
 # A torch name Strata lacks raises "not implemented yet" rather than a bare
 # AttributeError (strata/_missing.py): every strata module gets a miss hook,
 # and Tensor placeholders, once every module above has attached its methods.
-from ._missing import install_module_hooks as _install_hooks, install_tensor_placeholders as _install_placeholders  # noqa: E402,E501
+from . import _missing  # noqa: E402
 
-_install_hooks(__name__)
-_install_placeholders(Tensor)
+_missing.install_module_hooks(__name__)
+_missing.install_tensor_placeholders(Tensor)
