@@ -52,4 +52,17 @@ from . import _tensor_pickle  # noqa: E402,F401  (pickle, copy and deepcopy of t
 from .serialization import save, load  # noqa: E402,F401  (torch zip and safetensors checkpoints)
 from .profiler import set_warn_on, HiddenCopyWarning  # noqa: E402,F401  (strata.profiler)
 
-__version__ = "0.1.0"
+from . import _tensor_compat  # noqa: E402,F401  (Tensor.type/new/cuda/pin_memory/__format__)
+from ._legacy_types import *  # noqa: E402,F401,F403  (strata.FloatTensor, ...)
+from ._settings import *  # noqa: E402,F401,F403  (default device, determinism, matmul precision)
+from . import backends, cuda, mps, accelerator, jit, compiler, version, distributed  # noqa: E402,F401
+
+__version__ = version.__version__
+
+# A torch name Strata lacks raises "not implemented yet" rather than a bare
+# AttributeError (strata/_missing.py): every strata module gets a miss hook,
+# and Tensor placeholders, once every module above has attached its methods.
+from . import _missing  # noqa: E402
+
+_missing.install_module_hooks(__name__)
+_missing.install_tensor_placeholders(Tensor)
