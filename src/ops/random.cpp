@@ -20,12 +20,11 @@ namespace {
 // TensorIterator, whose dimensions are sorted by stride (the largest
 // outermost). A permutation of self's dims; identity when contiguous.
 std::vector<int64_t> fill_order(const Tensor& self) {
-  std::vector<int64_t> perm(self.dim());
-  for (int64_t d = 0; d < self.dim(); ++d) perm[d] = d;
-  std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) {
-    if (self.size(a) == 1 || self.size(b) == 1) return false;  // size-1 dims visit nothing
-    return self.stride(a) > self.stride(b);
-  });
+  // Size-1 dimensions do not change the order; they go last, out of the sort.
+  std::vector<int64_t> perm, ones;
+  for (int64_t d = 0; d < self.dim(); ++d) (self.size(d) == 1 ? ones : perm).push_back(d);
+  std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) { return self.stride(a) > self.stride(b); });
+  perm.insert(perm.end(), ones.begin(), ones.end());
   return perm;
 }
 
@@ -328,13 +327,12 @@ Tensor multinomial_impl(const Tensor& self, int64_t num_samples, bool replacemen
         nonzero += v > 0;
       }
       STRATA_CHECK(nonzero > 0, "multinomial: invalid multinomial distribution (sum of probabilities <= 0)");
-      STRATA_CHECK(replacement || nonzero >= num_samples, "multinomial: invalid multinomial distribution (with "
-                   "replacement=False, not enough non-negative category to sample)");
     }
   }
   if (!replacement || num_samples == 1) {
     // The exponential race (Gumbel-max): the k largest p / q with q ~ Exp(1),
-    // one q per probability, drawn in the probabilities' dtype.
+    // one q per probability, drawn in the probabilities' dtype. As in torch,
+    // zero-probability categories come last when k exceeds the nonzero ones.
     Tensor q = empty_tensor(prob.sizes(), prob.dtype(), prob.device());
     exponential_(q, 1.0, gen);
     Tensor score = div(prob, q);

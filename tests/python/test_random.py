@@ -280,8 +280,8 @@ def test_multinomial():
     perm = st.multinomial(st.ones(10), 10).numpy()
     assert sorted(perm.tolist()) == list(range(10))
     assert tuple(st.ones(2, 5).multinomial(3).shape) == (2, 3)
-    with pytest.raises(RuntimeError):
-        st.multinomial(probs, 4)  # only 3 non-zero categories without replacement
+    # As torch: without replacement, zero-probability categories fill in last.
+    assert sorted(st.multinomial(st.tensor([0.0, 1.0, 0.0]), 3).tolist()[1:]) == [0, 2]
     with pytest.raises(RuntimeError):
         st.multinomial(probs, 5)
     with pytest.raises(RuntimeError):
