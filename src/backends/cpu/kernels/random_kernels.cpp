@@ -34,24 +34,23 @@ STRATA_ALWAYS_INLINE opmath_t<T> unit(uint64_t bits) {
   }
 }
 
-// Draws one value per element (64-bit draws when `wide`) serially, chunk by
-// chunk, and writes f(draw) to o[i] in parallel.
+// Draws one value per element (64-bit draws when `wide`) and writes f(draw)
+// to o[i], through a small buffer of raw words that stays in L1. Serial: the
+// draws are, and these transformations cost less than drawing.
 template <typename T, typename F>
 void fill_from_draws(CPUGenerator& g, T* o, int64_t n, bool wide, const F& f) {
-  constexpr int64_t kChunk = int64_t(1) << 16;
-  const int w = wide ? 2 : 1;
-  std::vector<uint32_t> words(static_cast<size_t>(std::min(n, kChunk) * w));
+  constexpr int64_t kChunk = 2048;
+  uint32_t words[2 * kChunk];
   for (int64_t start = 0; start < n; start += kChunk) {
     int64_t m = std::min(kChunk, n - start);
-    g.engine.fill(words.data(), m * w);
-    const uint32_t* wd = words.data();
     T* dst = o + start;
-    parallel_for(0, m, kGrainSize, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        uint64_t bits = wide ? (uint64_t(wd[2 * i]) << 32) | wd[2 * i + 1] : wd[i];
-        dst[i] = f(bits);
-      }
-    });
+    if (wide) {
+      g.engine.fill(words, 2 * m);
+      for (int64_t i = 0; i < m; ++i) dst[i] = f((uint64_t(words[2 * i]) << 32) | words[2 * i + 1]);
+    } else {
+      g.engine.fill(words, m);
+      for (int64_t i = 0; i < m; ++i) dst[i] = f(uint64_t(words[i]));
+    }
   }
 }
 
@@ -75,17 +74,18 @@ constexpr bool wide_draws = std::is_same_v<T, double>;
 
 // float blocks: torch evaluates them with 8-lane Cephes-style approximations
 // of log and sincos (single precision); these reproduce them operation for
-// operation, fused multiply-adds included.
+// operation, fused multiply-adds included. Selections are written as
+// arithmetic on 0/1 factors (exact here) so that the lane loops vectorise.
+// x in [2^-24, 1] here (1 - u), a normal number: no clamping or special cases.
 STRATA_ALWAYS_INLINE float cephes_log(float x) {
-  x = std::max(x, 0x1.0p-126f);
   uint32_t bits = std::bit_cast<uint32_t>(x);
   float e = static_cast<float>(static_cast<int32_t>(bits >> 23) - 127) + 1.0f;
   // Mantissa in [0.5, 1); below sqrt(1/2) use 2m - 1 and one less exponent.
   x = std::bit_cast<float>((bits & ~0x7f800000u) | 0x3f000000u);
-  bool small = x < 0.707106781186547524f;
-  float tmp = small ? x : 0.0f;
+  float small = static_cast<float>(x < 0.707106781186547524f);
+  float tmp = x * small;
   x = x - 1.0f;
-  e = e - (small ? 1.0f : 0.0f);
+  e = e - small;
   x = x + tmp;
   float z = x * x;
   float y = 7.0376836292e-2f;
@@ -104,14 +104,14 @@ STRATA_ALWAYS_INLINE float cephes_log(float x) {
   return std::fma(e, 0.693359375f, x);
 }
 
-// theta >= 0 here (2 pi u).
+// x >= 0 here (2 pi u).
 STRATA_ALWAYS_INLINE void cephes_sincos(float x, float& s, float& c) {
   int32_t j = static_cast<int32_t>(x * 1.27323954473516f);  // 4 / pi
   j = (j + 1) & ~1;
   float y = static_cast<float>(j);
-  bool flip_sin = (j & 4) != 0;
-  bool flip_cos = (~(j - 2) & 4) != 0;
-  bool sin_poly = (j & 2) == 0;
+  float sin_sign = 1.0f - 2.0f * static_cast<float>((j >> 2) & 1);
+  float cos_sign = 1.0f - 2.0f * static_cast<float>(((~(j - 2)) >> 2) & 1);
+  float sin_poly = static_cast<float>(((j >> 1) & 1) ^ 1);
   // x - y pi/4 in three parts (extended-precision reduction).
   x = std::fma(y, -0.78515625f, x);
   x = std::fma(y, -2.4187564849853515625e-4f, x);
@@ -126,22 +126,19 @@ STRATA_ALWAYS_INLINE void cephes_sincos(float x, float& s, float& c) {
   ys = std::fma(ys, z, -1.6666654611e-1f);
   ys = ys * z;
   ys = std::fma(ys, x, x);
-  s = sin_poly ? ys : yc;
-  c = sin_poly ? yc : ys;
-  if (flip_sin) s = -s;
-  if (flip_cos) c = -c;
+  s = sin_sign * (sin_poly * ys + (1.0f - sin_poly) * yc);
+  c = cos_sign * (sin_poly * yc + (1.0f - sin_poly) * ys);
 }
 
 void box_muller16(float* d, float mean, float sd) {
   const float two_pi = static_cast<float>(2.0 * std::numbers::pi);
+  float lg[8], sn[8], cs[8];
+  for (int j = 0; j < 8; ++j) lg[j] = cephes_log(1.0f - d[j]);
+  for (int j = 0; j < 8; ++j) cephes_sincos(two_pi * d[j + 8], sn[j], cs[j]);
   for (int j = 0; j < 8; ++j) {
-    float u1 = 1.0f - d[j];
-    float u2 = d[j + 8];
-    float radius = std::sqrt(-2.0f * cephes_log(u1));
-    float s, c;
-    cephes_sincos(two_pi * u2, s, c);
-    d[j] = std::fma(radius * c, sd, mean);
-    d[j + 8] = std::fma(radius * s, sd, mean);
+    float radius = std::sqrt(-2.0f * lg[j]);
+    d[j] = std::fma(radius * cs[j], sd, mean);
+    d[j + 8] = std::fma(radius * sn[j], sd, mean);
   }
 }
 
