@@ -242,6 +242,24 @@ def test_module_construction():
                 assert_same(pa, pb)
 
 
+# ---- data loading ---------------------------------------------------------------------------------
+
+def test_dataloader_shuffle_and_random_split():
+    def run(m):
+        m.manual_seed(0)
+        ds = m.utils.data.TensorDataset(m.arange(10))
+        out = [[b[0].tolist() for b in m.utils.data.DataLoader(ds, batch_size=4, shuffle=True)] for _ in range(2)]
+        g = m.Generator().manual_seed(3)
+        out.append([[b[0].tolist() for b in m.utils.data.DataLoader(ds, batch_size=3, shuffle=True, generator=g)]])
+        sampler = m.utils.data.RandomSampler(range(7), replacement=True, num_samples=40)
+        out.append(list(sampler))
+        out.append(m.utils.data.random_split(range(10), [3, 7], generator=m.Generator().manual_seed(3))[0].indices)
+        out.append(m.rand(3).tolist())  # the global stream continues identically
+        return out
+
+    assert run(st) == run(torch)
+
+
 # ---- generator state -----------------------------------------------------------------------------
 
 def test_state_layout_and_round_trip_from_torch():
