@@ -9,6 +9,7 @@ translates ``strata.Generator`` objects into ids. The state tensor is torch's:
 5056 uint8 values, interchangeable with torch.get_rng_state()."""
 
 import builtins
+import functools
 import itertools
 import os
 import struct
@@ -29,18 +30,25 @@ _STATE_BYTES = 5056
 _MT_N = 624
 
 
+@functools.lru_cache(maxsize=16)
 def _seeded_state(seed_value):
     """The state of a generator just seeded with seed_value: mt19937's standard
-    initialisation from the seed's low 32 bits, no cached normal sample."""
+    initialisation from the seed's low 32 bits, no cached normal sample. Cached: the
+    ops copy from it and never hand it out."""
+    import numpy as np
+
+    from ._functions import from_numpy
+
     w = seed_value & 0xFFFFFFFF
     words = [w]
     for i in range(1, _MT_N):
         w = (1812433253 * (w ^ (w >> 30)) + i) & 0xFFFFFFFF
         words.append(w)
+    buf = np.zeros(_STATE_BYTES, np.uint8)
     # initial seed, left = 1 (the next draw regenerates), seeded, next = 0, the words
-    data = struct.pack(f"<QiiQ{_MT_N}Q", seed_value, 1, 1, 0, *words)
-    data += bytes(_STATE_BYTES - len(data))
-    return _C._tensor(list(data), _C.uint8, None)
+    buf[:24] = np.frombuffer(struct.pack("<QiiQ", seed_value, 1, 1, 0), np.uint8)
+    buf[24:24 + 8 * _MT_N] = np.array(words, np.uint64).view(np.uint8)
+    return from_numpy(buf)
 
 
 def _check_seed(s):
