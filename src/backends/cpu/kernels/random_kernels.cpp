@@ -19,16 +19,14 @@ namespace cpu {
 inline namespace STRATA_CPU_NS {
 namespace {
 
-// Uniform [0, 1) from the low `digits` bits of a draw (a 64-bit draw for
-// double, 32-bit otherwise), in T's compute type: never rounds up to 1.
+// Uniform [0, 1) from the low bits of a draw: 24 of a 32-bit draw as float,
+// 53 of a 64-bit draw as double (16-bit types use the float one). Exact, so
+// never 1.
 template <typename T>
-STRATA_ALWAYS_INLINE opmath_t<T> unit(uint64_t bits) {
+STRATA_ALWAYS_INLINE T unit(uint64_t bits) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
   if constexpr (std::is_same_v<T, double>) {
     return static_cast<double>(bits & ((uint64_t(1) << 53) - 1)) * 0x1.0p-53;
-  } else if constexpr (std::is_same_v<T, Half>) {
-    return static_cast<float>(bits & 0x7ffu) * 0x1.0p-11f;
-  } else if constexpr (std::is_same_v<T, BFloat16>) {
-    return static_cast<float>(bits & 0xffu) * 0x1.0p-8f;
   } else {
     return static_cast<float>(bits & 0xffffffu) * 0x1.0p-24f;
   }
@@ -246,7 +244,6 @@ void random_fill(T* o, int64_t n, const RandomParams& p) {
       break;
   }
   if constexpr (is_float_v<T>) {
-    using O = opmath_t<T>;
     switch (p.kind) {
       case RandomKind::Uniform: {
         if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
@@ -257,14 +254,11 @@ void random_fill(T* o, int64_t n, const RandomParams& p) {
             T r = static_cast<T>(std::fma(unit<float>(bits), span, from));
             return static_cast<float>(r) >= to ? static_cast<T>(from) : r;
           });
-          return;
+        } else {
+          // from + u (to - from) with from and to in T, as one fused multiply-add.
+          const T from = static_cast<T>(p.a), span = static_cast<T>(p.b) - from;
+          fill_from_draws(g, o, n, wide_draws<T>, [=](uint64_t bits) { return std::fma(unit<T>(bits), span, from); });
         }
-        // from + u (to - from) with from and to in T, as one fused multiply-add.
-        const T from = static_cast<T>(p.a), to = static_cast<T>(p.b);
-        const O span = static_cast<O>(static_cast<T>(static_cast<O>(to) - static_cast<O>(from)));
-        const O lo = static_cast<O>(from);
-        fill_from_draws(g, o, n, wide_draws<T>,
-                        [=](uint64_t bits) { return static_cast<T>(std::fma(unit<T>(bits), span, lo)); });
         return;
       }
       case RandomKind::Exponential: {
