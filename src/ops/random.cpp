@@ -34,9 +34,19 @@ std::vector<int64_t> inverse(const std::vector<int64_t>& perm) {
   return inv;
 }
 
+// An in-place fill of an expanded tensor would write one location many times.
+void check_no_broadcast_dims(const Tensor& self) {
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    STRATA_CHECK(self.stride(d) != 0 || self.size(d) <= 1,
+                 "unsupported operation: more than one element of the written-to tensor refers to a single memory "
+                 "location. Please clone() the tensor before performing the operation.");
+  }
+}
+
 // Fills self (any layout) with the distribution in p, drawing from generator
 // `gen` in torch's element order. Meta tensors and empty ones draw nothing.
 const Tensor& random_into(const Tensor& self, RandomParams p, OptInt gen) {
+  check_no_broadcast_dims(self);
   if (self.device().is_meta() || self.numel() == 0) return self;
   p.contiguous_layout = self.is_contiguous();
   if (p.contiguous_layout) {
@@ -207,6 +217,7 @@ Tensor bernoulli_tensor_impl(const Tensor& self, const Tensor& prob, OptInt gen)
   STRATA_CHECK(std::equal(b.begin(), b.end(), self.sizes().begin(), self.sizes().end()),
                "bernoulli_: probability tensor of shape ", prob.shape_str(), " cannot be broadcast to ",
                self.shape_str());
+  check_no_broadcast_dims(self);
   if (self.device().is_meta()) return self;
   if (!prob.device().is_meta()) {
     Tensor bad = logical_or(lt(prob, wrapped(0.0, prob)), gt(prob, wrapped(1.0, prob)));

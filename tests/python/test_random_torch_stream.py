@@ -139,6 +139,14 @@ def test_noncontiguous_outputs(dtype, make):
         both(seed, lambda m: make(m, dt(m, dtype)).bernoulli_(m.full((), 0.4, dtype=m.float32)))
 
 
+@pytest.mark.parametrize("fill", [lambda t: t.uniform_(), lambda t: t.normal_(), lambda t: t.bernoulli_(0.5),
+                                  lambda t: t.bernoulli_(t.new_full((5,), 0.5)), lambda t: t.random_(0, 3)])
+def test_expanded_output_is_refused(fill):
+    for m in (torch, st):
+        with pytest.raises(RuntimeError, match="single memory location"):
+            fill(m.zeros(1).expand(5))
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("shape", [(5,), (40,), (3, 7)])
 def test_normal_overloads(dtype, shape):
