@@ -81,6 +81,18 @@ def test_rand_randn_16_bit(dtype, n):
     both(3, lambda m: m.empty(n, dtype=dt(m, dtype)).uniform_(-2, 3).float())
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_other_samplers_16_bit(dtype):
+    w = np.random.RandomState(0).rand(3, 20)
+    for fn in [lambda m, d: m.empty(40, dtype=d).exponential_(2.0),
+               lambda m, d: m.bernoulli(m.tensor(w, dtype=d)),
+               lambda m, d: m.multinomial(m.tensor(w, dtype=d), 30, True),
+               lambda m, d: m.multinomial(m.tensor(w, dtype=d), 7, False),
+               lambda m, d: m.empty(40, 3, dtype=d).t().normal_(),
+               lambda m, d: m.randint(0, 100, (30,), dtype=d)]:
+        both(0, lambda m: fn(m, dt(m, dtype)).float())
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("dtype", ["int64", "int32", "int16", "int8", "uint8", "float64"])
 def test_randint(seed, dtype):
