@@ -161,7 +161,7 @@ void normal_blocks_reduced(CPUGenerator& g, T* o, int64_t n, double mean, double
   int64_t full = n / 16 * 16;
   std::vector<float> buf(full);
   fill_from_draws(g, buf.data(), full, false, uni);
-  parallel_for(0, full / 16, std::max<int64_t>(1, kGrainSize / 256), [&](int64_t b, int64_t e) {
+  parallel_for(0, full / 16, kGrainSize / 16, [&](int64_t b, int64_t e) {
     for (int64_t k = b; k < e; ++k) {
       box_muller16(buf.data() + 16 * k, m, s);
       for (int64_t i = 16 * k; i < 16 * k + 16; ++i) o[i] = static_cast<T>(buf[i]);
@@ -180,7 +180,8 @@ void normal_blocks(CPUGenerator& g, T* o, int64_t n, double mean, double sd) {
   const T m = static_cast<T>(mean), s = static_cast<T>(sd);
   auto uni = [](uint64_t bits) { return static_cast<T>(unit<T>(bits)); };
   fill_from_draws(g, o, n, wide_draws<T>, uni);
-  parallel_for(0, n / 16, std::max<int64_t>(1, kGrainSize / 256), [&](int64_t b, int64_t e) {
+  // Blocks of 16: kGrainSize elements per task, as other kernels.
+  parallel_for(0, n / 16, kGrainSize / 16, [&](int64_t b, int64_t e) {
     for (int64_t k = b; k < e; ++k) box_muller16(o + 16 * k, m, s);
   });
   if (n % 16 != 0) {
