@@ -328,12 +328,14 @@ def dropout(input, p=0.5, training=True, inplace=False):
             _ops.mul(input, 0, out=input)
             return input
         return _ops.mul(input, 0)
-    keep = _ops.ge(st.rand_like(input), p)
-    out = input if inplace else _ops.mul(input, 1.0 / (1.0 - p))
+    # As torch on the CPU: a Bernoulli(1 - p) mask in the input's layout, divided by 1 - p.
+    noise = st._creation._empty_in_layout(input, input.shape, input.dtype, input.device)
+    _ops.bernoulli_(noise, 1.0 - p)
+    _ops.div(noise, 1.0 - p, out=noise)
     if inplace:
-        _ops.mul(out, 1.0 / (1.0 - p), out=out)
-    _ops.mul(out, keep, out=out)
-    return out
+        _ops.mul(input, noise, out=input)
+        return input
+    return _ops.mul(input, noise)
 
 
 # Which implementations strata.nn.attention.sdpa_kernel allows (set by strata.backends.cuda._set_sdp).
