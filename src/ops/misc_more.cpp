@@ -64,7 +64,7 @@ Tensor addr_impl(const Tensor& self, const Tensor& vec1, const Tensor& vec2, con
                  const OptT& out) {
   STRATA_CHECK(vec1.dim() == 1, "addr: Expected 1-D argument vec1, but got ", vec1.dim(), "-D");
   STRATA_CHECK(vec2.dim() == 1, "addr: Expected 1-D argument vec2, but got ", vec2.dim(), "-D");
-  Tensor prod = outer(vec1, vec2);
+  Tensor prod = mul(unsqueeze(vec1, 1), unsqueeze(vec2, 0));
   if (!scalar_is(alpha, 1)) prod = mul(prod, wrapped(alpha, prod));
   Tensor r;
   if (scalar_is(beta, 0)) {
@@ -100,14 +100,16 @@ STRATA_IMPL_COMPOSITE(kron, kron_impl);
 
 Tensor block_diag_impl(TensorList tensors) {
   if (tensors.empty()) return empty_tensor(DimVector{1, 0}, default_dtype(), Device());
-  ScalarType dt = tensors[0].dtype();
+  // The result dtype follows type promotion (a 0-d block counts by category only).
+  ResultTypeState rts;
+  for (const Tensor& t : tensors) update_result_type_state(rts, t);
+  const ScalarType dt = result_type(rts);
   for (size_t i = 0; i < tensors.size(); ++i) {
     STRATA_CHECK(tensors[i].dim() <= 2, "torch.block_diag: Input tensors must have 2 or fewer dimensions. Input ", i,
                  " has ", tensors[i].dim(), " dimensions");
     STRATA_CHECK(tensors[i].device() == tensors[0].device(), "torch.block_diag: input tensors must all be on the "
                  "same device. Input 0 is on device ", tensors[0].device().str(), " and input ", i, " is on device ",
                  tensors[i].device().str());
-    dt = promote_types(dt, tensors[i].dtype());
   }
   std::vector<Tensor> blocks;
   int64_t cols = 0;

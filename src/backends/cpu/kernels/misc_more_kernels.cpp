@@ -25,15 +25,12 @@ bool is_nan_value(T v) {
   }
 }
 
-// NaN sorts after every number (as sort puts it), so searches agree with sort's order.
 template <typename T>
-bool less(T a, T b) {
-  if (is_nan_value(b)) return !is_nan_value(a);
-  if (is_nan_value(a)) return false;
+auto value_of(T v) {
   if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-    return static_cast<float>(a) < static_cast<float>(b);
+    return static_cast<float>(v);
   } else {
-    return a < b;
+    return v;
   }
 }
 
@@ -60,8 +57,9 @@ void searchsorted_kernel(const Tensor& out, const Tensor& sorted, const Tensor& 
         while (lo < hi) {
           const int64_t mid = lo + (hi - lo) / 2;
           const T y = prow ? srow[prow[mid]] : srow[mid];
-          // left: first y >= x (y < x goes right); right: first y > x (y <= x goes right).
-          const bool go_right = right ? !less(x, y) : less(y, x);
+          // left: the first y >= x; right: the first y > x. Written as torch's
+          // negated tests so that NaN (never >= or >) goes right, as in torch.
+          const bool go_right = right ? !(value_of(y) > value_of(x)) : !(value_of(y) >= value_of(x));
           if (go_right) {
             lo = mid + 1;
           } else {
