@@ -191,12 +191,11 @@ int64_t label_size(const Term& t, int l) {
   return 1;
 }
 
-// Permutes (and expands size-1 dims of) `t` so that its dims are `order`
-// with the given sizes; labels of `order` that t lacks become size-1 dims
-// (broadcast = true) or are expanded to `sizes` (broadcast = false).
+// Permutes `t` so that its dims follow `order`; labels of `order` that t
+// lacks become size-1 dims. With expand_all, every dim is then expanded to
+// `sizes` (size-1 broadcast dims included), as bmm needs equal extents.
 Tensor arrange(const Term& t, const std::vector<int>& order, const std::vector<int64_t>& sizes, bool expand_all) {
   std::vector<int64_t> perm;
-  DimVector view_sizes;
   for (int l : order) {
     for (size_t d = 0; d < t.labels.size(); ++d)
       if (t.labels[d] == l) perm.push_back(int64_t(d));

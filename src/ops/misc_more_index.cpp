@@ -4,6 +4,7 @@
 // index_fill, masked_scatter, put, take. The ones whose output size depends on
 // the data (bincount, unique, histc without a range) cannot run on Meta.
 #include <algorithm>
+#include <cmath>
 
 #include "ops/api/misc_more.h"
 #include "ops/misc_more_common.h"
@@ -432,6 +433,33 @@ Tensor scatter_reduce_impl(const Tensor& self, int64_t dim, const Tensor& index,
   return finish_out(result, out, op);
 }
 STRATA_IMPL_CPU_META(scatter_reduce, scatter_reduce_impl);
+
+void check_index_vector(const Tensor& index, const char* op);
+
+// index_reduce is scatter_reduce with the index spread along dim over source's shape.
+Tensor index_reduce_impl(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                         std::string_view reduce, bool include_self, const OptT& out) {
+  const char* op = "index_reduce";
+  STRATA_CHECK(reduce == "prod" || reduce == "mean" || reduce == "amax" || reduce == "amin", op,
+               "(): Expected reduce to be one of prod, mean, amax or amin but got ", reduce, ".");
+  check_index_vector(index, op);
+  Tensor s1 = self.dim() == 0 ? reshape(self, DimVector{1}) : self;
+  Tensor src1 = source.dim() == 0 ? reshape(source, DimVector{1}) : source;
+  dim = wrap_dim(dim, s1.dim(), op);
+  const int64_t n = index.numel();
+  bool ok = src1.dim() == s1.dim() && src1.size(dim) == n;
+  for (int64_t d = 0; ok && d < s1.dim(); ++d) ok = d == dim || src1.size(d) == s1.size(d);
+  STRATA_CHECK(ok, op, "(): Source/destination tensor must have the same shape apart from dimension ", dim,
+               " whose size must equal the number of indices (", n, "); self ", self.shape_str(), ", source ",
+               source.shape_str());
+  DimVector ishape(s1.dim(), 1);
+  ishape[dim] = n;
+  Tensor spread = contiguous(expand(reshape(index, ishape), src1.sizes()));
+  Tensor r = scatter_reduce(s1, dim, spread, src1, reduce, include_self);
+  if (self.dim() == 0) r = reshape(r, DimVector{});
+  return finish_out(r, out, op, &self);
+}
+STRATA_IMPL_COMPOSITE(index_reduce, index_reduce_impl);
 
 void check_index_vector(const Tensor& index, const char* op) {
   STRATA_CHECK(index.dim() <= 1, op, "(): Index should have dimension 1 or 0 (got ", index.dim(), ")");

@@ -497,3 +497,26 @@ def test_meta_shapes_of_composites():
     assert st.scatter_reduce(m(3, 5), 1, st.empty(3, 2, dtype=st.int64, device="meta"), m(3, 2), "sum").shape == (3, 5)
     assert st.searchsorted(m(5), m(2, 3)).shape == (2, 3)
     assert st.histc(m(10), 4, 0, 1).shape == (4,)
+
+
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_index_reduce(reduce, include_self):
+    x, index, src = rnd(4, 3), torch.tensor([0, 2, 0, 3, 0]), rnd(5, 3)
+    check_grad(lambda a, s: st.index_reduce(a, 0, S(index), s, reduce, include_self=include_self),
+               lambda a, s: torch.index_reduce(a, 0, index, s, reduce, include_self=include_self), x, src, tol=1e-8)
+    y = S(x)
+    y.index_reduce_(1, S(torch.tensor([2, 2])), S(torch.full((4, 2), 2.0, dtype=torch.float64)), reduce,
+                    include_self=include_self)
+    same(y, x.clone().index_reduce_(1, torch.tensor([2, 2]), torch.full((4, 2), 2.0, dtype=torch.float64), reduce,
+                                    include_self=include_self), 1e-10)
+    xi = torch.tensor([5, 7, 9])
+    same(st.index_reduce(S(xi), 0, S(torch.tensor([0, 0, 2])), S(torch.tensor([2, 4, 1])), reduce),
+         torch.index_reduce(xi, 0, torch.tensor([0, 0, 2]), torch.tensor([2, 4, 1]), reduce))
+
+
+def test_index_reduce_errors():
+    with pytest.raises(RuntimeError, match="Expected reduce to be one of"):
+        st.index_reduce(S(rnd(3)), 0, S(torch.tensor([0])), S(rnd(1)), "sum")
+    with pytest.raises(RuntimeError, match="same shape apart from dimension"):
+        st.index_reduce(S(rnd(3, 2)), 0, S(torch.tensor([0])), S(rnd(2, 2)), "prod")

@@ -402,6 +402,18 @@ def scatter_reduce_errors(rng):
     yield ErrorInput((a, 0, idx([7]), a, "sum"), error=IndexError, match="out of bounds")
 
 
+def ref_index_reduce(a, dim, index, source, reduce, include_self=True):
+    spread = np.broadcast_to(np.moveaxis(index.reshape((-1,) + (1,) * (a.ndim - 1)), 0, dim), source.shape)
+    return ref_scatter_reduce(a, dim, spread, source, reduce, include_self)
+
+
+def index_reduce_samples(dtype, rng):
+    for reduce in ("prod", "mean", "amax", "amin"):
+        for inc in (True, False):
+            yield SampleInput((arr((3, 2), dtype, rng), 0, idx([2, 0, 2]), arr((3, 2), dtype, rng), reduce),
+                              {"include_self": inc}, name=f"{reduce} {inc}")
+
+
 def ref_index_copy(a, dim, index, source):
     out = a.copy()
     np.moveaxis(out, dim, 0)[index] = np.moveaxis(source, dim, 0)
@@ -544,6 +556,10 @@ register(
            dtypes=FLOAT + ("int64",), samples=isin_samples),
     OpInfo("scatter_reduce", ref=ref_scatter_reduce, dtypes=FLOAT + ("int64",), samples=scatter_reduce_samples,
            errors=scatter_reduce_errors, method="scatter_reduce"),
+    OpInfo("index_reduce", ref=ref_index_reduce, dtypes=FLOAT + ("int64",), samples=index_reduce_samples,
+           method="index_reduce",
+           errors=lambda rng: [ErrorInput((arr((3,), "float32", rng), 0, idx([0]), arr((1,), "float32", rng), "sum"),
+                                          match="Expected reduce to be one of")]),
     OpInfo("index_copy", ref=ref_index_copy, dtypes=ALL, samples=index_copy_samples, errors=index_copy_errors,
            method="index_copy"),
     OpInfo("index_fill", ref=ref_index_fill, dtypes=FLOAT + ("int64",), samples=index_fill_samples,
