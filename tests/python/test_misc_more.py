@@ -163,6 +163,8 @@ def test_addr_kron_block_diag_trace():
     check_grad(lambda x, y, z: st.addr(x, y, z, beta=0.5, alpha=2), lambda x, y, z: torch.addr(x, y, z, beta=0.5,
                alpha=2), m, u, v, tol=1e-10)
     check_grad(lambda x, y, z: st.addr(x, y, z), lambda x, y, z: torch.addr(x, y, z), rnd(4), u, v, tol=1e-10)
+    # outer (which addr once used) records the path back to both vectors.
+    check_grad(st.outer, torch.outer, u, v, tol=1e-10)
     nan = torch.full((3, 4), float("nan"), dtype=torch.float64)
     same(st.addr(S(nan), S(u), S(v), beta=0), torch.addr(nan, u, v, beta=0), 1e-10)
     x = S(m)
