@@ -284,21 +284,34 @@ Tensor index_tensor(const std::vector<int64_t>& v, Device device) {
   return to_device(t, device);
 }
 
+// n choose r (with replacement: n + r - 1 choose r), or -1 when it exceeds `limit`.
+int64_t count_combinations(int64_t n, int64_t r, bool with_replacement, int64_t limit) {
+  const int64_t top = with_replacement ? n + r - 1 : n;
+  if (r > top) return 0;
+  __int128 c = 1;
+  for (int64_t i = 1; i <= r; ++i) {
+    c = c * (top - r + i) / i;  // exact: c is C(top - r + i, i) after each step
+    if (c > limit) return -1;
+  }
+  return static_cast<int64_t>(c);
+}
+
 Tensor combinations_impl(const Tensor& self, int64_t r, bool with_replacement) {
   STRATA_CHECK(self.dim() == 1, "Expect a 1D vector, but got shape ", self.shape_str());
   STRATA_CHECK(r >= 0, "Expect a non-negative number, but got ", r);
   if (r == 0) return empty_tensor(DimVector{0}, self.dtype(), self.device());
   const int64_t n = self.size(0);
+  constexpr int64_t kMaxElements = int64_t(1) << 34;
+  const int64_t count = count_combinations(n, r, with_replacement, kMaxElements / r);
+  STRATA_CHECK(count >= 0, "combinations: the result for n = ", n, ", r = ", r, " would have more than ",
+               kMaxElements, " elements");
   // Index tuples in lexicographic order: i1 < i2 < ... (or <= with replacement).
   std::vector<int64_t> flat;
+  flat.reserve(static_cast<size_t>(count * r));
   std::vector<int64_t> idx(r, 0);
   if (!with_replacement) std::iota(idx.begin(), idx.end(), 0);
-  const bool any = with_replacement ? n > 0 : r <= n;
-  int64_t count = 0;
-  while (any) {
+  for (int64_t c = 0; c < count; ++c) {
     flat.insert(flat.end(), idx.begin(), idx.end());
-    ++count;
-    STRATA_CHECK(static_cast<int64_t>(flat.size()) < (int64_t(1) << 40), "combinations: too many combinations");
     int64_t i = r - 1;
     while (i >= 0 && idx[i] == (with_replacement ? n - 1 : n - r + i)) --i;
     if (i < 0) break;
@@ -317,19 +330,22 @@ Tensor tri_indices_common(int64_t row, int64_t col, int64_t offset, OptDType dty
   STRATA_CHECK(dt == ScalarType::Int64 || dt == ScalarType::Int32, op, ": expected dtype int32 or int64, but got ",
                dtype_name(dt));
   const Device dev = device.value_or(Device());
-  std::vector<int64_t> rs, cs;
-  for (int64_t i = 0; i < row; ++i) {
-    const int64_t lo = lower ? 0 : std::clamp<int64_t>(i + offset, 0, col);
-    const int64_t hi = lower ? std::clamp<int64_t>(i + offset + 1, 0, col) : col;
-    for (int64_t j = lo; j < hi; ++j) {
-      rs.push_back(i);
-      cs.push_back(j);
+  // Entries of row i: the columns j in [lo(i), hi(i)).
+  auto lo = [&](int64_t i) { return lower ? int64_t(0) : std::clamp<int64_t>(i + offset, 0, col); };
+  auto hi = [&](int64_t i) { return lower ? std::clamp<int64_t>(i + offset + 1, 0, col) : col; };
+  int64_t n = 0;
+  for (int64_t i = 0; i < row; ++i) n += hi(i) - lo(i);
+  if (dev.is_meta()) return empty_tensor(DimVector{2, n}, dt, dev);
+  // Written straight into the result (its allocation fails cleanly when too large).
+  Tensor r = empty_tensor(DimVector{2, n}, ScalarType::Int64, Device());
+  int64_t* rows = r.data_ptr<int64_t>();
+  int64_t* cols = rows + n;
+  for (int64_t i = 0, k = 0; i < row; ++i) {
+    for (int64_t j = lo(i); j < hi(i); ++j, ++k) {
+      rows[k] = i;
+      cols[k] = j;
     }
   }
-  const int64_t n = static_cast<int64_t>(rs.size());
-  if (dev.is_meta()) return empty_tensor(DimVector{2, n}, dt, dev);
-  rs.insert(rs.end(), cs.begin(), cs.end());
-  Tensor r = reshape(index_tensor(rs, Device()), DimVector{2, n});
   if (dt != ScalarType::Int64) r = to_dtype(r, dt);
   return dev.is_cpu() ? r : to_device(r, dev);
 }

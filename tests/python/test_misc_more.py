@@ -275,6 +275,8 @@ def test_atleast_broadcast_meshgrid_cartesian():
             same(st.combinations(S(i), r_, rep), torch.combinations(i, r_, rep))
     with pytest.raises(RuntimeError, match="1D vector"):
         st.combinations(S(rnd(2, 2)))
+    with pytest.raises(RuntimeError, match="would have more than"):
+        st.combinations(S(torch.arange(100000)), 5)
 
 
 def test_tri_indices_vander():
