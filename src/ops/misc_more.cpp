@@ -380,7 +380,8 @@ Tensor cdist_impl(const Tensor& x1, const Tensor& x2, double p, OptStr compute_m
                      mode, " is not a valid value for compute_mode");
   const int64_t P = x1.size(-2), R = x2.size(-2);
   const bool use_mm =
-      p == 2 && (mode == "use_mm_for_euclid_dist" || (mode == "use_mm_for_euclid_dist_if_necessary" && (P > 25 || R > 25)));
+      p == 2 && (mode == "use_mm_for_euclid_dist" ||
+                 (mode == "use_mm_for_euclid_dist_if_necessary" && (P > 25 || R > 25)));
   if (use_mm) {
     // |a - b|^2 = |a|^2 + |b|^2 - 2 a.b: one GEMM instead of a (P, R, M) difference tensor.
     Tensor n1 = sum(mul(x1, x1), std::vector<int64_t>{-1}, true);

@@ -78,7 +78,8 @@ Tensor uniform_hist(const Tensor& x, int64_t bins, double lo, double hi, const T
   pos = to_dtype(trunc(where(valid, pos, num(Scalar(0.0), dt, x.device()))), ScalarType::Int64);
   pos = clamp(pos, num(Scalar(int64_t(0)), ScalarType::Int64, x.device()),
               num(Scalar(bins - 1), ScalarType::Int64, x.device()));
-  Tensor w = weight.defined() ? to_dtype(reshape(weight, DimVector{-1}), out_dt) : ones(DimVector{flat.numel()}, out_dt, x.device());
+  Tensor w = weight.defined() ? to_dtype(reshape(weight, DimVector{-1}), out_dt)
+                               : ones(DimVector{flat.numel()}, out_dt, x.device());
   w = where(valid, w, num(Scalar(0.0), out_dt, x.device()));
   return scatter_add(out, 0, pos, w);
 }
@@ -104,7 +105,9 @@ Tensor histc_impl(const Tensor& self, int64_t bins, const Scalar& min_, const Sc
   STRATA_CHECK(bins > 0, "torch.histc: bins must be > 0, but got ", bins, " for bins");
   const double a = min_.to<double>(), b = max_.to<double>();
   STRATA_CHECK(a <= b, "torch.histc: max must be larger than min");
-  if (self.device().is_meta()) return finish_out(empty_tensor(DimVector{bins}, self.dtype(), self.device()), out, "histc");
+  if (self.device().is_meta()) {
+    return finish_out(empty_tensor(DimVector{bins}, self.dtype(), self.device()), out, "histc");
+  }
   auto [lo, hi] = data_range(self, a, b, "torch.histc");
   return finish_out(uniform_hist(self, bins, lo, hi, Tensor(), self.dtype()), out, "histc");
 }
@@ -173,7 +176,8 @@ Tensor2 histogram_bins_tensor_impl(const Tensor& self, const Tensor& bins, const
   Tensor pos = sub(searchsorted(e, flat, false, true), num(Scalar(int64_t(1)), ScalarType::Int64, self.device()));
   pos = clamp(pos, num(Scalar(int64_t(0)), ScalarType::Int64, self.device()),
               num(Scalar(nb - 1), ScalarType::Int64, self.device()));
-  Tensor w = weight && weight->defined() ? reshape(*weight, DimVector{-1}) : ones(DimVector{flat.numel()}, self.dtype(), self.device());
+  Tensor w = weight && weight->defined() ? reshape(*weight, DimVector{-1})
+                                         : ones(DimVector{flat.numel()}, self.dtype(), self.device());
   w = where(valid, w, num(Scalar(0.0), self.dtype(), self.device()));
   hist = scatter_add(hist, 0, pos, w);
   if (density) hist = density_of(hist, edges);
@@ -215,7 +219,10 @@ Tensor3 unique2_impl(const Tensor& self, bool /*sorted*/, bool return_inverse, b
   Tensor inverse = empty_long(self.device()), counts = empty_long(self.device());
   if (return_inverse || return_counts) {
     auto [id, cnt] = groups_of(starts, n);
-    if (return_inverse) inverse = reshape(scatter(empty_tensor(DimVector{n}, ScalarType::Int64, self.device()), 0, perm, id), self.sizes());
+    if (return_inverse) {
+      Tensor at_sorted = empty_tensor(DimVector{n}, ScalarType::Int64, self.device());
+      inverse = reshape(scatter(at_sorted, 0, perm, id), self.sizes());
+    }
     if (return_counts) counts = cnt;
   }
   return {uniq, inverse, counts};
@@ -533,7 +540,8 @@ Tensor put_impl(const Tensor& self, const Tensor& index, const Tensor& source, b
                        lo < -n ? lo : hi, " on a tensor of ", n, " elements.");
   }
   Tensor flat = reshape(self, DimVector{-1});
-  Tensor r = reshape(index_put(flat, std::vector<Tensor>{reshape(index, DimVector{-1})}, reshape(source, DimVector{-1}), accumulate),
+  Tensor r = reshape(index_put(flat, std::vector<Tensor>{reshape(index, DimVector{-1})},
+                               reshape(source, DimVector{-1}), accumulate),
                      self.sizes());
   return finish_out(r, out, op, &self);
 }
@@ -549,7 +557,8 @@ Tensor take_impl(const Tensor& self, const Tensor& index_, const OptT& out) {
     STRATA_CHECK_INDEX(lo >= -n && hi < n, op, "(): index out of range: tried to access index ",
                        lo < -n ? lo : hi, " on a tensor of ", n, " elements.");
   }
-  Tensor r = reshape(index(reshape(self, DimVector{-1}), std::vector<Tensor>{reshape(index_, DimVector{-1})}), index_.sizes());
+  Tensor flat_index = reshape(index_, DimVector{-1});
+  Tensor r = reshape(index(reshape(self, DimVector{-1}), std::vector<Tensor>{flat_index}), index_.sizes());
   return finish_out(r, out, op);
 }
 STRATA_IMPL_COMPOSITE(take, take_impl);
