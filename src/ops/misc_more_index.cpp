@@ -29,12 +29,6 @@ void no_meta(const Tensor& t, const char* op) {
 
 Tensor num(const Scalar& s, ScalarType dt, Device d) { return scalar_to_tensor(s, dt, d, true); }
 
-Tensor long_index(const std::vector<int64_t>& v, Device device) {
-  Tensor t = empty_tensor(DimVector{static_cast<int64_t>(v.size())}, ScalarType::Int64, Device());
-  if (!v.empty()) std::copy(v.begin(), v.end(), t.data_ptr<int64_t>());
-  return device.is_cpu() ? t : to_device(t, device);
-}
-
 // ---- bincount, histc, histogram ------------------------------------------------------
 
 Tensor bincount_impl(const Tensor& self, const OptT& weights, int64_t minlength) {
