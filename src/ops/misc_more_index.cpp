@@ -399,6 +399,8 @@ Tensor scatter_reduce_impl(const Tensor& self, int64_t dim, const Tensor& index,
                            std::string_view reduce, bool include_self, const OptT& out) {
   const char* op = "scatter_reduce";
   const ScatterReduce mode = parse_reduce(reduce);
+  STRATA_CHECK_T(NotImplementedError, !(mode == ScatterReduce::Mean && self.dtype() == ScalarType::Bool), op,
+                 "(): reduce='mean' is not implemented for 'Bool' tensors");
   dim = wrap_dim(dim, std::max<int64_t>(self.dim(), 1), op);
   STRATA_CHECK(index.dtype() == ScalarType::Int64, op, "(): Expected dtype int64 for index, but got ",
                dtype_name(index.dtype()));

@@ -451,6 +451,24 @@ def test_scatter_reduce_errors():
         st.scatter_reduce(S(rnd(3)), 0, S(torch.tensor([5])), S(rnd(1)), "sum")
     with pytest.raises(RuntimeError, match="int64"):
         st.scatter_reduce(S(rnd(3)), 0, S(torch.tensor([0], dtype=torch.int32)), S(rnd(1)), "sum")
+    b = S(torch.tensor([True, False]))
+    with pytest.raises(NotImplementedError, match="Bool"):
+        st.scatter_reduce(b, 0, S(torch.tensor([0])), b[:1], "mean")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.bool])
+def test_scatter_reduce_dtypes(dtype):
+    index = torch.tensor([0, 1, 0, 2, 1, 0])
+    for reduce in ("sum", "prod", "mean", "amax", "amin"):
+        if reduce == "mean" and dtype == torch.bool:
+            continue
+        for inc in (True, False):
+            s, x = (torch.rand(3) * 4).to(dtype), (torch.rand(6) * 4).to(dtype)
+            conv = (lambda t: st.tensor(t.float().numpy(), dtype=st.bfloat16)) if dtype == torch.bfloat16 else S
+            r = st.scatter_reduce(conv(s), 0, S(index), conv(x), reduce, include_self=inc)
+            t = torch.scatter_reduce(s, 0, index, x, reduce, include_self=inc)
+            assert str(r.dtype).split(".")[1] == str(t.dtype).split(".")[1]
+            np.testing.assert_allclose(r.float().numpy(), t.float().numpy(), rtol=1e-2, atol=1e-2)
 
 
 def test_index_copy_fill_masked_scatter_put_take():
