@@ -388,7 +388,10 @@ Tensor cdist_impl(const Tensor& x1, const Tensor& x2, double p, OptStr compute_m
     Tensor n2 = sum(mul(x2, x2), std::vector<int64_t>{-1}, true);
     Tensor ab = matmul(x1, transpose(x2, -1, -2));
     Tensor d2 = add(sub(n1, ab, Scalar(2.0)), transpose(n2, -1, -2));
-    return sqrt(clamp(d2, scalar_to_tensor(Scalar(0.0), d2.dtype(), d2.device(), true), std::nullopt));
+    // Clamped just above 0 (as torch does): rounding can make d2 slightly
+    // negative, and sqrt's derivative at exactly 0 would be infinite; below the
+    // clamp the gradient is 0, as for a point's distance to itself.
+    return sqrt(clamp(d2, scalar_to_tensor(Scalar(1e-30), d2.dtype(), d2.device(), true), std::nullopt));
   }
   Tensor d = sub(unsqueeze(x1, -2), unsqueeze(x2, -3));
   return norm(d, Scalar(p), std::vector<int64_t>{-1}, false);

@@ -308,6 +308,9 @@ def test_cdist_pdist_cosine_similarity():
     same(st.cdist(S(a), S(b), compute_mode="use_mm_for_euclid_dist"), torch.cdist(a, b), 1e-8)
     check_grad(lambda x, y: st.cdist(x, y), lambda x, y: torch.cdist(x, y), a, b, tol=1e-8)
     check_grad(lambda x: st.pdist(x, 1.0), lambda x: torch.pdist(x, 1.0), a, tol=1e-8)
+    for n in (3, 30):  # zero distances (a point to itself), on the difference path and the GEMM path
+        pts = rnd(n, 3)
+        check_grad(lambda x: st.cdist(x, x), lambda x: torch.cdist(x, x), pts, tol=1e-6)
     with pytest.raises(RuntimeError, match="same number of columns"):
         st.cdist(S(a), S(rnd(4, 2)))
     with pytest.raises(ValueError, match="compute_mode"):
