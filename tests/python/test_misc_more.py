@@ -545,3 +545,14 @@ def test_index_reduce_errors():
         st.index_reduce(S(rnd(3)), 0, S(torch.tensor([0])), S(rnd(1)), "sum")
     with pytest.raises(RuntimeError, match="same shape apart from dimension"):
         st.index_reduce(S(rnd(3, 2)), 0, S(torch.tensor([0])), S(rnd(2, 2)), "prod")
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2, -1])
+def test_scatter_reduce_3d_noncontiguous(dim):
+    self_ = rnd(4, 5, 3).transpose(0, 2)  # (3, 5, 4), non-contiguous
+    shape = [2, 3, 2]
+    index = torch.randint(0, self_.shape[dim], shape)
+    src = rnd(3, 4, 3).permute(2, 1, 0)[:2, :3, :2]  # a non-contiguous (2, 3, 2) view of a larger tensor
+    for reduce in ("sum", "amax", "mean"):
+        same(st.scatter_reduce(S(self_), dim, S(index), S(src), reduce),
+             torch.scatter_reduce(self_, dim, index, src, reduce), 1e-10)

@@ -79,35 +79,62 @@ void searchsorted_kernel(const Tensor& out, const Tensor& sorted, const Tensor& 
 template <typename T>
 using Acc = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
 
-void scatter_reduce_kernel(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src,
-                           ScatterReduce reduce, bool include_self) {
+// Calls f(out_offset, src_offset) for every element of index in row-major
+// order; the output offset has the index value in place of the coordinate
+// along dim. Offsets advance incrementally (no per-element loop over dims).
+template <typename F>
+void walk_scatter(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src, F&& f) {
   const int64_t nd = out.dim();
   const int64_t n = index.numel();
-  const int64_t dim_size = out.size(dim);
-  // Row-major walk over index; the output offset replaces the index's
-  // coordinate along dim by the index value.
-  std::vector<int64_t> isz(index.sizes().begin(), index.sizes().end());
-  std::vector<int64_t> ostr(out.strides().begin(), out.strides().end());
-  std::vector<int64_t> sstr(src.strides().begin(), src.strides().end());
-  std::vector<int64_t> targets(n), sources(n);
   const int64_t* idx = index.data_ptr<int64_t>();
+  const int64_t last = nd - 1;
+  const int64_t inner = index.size(last);
+  const int64_t os_last = last == dim ? 0 : out.stride(last), ss_last = src.stride(last);
+  const int64_t os_dim = out.stride(dim);
   std::vector<int64_t> coord(nd, 0);
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t v = idx[i];
-    if (v < 0 || v >= dim_size) {
-      throw IndexError(str("scatter_reduce: index ", v, " is out of bounds for dimension ", dim, " with size ",
-                           dim_size));
+  int64_t base_o = 0, base_s = 0;  // offsets of the current row's first element (dim's term left out of base_o)
+  for (int64_t i = 0; i < n; i += inner) {
+    for (int64_t k = 0; k < inner; ++k) {
+      f(base_o + k * os_last + idx[i + k] * os_dim, base_s + k * ss_last);
     }
-    int64_t to = 0, so = 0;
-    for (int64_t d = 0; d < nd; ++d) {
-      to += (d == dim ? v : coord[d]) * ostr[d];
-      so += coord[d] * sstr[d];
-    }
-    targets[i] = to;
-    sources[i] = so;
-    for (int64_t d = nd - 1; d >= 0; --d) {
-      if (++coord[d] < isz[d]) break;
+    // Next row: carry through the outer dims.
+    for (int64_t d = last - 1; d >= 0; --d) {
+      const int64_t od = d == dim ? 0 : out.stride(d);
+      if (++coord[d] < index.size(d)) {
+        base_o += od;
+        base_s += src.stride(d);
+        break;
+      }
+      base_o -= od * (index.size(d) - 1);
+      base_s -= src.stride(d) * (index.size(d) - 1);
       coord[d] = 0;
+    }
+  }
+}
+
+template <typename T, typename Op>
+void scatter_reduce_loop(T* o, const T* s, const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src,
+                         std::vector<int64_t>& count, Op op) {
+  if (count.empty()) {
+    walk_scatter(out, dim, index, src, [&](int64_t to, int64_t so) { o[to] = op(o[to], s[so]); });
+  } else {
+    walk_scatter(out, dim, index, src, [&](int64_t to, int64_t so) {
+      o[to] = op(o[to], s[so]);
+      ++count[to];
+    });
+  }
+}
+
+void scatter_reduce_kernel(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src,
+                           ScatterReduce reduce, bool include_self) {
+  const int64_t n = index.numel();
+  const int64_t dim_size = out.size(dim);
+  // Every index is checked before anything is written.
+  const int64_t* idx = index.data_ptr<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    if (idx[i] < 0 || idx[i] >= dim_size) {
+      throw IndexError(str("scatter_reduce: index ", idx[i], " is out of bounds for dimension ", dim, " with size ",
+                           dim_size));
     }
   }
   visit_dtype(out.dtype(), [&]<typename T>() {
@@ -116,7 +143,7 @@ void scatter_reduce_kernel(const Tensor& out, int64_t dim, const Tensor& index, 
     const T* s = src.data_ptr<T>();
     const int64_t on = out.numel();
     std::vector<int64_t> count;
-    if (reduce == ScatterReduce::Mean || !include_self) count.assign(on, 0);
+    if (reduce == ScatterReduce::Mean) count.assign(on, 0);
     if (!include_self) {
       // Scattered-to elements start from the reduction's identity instead of self.
       A ident{};
@@ -129,51 +156,56 @@ void scatter_reduce_kernel(const Tensor& out, int64_t dim, const Tensor& index, 
         ident = std::numeric_limits<A>::has_infinity ? std::numeric_limits<A>::infinity()
                                                      : std::numeric_limits<A>::max();
       }
-      for (int64_t i = 0; i < n; ++i) o[targets[i]] = static_cast<T>(ident);
+      walk_scatter(out, dim, index, src, [&](int64_t to, int64_t) { o[to] = static_cast<T>(ident); });
     }
-    for (int64_t i = 0; i < n; ++i) {
-      A cur = static_cast<A>(o[targets[i]]);
-      const A x = static_cast<A>(s[sources[i]]);
-      switch (reduce) {
-        case ScatterReduce::Sum:
-        case ScatterReduce::Mean:
+    // NaN propagates through amax/amin (the first NaN met stays).
+    auto pick = [](A cur, A x, bool greater) {
+      if (is_nan_value(cur)) return cur;
+      if (is_nan_value(x)) return x;
+      return (greater ? x > cur : x < cur) ? x : cur;
+    };
+    switch (reduce) {
+      case ScatterReduce::Sum:
+      case ScatterReduce::Mean:
+        scatter_reduce_loop(o, s, out, dim, index, src, count, [](T a, T b) {
           if constexpr (std::is_same_v<T, bool>) {
-            cur = cur || x;
+            return static_cast<T>(a || b);
           } else {
-            cur = cur + x;
+            return static_cast<T>(static_cast<A>(a) + static_cast<A>(b));
           }
-          break;
-        case ScatterReduce::Prod:
+        });
+        break;
+      case ScatterReduce::Prod:
+        scatter_reduce_loop(o, s, out, dim, index, src, count, [](T a, T b) {
           if constexpr (std::is_same_v<T, bool>) {
-            cur = cur && x;
+            return static_cast<T>(a && b);
           } else {
-            cur = cur * x;
+            return static_cast<T>(static_cast<A>(a) * static_cast<A>(b));
           }
-          break;
-        case ScatterReduce::Amax:
-          cur = (is_nan_value(cur) || is_nan_value(x)) ? (is_nan_value(cur) ? cur : x) : (x > cur ? x : cur);
-          break;
-        case ScatterReduce::Amin:
-          cur = (is_nan_value(cur) || is_nan_value(x)) ? (is_nan_value(cur) ? cur : x) : (x < cur ? x : cur);
-          break;
-      }
-      o[targets[i]] = static_cast<T>(cur);
-      if (!count.empty()) ++count[targets[i]];
+        });
+        break;
+      case ScatterReduce::Amax:
+        scatter_reduce_loop(o, s, out, dim, index, src, count,
+                            [&](T a, T b) { return static_cast<T>(pick(static_cast<A>(a), static_cast<A>(b), true)); });
+        break;
+      case ScatterReduce::Amin:
+        scatter_reduce_loop(o, s, out, dim, index, src, count, [&](T a, T b) {
+          return static_cast<T>(pick(static_cast<A>(a), static_cast<A>(b), false));
+        });
+        break;
     }
     if (reduce == ScatterReduce::Mean) {
       if constexpr (!std::is_same_v<T, bool>) {
         // Only elements that received something are divided; self counts once when included.
-        std::vector<char> done(on, 0);
-        for (int64_t i = 0; i < n; ++i) {
-          const int64_t t = targets[i];
-          if (done[t]) continue;
-          done[t] = 1;
+        for (int64_t t = 0; t < on; ++t) {
+          if (count[t] == 0) continue;
           const int64_t c = count[t] + (include_self ? 1 : 0);
           const A v = static_cast<A>(o[t]);
           if constexpr (std::is_integral_v<A>) {
             // Integer means round toward negative infinity, as torch's floor division.
-            A q = v / A(c);
-            if ((v % A(c) != 0) && ((v < 0) != (c < 0))) --q;
+            const int64_t w = static_cast<int64_t>(v);
+            int64_t q = w / c;
+            if (w % c != 0 && w < 0) --q;
             o[t] = static_cast<T>(q);
           } else {
             o[t] = static_cast<T>(v / A(c));
