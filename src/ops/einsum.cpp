@@ -3,8 +3,9 @@
 // Meta device come from its parts:
 //   1. each operand's repeated subscripts become a diagonal, and subscripts
 //      that no other operand and not the output use are summed out at once;
-//   2. operands are contracted two at a time (a given path, or greedily by the
-//      cheapest next product in multiply-adds), each contraction one batched
+//   2. operands are contracted two at a time (a given path, or greedily: the
+//      pair whose result grows storage least, then the fewest multiply-adds,
+//      as opt_einsum's greedy order does), each contraction one batched
 //      GEMM through bmm (permute/reshape into (batch, m, k) x (batch, k, n)),
 //      or a broadcast multiply when nothing is summed;
 //   3. what is left is summed over the dropped subscripts and permuted into
@@ -290,18 +291,24 @@ Term contract(Term a, Term b, const std::vector<int>& keep) {
   return {reshape(bmm(am, bm), r_sizes), std::move(out_labels)};
 }
 
-// Multiply-adds of contracting a and b (the product of every label's size).
-double contraction_cost(const Term& a, const Term& b) {
-  double c = 1;
+// How good contracting a and b next is, smaller first: the growth in stored
+// elements (the result's size minus both inputs'; it favours contractions that
+// sum labels away over outer products), then the multiply-adds (the product of
+// every label's size). `keep`: the labels the output or other operands need.
+std::pair<double, double> contraction_cost(const Term& a, const Term& b, const std::vector<int>& keep) {
+  double flops = 1, result = 1;
   std::vector<int> seen;
   for (const Term* t : {&a, &b}) {
     for (size_t d = 0; d < t->labels.size(); ++d) {
-      if (contains(seen, t->labels[d])) continue;
-      seen.push_back(t->labels[d]);
-      c *= double(std::max<int64_t>(t->t.size(int64_t(d)), 1));
+      const int l = t->labels[d];
+      if (contains(seen, l)) continue;
+      seen.push_back(l);
+      const double n = double(std::max<int64_t>(t->t.size(int64_t(d)), 1));
+      flops *= n;
+      if (contains(keep, l)) result *= n;
     }
   }
-  return c;
+  return {result - double(a.t.numel()) - double(b.t.numel()), flops};
 }
 
 // Labels that the output or any operand other than skip_a/skip_b uses.
@@ -362,13 +369,12 @@ Tensor einsum_impl(std::string_view equation, TensorList tensors, OptIntArrayRef
     }
   }
   while (terms.size() > 1) {
-    // Greedy: contract the pair with the fewest multiply-adds next (for two
-    // or three operands this is the optimal order, too).
+    // Greedy: contract the best pair next by contraction_cost.
     size_t bi = 0, bj = 1;
-    double best = std::numeric_limits<double>::infinity();
+    std::pair<double, double> best{std::numeric_limits<double>::infinity(), 0.0};
     for (size_t i = 0; i < terms.size(); ++i) {
       for (size_t j = i + 1; j < terms.size(); ++j) {
-        const double c = contraction_cost(terms[i], terms[j]);
+        const auto c = contraction_cost(terms[i], terms[j], needed_labels(terms, i, j, p.output));
         if (c < best) {
           best = c;
           bi = i;
