@@ -35,6 +35,8 @@ from ._functions import *  # noqa: E402,F401,F403
 from ._functions import __all__ as _fn_all  # noqa: E402
 from . import _tensor  # noqa: E402,F401  (attaches Tensor methods)
 from ._shape import split, chunk, nonzero, where  # noqa: E402,F401  (Python-only forms of the shape ops)
+from ._misc_more import *  # noqa: E402,F401,F403  (einsum, unique, meshgrid, ...: variadic and tuple forms)
+from . import linalg  # noqa: E402,F401  (strata.linalg)
 from ._creation import *  # noqa: E402,F401,F403  (torch-signature factories, random, strata.random)
 from . import _tensor_views  # noqa: E402,F401  (view properties, in-place view methods)
 from . import nn  # noqa: E402,F401
