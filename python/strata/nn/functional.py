@@ -544,3 +544,6 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     if not batched:
         out = out.squeeze(1)
     return out, None
+
+
+from ._functional_nn_ops import *  # noqa: E402,F401,F403  (pooling, conv_transpose, interpolate, fold, ...)
