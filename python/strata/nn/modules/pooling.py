@@ -1,6 +1,7 @@
 """Pooling layers: max, average, adaptive, LP pooling and max unpooling in 1 to 3 dims."""
 
 from .. import functional as F
+from ._util import _single
 from .module import Module
 
 __all__ = [
@@ -46,9 +47,9 @@ class MaxPool3d(_MaxPoolNd):
 class AvgPool1d(Module):
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
         super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = stride if (stride is not None) else kernel_size
-        self.padding = padding
+        self.kernel_size = _single(kernel_size)
+        self.stride = _single(stride if stride is not None else kernel_size)
+        self.padding = _single(padding)
         self.ceil_mode = ceil_mode
         self.count_include_pad = count_include_pad
 
