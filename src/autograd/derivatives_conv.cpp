@@ -197,9 +197,8 @@ Tensor max_pool_scatter(const Tensor& g, const Tensor& indices, const TensorGeom
   const int64_t hw = in.sizes[nd - 2] * in.sizes[nd - 1];
   const int64_t planes = hw == 0 ? 0 : checked_numel(in.sizes) / hw;
   if (planes == 0 || g.numel() == 0) return zeros_of(in);
-  Tensor gx = scatter_add(zeros(Dims{planes, hw}, g.dtype(), g.device()), 1, reshape(indices, Dims{planes, -1}),
-                          reshape(g, Dims{planes, -1}));
-  return reshape(gx, in.sizes);
+  // _pool_scatter (decl/nn_more.def): one pass per plane, differentiable (its derivative gathers).
+  return call<OpId::_pool_scatter>(g, indices, Dims{in.sizes[nd - 2], in.sizes[nd - 1]}, true);
 }
 
 // max_pool2d_with_indices keeps its indices output; max_pool2d has none, so

@@ -271,27 +271,28 @@ struct AxisT {
   explicit AxisT(const nn::InterpAxis& a) : taps(a.taps), idx(a.idx.data()), w(a.w.begin(), a.w.end()) {}
 };
 
-// One output row (plane, od, oh): the inner taps along W are a template
+// One output row (plane, od, oh): each (depth tap, height tap) pair adds its weighted, W-interpolated input
+// row to the output row, so the inner loop runs along W with the row pointer fixed. The W taps are a template
 // parameter so that the common 1-, 2- and 4-tap loops unroll.
 template <typename T, int TW>
 void interp_row(const T* xpl, T* yrow, const Dims3& g, const AxisT<T>& ad, const AxisT<T>& ah, const AxisT<T>& aw,
                 int64_t od, int64_t oh) {
-  for (int64_t ow = 0; ow < g.ow; ++ow) {
-    const int64_t* iw = aw.idx + ow * TW;
-    const T* ww = aw.w.data() + ow * TW;
-    T acc = 0;
-    for (int64_t a = 0; a < ad.taps; ++a) {
-      const int64_t id = ad.idx[od * ad.taps + a];
-      T mid = 0;
-      for (int64_t b = 0; b < ah.taps; ++b) {
-        const T* row = xpl + (id * g.h + ah.idx[oh * ah.taps + b]) * g.w;
-        T inner = row[iw[0]] * ww[0];
-        for (int c = 1; c < TW; ++c) inner += row[iw[c]] * ww[c];
-        mid = b == 0 ? inner * ah.w[oh * ah.taps] : mid + inner * ah.w[oh * ah.taps + b];
+  const int64_t* iw = aw.idx;
+  const T* ww = aw.w.data();
+  bool first = true;
+  for (int64_t a = 0; a < ad.taps; ++a) {
+    const int64_t id = ad.idx[od * ad.taps + a];
+    const T wa = ad.w[od * ad.taps + a];
+    for (int64_t b = 0; b < ah.taps; ++b) {
+      const T* row = xpl + (id * g.h + ah.idx[oh * ah.taps + b]) * g.w;
+      const T wab = wa * ah.w[oh * ah.taps + b];
+      for (int64_t ow = 0; ow < g.ow; ++ow) {
+        T inner = row[iw[ow * TW]] * ww[ow * TW];
+        for (int c = 1; c < TW; ++c) inner += row[iw[ow * TW + c]] * ww[ow * TW + c];
+        yrow[ow] = first ? inner * wab : yrow[ow] + inner * wab;
       }
-      acc = a == 0 ? mid * ad.w[od * ad.taps] : acc + mid * ad.w[od * ad.taps + a];
+      first = false;
     }
-    yrow[ow] = acc;
   }
 }
 
