@@ -43,7 +43,9 @@ A area_scale(int64_t in, int64_t out, bool align, std::optional<double> scale) {
 template <typename A>
 A source_index(A scale, int64_t o, bool align, bool cubic) {
   if (align) return scale * static_cast<A>(o);
-  const A s = scale * (static_cast<A>(o) + A(0.5)) - A(0.5);
+  // Fused multiply-add, as the compiler contracts this expression in torch's vectorized builds: the
+  // coordinates (and so the weights) then round the same way.
+  const A s = std::fma(scale, static_cast<A>(o) + A(0.5), A(-0.5));
   return !cubic && s < A(0) ? A(0) : s;
 }
 // Integer part (clamped to the last index) and fraction in [0, 1].
@@ -56,8 +58,9 @@ void index_and_lambda(A real, int64_t n, int64_t& idx, A& lambda) {
 template <typename A>
 void cubic_coeffs(A t, A c[4]) {
   const A a = A(-0.75);
-  auto conv1 = [a](A x) { return ((a + 2) * x - (a + 3)) * x * x + 1; };
-  auto conv2 = [a](A x) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; };
+  // Horner forms with fused multiply-adds (see source_index).
+  auto conv1 = [a](A x) { return std::fma(std::fma(a + 2, x, -(a + 3)) * x, x, A(1)); };
+  auto conv2 = [a](A x) { return std::fma(std::fma(std::fma(a, x, -5 * a), x, 8 * a), x, -4 * a); };
   c[0] = conv2(t + 1);
   c[1] = conv1(t);
   c[2] = conv1(1 - t);
