@@ -362,3 +362,91 @@ def test_max_unpool_rejects_bad_indices():
     with pytest.raises(ValueError, match="invalid output_size"):
         x, i = SF.max_pool2d(st.randn(2, 3, 4, 5), 2, return_indices=True)
         SF.max_unpool2d(x, i, 2, output_size=(9, 9))
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [False, True])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_grid_sample_matches_torch(mode, padding_mode, align, dtype):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 5, 6)).astype(dtype)
+    g = rng.uniform(-1.4, 1.4, (2, 4, 7, 2)).astype(dtype)
+    xs, gs = st.tensor(x, requires_grad=True), st.tensor(g, requires_grad=True)
+    xt, gt = torch.tensor(x, requires_grad=True), torch.tensor(g, requires_grad=True)
+    ys = SF.grid_sample(xs, gs, mode, padding_mode, align)
+    yt = TF.grid_sample(xt, gt, mode, padding_mode, align)
+    tol = TOL[dtype] * 10
+    np.testing.assert_allclose(ys.detach().numpy(), yt.detach().numpy(), rtol=tol, atol=tol)
+    w = rng.standard_normal(tuple(yt.shape)).astype(dtype)
+    ys.backward(st.tensor(w))
+    yt.backward(torch.tensor(w))
+    np.testing.assert_allclose(xs.grad.numpy(), xt.grad.numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(gs.grad.numpy(), gt.grad.numpy(), rtol=tol * 10, atol=tol * 10)
+
+
+@pytest.mark.parametrize("align", [False, True])
+def test_affine_grid_matches_torch(align):
+    rng = np.random.default_rng(1)
+    for theta, size in [(rng.standard_normal((2, 2, 3)), (2, 3, 4, 5)), (rng.standard_normal((2, 3, 4)), (2, 3, 4, 5, 3)),
+                        (rng.standard_normal((1, 2, 3)), (1, 1, 1, 6))]:
+        ts = st.tensor(theta, requires_grad=True)
+        tt = torch.tensor(theta, requires_grad=True)
+        a, b = SF.affine_grid(ts, size, align), TF.affine_grid(tt, size, align)
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-12, atol=1e-12)
+        a.sum().backward()
+        b.sum().backward()
+        np.testing.assert_allclose(ts.grad.numpy(), tt.grad.numpy(), rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="Nx2x3"):
+        SF.affine_grid(st.zeros(2, 3, 3), (2, 3, 4, 5))
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("padding_idx", [None, 2])
+@pytest.mark.parametrize("last", [False, True])
+def test_embedding_bag_matches_torch(mode, padding_idx, last):
+    rng = np.random.default_rng(2)
+    w = rng.standard_normal((10, 4))
+    idx = np.array([1, 2, 4, 5, 4, 3, 2, 9, 0, 2])
+    off = np.array([0, 3, 3, 7, 10]) if last else np.array([0, 3, 3, 7])
+    psw = rng.standard_normal(10) if mode == "sum" else None
+    ws, wt = st.tensor(w, requires_grad=True), torch.tensor(w, requires_grad=True)
+    kw = dict(mode=mode, padding_idx=padding_idx, include_last_offset=last)
+    a = SF.embedding_bag(st.tensor(idx), ws, st.tensor(off), per_sample_weights=None if psw is None else st.tensor(psw),
+                         **kw)
+    b = TF.embedding_bag(torch.tensor(idx), wt, torch.tensor(off),
+                         per_sample_weights=None if psw is None else torch.tensor(psw), **kw)
+    np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-12, atol=1e-12)
+    g = rng.standard_normal(tuple(b.shape))
+    a.backward(st.tensor(g))
+    b.backward(torch.tensor(g))
+    np.testing.assert_allclose(ws.grad.numpy(), wt.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_embedding_bag_module_and_errors():
+    torch.manual_seed(0)
+    tm = torch.nn.EmbeddingBag(10, 3, mode="max", padding_idx=1)
+    sm = snn.EmbeddingBag(10, 3, mode="max", padding_idx=1)
+    assert repr(sm) == repr(tm)
+    assert float(sm.weight[1].abs().sum()) == 0.0
+    _copy_params(sm, tm)
+    i2 = np.random.default_rng(0).integers(0, 10, (3, 4))
+    np.testing.assert_allclose(sm(st.tensor(i2)).detach().numpy(), tm(torch.tensor(i2)).detach().numpy(), rtol=1e-6)
+    with pytest.raises(ValueError, match="offsets has to be None"):
+        SF.embedding_bag(st.tensor(i2), sm.weight, st.tensor([0, 1]))
+    with pytest.raises(ValueError, match="mode has to be one of"):
+        SF.embedding_bag(st.tensor(i2), sm.weight, mode="min")
+    with pytest.raises(NotImplementedError, match="per_sample_weights"):
+        SF.embedding_bag(st.tensor(i2), sm.weight, mode="mean", per_sample_weights=st.ones(3, 4))
+    with pytest.raises(IndexError, match="out of range"):
+        SF.embedding_bag(st.tensor([11]), sm.weight, st.tensor([0]))
+
+
+def test_grid_sample_errors():
+    x = st.zeros(2, 3, 4, 5)
+    with pytest.raises(RuntimeError, match="same batch size"):
+        SF.grid_sample(x, st.zeros(1, 2, 2, 2), align_corners=False)
+    with pytest.raises(RuntimeError, match="size 2 in last dimension"):
+        SF.grid_sample(x, st.zeros(2, 2, 2, 3), align_corners=False)
+    with pytest.raises(ValueError, match="expected mode"):
+        SF.grid_sample(x, st.zeros(2, 2, 2, 2), mode="cubic", align_corners=False)

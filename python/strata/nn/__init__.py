@@ -16,7 +16,7 @@ from .modules import (  # noqa: F401  (pooling, transposed/3-D convolution, upsa
     Upsample, UpsamplingNearest2d, UpsamplingBilinear2d, ZeroPad1d, ZeroPad2d, ZeroPad3d, ConstantPad1d,
     ConstantPad2d, ConstantPad3d, ReflectionPad1d, ReflectionPad2d, ReflectionPad3d, ReplicationPad1d,
     ReplicationPad2d, ReplicationPad3d, CircularPad1d, CircularPad2d, CircularPad3d, PixelShuffle,
-    PixelUnshuffle, ChannelShuffle, Fold, Unfold,
+    PixelUnshuffle, ChannelShuffle, Fold, Unfold, EmbeddingBag,
 )
 
 try:  # nn.utils is written separately and may not be merged yet

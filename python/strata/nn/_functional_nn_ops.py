@@ -1,7 +1,8 @@
 """strata.nn.functional's pooling (1-D, 3-D, adaptive, unpooling, LP), transposed and 3-D convolution,
-interpolation, pixel/channel shuffles and unfold/fold, with torch.nn.functional's signatures. The ops are
-declared in src/ops/decl/nn_more.def; this module maps torch's argument conventions onto them and composes the
-few functions without an op of their own (LP pooling, the shuffles)."""
+interpolation, pixel/channel shuffles, unfold/fold, grid_sample/affine_grid and embedding_bag, with
+torch.nn.functional's signatures. The ops are declared in src/ops/decl/nn_more.def; this module maps torch's
+argument conventions onto them and composes the functions without an op of their own (LP pooling, the shuffles,
+grid_sample, affine_grid, embedding_bag) from differentiable ops."""
 
 import builtins
 import math
@@ -17,7 +18,7 @@ __all__ = [
     "adaptive_max_pool3d_with_indices", "max_unpool1d", "max_unpool2d", "max_unpool3d", "lp_pool1d", "lp_pool2d",
     "lp_pool3d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "interpolate", "upsample",
     "upsample_nearest", "upsample_bilinear", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "unfold",
-    "fold",
+    "fold", "grid_sample", "affine_grid", "embedding_bag",
 ]
 
 
@@ -334,3 +335,216 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
                                   f"(got {input.dim()}D)")
     return _ops.col2im(input, _tuple(output_size, 2), _tuple(kernel_size, 2), _tuple(dilation, 2),
                        _tuple(padding, 2), _tuple(stride, 2))
+
+
+# ---- grid_sample, affine_grid ----------------------------------------------------------------
+
+def _st():
+    from .functional import _strata
+    return _strata()
+
+
+def _grid_coord(coord, size, padding_mode, align_corners):
+    """Normalized [-1, 1] coordinates -> pixel coordinates, folded or clipped by the padding mode (torch's)."""
+    if align_corners:
+        coord = _ops.mul(_ops.add(coord, 1), (size - 1) / 2.0)
+    else:
+        coord = _ops.div(_ops.sub(_ops.mul(_ops.add(coord, 1), size), 1), 2.0)
+    if padding_mode == "border":
+        return _ops.clamp(coord, 0, size - 1)
+    if padding_mode == "reflection":
+        lo, hi = (0.0, 2.0 * (size - 1)) if align_corners else (-1.0, 2.0 * size - 1)
+        if lo == hi:
+            return _ops.mul(coord, 0)
+        mn, span = lo / 2, (hi - lo) / 2
+        a = _ops.abs(_ops.sub(coord, mn))
+        extra = _ops.fmod(a, span)
+        flips = _ops.floor(_ops.div(a, span)).detach()
+        even = _ops.eq(_ops.remainder(flips, 2), 0)
+        coord = _st().where(even, _ops.add(extra, mn), _ops.add(_ops.sub(span, extra), mn))
+        return _ops.clamp(coord, 0, size - 1)
+    return coord
+
+
+def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
+    if mode not in ("bilinear", "nearest", "bicubic"):
+        raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', 'nearest' or 'bicubic', "
+                         f"but got: '{mode}'")
+    if padding_mode not in ("zeros", "border", "reflection"):
+        raise ValueError(f"nn.functional.grid_sample(): expected padding_mode to be 'zeros', 'border', or "
+                         f"'reflection', but got: '{padding_mode}'")
+    if input.dim() != grid.dim() or input.dim() not in (4, 5):
+        raise RuntimeError(f"grid_sampler(): expected 4D or 5D input and grid with same number of dimensions, but "
+                           f"got input with sizes {list(input.shape)} and grid with sizes {list(grid.shape)}")
+    if input.shape[0] != grid.shape[0]:
+        raise RuntimeError(f"grid_sampler(): expected grid and input to have same batch size, but got input with "
+                           f"sizes {list(input.shape)} and grid with sizes {list(grid.shape)}")
+    if grid.shape[-1] != input.dim() - 2:
+        raise RuntimeError(f"grid_sampler(): expected grid to have size {input.dim() - 2} in last dimension, but "
+                           f"got grid with sizes {list(grid.shape)}")
+    if input.dim() == 5 or mode == "bicubic":
+        raise NotImplementedError("grid_sample: only 4-D inputs with mode 'bilinear' or 'nearest' are supported")
+    if input.dtype != grid.dtype:
+        raise RuntimeError(f"grid_sampler(): expected input and grid to have same dtype, but input has "
+                           f"{input.dtype} and grid has {grid.dtype}")
+    align_corners = builtins.bool(align_corners)
+    st = _st()
+    n, c, h, w = input.shape
+    ho, wo = grid.shape[1], grid.shape[2]
+    ix = _grid_coord(grid[..., 0], w, padding_mode, align_corners)
+    iy = _grid_coord(grid[..., 1], h, padding_mode, align_corners)
+    flat = input.reshape(n, c, h * w)
+
+    def tap(xi, yi, weight):
+        # xi, yi hold integral values; taps outside the input read 0 (padding_mode='zeros').
+        valid = _ops.logical_and(_ops.logical_and(_ops.ge(xi, 0), _ops.le(xi, w - 1)),
+                                 _ops.logical_and(_ops.ge(yi, 0), _ops.le(yi, h - 1)))
+        lin = _ops.add(_ops.mul(_ops.clamp(yi, 0, h - 1), w), _ops.clamp(xi, 0, w - 1))
+        idx = lin.to(st.int64).reshape(n, 1, ho * wo).expand(n, c, ho * wo)
+        vals = flat.gather(2, idx).reshape(n, c, ho, wo)
+        return _ops.mul(vals, _ops.mul(weight, valid).unsqueeze(1))
+
+    if mode == "nearest":
+        # The weight 1 stays connected to the grid so that the grid gets its (zero) gradient, as in torch.
+        one = _ops.add(_ops.mul(_ops.add(ix, iy), 0), 1)
+        return tap(_ops.round(ix).detach(), _ops.round(iy).detach(), one)
+    x0 = _ops.floor(ix).detach()
+    y0 = _ops.floor(iy).detach()
+    x1 = _ops.add(x0, 1)
+    y1 = _ops.add(y0, 1)
+    out = tap(x0, y0, _ops.mul(_ops.sub(x1, ix), _ops.sub(y1, iy)))
+    out = _ops.add(out, tap(x1, y0, _ops.mul(_ops.sub(ix, x0), _ops.sub(y1, iy))))
+    out = _ops.add(out, tap(x0, y1, _ops.mul(_ops.sub(x1, ix), _ops.sub(iy, y0))))
+    return _ops.add(out, tap(x1, y1, _ops.mul(_ops.sub(ix, x0), _ops.sub(iy, y0))))
+
+
+def _base_coords(num, align_corners, like):
+    st = _st()
+    if num > 1:
+        base = st.linspace(-1, 1, num, dtype=like.dtype, device=like.device)
+    else:
+        base = st.zeros(1, dtype=like.dtype, device=like.device)
+    if not align_corners:
+        base = _ops.mul(base, (num - 1) / num)
+    return base
+
+
+def affine_grid(theta, size, align_corners=None):
+    align_corners = builtins.bool(align_corners)
+    if not theta.is_floating_point():
+        raise ValueError(f"Expected theta to have floating point type, but got {theta.dtype}")
+    size = [builtins.int(s) for s in size]
+    if len(size) == 4:
+        if theta.dim() != 3 or theta.shape[-2] != 2 or theta.shape[-1] != 3:
+            raise ValueError(f"Expected a batch of 2D affine matrices of shape Nx2x3 for size {size}. Got "
+                             f"{list(theta.shape)}.")
+        spatial = size[-2:]
+    elif len(size) == 5:
+        if theta.dim() != 3 or theta.shape[-2] != 3 or theta.shape[-1] != 4:
+            raise ValueError(f"Expected a batch of 3D affine matrices of shape Nx3x4 for size {size}. Got "
+                             f"{list(theta.shape)}.")
+        spatial = size[-3:]
+    else:
+        raise NotImplementedError(f"affine_grid only supports 4D and 5D sizes, for 2D and 3D affine transforms, "
+                                  f"respectively. Got size {size}.")
+    if min(size) <= 0:
+        raise ValueError(f"Expected non-zero, positive output size. Got {size}")
+    if theta.shape[0] != size[0]:
+        raise ValueError(f"Expected theta's batch size {theta.shape[0]} to match size[0] = {size[0]}")
+    st = _st()
+    k = len(spatial)
+    # Coordinates (x, y[, z], 1) of every output position; x runs along the last dim.
+    axes = []
+    for i, num in enumerate(reversed(spatial)):
+        shape = [1] * k
+        shape[k - 1 - i] = num
+        axes.append(_base_coords(num, align_corners, theta).reshape(shape).expand(*spatial))
+    axes.append(st.ones(*spatial, dtype=theta.dtype, device=theta.device))
+    base = st.stack(axes, -1).reshape(1, -1, k + 1)
+    grid = st.matmul(base, theta.transpose(1, 2))
+    return grid.reshape(size[0], *spatial, k)
+
+
+# ---- embedding_bag ---------------------------------------------------------------------------
+
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False, mode="mean",
+                  sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    import numpy as np
+
+    st = _st()
+    if weight.dim() != 2:
+        raise ValueError(f"weight has to be a 2D Tensor, but got Tensor of dimension {weight.dim()}")
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError("mode has to be one of sum, mean or max")
+    if per_sample_weights is not None:
+        if mode != "sum":
+            raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
+                                      f"supported for mode='sum' (got mode='{mode}'). Please open a feature request "
+                                      f"on GitHub.")
+        if tuple(per_sample_weights.shape) != tuple(input.shape):
+            raise ValueError(f"embedding_bag: If per_sample_weights ({tuple(per_sample_weights.shape)}) is not "
+                             f"None, then it must have the same shape as the input ({tuple(input.shape)})")
+    if input.dim() == 2:
+        if offsets is not None:
+            raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
+                             "fixed length sequences. However, found offsets of type Tensor")
+        b, length = input.shape
+        offsets_np = np.arange(0, b * length, length, dtype=np.int64) if length else np.zeros(b, np.int64)
+        include_last_offset = False
+        input = input.reshape(-1)
+        if per_sample_weights is not None:
+            per_sample_weights = per_sample_weights.reshape(-1)
+    elif input.dim() == 1:
+        if offsets is None:
+            raise ValueError("offsets has to be a 1D Tensor but got None")
+        if offsets.dim() != 1:
+            raise ValueError("offsets has to be a 1D Tensor")
+        offsets_np = offsets.detach().cpu().numpy().astype(np.int64)
+    else:
+        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {input.dim()}")
+    num = weight.shape[0]
+    if padding_idx is not None:
+        if not -num <= padding_idx < num:
+            raise AssertionError("padding_idx must be within the number of embeddings")
+        padding_idx = padding_idx % num
+    idx_np = input.detach().cpu().numpy().astype(np.int64)
+    if idx_np.size and (idx_np.min() < 0 or idx_np.max() >= num):
+        raise IndexError(f"embedding_bag: index out of range in self (indices must be in [0, {num}))")
+    if max_norm is not None:
+        with st.no_grad():
+            _ops.embedding_renorm_(weight, input, float(max_norm), float(norm_type))
+    total = idx_np.size
+    ends = np.append(offsets_np[1:], total)
+    if include_last_offset:
+        offsets_np, ends = offsets_np[:-1], offsets_np[1:]
+    if offsets_np.size and (offsets_np[0] != 0 if input.dim() == 1 else False):
+        raise RuntimeError(f"offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from "
+                           f"position 0. However, got {offsets_np[0]}")
+    bags = offsets_np.size
+    ends = np.minimum(ends, total)
+    counts = np.maximum(ends - offsets_np, 0)
+    longest = builtins.int(counts.max()) if bags else 0
+    # Position of each bag's j-th entry in the flat input, or `total` (a zero row) past its end or for padding.
+    pos = offsets_np[:, None] + np.arange(longest)[None, :]
+    keep = np.arange(longest)[None, :] < counts[:, None]
+    if padding_idx is not None and total:
+        keep &= idx_np[np.minimum(pos, total - 1)] != padding_idx
+    pos = np.where(keep, pos, total)
+    dim = weight.shape[1]
+    rows = _ops.index_select(weight, 0, input.to(st.int64))
+    if per_sample_weights is not None:
+        rows = _ops.mul(rows, per_sample_weights.unsqueeze(1))
+    rows = st.cat([rows, st.zeros(1, dim, dtype=weight.dtype, device=weight.device)], 0)
+    gathered = _ops.index_select(rows, 0, st.tensor(pos.reshape(-1), device=weight.device)).reshape(bags, longest,
+                                                                                                   dim)
+    valid = keep.sum(1)
+    if mode == "max":
+        if longest == 0:
+            return st.zeros(bags, dim, dtype=weight.dtype, device=weight.device)
+        mask = st.tensor(~keep, device=weight.device).unsqueeze(2)
+        out = gathered.masked_fill(mask, float("-inf")).max(1).values
+        return out.masked_fill(st.tensor(valid == 0, device=weight.device).unsqueeze(1), 0.0)
+    out = _ops.sum(gathered, [1])
+    if mode == "mean":
+        out = _ops.div(out, st.tensor(np.maximum(valid, 1), dtype=weight.dtype, device=weight.device).unsqueeze(1))
+    return out

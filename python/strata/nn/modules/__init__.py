@@ -23,3 +23,4 @@ from .padding import (  # noqa: F401
     CircularPad3d)
 from .pixelshuffle import PixelShuffle, PixelUnshuffle, ChannelShuffle  # noqa: F401
 from .fold import Fold, Unfold  # noqa: F401
+from .embedding_bag import EmbeddingBag  # noqa: F401
