@@ -296,6 +296,42 @@ void interp_row(const T* xpl, T* yrow, const Dims3& g, const AxisT<T>& ad, const
   }
 }
 
+// The common case of one depth tap (1-D and 2-D inputs): all height and width taps in one pass over the row,
+// both tap counts unrolled.
+template <typename T, int TH, int TW>
+void interp_row_hw(const T* xpl, T* yrow, const Dims3& g, const AxisT<T>& ad, const AxisT<T>& ah,
+                   const AxisT<T>& aw, int64_t od, int64_t oh) {
+  const T* plane = xpl + ad.idx[od] * g.h * g.w;
+  const T wd = ad.w[od];
+  const T* rows[TH];
+  T wh[TH];
+  for (int b = 0; b < TH; ++b) {
+    rows[b] = plane + ah.idx[oh * TH + b] * g.w;
+    wh[b] = wd * ah.w[oh * TH + b];
+  }
+  const int64_t* iw = aw.idx;
+  const T* ww = aw.w.data();
+  for (int64_t ow = 0; ow < g.ow; ++ow) {
+    T acc = 0;
+    for (int b = 0; b < TH; ++b) {
+      T inner = rows[b][iw[ow * TW]] * ww[ow * TW];
+      for (int c = 1; c < TW; ++c) inner += rows[b][iw[ow * TW + c]] * ww[ow * TW + c];
+      acc = b == 0 ? inner * wh[0] : acc + inner * wh[b];
+    }
+    yrow[ow] = acc;
+  }
+}
+
+template <typename T, int TH>
+void interp_row_hw_w(const T* xpl, T* yrow, const Dims3& g, const AxisT<T>& ad, const AxisT<T>& ah,
+                     const AxisT<T>& aw, int64_t od, int64_t oh) {
+  switch (aw.taps) {
+    case 1: interp_row_hw<T, TH, 1>(xpl, yrow, g, ad, ah, aw, od, oh); break;
+    case 2: interp_row_hw<T, TH, 2>(xpl, yrow, g, ad, ah, aw, od, oh); break;
+    default: interp_row_hw<T, TH, 4>(xpl, yrow, g, ad, ah, aw, od, oh); break;
+  }
+}
+
 void interpolate_kernel(const Tensor& x, const Tensor& y, const nn::InterpAxis* axes) {
   visit_float32_64(y.dtype(), "interpolate", [&]<typename T>() {
     const Dims3 g = dims_of(x, y);
@@ -308,6 +344,14 @@ void interpolate_kernel(const Tensor& x, const Tensor& y, const nn::InterpAxis* 
                      const int64_t oh = r % g.oh, od = (r / g.oh) % g.od, pl = r / (g.oh * g.od);
                      const T* xpl = xp + pl * g.d * g.h * g.w;
                      T* yrow = yp + r * g.ow;
+                     if (ad.taps == 1) {
+                       switch (ah.taps) {
+                         case 1: interp_row_hw_w<T, 1>(xpl, yrow, g, ad, ah, aw, od, oh); break;
+                         case 2: interp_row_hw_w<T, 2>(xpl, yrow, g, ad, ah, aw, od, oh); break;
+                         default: interp_row_hw_w<T, 4>(xpl, yrow, g, ad, ah, aw, od, oh); break;
+                       }
+                       continue;
+                     }
                      switch (aw.taps) {
                        case 1: interp_row<T, 1>(xpl, yrow, g, ad, ah, aw, od, oh); break;
                        case 2: interp_row<T, 2>(xpl, yrow, g, ad, ah, aw, od, oh); break;
@@ -316,6 +360,17 @@ void interpolate_kernel(const Tensor& x, const Tensor& y, const nn::InterpAxis* 
                    }
                  });
   });
+}
+
+// Adds one output-gradient row, weighted by its (depth, height) tap weight, into an input row through the W taps.
+template <typename T, int TW>
+void interp_row_backward(const T* grow, T* row, const AxisT<T>& aw, T wab, int64_t ow_n) {
+  const int64_t* iw = aw.idx;
+  const T* ww = aw.w.data();
+  for (int64_t ow = 0; ow < ow_n; ++ow) {
+    const T v = grow[ow] * wab;
+    for (int c = 0; c < TW; ++c) row[iw[ow * TW + c]] += v * ww[ow * TW + c];
+  }
 }
 
 void interpolate_backward_kernel(const Tensor& go, const Tensor& gx, const nn::InterpAxis* axes) {
@@ -340,10 +395,10 @@ void interpolate_backward_kernel(const Tensor& go, const Tensor& gx, const nn::I
                              T* row = xpl + (id * g.h + ah.idx[oh * ah.taps + b]) * g.w;
                              const T wab = wa * ah.w[oh * ah.taps + b];
                              const T* grow = gpl + (od * g.oh + oh) * g.ow;
-                             for (int64_t ow = 0; ow < g.ow; ++ow) {
-                               const T v = grow[ow] * wab;
-                               for (int64_t c = 0; c < aw.taps; ++c)
-                                 row[aw.idx[ow * aw.taps + c]] += v * aw.w[ow * aw.taps + c];
+                             switch (aw.taps) {
+                               case 1: interp_row_backward<T, 1>(grow, row, aw, wab, g.ow); break;
+                               case 2: interp_row_backward<T, 2>(grow, row, aw, wab, g.ow); break;
+                               default: interp_row_backward<T, 4>(grow, row, aw, wab, g.ow); break;
                              }
                            }
                        }
