@@ -476,6 +476,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         raise ValueError(f"weight has to be a 2D Tensor, but got Tensor of dimension {weight.dim()}")
     if mode not in ("sum", "mean", "max"):
         raise ValueError("mode has to be one of sum, mean or max")
+    if scale_grad_by_freq and mode == "max":
+        raise ValueError("max mode does not support scaling the gradient by the frequency")
     if per_sample_weights is not None:
         if mode != "sum":
             raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
@@ -532,6 +534,13 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     pos = np.where(keep, pos, total)
     dim = weight.shape[1]
     rows = _ops.index_select(weight, 0, input.to(st.int64))
+    if scale_grad_by_freq and total:
+        # Each row's gradient is divided by how often its index occurs in the batch; the forward value is
+        # unchanged (rows + (s * rows - s * rows) adds an exact zero that carries the scaled gradient).
+        _, inverse, counts_per = np.unique(idx_np, return_inverse=True, return_counts=True)
+        scale = st.tensor(1.0 / counts_per[inverse], dtype=weight.dtype, device=weight.device).unsqueeze(1)
+        scaled = _ops.mul(rows, scale)
+        rows = _ops.add(rows.detach(), _ops.sub(scaled, scaled.detach()))
     if per_sample_weights is not None:
         rows = _ops.mul(rows, per_sample_weights.unsqueeze(1))
     rows = st.cat([rows, st.zeros(1, dim, dtype=weight.dtype, device=weight.device)], 0)
