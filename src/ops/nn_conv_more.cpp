@@ -180,6 +180,14 @@ Tensor conv_transpose3d_impl(const Tensor& input, const Tensor& weight, const st
   z = reshape(z, DimVector{n, d, groups, coutg, kd, oh, ow});
   z = reshape(permute(z, DimVector{0, 2, 3, 1, 4, 5, 6}), DimVector{n, g.cout, d * kd, oh, ow});
   const int64_t full = (d - 1) * sd + dd * (kd - 1) + 1, buf = std::max(full, pd + od);
+  if (dd == 1 && sd == kd && pd + od <= full) {
+    // Stride equal to the kernel depth (the usual 2x upsampling): every output depth gets exactly one tap, in
+    // (id, kd) order, so the slices need no summing.
+    Tensor y = narrow(z, 2, pd, od);
+    if (has(bias)) y = add(y, reshape(*bias, DimVector{g.cout, 1, 1, 1}));
+    y = contiguous(y);
+    return g.batched ? y : squeeze(y, 0);
+  }
   std::vector<int64_t> idx;
   idx.reserve(static_cast<size_t>(d * kd));
   for (int64_t i = 0; i < d; ++i)

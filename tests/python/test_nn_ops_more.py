@@ -98,6 +98,8 @@ CONV_CASES = [
     ("conv_transpose2d", (3, 5, 6), (3, 4, 1, 1), dict()),
     ("conv_transpose3d", (2, 4, 3, 5, 4), (4, 3, 3, 3, 2), dict(stride=2, padding=1, output_padding=1, groups=2)),
     ("conv_transpose3d", (2, 3, 4, 3), (2, 2, 2, 2, 2), dict(dilation=(2, 1, 1))),
+    ("conv_transpose3d", (2, 4, 3, 4, 3), (4, 1, 2, 2, 2), dict(stride=2, padding=(1, 0, 1), groups=2)),
+    ("conv_transpose3d", (1, 2, 3, 4, 3), (2, 2, 3, 2, 2), dict(stride=(3, 2, 2), output_padding=(1, 0, 0))),
     ("conv3d", (2, 4, 5, 6, 7), (6, 2, 3, 2, 3), dict(stride=(2, 1, 1), padding=(1, 0, 1), dilation=(1, 1, 2),
                                                       groups=2)),
     ("conv3d", (3, 5, 6, 7), (4, 3, 2, 3, 3), dict(padding="same")),
