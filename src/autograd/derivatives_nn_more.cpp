@@ -149,7 +149,31 @@ void conv_transpose_backward(const BackwardCtx& ctx, const variable_list& grads,
                        : call<OpId::conv2d>(g, w, std::optional<Tensor>(), stride, padding, dilation, groups);
     out.set(0, gx);
   }
-  if (ctx.needs_grad(1)) {
+  if (ctx.needs_grad(1) && grad_mode_enabled()) {
+    // create_graph: the weight gradient from differentiable ops. Per group, with N as the channel dim,
+    // gw[ci, co, a, b] = sum_n,i,j x[n, ci, i, j] g[n, co, i * s - p + a * d, ...] is conv2d(g^T, x^T) with
+    // stride and dilation swapped (cut to the kernel size: output_padding can make it longer).
+    const bool batched = x.dim() == K + 2;
+    auto as4 = [&](const Tensor& t) {
+      Tensor b = batched ? t : unsqueeze(t, 0);
+      return K == 1 ? unsqueeze(b, -2) : b;
+    };
+    const Tensor x4 = as4(x), g4 = as4(g);
+    const int64_t cing = x4.size(1) / groups, coutg = g4.size(1) / groups;
+    const int64_t kh = K == 2 ? w.size(2) : 1, kw = w.size(-1);
+    std::vector<Tensor> parts;
+    for (int64_t gi = 0; gi < groups; ++gi) {
+      Tensor xg = transpose(narrow(x4, 1, gi * cing, cing), 0, 1);
+      Tensor gg = transpose(narrow(g4, 1, gi * coutg, coutg), 0, 1);
+      Tensor r = call<OpId::conv2d>(gg, xg, std::optional<Tensor>(), Dims{K == 2 ? dilation[0] : 1, dilation[K - 1]},
+                        Dims{K == 2 ? padding[0] : 0, padding[K - 1]}, Dims{K == 2 ? stride[0] : 1, stride[K - 1]},
+                        1);
+      r = narrow(narrow(r, 2, 0, kh), 3, 0, kw);
+      parts.push_back(transpose(r, 0, 1));
+    }
+    Tensor gw = parts.size() == 1 ? parts[0] : cat(parts, 0);
+    out.set(1, reshape(gw, w.sizes()));
+  } else if (ctx.needs_grad(1)) {
     const bool batched = x.dim() == K + 2;
     const int64_t n = batched ? x.size(0) : 1;
     auto as4 = [&](const Tensor& t) {

@@ -462,3 +462,20 @@ def test_grid_sample_errors():
         SF.grid_sample(x, st.zeros(2, 2, 2, 3), align_corners=False)
     with pytest.raises(ValueError, match="expected mode"):
         SF.grid_sample(x, st.zeros(2, 2, 2, 2), mode="cubic", align_corners=False)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_conv_transpose_double_backward(k):
+    rng = np.random.default_rng(4)
+    xs = {1: (1, 4, 3), 2: (1, 4, 3, 2), 3: (1, 4, 2, 2, 2)}[k]
+    ws = (4, 1) + (2,) * k
+    x = st.tensor(rng.standard_normal(xs), requires_grad=True)
+    w = st.tensor(rng.standard_normal(ws), requires_grad=True)
+    b = st.tensor(rng.standard_normal(2), requires_grad=True)
+    fn = getattr(SF, f"conv_transpose{k}d")
+
+    def f(x, w, b):
+        return fn(x, w, b, stride=2, padding=1, output_padding=1, groups=2)
+
+    assert st.autograd.gradcheck(f, (x, w, b), eps=1e-6, atol=1e-5, rtol=1e-3)
+    assert st.autograd.gradgradcheck(f, (x, w, b), eps=1e-6, atol=1e-5, rtol=1e-3)
