@@ -370,10 +370,11 @@ def test_max_unpool_rejects_bad_indices():
 @pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
 @pytest.mark.parametrize("align", [False, True])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_grid_sample_matches_torch(mode, padding_mode, align, dtype):
+@pytest.mark.parametrize("k", [2, 3])
+def test_grid_sample_matches_torch(mode, padding_mode, align, dtype, k):
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((2, 3, 5, 6)).astype(dtype)
-    g = rng.uniform(-1.4, 1.4, (2, 4, 7, 2)).astype(dtype)
+    x = rng.standard_normal((2, 3, 5, 6) if k == 2 else (2, 3, 4, 5, 6)).astype(dtype)
+    g = rng.uniform(-1.4, 1.4, (2, 4, 7, 2) if k == 2 else (2, 3, 4, 5, 3)).astype(dtype)
     xs, gs = st.tensor(x, requires_grad=True), st.tensor(g, requires_grad=True)
     xt, gt = torch.tensor(x, requires_grad=True), torch.tensor(g, requires_grad=True)
     ys = SF.grid_sample(xs, gs, mode, padding_mode, align)

@@ -382,40 +382,53 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     if grid.shape[-1] != input.dim() - 2:
         raise RuntimeError(f"grid_sampler(): expected grid to have size {input.dim() - 2} in last dimension, but "
                            f"got grid with sizes {list(grid.shape)}")
-    if input.dim() == 5 or mode == "bicubic":
-        raise NotImplementedError("grid_sample: only 4-D inputs with mode 'bilinear' or 'nearest' are supported")
+    if mode == "bicubic":
+        raise NotImplementedError("grid_sample: mode 'bicubic' is not supported yet (bilinear and nearest are)")
     if input.dtype != grid.dtype:
         raise RuntimeError(f"grid_sampler(): expected input and grid to have same dtype, but input has "
                            f"{input.dtype} and grid has {grid.dtype}")
     align_corners = builtins.bool(align_corners)
     st = _st()
-    n, c, h, w = input.shape
-    ho, wo = grid.shape[1], grid.shape[2]
-    ix = _grid_coord(grid[..., 0], w, padding_mode, align_corners)
-    iy = _grid_coord(grid[..., 1], h, padding_mode, align_corners)
-    flat = input.reshape(n, c, h * w)
+    k = input.dim() - 2
+    n, c = input.shape[0], input.shape[1]
+    sizes = list(input.shape[2:])  # (D,) H, W
+    out_sp = list(grid.shape[1:-1])
+    npos = math.prod(out_sp)
+    # grid[..., 0] indexes W, grid[..., 1] H, grid[..., 2] D: coords[i] is the pixel coordinate along sizes[i].
+    coords = [_grid_coord(grid[..., k - 1 - i], sizes[i], padding_mode, align_corners) for i in range(k)]
+    flat = input.reshape(n, c, math.prod(sizes))
 
-    def tap(xi, yi, weight):
-        # xi, yi hold integral values; taps outside the input read 0 (padding_mode='zeros').
-        valid = _ops.logical_and(_ops.logical_and(_ops.ge(xi, 0), _ops.le(xi, w - 1)),
-                                 _ops.logical_and(_ops.ge(yi, 0), _ops.le(yi, h - 1)))
-        lin = _ops.add(_ops.mul(_ops.clamp(yi, 0, h - 1), w), _ops.clamp(xi, 0, w - 1))
-        idx = lin.to(st.int64).reshape(n, 1, ho * wo).expand(n, c, ho * wo)
-        vals = flat.gather(2, idx).reshape(n, c, ho, wo)
+    def tap(corner, weight):
+        # corner holds integral coordinates per dim; taps outside the input read 0 (padding_mode='zeros').
+        valid = None
+        lin = None
+        for i, ci in enumerate(corner):
+            ok = _ops.logical_and(_ops.ge(ci, 0), _ops.le(ci, sizes[i] - 1))
+            valid = ok if valid is None else _ops.logical_and(valid, ok)
+            cl = _ops.clamp(ci, 0, sizes[i] - 1)
+            lin = cl if lin is None else _ops.add(_ops.mul(lin, sizes[i]), cl)
+        idx = lin.to(st.int64).reshape(n, 1, npos).expand(n, c, npos)
+        vals = flat.gather(2, idx).reshape(n, c, *out_sp)
         return _ops.mul(vals, _ops.mul(weight, valid).unsqueeze(1))
 
     if mode == "nearest":
         # The weight 1 stays connected to the grid so that the grid gets its (zero) gradient, as in torch.
-        one = _ops.add(_ops.mul(_ops.add(ix, iy), 0), 1)
-        return tap(_ops.round(ix).detach(), _ops.round(iy).detach(), one)
-    x0 = _ops.floor(ix).detach()
-    y0 = _ops.floor(iy).detach()
-    x1 = _ops.add(x0, 1)
-    y1 = _ops.add(y0, 1)
-    out = tap(x0, y0, _ops.mul(_ops.sub(x1, ix), _ops.sub(y1, iy)))
-    out = _ops.add(out, tap(x1, y0, _ops.mul(_ops.sub(ix, x0), _ops.sub(y1, iy))))
-    out = _ops.add(out, tap(x0, y1, _ops.mul(_ops.sub(x1, ix), _ops.sub(iy, y0))))
-    return _ops.add(out, tap(x1, y1, _ops.mul(_ops.sub(ix, x0), _ops.sub(iy, y0))))
+        one = _ops.add(_ops.mul(grid.sum(-1), 0), 1)
+        return tap([_ops.round(ci).detach() for ci in coords], one)
+    lo = [_ops.floor(ci).detach() for ci in coords]
+    hi = [_ops.add(li, 1) for li in lo]
+    out = None
+    for bits in range(1 << k):
+        corner, weight = [], None
+        for i in range(k):
+            # The weight of the low corner is (hi - x), of the high one (x - lo), as torch forms them.
+            up = (bits >> (k - 1 - i)) & 1
+            corner.append(hi[i] if up else lo[i])
+            f = _ops.sub(coords[i], lo[i]) if up else _ops.sub(hi[i], coords[i])
+            weight = f if weight is None else _ops.mul(weight, f)
+        t = tap(corner, weight)
+        out = t if out is None else _ops.add(out, t)
+    return out
 
 
 def _base_coords(num, align_corners, like):
