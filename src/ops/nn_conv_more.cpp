@@ -84,6 +84,10 @@ TransposeGeom transpose_geometry(const char* op, int k, const Tensor& input, con
                  ": output padding must be smaller than either stride or dilation, but got output_padding=",
                  shape_str(g.out_pad), ", stride=", shape_str(g.stride), ", dilation=", shape_str(g.dilation));
     const int64_t in = input.size(nd - k + i);
+    constexpr int64_t kLimit = int64_t{1} << 40;  // keeps the output size arithmetic inside int64
+    STRATA_CHECK(g.stride[i] < kLimit && g.padding[i] < kLimit && g.dilation[i] < kLimit && g.out_pad[i] < kLimit,
+                 op, ": stride, padding, output_padding and dilation must be below 2^40 (got stride=",
+                 shape_str(g.stride), ", padding=", shape_str(g.padding), ", dilation=", shape_str(g.dilation), ")");
     g.in_sp.push_back(in);
     g.out_sp.push_back((in - 1) * g.stride[i] - 2 * g.padding[i] + g.dilation[i] * (weight.size(2 + i) - 1) +
                        g.out_pad[i] + 1);

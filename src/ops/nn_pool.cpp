@@ -78,6 +78,12 @@ PoolPlan plan_pool(const char* op, int k, const Tensor& input, IntArrayRef kerne
     STRATA_CHECK(ss[i] > 0, op, ": stride must be greater than zero, but got stride=", shape_str(ss));
     STRATA_CHECK(ds[i] > 0, op, ": dilation must be greater than zero, but got dilation=", shape_str(ds));
     STRATA_CHECK(ps[i] >= 0, op, ": padding must be non-negative, but got ", shape_str(ps));
+    // Keeps the window arithmetic below (dilation * kernel, input + padding) inside int64.
+    constexpr int64_t kLimit = int64_t{1} << 40;
+    STRATA_CHECK(ks[i] < kLimit && ss[i] < kLimit && ds[i] < kLimit && ps[i] < kLimit && ds[i] * (ks[i] - 1) < kLimit,
+                 op, ": kernel_size, stride, padding and dilation must be below 2^40 (got kernel_size=",
+                 shape_str(ks), ", stride=", shape_str(ss), ", padding=", shape_str(ps), ", dilation=",
+                 shape_str(ds), ")");
     STRATA_CHECK(ps[i] <= ks[i] / 2, op, ": pad should be at most half of effective kernel size, but got pad=",
                  shape_str(ps), ", kernel_size=", shape_str(ks), " and dilation=", shape_str(ds));
     const int64_t n = input.size(nd - k + i);
@@ -131,7 +137,7 @@ Tensor2 adaptive_pool_nd(const char* op, int k, const Tensor& input, IntArrayRef
   else
     STRATA_CHECK(nd == k + 1 || nd == k + 2, op, "(): Expected ", k + 1, "D or ", k + 2, "D tensor, but got ",
                  input.shape_str());
-  for (int64_t d = nd - k; d < nd; ++d)
+  for (int64_t d = nd == k + 2 ? 1 : 0; d < nd; ++d)
     STRATA_CHECK(input.size(d) > 0, op, "(): Expected input to have non-zero size for non-batch dimensions, but "
                  "input has sizes ", input.shape_str(), " with dimension ", d, " being empty");
   check_floating(op, input, "input");

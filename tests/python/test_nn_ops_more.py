@@ -480,3 +480,21 @@ def test_conv_transpose_double_backward(k):
 
     assert st.autograd.gradcheck(f, (x, w, b), eps=1e-6, atol=1e-5, rtol=1e-3)
     assert st.autograd.gradgradcheck(f, (x, w, b), eps=1e-6, atol=1e-5, rtol=1e-3)
+
+
+def test_hostile_arguments_raise_cleanly():
+    x = st.randn(1, 2, 5, 6, 7)
+    with pytest.raises(RuntimeError, match="below 2\\^40"):
+        SF.max_pool3d(x, 3, padding=1, dilation=2 ** 62)
+    with pytest.raises(RuntimeError, match="below 2\\^40"):
+        SF.conv_transpose3d(x, st.randn(2, 1, 2, 2, 2), stride=2 ** 62)
+    with pytest.raises(RuntimeError, match="overflows int64"):
+        SF.adaptive_avg_pool3d(x, 2 ** 40)
+    with pytest.raises(MemoryError):
+        SF.interpolate(x, size=(2 ** 40, 2, 2))
+    with pytest.raises(RuntimeError, match="non-zero size for non-batch"):
+        SF.adaptive_max_pool2d(st.randn(2, 0, 3, 3), 2)
+    with pytest.raises(RuntimeError, match="int64"):
+        SF.max_unpool2d(st.randn(1, 2, 3, 3), st.zeros(1, 2, 3, 3), 2)
+    with pytest.raises(RuntimeError, match="floating-point"):
+        SF.interpolate(st.randn(2, 3, 4, 5).int(), size=3)
