@@ -42,6 +42,44 @@ inline Span clip_dilated(Span s, int64_t n, int64_t dil) {
   return {lo, std::min(s.hi, n)};
 }
 
+// Interior windows (inside the input in W, dilation 1 in W) of one output row: the output row itself is the
+// running maximum and the taps are the outer loops, so the inner loop runs across output columns and
+// vectorizes (strided loads, selects instead of branches). Taps are visited in the same order as in the general
+// path, so ties and NaNs resolve the same way.
+template <typename T>
+void max_row_interior(const T* xpl, T* __restrict yrow, int64_t* __restrict irow, const Dims3& g,
+                      const nn::Window3d& win, Span sd, Span sh, int64_t ow0, int64_t ow1) {
+  const int64_t sw = win.s[2], pw = win.p[2], kw = win.k[2];
+  const int64_t first = (sd.lo * g.h + sh.lo) * g.w - pw;
+  for (int64_t ow = ow0; ow < ow1; ++ow) yrow[ow] = -std::numeric_limits<T>::infinity();
+  if (irow)
+    for (int64_t ow = ow0; ow < ow1; ++ow) irow[ow] = first + ow * sw;
+  for (int64_t id = sd.lo; id < sd.hi; id += win.d[0])
+    for (int64_t ih = sh.lo; ih < sh.hi; ih += win.d[1]) {
+      const int64_t base = (id * g.h + ih) * g.w - pw;
+      const T* __restrict row = xpl + base;
+      for (int64_t c = 0; c < kw; ++c) {
+        if (irow) {
+#pragma omp simd
+          for (int64_t ow = ow0; ow < ow1; ++ow) {
+            const T v = row[ow * sw + c];
+            // NaN wins and stays (torch propagates it).
+            const bool take = (v > yrow[ow]) | (v != v);
+            yrow[ow] = take ? v : yrow[ow];
+            irow[ow] = take ? base + ow * sw + c : irow[ow];
+          }
+        } else {
+#pragma omp simd
+          for (int64_t ow = ow0; ow < ow1; ++ow) {
+            const T v = row[ow * sw + c];
+            const bool take = (v > yrow[ow]) | (v != v);
+            yrow[ow] = take ? v : yrow[ow];
+          }
+        }
+      }
+    }
+}
+
 void max_pool3d_kernel(const Tensor& x, const Tensor& y, const Tensor& indices, const nn::Window3d& win) {
   visit_float32_64(y.dtype(), "max_pool", [&]<typename T>() {
     const Dims3 g = dims_of(x, y);
@@ -49,6 +87,12 @@ void max_pool3d_kernel(const Tensor& x, const Tensor& y, const Tensor& indices, 
     T* yp = y.data_ptr<T>();
     int64_t* ip = indices.defined() ? indices.data_ptr<int64_t>() : nullptr;
     const int64_t rows = g.planes * g.od * g.oh;
+    // Output columns whose W window lies inside the input: [iw_lo, iw_hi).
+    const int64_t kw = win.k[2], sw = win.s[2], pw = win.p[2];
+    const int64_t iw_lo = std::min<int64_t>(g.ow, (pw + sw - 1) / sw);
+    int64_t iw_hi = g.w - kw + pw >= 0 ? (g.w - kw + pw) / sw + 1 : 0;
+    iw_hi = std::max(iw_lo, std::min(iw_hi, g.ow));
+    const bool fast = win.d[2] == 1;
     parallel_for(0, rows, row_grain(g.ow * win.k[0] * win.k[1] * win.k[2]), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t oh = r % g.oh, od = (r / g.oh) % g.od, pl = r / (g.oh * g.od);
@@ -57,25 +101,33 @@ void max_pool3d_kernel(const Tensor& x, const Tensor& y, const Tensor& indices, 
         const Span sh = clip_dilated(window(oh, win, 1), g.h, win.d[1]);
         T* yrow = yp + r * g.ow;
         int64_t* irow = ip ? ip + r * g.ow : nullptr;
-        for (int64_t ow = 0; ow < g.ow; ++ow) {
-          const Span sw = clip_dilated(window(ow, win, 2), g.w, win.d[2]);
+        auto general = [&](int64_t ow) {
+          const Span sw_ = clip_dilated(window(ow, win, 2), g.w, win.d[2]);
           T best = -std::numeric_limits<T>::infinity();
-          int64_t bi = (sd.lo * g.h + sh.lo) * g.w + sw.lo;
+          int64_t bi = (sd.lo * g.h + sh.lo) * g.w + sw_.lo;
           for (int64_t id = sd.lo; id < sd.hi; id += win.d[0])
             for (int64_t ih = sh.lo; ih < sh.hi; ih += win.d[1]) {
               const int64_t base = (id * g.h + ih) * g.w;
-              for (int64_t iw = sw.lo; iw < sw.hi; iw += win.d[2]) {
+              for (int64_t iw = sw_.lo; iw < sw_.hi; iw += win.d[2]) {
                 const T v = xpl[base + iw];
-                // NaN wins and stays (torch propagates it).
-                if (v > best || std::isnan(v)) {
-                  best = v;
-                  bi = base + iw;
-                }
+                const bool take = (v > best) | (v != v);
+                best = take ? v : best;
+                bi = take ? base + iw : bi;
               }
             }
           yrow[ow] = best;
           if (irow) irow[ow] = bi;
+        };
+        if (!fast) {
+          for (int64_t ow = 0; ow < g.ow; ++ow) general(ow);
+          continue;
         }
+        for (int64_t ow = 0; ow < iw_lo; ++ow) general(ow);
+        if (sd.lo < sd.hi && sh.lo < sh.hi)
+          max_row_interior<T>(xpl, yrow, irow, g, win, sd, sh, iw_lo, iw_hi);
+        else
+          for (int64_t ow = iw_lo; ow < iw_hi; ++ow) general(ow);
+        for (int64_t ow = iw_hi; ow < g.ow; ++ow) general(ow);
       }
     });
   });
