@@ -291,8 +291,9 @@ Tensor adaptive_avg_pool2d_impl(const Tensor& input, IntArrayRef output_size) {
   Tensor y = empty_tensor(out_shape, ct, dev);
   if (y.numel() > 0) {
     const int64_t h = input.size(nd - 2), w = input.size(nd - 1), planes = input.numel() / (h * w);
-    nn_adaptive_avg_pool2d_stub(dev.type, reshape_contig(prep(input, ct), std::vector<int64_t>{planes, h, w}),
-                                reshape_contig(y, std::vector<int64_t>{planes, os[0], os[1]}));
+    // The 1-to-3-D adaptive pooling kernel (nn_more_kernels.cpp), with a unit depth.
+    nn_adaptive_pool3d_stub(dev.type, reshape_contig(prep(input, ct), std::vector<int64_t>{planes, 1, h, w}),
+                            reshape_contig(y, std::vector<int64_t>{planes, 1, os[0], os[1]}), Tensor());
   }
   return to_dtype(y, input.dtype());
 }

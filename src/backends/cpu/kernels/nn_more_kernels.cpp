@@ -223,6 +223,20 @@ void adaptive_pool3d_kernel(const Tensor& x, const Tensor& y, const Tensor& indi
     const T* xp = x.data_ptr<T>();
     T* yp = y.data_ptr<T>();
     int64_t* ip = indices.defined() ? indices.data_ptr<int64_t>() : nullptr;
+    if (!ip && g.od == 1 && g.oh == 1 && g.ow == 1) {
+      // Global average pooling: one contiguous sum per plane.
+      const int64_t n = g.d * g.h * g.w;
+      parallel_for(0, g.planes, row_grain(n), [&](int64_t p0, int64_t p1) {
+        for (int64_t pl = p0; pl < p1; ++pl) {
+          const T* src = xp + pl * n;
+          T s = 0;
+#pragma omp simd reduction(+ : s)
+          for (int64_t i = 0; i < n; ++i) s += src[i];
+          yp[pl] = s / static_cast<T>(n);
+        }
+      });
+      return;
+    }
     const int64_t win = ((g.d + g.od - 1) / g.od + 1) * ((g.h + g.oh - 1) / g.oh + 1) * ((g.w + g.ow - 1) / g.ow + 1);
     parallel_for(0, g.planes * g.od * g.oh, row_grain(g.ow * win), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
@@ -251,6 +265,8 @@ void adaptive_pool3d_kernel(const Tensor& x, const Tensor& y, const Tensor& indi
             for (int64_t id = d0; id < d1; ++id)
               for (int64_t ih = h0; ih < h1; ++ih) {
                 const T* row = xpl + (id * g.h + ih) * g.w;
+                // Vector partial sums for wide windows (global average pooling reads whole planes).
+#pragma omp simd reduction(+ : s)
                 for (int64_t iw = w0; iw < w1; ++iw) s += row[iw];
               }
             yp[r * g.ow + ow] = s / static_cast<T>((d1 - d0) * (h1 - h0) * (w1 - w0));
@@ -267,6 +283,14 @@ void adaptive_avg_pool3d_backward_kernel(const Tensor& go, const Tensor& gx) {
     const int64_t in_plane = g.d * g.h * g.w, out_plane = g.od * g.oh * g.ow;
     const T* gp = go.data_ptr<T>();
     T* xp = gx.data_ptr<T>();
+    if (out_plane == 1) {
+      // Global average pooling: every input element gets its plane's gradient / n.
+      parallel_for(0, g.planes, row_grain(in_plane), [&](int64_t p0, int64_t p1) {
+        for (int64_t pl = p0; pl < p1; ++pl)
+          std::fill(xp + pl * in_plane, xp + (pl + 1) * in_plane, gp[pl] / static_cast<T>(in_plane));
+      });
+      return;
+    }
     parallel_for(0, g.planes, row_grain(in_plane + out_plane), [&](int64_t p0, int64_t p1) {
       for (int64_t pl = p0; pl < p1; ++pl) {
         T* xpl = xp + pl * in_plane;
