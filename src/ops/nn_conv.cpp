@@ -6,9 +6,7 @@
 namespace strata {
 
 STRATA_DEFINE_STUB(nn_conv2d_stub, nn::Conv2dFn);
-STRATA_DEFINE_STUB(nn_max_pool2d_stub, nn::MaxPool2dFn);
 STRATA_DEFINE_STUB(nn_avg_pool2d_stub, nn::AvgPool2dFn);
-STRATA_DEFINE_STUB(nn_adaptive_avg_pool2d_stub, nn::AdaptiveAvgPool2dFn);
 STRATA_DEFINE_STUB(nn_pad_stub, nn::PadFn);
 
 using namespace nn;
