@@ -49,6 +49,16 @@ using InterpolateBackwardFn = void (*)(const Tensor& g, const Tensor& gx, const 
 using Im2colFn = void (*)(const Tensor& x, const Tensor& cols, int64_t oh, int64_t ow, const Window2d& p);
 using Col2imFn = void (*)(const Tensor& cols, const Tensor& x, int64_t oh, int64_t ow, const Window2d& p);
 
+// The (planes, D, H, W) view of a contiguous tensor of these sizes whose last k (1 to 3) dims are spatial.
+inline DimVector as_3d(IntArrayRef sizes, int k) {
+  const int64_t nd = static_cast<int64_t>(sizes.size());
+  int64_t planes = 1;
+  for (int64_t i = 0; i < nd - k; ++i) planes *= sizes[i];
+  DimVector v{planes, 1, 1, 1};
+  for (int i = 0; i < k; ++i) v[4 - k + i] = sizes[nd - k + i];
+  return v;
+}
+
 }  // namespace strata::nn
 
 namespace strata {

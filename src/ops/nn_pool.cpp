@@ -33,15 +33,6 @@ std::string dims_x(IntArrayRef v) {
   return s;
 }
 
-// The (planes, D, H, W) view of the last k dims of a contiguous tensor.
-DimVector as_3d(IntArrayRef sizes, int k) {
-  const int64_t nd = static_cast<int64_t>(sizes.size());
-  int64_t planes = 1;
-  for (int64_t i = 0; i < nd - k; ++i) planes *= sizes[i];
-  DimVector v{planes, 1, 1, 1};
-  for (int i = 0; i < k; ++i) v[4 - k + i] = sizes[nd - k + i];
-  return v;
-}
 
 struct PoolPlan {
   Window3d win;

@@ -127,7 +127,7 @@ InterpAxis make_axis(Mode mode, int64_t in, int64_t out, bool align, std::option
 }
 
 // Tables for the last k dims of in_sizes -> out_sp, padded to three axes (unit axes in front).
-void make_axes(const char* op, Mode mode, ScalarType ct, IntArrayRef in_sizes, IntArrayRef out_sp, bool align,
+void make_axes(Mode mode, ScalarType ct, IntArrayRef in_sizes, IntArrayRef out_sp, bool align,
                const std::optional<double> (&scales)[3], InterpAxis (&axes)[3]) {
   const int k = static_cast<int>(out_sp.size());
   const int64_t nd = static_cast<int64_t>(in_sizes.size());
@@ -136,17 +136,8 @@ void make_axes(const char* op, Mode mode, ScalarType ct, IntArrayRef in_sizes, I
     axes[3 - k + i] = ct == ScalarType::Float64 ? make_axis<double>(mode, in, out, align, scales[i])
                                                 : make_axis<float>(mode, in, out, align, scales[i]);
   }
-  (void)op;
 }
 
-DimVector as_3d(IntArrayRef sizes, int k) {
-  const int64_t nd = static_cast<int64_t>(sizes.size());
-  int64_t planes = 1;
-  for (int64_t i = 0; i < nd - k; ++i) planes *= sizes[i];
-  DimVector v{planes, 1, 1, 1};
-  for (int i = 0; i < k; ++i) v[4 - k + i] = sizes[nd - k + i];
-  return v;
-}
 
 void check_sizes(const char* op, IntArrayRef in_sizes, IntArrayRef out_sp) {
   const int k = static_cast<int>(out_sp.size());
@@ -186,7 +177,7 @@ Tensor interpolate_impl(const Tensor& input, IntArrayRef output_size, std::strin
   if (y.numel() == 0) return to_dtype(y, input.dtype());
   const std::optional<double> scales[3] = {s0, s1, s2};
   InterpAxis axes[3];
-  make_axes(op, m, ct, input.sizes(), output_size, align_corners, scales, axes);
+  make_axes(m, ct, input.sizes(), output_size, align_corners, scales, axes);
   nn_interpolate_stub(dev.type, reshape_contig(prep(input, ct), as_3d(input.sizes(), k)),
                       reshape_contig(y, as_3d(out_shape, k)), axes);
   return to_dtype(y, input.dtype());
@@ -216,7 +207,7 @@ Tensor interpolate_backward_impl(const Tensor& grad_output, IntArrayRef input_si
   if (gx.numel() == 0) return to_dtype(gx, grad_output.dtype());
   const std::optional<double> scales[3] = {s0, s1, s2};
   InterpAxis axes[3];
-  make_axes(op, m, ct, input_size, out_sp, align_corners, scales, axes);
+  make_axes(m, ct, input_size, out_sp, align_corners, scales, axes);
   nn_interpolate_backward_stub(dev.type, reshape_contig(prep(grad_output, ct), as_3d(grad_output.sizes(), k)),
                                reshape_contig(gx, as_3d(input_size, k)), axes);
   return to_dtype(gx, grad_output.dtype());
