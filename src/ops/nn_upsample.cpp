@@ -19,13 +19,16 @@ STRATA_DEFINE_STUB(nn_interpolate_backward_stub, nn::InterpolateBackwardFn);
 namespace nn {
 namespace {
 
-enum class Mode { Nearest, NearestExact, Linear, Cubic };
+enum class Mode { Nearest, NearestExact, Linear, Cubic, LinearAA, CubicAA };
 
 Mode parse_mode(const char* op, std::string_view m) {
   if (m == "nearest") return Mode::Nearest;
   if (m == "nearest-exact") return Mode::NearestExact;
   if (m == "linear" || m == "bilinear" || m == "trilinear") return Mode::Linear;
   if (m == "cubic" || m == "bicubic") return Mode::Cubic;
+  // Antialiased (F.interpolate(antialias=True)): the filter widens with the downscaling factor.
+  if (m == "bilinear-aa" || m == "linear-aa") return Mode::LinearAA;
+  if (m == "bicubic-aa" || m == "cubic-aa") return Mode::CubicAA;
   throw NotImplementedError(str(op, ": unsupported interpolation mode '", m,
                                 "' (expected nearest, nearest-exact, linear, bilinear, trilinear or bicubic)"));
 }
@@ -67,8 +70,52 @@ void cubic_coeffs(A t, A c[4]) {
   c[3] = conv2(2 - t);
 }
 
+// Antialiased tables (torch's, after PIL): output o averages the inputs within `support` of its centre with a
+// triangle (linear) or Keys a = -0.5 (cubic) filter stretched by the scale, weights normalized to sum 1. Rows
+// have the widest window's number of taps; the unused ones read the window's first input with weight 0. The
+// mixed float/double steps follow torch's expressions, so the weights round the same way.
+template <typename A>
+InterpAxis make_axis_aa(bool cubic, int64_t in, int64_t out, bool align, std::optional<double> user_scale) {
+  const A scale = area_scale<A>(in, out, align, user_scale);
+  const double half = cubic ? 2.0 : 1.0;  // interp_size / 2
+  const A support = static_cast<A>(scale >= A(1) ? half * static_cast<double>(scale) : half);
+  const A invscale = scale >= A(1) ? static_cast<A>(1.0 / static_cast<double>(scale)) : A(1);
+  auto filter = [cubic](A x) -> A {
+    x = std::abs(x);
+    if (!cubic) return x < A(1) ? A(1) - x : A(0);
+    const A a = A(-0.5);
+    if (x < A(1)) return std::fma(std::fma(a + 2, x, -(a + 3)) * x, x, A(1));
+    if (x < A(2)) return std::fma(std::fma(std::fma(a, x, -5 * a), x, 8 * a), x, -4 * a);
+    return A(0);
+  };
+  InterpAxis ax;
+  ax.taps = static_cast<int64_t>(std::ceil(static_cast<double>(support))) * 2 + 1;
+  ax.idx.assign(static_cast<size_t>(out * ax.taps), 0);
+  ax.w.assign(static_cast<size_t>(out * ax.taps), 0.0);
+  std::vector<A> w(static_cast<size_t>(ax.taps));
+  for (int64_t o = 0; o < out; ++o) {
+    const A center = static_cast<A>(static_cast<double>(scale) * (static_cast<double>(o) + 0.5));
+    const int64_t xmin = std::max<int64_t>(static_cast<int64_t>(static_cast<double>(center - support) + 0.5), 0);
+    const int64_t xsize = std::clamp<int64_t>(
+        std::min<int64_t>(static_cast<int64_t>(static_cast<double>(center + support) + 0.5), in) - xmin, 0, ax.taps);
+    A total = 0;
+    for (int64_t j = 0; j < xsize; ++j) {
+      const A d = static_cast<A>(j + xmin) - center;
+      w[j] = filter(static_cast<A>((static_cast<double>(d) + 0.5) * static_cast<double>(invscale)));
+      total += w[j];
+    }
+    for (int64_t j = 0; j < ax.taps; ++j) {
+      ax.idx[o * ax.taps + j] = j < xsize ? xmin + j : std::min(xmin, in - 1);
+      ax.w[o * ax.taps + j] = j < xsize && total != A(0) ? static_cast<double>(w[j] / total) : 0.0;
+    }
+  }
+  return ax;
+}
+
 template <typename A>
 InterpAxis make_axis(Mode mode, int64_t in, int64_t out, bool align, std::optional<double> scale) {
+  if (mode == Mode::LinearAA || mode == Mode::CubicAA) return make_axis_aa<A>(mode == Mode::CubicAA, in, out, align,
+                                                                               scale);
   InterpAxis ax;
   ax.taps = mode == Mode::Cubic ? 4 : mode == Mode::Linear ? 2 : 1;
   ax.idx.assign(static_cast<size_t>(out * ax.taps), 0);
@@ -77,6 +124,9 @@ InterpAxis make_axis(Mode mode, int64_t in, int64_t out, bool align, std::option
     int64_t* ix = ax.idx.data() + o * ax.taps;
     double* w = ax.w.data() + o * ax.taps;
     switch (mode) {
+      case Mode::LinearAA:
+      case Mode::CubicAA:
+        break;  // make_axis_aa
       case Mode::Nearest: {
         const float s = scale_value<float>(scale, in, out);
         ix[0] = out == in ? o

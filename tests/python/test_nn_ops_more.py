@@ -498,3 +498,20 @@ def test_hostile_arguments_raise_cleanly():
         SF.max_unpool2d(st.randn(1, 2, 3, 3), st.zeros(1, 2, 3, 3), 2)
     with pytest.raises(RuntimeError, match="floating-point"):
         SF.interpolate(st.randn(2, 3, 4, 5).int(), size=3)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("align", [False, True])
+@pytest.mark.parametrize("size", [dict(size=(7, 5)), dict(size=(20, 9)), dict(scale_factor=0.3),
+                                  dict(scale_factor=(0.5, 2.5)), dict(size=(17, 23))])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_interpolate_antialias_matches_torch(mode, align, size, dtype):
+    _run(lambda x: SF.interpolate(x, mode=mode, align_corners=align, antialias=True, **size),
+         lambda x: TF.interpolate(x, mode=mode, align_corners=align, antialias=True, **size), [(2, 3, 17, 23)], dtype)
+
+
+def test_interpolate_antialias_errors():
+    with pytest.raises(ValueError, match="Anti-alias option is restricted"):
+        SF.interpolate(st.randn(2, 3, 4), size=3, mode="linear", antialias=True)
+    with pytest.raises(ValueError, match="Anti-alias option is restricted"):
+        SF.interpolate(st.randn(2, 3, 4, 5), size=3, mode="nearest", antialias=True)

@@ -238,7 +238,12 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if recompute_scale_factor or mode == "area":
         scales = None  # the kernel then derives the scale from the sizes
     if antialias:
-        raise NotImplementedError("interpolate: antialias=True is not supported yet")
+        if mode not in ("bilinear", "bicubic") or input.dim() != 4:
+            raise ValueError("Anti-alias option is restricted to bilinear and bicubic modes and requires a 4-D "
+                             "tensor as input")
+        mode_op = mode + "-aa"
+    else:
+        mode_op = mode
     if mode == "area":
         if dim == 1:
             return adaptive_avg_pool1d(input, output_size)
@@ -253,7 +258,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             raise NotImplementedError(f"Got {input.dim()}D input, but {mode} mode needs {need}D input")
     if mode in _MODE_DIMS or (mode in ("nearest", "nearest-exact") and 1 <= dim <= 3):
         s = (scales or []) + [None] * 3
-        return _ops._interpolate(input, output_size, mode, align_corners, s[0], s[1], s[2])
+        return _ops._interpolate(input, output_size, mode_op, align_corners, s[0], s[1], s[2])
     raise NotImplementedError(
         f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.dim()}D) for the modes: nearest | "
         f"linear | bilinear | bicubic | trilinear | area | nearest-exact (got {mode})")

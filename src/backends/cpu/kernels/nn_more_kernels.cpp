@@ -372,6 +372,28 @@ void interp_row(const T* xpl, T* yrow, const Dims3& g, const AxisT<T>& ad, const
   }
 }
 
+// Any number of taps per axis (antialiased tables are wider than 4), nothing unrolled.
+template <typename T>
+void interp_row_any(const T* xpl, T* yrow, const Dims3& g, const AxisT<T>& ad, const AxisT<T>& ah,
+                    const AxisT<T>& aw, int64_t od, int64_t oh) {
+  const int64_t tw = aw.taps;
+  for (int64_t ow = 0; ow < g.ow; ++ow) {
+    T acc = 0;
+    for (int64_t a = 0; a < ad.taps; ++a) {
+      const T* plane = xpl + ad.idx[od * ad.taps + a] * g.h * g.w;
+      T mid = 0;
+      for (int64_t b = 0; b < ah.taps; ++b) {
+        const T* row = plane + ah.idx[oh * ah.taps + b] * g.w;
+        T inner = 0;
+        for (int64_t c = 0; c < tw; ++c) inner += row[aw.idx[ow * tw + c]] * aw.w[ow * tw + c];
+        mid += inner * ah.w[oh * ah.taps + b];
+      }
+      acc += mid * ad.w[od * ad.taps + a];
+    }
+    yrow[ow] = acc;
+  }
+}
+
 // The common case of one depth tap (1-D and 2-D inputs): all height and width taps in one pass over the row,
 // both tap counts unrolled.
 template <typename T, int TH, int TW>
@@ -420,6 +442,10 @@ void interpolate_kernel(const Tensor& x, const Tensor& y, const nn::InterpAxis* 
                      const int64_t oh = r % g.oh, od = (r / g.oh) % g.od, pl = r / (g.oh * g.od);
                      const T* xpl = xp + pl * g.d * g.h * g.w;
                      T* yrow = yp + r * g.ow;
+                     if (ad.taps > 4 || ah.taps > 4 || aw.taps > 4 || ad.taps == 3 || ah.taps == 3 || aw.taps == 3) {
+                       interp_row_any<T>(xpl, yrow, g, ad, ah, aw, od, oh);
+                       continue;
+                     }
                      if (ad.taps == 1) {
                        switch (ah.taps) {
                          case 1: interp_row_hw_w<T, 1>(xpl, yrow, g, ad, ah, aw, od, oh); break;
@@ -474,7 +500,13 @@ void interpolate_backward_kernel(const Tensor& go, const Tensor& gx, const nn::I
                              switch (aw.taps) {
                                case 1: interp_row_backward<T, 1>(grow, row, aw, wab, g.ow); break;
                                case 2: interp_row_backward<T, 2>(grow, row, aw, wab, g.ow); break;
-                               default: interp_row_backward<T, 4>(grow, row, aw, wab, g.ow); break;
+                               case 4: interp_row_backward<T, 4>(grow, row, aw, wab, g.ow); break;
+                               default:
+                                 for (int64_t ow = 0; ow < g.ow; ++ow) {
+                                   const T v = grow[ow] * wab;
+                                   for (int64_t c = 0; c < aw.taps; ++c)
+                                     row[aw.idx[ow * aw.taps + c]] += v * aw.w[ow * aw.taps + c];
+                                 }
                              }
                            }
                        }
