@@ -366,12 +366,16 @@ def test_max_unpool_rejects_bad_indices():
         SF.max_unpool2d(x, i, 2, output_size=(9, 9))
 
 
-@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
 @pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
 @pytest.mark.parametrize("align", [False, True])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("k", [2, 3])
 def test_grid_sample_matches_torch(mode, padding_mode, align, dtype, k):
+    if mode == "bicubic" and k == 3:
+        with pytest.raises(RuntimeError, match="bicubic interpolation only supports 4D input"):
+            SF.grid_sample(st.zeros(1, 1, 2, 2, 2), st.zeros(1, 1, 1, 1, 3), mode="bicubic", align_corners=False)
+        return
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 3, 5, 6) if k == 2 else (2, 3, 4, 5, 6)).astype(dtype)
     g = rng.uniform(-1.4, 1.4, (2, 4, 7, 2) if k == 2 else (2, 3, 4, 5, 3)).astype(dtype)
@@ -463,6 +467,8 @@ def test_grid_sample_errors():
         SF.grid_sample(x, st.zeros(2, 2, 2, 3), align_corners=False)
     with pytest.raises(ValueError, match="expected mode"):
         SF.grid_sample(x, st.zeros(2, 2, 2, 2), mode="cubic", align_corners=False)
+    with pytest.raises(RuntimeError, match="same dtype"):
+        SF.grid_sample(x, st.zeros(2, 2, 2, 2, dtype=st.float64), align_corners=False)
 
 
 @pytest.mark.parametrize("k", [1, 2, 3])

@@ -349,12 +349,15 @@ def _st():
     return _strata()
 
 
-def _grid_coord(coord, size, padding_mode, align_corners):
-    """Normalized [-1, 1] coordinates -> pixel coordinates, folded or clipped by the padding mode (torch's)."""
+def _unnormalize(coord, size, align_corners):
+    """Normalized [-1, 1] coordinates -> pixel coordinates (torch's grid_sampler_unnormalize)."""
     if align_corners:
-        coord = _ops.mul(_ops.add(coord, 1), (size - 1) / 2.0)
-    else:
-        coord = _ops.div(_ops.sub(_ops.mul(_ops.add(coord, 1), size), 1), 2.0)
+        return _ops.mul(_ops.add(coord, 1), (size - 1) / 2.0)
+    return _ops.div(_ops.sub(_ops.mul(_ops.add(coord, 1), size), 1), 2.0)
+
+
+def _fold_coord(coord, size, padding_mode, align_corners):
+    """Pixel coordinates folded (reflection) or clipped (border) into the input, as torch's padding modes."""
     if padding_mode == "border":
         return _ops.clamp(coord, 0, size - 1)
     if padding_mode == "reflection":
@@ -369,6 +372,23 @@ def _grid_coord(coord, size, padding_mode, align_corners):
         coord = _st().where(even, _ops.add(extra, mn), _ops.add(_ops.sub(span, extra), mn))
         return _ops.clamp(coord, 0, size - 1)
     return coord
+
+
+def _grid_coord(coord, size, padding_mode, align_corners):
+    return _fold_coord(_unnormalize(coord, size, align_corners), size, padding_mode, align_corners)
+
+
+def _cubic_weights(t):
+    """Keys' cubic convolution weights (A = -0.75, as torch's bicubic) of the 4 taps around a fraction t."""
+    a = -0.75
+
+    def near(x):  # |x| <= 1
+        return _ops.add(_ops.mul(_ops.mul(_ops.sub(_ops.mul(x, a + 2), a + 3), x), x), 1)
+
+    def far(x):  # 1 < |x| < 2
+        return _ops.sub(_ops.mul(_ops.add(_ops.mul(_ops.sub(_ops.mul(x, a), 5 * a), x), 8 * a), x), 4 * a)
+
+    return [far(_ops.add(t, 1)), near(t), near(_ops.add(_ops.neg(t), 1)), far(_ops.add(_ops.neg(t), 2))]
 
 
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
@@ -387,8 +407,8 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     if grid.shape[-1] != input.dim() - 2:
         raise RuntimeError(f"grid_sampler(): expected grid to have size {input.dim() - 2} in last dimension, but "
                            f"got grid with sizes {list(grid.shape)}")
-    if mode == "bicubic":
-        raise NotImplementedError("grid_sample: mode 'bicubic' is not supported yet (bilinear and nearest are)")
+    if mode == "bicubic" and input.dim() != 4:
+        raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
     if input.dtype != grid.dtype:
         raise RuntimeError(f"grid_sampler(): expected input and grid to have same dtype, but input has "
                            f"{input.dtype} and grid has {grid.dtype}")
@@ -416,6 +436,22 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         vals = flat.gather(2, idx).reshape(n, c, *out_sp)
         return _ops.mul(vals, _ops.mul(weight, valid).unsqueeze(1))
 
+    if mode == "bicubic":
+        # 4 x 4 taps around the unfolded coordinate; each tap is folded into the input by the padding mode.
+        ux = _unnormalize(grid[..., 0], sizes[1], align_corners)
+        uy = _unnormalize(grid[..., 1], sizes[0], align_corners)
+        x0 = _ops.floor(ux).detach()
+        y0 = _ops.floor(uy).detach()
+        wx = _cubic_weights(_ops.sub(ux, x0))
+        wy = _cubic_weights(_ops.sub(uy, y0))
+        out = None
+        for i in range(4):
+            yi = _fold_coord(_ops.add(y0, i - 1), sizes[0], padding_mode, align_corners).detach()
+            for j in range(4):
+                xj = _fold_coord(_ops.add(x0, j - 1), sizes[1], padding_mode, align_corners).detach()
+                t = tap([_ops.trunc(yi), _ops.trunc(xj)], _ops.mul(wy[i], wx[j]))
+                out = t if out is None else _ops.add(out, t)
+        return out
     if mode == "nearest":
         # The weight 1 stays connected to the grid so that the grid gets its (zero) gradient, as in torch.
         one = _ops.add(_ops.mul(grid.sum(-1), 0), 1)
