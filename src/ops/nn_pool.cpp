@@ -215,7 +215,8 @@ Tensor pool_scatter_impl(const Tensor& src, const Tensor& indices, IntArrayRef o
                "that many dims, but got output_size=", shape_str(output_size), " and input of size ", src.shape_str());
   STRATA_CHECK(indices.dtype() == ScalarType::Int64, op, ": expected indices to be int64, but got ",
                indices.describe());
-  STRATA_CHECK(std::ranges::equal(src.sizes(), indices.sizes()), op, ": Expected shape of indices to be same as that of the input "
+  STRATA_CHECK(std::ranges::equal(src.sizes(), indices.sizes()), op,
+               ": Expected shape of indices to be same as that of the input "
                "tensor (", src.shape_str(), ") but got indices tensor with shape: ", indices.shape_str());
   check_floating(op, src, "input");
   for (int64_t v : output_size) STRATA_CHECK(v >= 0, op, ": invalid output_size ", shape_str(output_size));

@@ -395,7 +395,8 @@ def test_grid_sample_matches_torch(mode, padding_mode, align, dtype, k):
 @pytest.mark.parametrize("align", [False, True])
 def test_affine_grid_matches_torch(align):
     rng = np.random.default_rng(1)
-    for theta, size in [(rng.standard_normal((2, 2, 3)), (2, 3, 4, 5)), (rng.standard_normal((2, 3, 4)), (2, 3, 4, 5, 3)),
+    for theta, size in [(rng.standard_normal((2, 2, 3)), (2, 3, 4, 5)),
+                        (rng.standard_normal((2, 3, 4)), (2, 3, 4, 5, 3)),
                         (rng.standard_normal((1, 2, 3)), (1, 1, 1, 6))]:
         ts = st.tensor(theta, requires_grad=True)
         tt = torch.tensor(theta, requires_grad=True)

@@ -25,7 +25,9 @@ Dims3 dims_of(const Tensor& in, const Tensor& out) {
 }
 
 // Threads take whole output rows; the grain keeps each chunk near kGrainSize units of work.
-int64_t row_grain(int64_t work_per_row) { return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(work_per_row, 1)); }
+int64_t row_grain(int64_t work_per_row) {
+  return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(work_per_row, 1));
+}
 
 // Window [start, end) of output position o along one dim, before clipping to the input (torch's pooling).
 struct Span {
