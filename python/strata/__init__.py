@@ -40,6 +40,8 @@ from . import linalg  # noqa: E402,F401  (strata.linalg)
 from ._creation import *  # noqa: E402,F401,F403  (torch-signature factories, random, strata.random)
 from . import _tensor_views  # noqa: E402,F401  (view properties, in-place view methods)
 from . import nn  # noqa: E402,F401
+from .nn._functional_nn_ops import (  # noqa: E402,F401  (torch.max_pool1d, torch.pixel_shuffle, ...)
+    max_pool1d, max_pool3d, pixel_shuffle, pixel_unshuffle, channel_shuffle)
 from ._grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode  # noqa: E402
 from . import blas  # noqa: E402,F401  (strata.blas: BLAS routines as ops)
 from . import _tensor_autograd  # noqa: E402,F401  (Tensor.backward, Tensor.register_hook)

@@ -1,8 +1,9 @@
-// Derivatives of convolution, pooling and pad (decl/nn.def). All of them are
-// linear maps between flattened spatial planes, so the backward builds the
-// map's index table on the host (integer tensors, not differentiated) and
-// applies its transpose with index_select / index_add / scatter_add and
-// matmul. Being made of differentiable ops, they support double backward.
+// Derivatives of convolution, pooling and pad (decl/nn.def). Convolution and
+// pad are linear maps between flattened spatial planes, so their backward
+// builds the map's index table on the host (integer tensors, not
+// differentiated) and applies its transpose with index_select / index_add and
+// matmul; pooling uses the gradient ops of decl/nn_more.def. Being made of
+// differentiable ops, they support double backward.
 // Convolution uses the fused _conv2d_backward kernel instead when no graph of
 // the backward is recorded (the common case: plain loss.backward()).
 #include <algorithm>
@@ -19,12 +20,6 @@ using Dims = std::vector<int64_t>;
 Tensor host_index(const std::vector<int64_t>& v, Device dev) {
   Tensor t = empty_tensor(Dims{static_cast<int64_t>(v.size())}, ScalarType::Int64, Device(DeviceType::CPU));
   if (!v.empty()) std::copy(v.begin(), v.end(), t.data_ptr<int64_t>());
-  return dev == t.device() ? t : to_device(t, dev);
-}
-Tensor host_values(const std::vector<double>& v, ScalarType dt, Device dev) {
-  Tensor t = empty_tensor(Dims{static_cast<int64_t>(v.size())}, ScalarType::Float64, Device(DeviceType::CPU));
-  if (!v.empty()) std::copy(v.begin(), v.end(), t.data_ptr<double>());
-  t = to_dtype(t, dt);
   return dev == t.device() ? t : to_device(t, dev);
 }
 
@@ -120,73 +115,20 @@ STRATA_DERIVATIVE(conv2d, save_inputs(0, 1), save_outputs(), conv_int_backward<2
 STRATA_DERIVATIVE_NAMED(conv2d_padding, save_inputs(0, 1), save_outputs(), conv_str_backward<2>, "Conv2DBackward0");
 
 // ---- pooling -------------------------------------------------------------------------
-// Applies the transpose of a plane-to-plane linear map given as entries
-// (output position, input position, weight) to g ([..., OH, OW]).
-Tensor plane_map_backward(const Tensor& g, const TensorGeometry& in, const std::vector<int64_t>& out_pos,
-                          const std::vector<int64_t>& in_pos, const std::vector<double>& wts) {
-  const int64_t nd = static_cast<int64_t>(in.sizes.size());
-  const int64_t hw = in.sizes[nd - 2] * in.sizes[nd - 1];
-  const int64_t planes = hw == 0 ? 0 : checked_numel(in.sizes) / hw;
-  if (planes == 0 || g.numel() == 0) return zeros_of(in);
-  Tensor g2 = reshape(g, Dims{planes, -1});
-  Tensor src = mul(index_select(g2, 1, host_index(out_pos, g.device())), host_values(wts, g.dtype(), g.device()));
-  Tensor gx = index_add(zeros(Dims{planes, hw}, g.dtype(), g.device()), 1, host_index(in_pos, g.device()), src);
-  return reshape(gx, in.sizes);
-}
-
+// The fused gradient ops of decl/nn_more.def (one pass per plane; each differentiable through the pooling).
 void avg_pool2d_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
   const TensorGeometry& in = ctx.input_geometry(0);
-  const int64_t nd = static_cast<int64_t>(in.sizes.size());
-  const int64_t h = in.sizes[nd - 2], w = in.sizes[nd - 1];
-  const int64_t oh = g[0].size(-2), ow = g[0].size(-1);
   const Dims k = per_dim(ctx.arg_ints(1), 2, 1);
   const Dims s = ctx.arg_is_none(2) || ctx.arg_ints(2).empty() ? k : per_dim(ctx.arg_ints(2), 2, 1);
   const Dims p = per_dim(ctx.arg_ints(3), 2, 0);
-  const bool include_pad = ctx.arg_bool(5);
-  const std::optional<int64_t> divisor = ctx.arg_opt_int(6);
-  std::vector<int64_t> op, ip;
-  std::vector<double> wt;
-  for (int64_t i = 0; i < oh; ++i)
-    for (int64_t j = 0; j < ow; ++j) {
-      // torch's window: clipped to the padded input for count_include_pad, then to the input itself.
-      int64_t h0 = i * s[0] - p[0], w0 = j * s[1] - p[1];
-      int64_t h1 = std::min(h0 + k[0], h + p[0]), w1 = std::min(w0 + k[1], w + p[1]);
-      const int64_t padded = (h1 - h0) * (w1 - w0);
-      h0 = std::max<int64_t>(h0, 0), w0 = std::max<int64_t>(w0, 0);
-      h1 = std::min(h1, h), w1 = std::min(w1, w);
-      const int64_t count = divisor ? *divisor : include_pad ? padded : (h1 - h0) * (w1 - w0);
-      for (int64_t a = h0; a < h1; ++a)
-        for (int64_t b = w0; b < w1; ++b) {
-          op.push_back(i * ow + j);
-          ip.push_back(a * w + b);
-          wt.push_back(1.0 / static_cast<double>(count));
-        }
-    }
-  out.set(0, plane_map_backward(g[0], in, op, ip, wt));
+  out.set(0, call<OpId::_avg_pool_backward>(g[0], Dims(in.sizes.begin(), in.sizes.end()), k, s, p, ctx.arg_bool(4),
+                                            ctx.arg_bool(5), ctx.arg_opt_int(6)));
 }
 STRATA_DERIVATIVE_NAMED(avg_pool2d, save_inputs(), save_outputs(), avg_pool2d_backward, "AvgPool2DBackward0");
 
 void adaptive_avg_pool2d_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
   const TensorGeometry& in = ctx.input_geometry(0);
-  const int64_t nd = static_cast<int64_t>(in.sizes.size());
-  const int64_t h = in.sizes[nd - 2], w = in.sizes[nd - 1];
-  const int64_t oh = g[0].size(-2), ow = g[0].size(-1);
-  std::vector<int64_t> op, ip;
-  std::vector<double> wt;
-  for (int64_t i = 0; i < oh; ++i) {
-    const int64_t h0 = i * h / oh, h1 = ((i + 1) * h + oh - 1) / oh;
-    for (int64_t j = 0; j < ow; ++j) {
-      const int64_t w0 = j * w / ow, w1 = ((j + 1) * w + ow - 1) / ow;
-      const double inv = 1.0 / static_cast<double>((h1 - h0) * (w1 - w0));
-      for (int64_t a = h0; a < h1; ++a)
-        for (int64_t b = w0; b < w1; ++b) {
-          op.push_back(i * ow + j);
-          ip.push_back(a * w + b);
-          wt.push_back(inv);
-        }
-    }
-  }
-  out.set(0, plane_map_backward(g[0], in, op, ip, wt));
+  out.set(0, call<OpId::_adaptive_avg_pool_backward>(g[0], Dims(in.sizes.begin(), in.sizes.end()), int64_t{2}));
 }
 STRATA_DERIVATIVE_NAMED(adaptive_avg_pool2d, save_inputs(), save_outputs(), adaptive_avg_pool2d_backward,
                         "AdaptiveAvgPool2DBackward0");
@@ -197,9 +139,8 @@ Tensor max_pool_scatter(const Tensor& g, const Tensor& indices, const TensorGeom
   const int64_t hw = in.sizes[nd - 2] * in.sizes[nd - 1];
   const int64_t planes = hw == 0 ? 0 : checked_numel(in.sizes) / hw;
   if (planes == 0 || g.numel() == 0) return zeros_of(in);
-  Tensor gx = scatter_add(zeros(Dims{planes, hw}, g.dtype(), g.device()), 1, reshape(indices, Dims{planes, -1}),
-                          reshape(g, Dims{planes, -1}));
-  return reshape(gx, in.sizes);
+  // _pool_scatter (decl/nn_more.def): one pass per plane, differentiable (its derivative gathers).
+  return call<OpId::_pool_scatter>(g, indices, Dims{in.sizes[nd - 2], in.sizes[nd - 1]}, true);
 }
 
 // max_pool2d_with_indices keeps its indices output; max_pool2d has none, so

@@ -1,13 +1,12 @@
 // conv1d/conv2d (im2col + GEMM kernels), max/avg/adaptive pooling and pad.
+#include "ops/nn_more_kernels.h"
 #include "ops/nn_util.h"
 #include "ops/op_list.h"
 
 namespace strata {
 
 STRATA_DEFINE_STUB(nn_conv2d_stub, nn::Conv2dFn);
-STRATA_DEFINE_STUB(nn_max_pool2d_stub, nn::MaxPool2dFn);
 STRATA_DEFINE_STUB(nn_avg_pool2d_stub, nn::AvgPool2dFn);
-STRATA_DEFINE_STUB(nn_adaptive_avg_pool2d_stub, nn::AdaptiveAvgPool2dFn);
 STRATA_DEFINE_STUB(nn_pad_stub, nn::PadFn);
 
 using namespace nn;
@@ -204,6 +203,10 @@ PoolGeom pool_geometry(const char* op, const Tensor& input, IntArrayRef kernel_s
   return g;
 }
 
+Window3d window3d(const Window2d& p) {
+  return Window3d{{1, p.kh, p.kw}, {1, p.sh, p.sw}, {0, p.ph, p.pw}, {1, p.dh, p.dw}};
+}
+
 }  // namespace
 
 Tensor2 max_pool2d_with_indices_impl(const Tensor& input, IntArrayRef kernel_size, OptIntArrayRef stride,
@@ -217,9 +220,10 @@ Tensor2 max_pool2d_with_indices_impl(const Tensor& input, IntArrayRef kernel_siz
   const ScalarType ct = compute_type(input.dtype());
   Tensor y = empty_tensor(g.out_shape, ct, dev);
   if (y.numel() > 0) {
-    Tensor x = reshape_contig(prep(input, ct), std::vector<int64_t>{g.planes, g.h, g.w});
-    nn_max_pool2d_stub(dev.type, x, reshape_contig(y, std::vector<int64_t>{g.planes, g.oh, g.ow}),
-                       reshape_contig(idx, std::vector<int64_t>{g.planes, g.oh, g.ow}), g.p);
+    // The 1-to-3-D max pooling kernel (nn_more_kernels.cpp), with a unit depth.
+    Tensor x = reshape_contig(prep(input, ct), std::vector<int64_t>{g.planes, 1, g.h, g.w});
+    nn_max_pool3d_stub(dev.type, x, reshape_contig(y, std::vector<int64_t>{g.planes, 1, g.oh, g.ow}),
+                       reshape_contig(idx, std::vector<int64_t>{g.planes, 1, g.oh, g.ow}), window3d(g.p));
   }
   return {to_dtype(y, input.dtype()), idx};
 }
@@ -235,8 +239,9 @@ Tensor max_pool2d_impl(const Tensor& input, IntArrayRef kernel_size, OptIntArray
   const ScalarType ct = compute_type(input.dtype());
   Tensor y = empty_tensor(g.out_shape, ct, dev);
   if (y.numel() > 0) {
-    Tensor x = reshape_contig(prep(input, ct), std::vector<int64_t>{g.planes, g.h, g.w});
-    nn_max_pool2d_stub(dev.type, x, reshape_contig(y, std::vector<int64_t>{g.planes, g.oh, g.ow}), Tensor(), g.p);
+    Tensor x = reshape_contig(prep(input, ct), std::vector<int64_t>{g.planes, 1, g.h, g.w});
+    nn_max_pool3d_stub(dev.type, x, reshape_contig(y, std::vector<int64_t>{g.planes, 1, g.oh, g.ow}), Tensor(),
+                       window3d(g.p));
   }
   return to_dtype(y, input.dtype());
 }
@@ -284,8 +289,9 @@ Tensor adaptive_avg_pool2d_impl(const Tensor& input, IntArrayRef output_size) {
   Tensor y = empty_tensor(out_shape, ct, dev);
   if (y.numel() > 0) {
     const int64_t h = input.size(nd - 2), w = input.size(nd - 1), planes = input.numel() / (h * w);
-    nn_adaptive_avg_pool2d_stub(dev.type, reshape_contig(prep(input, ct), std::vector<int64_t>{planes, h, w}),
-                                reshape_contig(y, std::vector<int64_t>{planes, os[0], os[1]}));
+    // The 1-to-3-D adaptive pooling kernel (nn_more_kernels.cpp), with a unit depth.
+    nn_adaptive_pool3d_stub(dev.type, reshape_contig(prep(input, ct), std::vector<int64_t>{planes, 1, h, w}),
+                            reshape_contig(y, std::vector<int64_t>{planes, 1, os[0], os[1]}), Tensor());
   }
   return to_dtype(y, input.dtype());
 }

@@ -63,11 +63,10 @@ struct Window2d {
 // top/left ones (the bottom/right ones follow from the output size).
 using Conv2dFn = void (*)(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, const Window2d& p,
                           int64_t groups);
-// x (planes, h, w) -> y (planes, oh, ow); indices may be undefined.
-using MaxPool2dFn = void (*)(const Tensor& x, const Tensor& y, const Tensor& indices, const Window2d& p);
+// x (planes, h, w) -> y (planes, oh, ow). (Max and adaptive pooling run on the 1-to-3-D kernels of
+// ops/nn_more_kernels.h.)
 using AvgPool2dFn = void (*)(const Tensor& x, const Tensor& y, const Window2d& p, bool count_include_pad,
                              int64_t divisor);
-using AdaptiveAvgPool2dFn = void (*)(const Tensor& x, const Tensor& y);
 // y[i...] = x[map_0[i_0], ..., map_last[i_last]], or value where any map is -1.
 using PadFn = void (*)(const Tensor& x, const Tensor& y, const std::vector<std::vector<int64_t>>& maps, double value);
 
@@ -86,8 +85,6 @@ STRATA_DECLARE_STUB(nn_class_loss_stub, nn::ClassLossFn);
 STRATA_DECLARE_STUB(nn_prob_loss_stub, nn::ProbLossFn);
 STRATA_DECLARE_STUB(nn_sum_stub, nn::SumFn);
 STRATA_DECLARE_STUB(nn_conv2d_stub, nn::Conv2dFn);
-STRATA_DECLARE_STUB(nn_max_pool2d_stub, nn::MaxPool2dFn);
 STRATA_DECLARE_STUB(nn_avg_pool2d_stub, nn::AvgPool2dFn);
-STRATA_DECLARE_STUB(nn_adaptive_avg_pool2d_stub, nn::AdaptiveAvgPool2dFn);
 STRATA_DECLARE_STUB(nn_pad_stub, nn::PadFn);
 }  // namespace strata

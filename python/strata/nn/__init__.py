@@ -9,6 +9,15 @@ from .modules import (  # noqa: F401
     Sigmoid, Softmax, LogSoftmax, LeakyReLU, MultiheadAttention, TransformerEncoderLayer, TransformerEncoder,
     L1Loss, MSELoss, NLLLoss, CrossEntropyLoss, BCELoss, BCEWithLogitsLoss,
 )
+from .modules import (  # noqa: F401  (pooling, transposed/3-D convolution, upsampling, padding, shuffles, fold)
+    Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d, MaxPool1d, MaxPool2d, MaxPool3d, AvgPool1d,
+    AvgPool2d, AvgPool3d, AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d,
+    AdaptiveMaxPool2d, AdaptiveMaxPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d, LPPool1d, LPPool2d, LPPool3d,
+    Upsample, UpsamplingNearest2d, UpsamplingBilinear2d, ZeroPad1d, ZeroPad2d, ZeroPad3d, ConstantPad1d,
+    ConstantPad2d, ConstantPad3d, ReflectionPad1d, ReflectionPad2d, ReflectionPad3d, ReplicationPad1d,
+    ReplicationPad2d, ReplicationPad3d, CircularPad1d, CircularPad2d, CircularPad3d, PixelShuffle,
+    PixelUnshuffle, ChannelShuffle, Fold, Unfold, EmbeddingBag,
+)
 
 from . import attention, parallel  # noqa: E402,F401
 from .parallel import DataParallel  # noqa: E402,F401

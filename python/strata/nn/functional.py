@@ -285,6 +285,9 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     if return_indices:
         return _ops.max_pool2d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)
+    if input.requires_grad:
+        # Keeps the argmax for the backward instead of recomputing it there (torch's grad_fn is the same).
+        return _ops.max_pool2d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)[0]
     return _ops.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode)
 
 
@@ -554,3 +557,6 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     if not batched:
         out = out.squeeze(1)
     return out, None
+
+
+from ._functional_nn_ops import *  # noqa: E402,F401,F403  (pooling, conv_transpose, interpolate, fold, ...)

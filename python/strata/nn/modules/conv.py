@@ -1,4 +1,4 @@
-"""Conv1d, Conv2d."""
+"""Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d."""
 
 import math
 
@@ -7,7 +7,7 @@ from .. import init
 from ._util import _pair, _single, new_param
 from .module import Module
 
-__all__ = ["Conv1d", "Conv2d"]
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"]
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
@@ -52,7 +52,9 @@ class _ConvNd(Module):
                     self._reversed_padding_repeated_twice[2 * i + 1] = total - left
         else:
             self._reversed_padding_repeated_twice = [p for p in reversed(self.padding) for _ in range(2)]
-        self.weight = new_param((out_channels, in_channels // groups) + tuple(kernel_size), device, dtype)
+        # Transposed convolutions keep torch's (in, out / groups, *kernel) weight layout.
+        wshape = (in_channels, out_channels // groups) if transposed else (out_channels, in_channels // groups)
+        self.weight = new_param(wshape + tuple(kernel_size), device, dtype)
         if bias:
             self.bias = new_param((out_channels,), device, dtype)
         else:
@@ -115,3 +117,70 @@ class Conv2d(_ConvNd):
 
     def forward(self, input):
         return self._conv(F.conv2d, input, self.weight, self.bias)
+
+
+def _triple(x):
+    return tuple(x) if isinstance(x, (list, tuple)) else (x, x, x)
+
+
+class Conv3d(_ConvNd):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
+                 padding_mode="zeros", device=None, dtype=None):
+        super().__init__(in_channels, out_channels, _triple(kernel_size), _triple(stride),
+                         padding if isinstance(padding, str) else _triple(padding), _triple(dilation), False,
+                         _triple(0), groups, bias, padding_mode, device, dtype)
+
+    def forward(self, input):
+        return self._conv(F.conv3d, input, self.weight, self.bias)
+
+
+class _ConvTransposeNd(_ConvNd):
+    _k = 1
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
+                 bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
+        if padding_mode != "zeros":
+            raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
+        t = {1: _single, 2: _pair, 3: _triple}[self._k]
+        super().__init__(in_channels, out_channels, t(kernel_size), t(stride), t(padding), t(dilation), True,
+                         t(output_padding), groups, bias, padding_mode, device, dtype)
+
+    def _output_padding(self, input, output_size):
+        if output_size is None:
+            return self.output_padding
+        k = self._k
+        non_spatial = 2 if input.dim() == k + 2 else 1
+        output_size = list(output_size)
+        if len(output_size) == non_spatial + k:
+            output_size = output_size[non_spatial:]
+        if len(output_size) != k:
+            raise ValueError(f"ConvTranspose{k}D: for {input.dim()}D input, output_size must have {k} or "
+                             f"{non_spatial + k} elements (got {len(output_size)})")
+        min_sizes, max_sizes = [], []
+        for d in range(k):
+            size = ((input.shape[d + non_spatial] - 1) * self.stride[d] - 2 * self.padding[d]
+                    + self.dilation[d] * (self.kernel_size[d] - 1) + 1)
+            min_sizes.append(size)
+            max_sizes.append(size + self.stride[d] - 1)
+        for d in range(k):
+            if not min_sizes[d] <= output_size[d] <= max_sizes[d]:
+                raise ValueError(f"requested an output size of {output_size}, but valid sizes range from "
+                                 f"{min_sizes} to {max_sizes} (for an input of {list(input.shape[non_spatial:])})")
+        return tuple(output_size[d] - min_sizes[d] for d in range(k))
+
+    def forward(self, input, output_size=None):
+        op = self._output_padding(input, output_size)
+        fn = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}[self._k]
+        return fn(input, self.weight, self.bias, self.stride, self.padding, op, self.groups, self.dilation)
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    _k = 1
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    _k = 2
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    _k = 3

@@ -93,44 +93,6 @@ void conv2d_kernel(const Tensor& x, const Tensor& wt, const Tensor& bias, const 
   });
 }
 
-void max_pool2d_kernel(const Tensor& x, const Tensor& y, const Tensor& indices, const nn::Window2d& p) {
-  visit_float32_64(y.dtype(), "max_pool2d", [&]<typename T>() {
-    const int64_t planes = x.size(0), h = x.size(1), w = x.size(2), oh_n = y.size(1), ow_n = y.size(2);
-    const T* xp = x.data_ptr<T>();
-    T* yp = y.data_ptr<T>();
-    int64_t* ip = indices.defined() ? indices.data_ptr<int64_t>() : nullptr;
-    parallel_for(0, planes, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(oh_n * ow_n * p.kh * p.kw, 1)),
-                 [&](int64_t lo, int64_t hi) {
-                   for (int64_t pl = lo; pl < hi; ++pl) {
-                     const T* xpl = xp + pl * h * w;
-                     for (int64_t oh = 0; oh < oh_n; ++oh) {
-                       int64_t hs = oh * p.sh - p.ph;
-                       int64_t he = std::min(hs + (p.kh - 1) * p.dh + 1, h);
-                       while (hs < 0) hs += p.dh;
-                       for (int64_t ow = 0; ow < ow_n; ++ow) {
-                         int64_t ws = ow * p.sw - p.pw;
-                         int64_t we = std::min(ws + (p.kw - 1) * p.dw + 1, w);
-                         while (ws < 0) ws += p.dw;
-                         T best = -std::numeric_limits<T>::infinity();
-                         int64_t bi = hs * w + ws;
-                         for (int64_t ih = hs; ih < he; ih += p.dh) {
-                           for (int64_t iw = ws; iw < we; iw += p.dw) {
-                             const T v = xpl[ih * w + iw];
-                             if (v > best || std::isnan(v)) {
-                               best = v;
-                               bi = ih * w + iw;
-                             }
-                           }
-                         }
-                         yp[(pl * oh_n + oh) * ow_n + ow] = best;
-                         if (ip) ip[(pl * oh_n + oh) * ow_n + ow] = bi;
-                       }
-                     }
-                   }
-                 });
-  });
-}
-
 void avg_pool2d_kernel(const Tensor& x, const Tensor& y, const nn::Window2d& p, bool count_include_pad,
                        int64_t divisor) {
   visit_float32_64(y.dtype(), "avg_pool2d", [&]<typename T>() {
@@ -157,29 +119,6 @@ void avg_pool2d_kernel(const Tensor& x, const Tensor& y, const nn::Window2d& p, 
                      }
                    }
                  });
-  });
-}
-
-void adaptive_avg_pool2d_kernel(const Tensor& x, const Tensor& y) {
-  visit_float32_64(y.dtype(), "adaptive_avg_pool2d", [&]<typename T>() {
-    const int64_t planes = x.size(0), h = x.size(1), w = x.size(2), oh_n = y.size(1), ow_n = y.size(2);
-    const T* xp = x.data_ptr<T>();
-    T* yp = y.data_ptr<T>();
-    parallel_for(0, planes, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t pl = lo; pl < hi; ++pl) {
-        const T* xpl = xp + pl * h * w;
-        for (int64_t oh = 0; oh < oh_n; ++oh) {
-          const int64_t h0 = oh * h / oh_n, h1 = ((oh + 1) * h + oh_n - 1) / oh_n;
-          for (int64_t ow = 0; ow < ow_n; ++ow) {
-            const int64_t w0 = ow * w / ow_n, w1 = ((ow + 1) * w + ow_n - 1) / ow_n;
-            opmath_t<T> s = 0;
-            for (int64_t ih = h0; ih < h1; ++ih)
-              for (int64_t iw = w0; iw < w1; ++iw) s += xpl[ih * w + iw];
-            yp[(pl * oh_n + oh) * ow_n + ow] = static_cast<T>(s / ((h1 - h0) * (w1 - w0)));
-          }
-        }
-      }
-    });
   });
 }
 
@@ -233,9 +172,7 @@ void pad_kernel(const Tensor& x, const Tensor& y, const std::vector<std::vector<
 }  // namespace cpu
 
 STRATA_REGISTER_CPU_KERNEL(nn_conv2d_stub, cpu::conv2d_kernel);
-STRATA_REGISTER_CPU_KERNEL(nn_max_pool2d_stub, cpu::max_pool2d_kernel);
 STRATA_REGISTER_CPU_KERNEL(nn_avg_pool2d_stub, cpu::avg_pool2d_kernel);
-STRATA_REGISTER_CPU_KERNEL(nn_adaptive_avg_pool2d_stub, cpu::adaptive_avg_pool2d_kernel);
 STRATA_REGISTER_CPU_KERNEL(nn_pad_stub, cpu::pad_kernel);
 
 }  // namespace strata
