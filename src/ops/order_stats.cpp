@@ -183,7 +183,9 @@ Tensor quantile_common(const char* op, const Tensor& self, const Tensor& q_in, O
                        std::string_view interpolation, bool ignore_nan) {
   STRATA_CHECK(self.dtype() == ScalarType::Float32 || self.dtype() == ScalarType::Float64, op,
                "() input tensor must be either float or double dtype (got ", self.describe(), ")");
-  Tensor q = q_in.impl()->is_wrapped_number() ? to_dtype(q_in, self.dtype()) : q_in;
+  // A Python number arrives as a wrapped 0-d CPU tensor: it becomes a 0-d
+  // tensor of self's dtype on self's device.
+  Tensor q = q_in.impl()->is_wrapped_number() ? scalar_to_tensor(q_in.item(), self.dtype(), self.device()) : q_in;
   STRATA_CHECK(q.dim() <= 1, op, "() q must be a scalar or 1D tensor (got shape ", q.shape_str(), ")");
   STRATA_CHECK(q.dtype() == self.dtype(), op, "() q tensor must be same dtype as the input tensor (got ",
                dtype_name(q.dtype()), " and ", dtype_name(self.dtype()), ")");
