@@ -198,10 +198,12 @@ Tensor quantile_common(const char* op, const Tensor& self, const Tensor& q_in, O
   else if (interpolation == "nearest") mode = Interp::Nearest;
   else STRATA_CHECK(false, op, "() interpolation must be one of linear, lower, higher, midpoint or nearest, but got ",
                     interpolation);
-  if (!q.device().is_meta() && q.numel() > 0) {
+  if (q_in.impl()->is_wrapped_number()) {
+    const double qv = q_in.item().to_double();
+    STRATA_CHECK(qv >= 0 && qv <= 1, op, "() q must be in the range [0, 1] but got ", qv);
+  } else if (!q.device().is_meta() && q.numel() > 0) {
     STRATA_CHECK(!any_nonzero(logical_or(lt(q, wrapped(0.0, q)), gt(q, wrapped(1.0, q)))), op,
-                 "() q values must be in the range [0, 1]",
-                 q.dim() == 0 ? str(" but got ", q.item().to_double()) : std::string());
+                 "() q values must be in the range [0, 1]");
   }
   const int64_t nd = self.dim();
   const bool scalar_q = q.dim() == 0;

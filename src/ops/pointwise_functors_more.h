@@ -83,6 +83,8 @@ inline double hurwitz_zeta(double s, double q) {
 // psi'(x): reflection psi1(x) = pi^2 / sin^2(pi x) - psi1(1 - x) below 1/2,
 // then the Hurwitz zeta sum (psi1(x) = zeta(2, x)).
 inline double trigamma(double x) {
+  if (x == kInf) return 0;
+  if (x == -kInf) return kNaN;
   if (x == 0 || (x < 0 && x == std::trunc(x))) return kInf;
   if (x < 0.5) {
     const double sp = std::sin(kPi * (x - std::floor(x)));
@@ -174,7 +176,7 @@ inline double i1(double x) {
     }
     r = ax / 2 * sum;
   }
-  return std::copysign(r, x);
+  return x < 0 ? -r : r;  // odd, and i1(-0) is +0 as in torch
 }
 
 }  // namespace special
