@@ -4,7 +4,11 @@ statistics (NumPy references that reproduce torch's choices: lower median,
 ties by position)."""
 
 import numpy as np
-import scipy.special as sp
+
+try:  # SciPy is the reference of the special functions (installed with scikit-learn)
+    import scipy.special as sp
+except ImportError:  # pragma: no cover
+    sp = None
 
 from .core import ALL_FLOAT, FLOAT, INT, ErrorInput, OpInfo, SampleInput, make_array, register, standard_shapes
 from .pointwise import binary_samples, unary_samples
@@ -39,13 +43,18 @@ register(
     OpInfo("sinc", ref=np.sinc, dtypes=FLOAT, samples=unary_samples(), method="sinc"),
     OpInfo("signbit", ref=np.signbit, dtypes=FLOAT + ("int32", "int64", "uint8"), samples=unary_samples(),
            method="signbit"),
-    OpInfo("logit", ref=f64(sp.logit), dtypes=FLOAT, samples=unary_samples(0.05, 0.95), method="logit"),
-    OpInfo("lgamma", ref=f64(sp.gammaln), dtypes=FLOAT, samples=unary_samples(0.1, 8.0, extremes=False), method="lgamma"),
-    OpInfo("digamma", ref=f64(sp.psi), dtypes=FLOAT, samples=unary_samples(0.1, 8.0), method="digamma"),
-    OpInfo("erfinv", ref=f64(sp.erfinv), dtypes=FLOAT, samples=unary_samples(-0.99, 0.99), method="erfinv"),
-    OpInfo("i0", ref=f64(sp.i0), dtypes=FLOAT, samples=unary_samples(-6, 6, extremes=False), method="i0"),
-    OpInfo("special.i1", ref=f64(sp.i1), dtypes=FLOAT, samples=unary_samples(-6, 6, extremes=False)),
 )
+
+if sp is not None:
+    register(
+        OpInfo("logit", ref=f64(sp.logit), dtypes=FLOAT, samples=unary_samples(0.05, 0.95), method="logit"),
+        OpInfo("lgamma", ref=f64(sp.gammaln), dtypes=FLOAT, samples=unary_samples(0.1, 8.0, extremes=False),
+               method="lgamma"),
+        OpInfo("digamma", ref=f64(sp.psi), dtypes=FLOAT, samples=unary_samples(0.1, 8.0), method="digamma"),
+        OpInfo("erfinv", ref=f64(sp.erfinv), dtypes=FLOAT, samples=unary_samples(-0.99, 0.99), method="erfinv"),
+        OpInfo("i0", ref=f64(sp.i0), dtypes=FLOAT, samples=unary_samples(-6, 6, extremes=False), method="i0"),
+        OpInfo("special.i1", ref=f64(sp.i1), dtypes=FLOAT, samples=unary_samples(-6, 6, extremes=False)),
+    )
 
 
 def logit_eps_samples(dtype, rng):
@@ -74,14 +83,15 @@ def mvlgamma_errors(rng):
     yield ErrorInput((np.ones(3, np.float32), 0), match="p has to be greater than or equal to 1")
 
 
-register(
-    OpInfo("logit", ref=lambda x, eps: f64(sp.logit)(np.clip(x, eps, 1 - eps)), dtypes=FLOAT,
-           samples=logit_eps_samples),
-    OpInfo("polygamma", ref=lambda n, x: sp.polygamma(n, x.astype(np.float64)).astype(x.dtype), dtypes=FLOAT,
-           samples=polygamma_samples, errors=polygamma_errors, tol={"float32": (1e-4, 1e-5)}),
-    OpInfo("mvlgamma", ref=lambda x, p: sp.multigammaln(x.astype(np.float64), p).astype(x.dtype) if x.size else x,
-           dtypes=FLOAT, samples=mvlgamma_samples, errors=mvlgamma_errors, method="mvlgamma"),
-)
+if sp is not None:
+    register(
+        OpInfo("logit", ref=lambda x, eps: f64(sp.logit)(np.clip(x, eps, 1 - eps)), dtypes=FLOAT,
+               samples=logit_eps_samples),
+        OpInfo("polygamma", ref=lambda n, x: sp.polygamma(n, x.astype(np.float64)).astype(x.dtype), dtypes=FLOAT,
+               samples=polygamma_samples, errors=polygamma_errors, tol={"float32": (1e-4, 1e-5)}),
+        OpInfo("mvlgamma", ref=lambda x, p: sp.multigammaln(x.astype(np.float64), p).astype(x.dtype) if x.size else x,
+               dtypes=FLOAT, samples=mvlgamma_samples, errors=mvlgamma_errors, method="mvlgamma"),
+    )
 
 
 # ---- binary ---------------------------------------------------------------------------
@@ -111,13 +121,16 @@ def heaviside_samples(dtype, rng):
     yield SampleInput((a, make_array((4,), dtype, rng, -2, 2)), name="zeros")
 
 
+if sp is not None:
+    register(OpInfo("xlogy", ref=f64(sp.xlogy), dtypes=FLOAT, samples=zeros_in_lhs, method="xlogy"))
+
+
 register(
     OpInfo("hypot", ref=np.hypot, dtypes=ALL_FLOAT, samples=binary_samples(), method="hypot",
            errors=float_only_binary_errors("hypot"), tol=HALF_TOL),
     OpInfo("logaddexp", ref=np.logaddexp, dtypes=ALL_FLOAT, samples=binary_samples(), method="logaddexp",
            errors=float_only_binary_errors("logaddexp"), tol=HALF_TOL),
     OpInfo("logaddexp2", ref=np.logaddexp2, dtypes=FLOAT, samples=binary_samples(), method="logaddexp2"),
-    OpInfo("xlogy", ref=f64(sp.xlogy), dtypes=FLOAT, samples=zeros_in_lhs, method="xlogy"),
     OpInfo("heaviside", ref=np.heaviside, dtypes=FLOAT + ("int64", "int32", "uint8"), samples=heaviside_samples,
            method="heaviside", errors=heaviside_errors),
     OpInfo("copysign", ref=np.copysign, dtypes=FLOAT, samples=binary_samples(), method="copysign"),
