@@ -34,6 +34,7 @@ from ._size import Size  # noqa: E402
 from ._functions import *  # noqa: E402,F401,F403
 from ._functions import __all__ as _fn_all  # noqa: E402
 from . import _tensor  # noqa: E402,F401  (attaches Tensor methods)
+from ._math_more import *  # noqa: E402,F401,F403  (torch's aliases: clip, arccos, multiply, ...; positive, rsub)
 from ._shape import split, chunk, nonzero, where  # noqa: E402,F401  (Python-only forms of the shape ops)
 from ._misc_more import *  # noqa: E402,F401,F403  (einsum, unique, meshgrid, ...: variadic and tuple forms)
 from . import linalg  # noqa: E402,F401  (strata.linalg)
@@ -47,6 +48,7 @@ from . import blas  # noqa: E402,F401  (strata.blas: BLAS routines as ops)
 from . import _tensor_autograd  # noqa: E402,F401  (Tensor.backward, Tensor.register_hook)
 from . import autograd  # noqa: E402,F401
 from . import amp  # noqa: E402,F401
+from . import special  # noqa: E402,F401  (strata.special)
 from .amp import autocast, is_autocast_enabled, get_autocast_dtype  # noqa: E402,F401
 
 from . import ops  # noqa: E402,F401  (strata.ops.load_library, strata.ops.<namespace>.<op>)

@@ -269,8 +269,6 @@ Tensor.less = Tensor.lt
 Tensor.greater_equal = Tensor.ge
 Tensor.less_equal = Tensor.le
 Tensor.not_equal = Tensor.ne
-Tensor.clamp_min = lambda self, min: _ops.clamp(self, min, None)
-Tensor.clamp_max = lambda self, max: _ops.clamp(self, None, max)
 Tensor.new_tensor = lambda self, data, dtype=None, device=None: _C._tensor(data, dtype or self.dtype, device or self.device)
 Tensor.dim_order = lambda self: tuple(sorted(range(self.ndim), key=lambda d: -self._stride()[d]))
 

@@ -371,3 +371,4 @@ struct ClampMax {
 };
 
 }  // namespace strata::fn
+#include "ops/pointwise_functors_more.h"  // the math_more ops (decl/math_more.def)
