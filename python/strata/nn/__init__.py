@@ -9,6 +9,7 @@ from .modules import (  # noqa: F401
     Sigmoid, Softmax, LogSoftmax, LeakyReLU, MultiheadAttention, TransformerEncoderLayer, TransformerEncoder,
     L1Loss, MSELoss, NLLLoss, CrossEntropyLoss, BCELoss, BCEWithLogitsLoss,
 )
+from .modules import RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell, LSTMCell, GRUCell  # noqa: F401
 
 try:  # nn.utils is written separately and may not be merged yet
     from . import utils  # noqa: F401
