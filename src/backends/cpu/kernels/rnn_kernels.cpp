@@ -97,116 +97,157 @@ std::unique_ptr<T[]> bias_sum(const T* a, const T* b, int64_t n) {
   return s;
 }
 
+// Runs body(k, n) on a team of up to `team` threads (n is the team's actual size); team_barrier(n) inside body
+// waits for the whole team.
+template <typename F>
+void run_team(int team, const F& body) {
+#ifdef _OPENMP
+  if (team > 1) {
+#pragma omp parallel num_threads(team)
+    body(omp_get_thread_num(), omp_get_num_threads());
+    return;
+  }
+#endif
+  body(0, 1);
+}
+inline void team_barrier(int n) {
+#ifdef _OPENMP
+  if (n > 1) {
+#pragma omp barrier
+  }
+#else
+  (void)n;
+#endif
+}
+
+// Threads for the forward's time loop: one team for the whole layer, each thread owning a slice of the hidden units
+// (at least 16), so a step costs one barrier. Small layers run on the calling thread.
+int forward_team(const RnnGeom& g) {
+  if (in_parallel_region()) return 1;
+  const int64_t G = nn::rnn_gates(g.cell) * g.hidden;
+  if (g.batch * G * g.out < (int64_t{1} << 18)) return 1;
+  return static_cast<int>(std::clamp<int64_t>(g.hidden / 16, 1, get_num_threads()));
+}
+
+// [begin, end) of part k of n parts of [0, len), split at multiples of 16 where the length allows.
+std::pair<int64_t, int64_t> slice_of(int64_t len, int k, int n) {
+  auto at = [&](int i) {
+    const int64_t e = len * i / n;
+    return i == n ? len : std::min(len, (e + 8) / 16 * 16);
+  };
+  return {at(k), at(k + 1)};
+}
+
 template <typename T>
 void rnn_forward(const RnnGeom& g, const nn::RnnForwardArgs& a) {
-  const int64_t H = g.hidden, P = g.out, I = g.in, N = g.rows, B = g.batch;
-  const int64_t G = nn::rnn_gates(g.cell) * H, W = nn::rnn_workspace_cols(g.cell, H, g.proj);
+  const int64_t H = g.hidden, P = g.out, I = g.in, N = g.rows, B = g.batch, gates = nn::rnn_gates(g.cell);
+  const int64_t G = gates * H, W = nn::rnn_workspace_cols(g.cell, H, g.proj);
   const T *x = cptr<T>(a.x), *hx = cptr<T>(a.hx), *cx = cptr<T>(a.cx), *w_ih = cptr<T>(a.w_ih),
           *w_hh = cptr<T>(a.w_hh), *b_ih = cptr<T>(a.b_ih), *b_hh = cptr<T>(a.b_hh), *w_hr = cptr<T>(a.w_hr);
   T *out = mptr<T>(a.out), *hy = mptr<T>(a.hy), *cy = mptr<T>(a.cy), *ws = mptr<T>(a.ws);
-  const bool lstm = g.cell == RnnCell::Lstm, gru = g.cell == RnnCell::Gru;
+  const RnnCell cell = g.cell;
+  const bool lstm = cell == RnnCell::Lstm, gru = cell == RnnCell::Gru, relu = cell == RnnCell::Relu;
   std::copy(hx, hx + B * P, hy);
   if (lstm) std::copy(cx, cx + B * H, cy);
-  // The input projection of every step; the biases are added in the pointwise passes.
+  // The input projection of every step (all threads); the biases are added in the pointwise passes.
   T* xp = lstm || gru ? ws : out;
   const int64_t ldx = lstm || gru ? W : H;
   gemm<T>(Trans::N, Trans::T, N, G, I, x, I, w_ih, I, T(0), xp, ldx);
   // GRU keeps its two biases apart (b_hn sits inside r * (w_hn h + b_hn)); the others only need their sum.
   auto bias = gru ? bias_sum<T>(b_ih, nullptr, G) : bias_sum<T>(b_ih, b_hh, G);
-  auto bias_h = gru ? bias_sum<T>(b_hh, nullptr, G) : nullptr;
-  auto gh = gru ? scratch<T>(B * G) : nullptr;  // h w_hh^T of one step (GRU)
+  auto bias_h = bias_sum<T>(gru ? b_hh : nullptr, nullptr, G);
   const T* bs = bias.get();
   const T* bh = bias_h.get();
-  for (int64_t s = 0; s < g.steps; ++s) {
-    const int64_t t = step_at(g, s), nb = g.batch_sizes[t], off = g.offsets[t];
-    T* xr = xp + off * ldx;
-    if (gru)
-      gemm<T>(Trans::N, Trans::T, nb, G, P, hy, P, w_hh, P, T(0), gh.get(), G);
-    else
-      gemm<T>(Trans::N, Trans::T, nb, G, P, hy, P, w_hh, P, T(1), xr, ldx);
-    switch (g.cell) {
-      case RnnCell::Tanh:
-      case RnnCell::Relu: {
-        const bool relu = g.cell == RnnCell::Relu;
-        for_rows(nb, H, [&](int64_t b0, int64_t b1) {
-          for (int64_t b = b0; b < b1; ++b) {
-            T* __restrict r = xr + b * H;
-            T* __restrict h = hy + b * H;
-            if (relu) {
+  const int team = forward_team(g);
+  // Each thread's rows of w_hh (its hidden units, gate by gate) packed together, and its h w_hh^T block.
+  auto wpack = scratch<T>(G * P);
+  // (sized for any split: OpenMP may give a smaller team than asked for)
+  auto prod = scratch<T>(team * B * G);
+  // The state alternates between hy and a second buffer: a step reads all of one while writing the other.
+  auto hbuf = scratch<T>(B * P);
+  T* const hstate[2] = {hy, hbuf.get()};
+
+  auto body = [&](int k, int n) {
+    const auto [j0, j1] = slice_of(H, k, n);
+    const auto [p0, p1] = g.proj ? slice_of(P, k, n) : std::pair<int64_t, int64_t>{j0, j1};
+    const int64_t hk = j1 - j0, gk = gates * hk;
+    T* wk = wpack.get() + gates * j0 * P;
+    for (int64_t q = 0; q < gates; ++q)
+      std::copy(w_hh + (q * H + j0) * P, w_hh + (q * H + j1) * P, wk + q * hk * P);
+    T* pk = prod.get() + k * B * G;
+    for (int64_t s = 0; s < g.steps; ++s) {
+      const int64_t t = step_at(g, s), nb = g.batch_sizes[t], off = g.offsets[t];
+      const T* hcur = hstate[s & 1];
+      T* hnext = hstate[(s + 1) & 1];
+      if (hk > 0) gemm<T>(Trans::N, Trans::T, nb, gk, P, hcur, P, wk, P, T(0), pk, gk);
+      for (int64_t b = 0; b < nb; ++b) {
+        T* __restrict r = xp + (off + b) * ldx + j0;  // this slice of the row's input projection
+        const T* __restrict q = pk + b * gk;
+        const T* __restrict bb = bs + j0;
+        if (lstm) {
+          T* __restrict c = cy + b * H + j0;
+          T* __restrict hraw = g.proj ? r + 5 * H : out + (off + b) * P + j0;
 #pragma omp simd
-              for (int64_t j = 0; j < H; ++j) {
-                const T v = std::max(r[j] + bs[j], T(0));
-                r[j] = v;
-                h[j] = v;
-              }
-            } else {
-#pragma omp simd
-              for (int64_t j = 0; j < H; ++j) {
-                const T v = std::tanh(r[j] + bs[j]);
-                r[j] = v;
-                h[j] = v;
-              }
-            }
+          for (int64_t j = 0; j < hk; ++j) {
+            const T i = sigmoid(r[j] + q[j] + bb[j]), f = sigmoid(r[H + j] + q[hk + j] + bb[H + j]);
+            const T gg = std::tanh(r[2 * H + j] + q[2 * hk + j] + bb[2 * H + j]);
+            const T o = sigmoid(r[3 * H + j] + q[3 * hk + j] + bb[3 * H + j]);
+            const T cn = f * c[j] + i * gg;
+            r[j] = i;
+            r[H + j] = f;
+            r[2 * H + j] = gg;
+            r[3 * H + j] = o;
+            r[4 * H + j] = cn;
+            c[j] = cn;
+            hraw[j] = o * std::tanh(cn);
           }
-        });
-        break;
-      }
-      case RnnCell::Lstm:
-        for_rows(nb, 4 * H, [&](int64_t b0, int64_t b1) {
-          for (int64_t b = b0; b < b1; ++b) {
-            T* __restrict r = xr + b * W;
-            T* __restrict c = cy + b * H;
-            // Without a projection h goes straight to the output and the state; with one, o * tanh(c) is kept in
-            // the workspace and projected below.
-            T* __restrict hraw = g.proj ? r + 5 * H : out + (off + b) * P;
-            T* __restrict h = g.proj ? nullptr : hy + b * H;
+          if (!g.proj) std::copy(hraw, hraw + hk, hnext + b * P + j0);
+        } else if (gru) {
+          const T* __restrict hp = hcur + b * H + j0;
+          const T* __restrict bbh = bh + j0;
+          T* __restrict hn = hnext + b * H + j0;
+          T* __restrict o = out + (off + b) * H + j0;
 #pragma omp simd
-            for (int64_t j = 0; j < H; ++j) {
-              const T i = sigmoid(r[j] + bs[j]), f = sigmoid(r[H + j] + bs[H + j]);
-              const T gg = std::tanh(r[2 * H + j] + bs[2 * H + j]), o = sigmoid(r[3 * H + j] + bs[3 * H + j]);
-              const T cn = f * c[j] + i * gg;
-              r[j] = i;
-              r[H + j] = f;
-              r[2 * H + j] = gg;
-              r[3 * H + j] = o;
-              r[4 * H + j] = cn;
-              c[j] = cn;
-              hraw[j] = o * std::tanh(cn);
-            }
-            if (h) std::copy(hraw, hraw + H, h);
+          for (int64_t j = 0; j < hk; ++j) {
+            const T rr = sigmoid(r[j] + bb[j] + q[j] + bbh[j]);
+            const T z = sigmoid(r[H + j] + bb[H + j] + q[hk + j] + bbh[H + j]);
+            const T hnv = q[2 * hk + j] + bbh[2 * H + j];
+            const T nv = std::tanh(r[2 * H + j] + bb[2 * H + j] + rr * hnv);
+            const T v = (T(1) - z) * nv + z * hp[j];
+            r[j] = rr;
+            r[H + j] = z;
+            r[2 * H + j] = nv;
+            r[3 * H + j] = hnv;
+            hn[j] = v;
+            o[j] = v;
           }
-        });
-        if (g.proj) {
-          gemm<T>(Trans::N, Trans::T, nb, P, H, xr + 5 * H, W, w_hr, H, T(0), hy, P);
-          std::copy(hy, hy + nb * P, out + off * P);
+        } else {
+          T* __restrict hn = hnext + b * H + j0;
+          if (relu) {
+#pragma omp simd
+            for (int64_t j = 0; j < hk; ++j) r[j] = hn[j] = std::max(r[j] + q[j] + bb[j], T(0));
+          } else {
+#pragma omp simd
+            for (int64_t j = 0; j < hk; ++j) r[j] = hn[j] = std::tanh(r[j] + q[j] + bb[j]);
+          }
         }
-        break;
-      case RnnCell::Gru:
-        for_rows(nb, 3 * H, [&](int64_t b0, int64_t b1) {
-          for (int64_t b = b0; b < b1; ++b) {
-            T* __restrict r = xr + b * W;
-            const T* __restrict q = gh.get() + b * G;
-            T* __restrict h = hy + b * H;
-            T* __restrict o = out + (off + b) * H;
-#pragma omp simd
-            for (int64_t j = 0; j < H; ++j) {
-              const T rr = sigmoid(r[j] + bs[j] + q[j] + bh[j]);
-              const T z = sigmoid(r[H + j] + bs[H + j] + q[H + j] + bh[H + j]);
-              const T hn = q[2 * H + j] + bh[2 * H + j];
-              const T n = std::tanh(r[2 * H + j] + bs[2 * H + j] + rr * hn);
-              const T v = (T(1) - z) * n + z * h[j];
-              r[j] = rr;
-              r[H + j] = z;
-              r[2 * H + j] = n;
-              r[3 * H + j] = hn;
-              h[j] = v;
-              o[j] = v;
-            }
-          }
-        });
-        break;
+      }
+      if (g.proj) {
+        // h = (o * tanh(c)) w_hr^T needs every hidden unit: wait for the other slices, then project this thread's
+        // columns of h.
+        team_barrier(n);
+        if (p1 > p0) {
+          gemm<T>(Trans::N, Trans::T, nb, p1 - p0, H, xp + off * W + 5 * H, W, w_hr + p0 * H, H, T(0), hnext + p0, P);
+          for (int64_t b = 0; b < nb; ++b) std::copy(hnext + b * P + p0, hnext + b * P + p1, out + (off + b) * P + p0);
+        }
+      }
+      // Rows that do not run at this step keep their state.
+      for (int64_t b = nb; b < B; ++b) std::copy(hcur + b * P + p0, hcur + b * P + p1, hnext + b * P + p0);
+      team_barrier(n);
     }
-  }
+  };
+  run_team(team, body);
+  if (g.steps & 1) std::copy(hstate[1], hstate[1] + B * P, hy);
 }
 
 // Column sums of an (n x m) row-major matrix into s.
