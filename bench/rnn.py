@@ -20,7 +20,11 @@ p.add_argument("--steps", type=int, default=64)
 p.add_argument("--batch", type=int, default=32)
 p.add_argument("--bidirectional", action="store_true")
 p.add_argument("--reps", type=int, default=15)
+p.add_argument("--threads", type=int, default=0, help="set both libraries' threads (default: leave their defaults)")
 a = p.parse_args()
+if a.threads:
+    st.set_num_threads(a.threads)
+    torch.set_num_threads(a.threads)
 
 torch.manual_seed(0)
 tm = getattr(torch.nn, a.mode)(a.input, a.hidden, a.layers, bidirectional=a.bidirectional)
