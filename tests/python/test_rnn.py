@@ -443,13 +443,13 @@ def test_packed_sequence_tuple_and_to():
     assert srnn.invert_permutation(st.tensor([2, 0, 1])).tolist() == [1, 2, 0]
 
 
-@pytest.mark.parametrize("mode", ["RNN", "LSTM", "GRU"])
+@pytest.mark.parametrize("mode", ["RNN", "LSTM", "LSTM_PROJ", "GRU"])
 def test_threaded_time_loop(mode):
     # Big enough for the forward to split the hidden units across a team of threads (when there are threads),
     # packed with unsorted lengths so that rows drop out between steps, bidirectional, and for LSTM projected.
     kw = dict(num_layers=2, bidirectional=True)
-    if mode == "LSTM":
-        kw["proj_size"] = 64
+    if mode == "LSTM_PROJ":
+        mode, kw["proj_size"] = "LSTM", 64
     tm, sm = make_pair(mode, "float64", 24, 128, **kw)
     torch.manual_seed(9)
     lengths = [5, 9, 2, 9, 7, 1, 3, 8, 9, 4, 6, 5, 2, 8, 9, 9, 3, 7]

@@ -283,53 +283,46 @@ void rnn_backward(const RnnGeom& g, const nn::RnnBackwardArgs& a) {
   auto hprev = scratch<T>(N * P);                    // the state entering each row's step
   auto dHtot = g.proj ? scratch<T>(N * P) : nullptr; // total gradient of each projected h
   auto dhr = g.proj ? scratch<T>(B * H) : nullptr;   // ... carried back through w_hr
-  for (int64_t s = g.steps - 1; s >= 0; --s) {
-    const int64_t t = step_at(g, s), nb = g.batch_sizes[t], off = g.offsets[t];
-    for (int64_t b = 0; b < nb; ++b) {
-      T* __restrict d = dh + b * P;
-      const T* __restrict go = gout + (off + b) * P;
+  // Without a projection the step's work splits like the forward's: each thread owns a slice of the hidden units
+  // (the same columns of dh, since H_out == H) for the pointwise pass and the columns of dh that it computes in the
+  // GEMM through w_hh. The GEMM reads every thread's gate gradients, hence one barrier per step; the next step's
+  // pointwise pass touches only the thread's own columns, so it needs none. With a projection, dh is needed whole
+  // (by the GEMM through w_hr) before the pointwise pass, so that case runs on one thread (whose GEMMs are threaded).
+  const int team = g.proj ? 1 : forward_team(g);
+  auto body = [&](int k, int n) {
+    const auto [j0, j1] = slice_of(H, k, n);
+    const auto [c0, c1] = n == 1 ? std::pair<int64_t, int64_t>{0, P} : std::pair<int64_t, int64_t>{j0, j1};
+    const int64_t hk = j1 - j0;
+    for (int64_t s = g.steps - 1; s >= 0; --s) {
+      const int64_t t = step_at(g, s), nb = g.batch_sizes[t], off = g.offsets[t];
+      for (int64_t b = 0; b < nb; ++b) {
+        T* __restrict d = dh + b * P;
+        const T* __restrict go = gout + (off + b) * P;
 #pragma omp simd
-      for (int64_t j = 0; j < P; ++j) d[j] += go[j];
-      const T* hp = prev_row(g, t, b, out, P, hx, P);
-      std::copy(hp, hp + P, hprev.get() + (off + b) * P);
-    }
-    const T* dhs = dh;  // gradient of o * tanh(c) (LSTM) or of the state
-    if (g.proj) {
-      std::copy(dh, dh + nb * P, dHtot.get() + off * P);
-      gemm<T>(Trans::N, Trans::N, nb, H, P, dh, P, w_hr, H, T(0), dhr.get(), H);
-      dhs = dhr.get();
-    }
-    T* dgs = dG.get() + off * G;
-    switch (g.cell) {
-      case RnnCell::Tanh:
-      case RnnCell::Relu: {
-        const bool relu = g.cell == RnnCell::Relu;
-        for_rows(nb, H, [&](int64_t b0, int64_t b1) {
-          for (int64_t b = b0; b < b1; ++b) {
-            const T* __restrict y = out + (off + b) * H;
-            const T* __restrict d = dh + b * H;
-            T* __restrict o = dgs + b * G;
-            if (relu) {
-#pragma omp simd
-              for (int64_t j = 0; j < H; ++j) o[j] = y[j] > T(0) ? d[j] : T(0);
-            } else {
-#pragma omp simd
-              for (int64_t j = 0; j < H; ++j) o[j] = d[j] * (T(1) - y[j] * y[j]);
-            }
-          }
-        });
-        break;
+        for (int64_t j = c0; j < c1; ++j) d[j] += go[j];
+        const T* hp = prev_row(g, t, b, out, P, hx, P);
+        std::copy(hp + c0, hp + c1, hprev.get() + (off + b) * P + c0);
       }
-      case RnnCell::Lstm:
-        for_rows(nb, 4 * H, [&](int64_t b0, int64_t b1) {
-          for (int64_t b = b0; b < b1; ++b) {
-            const T* __restrict r = ws + (off + b) * W;
-            const T* __restrict cp = prev_row(g, t, b, ws + 4 * H, W, cx, H);
-            const T* __restrict d = dhs + b * H;
-            T* __restrict dcb = dc + b * H;
-            T* __restrict o = dgs + b * G;
+      const T* dhs = dh;  // gradient of o * tanh(c) (LSTM) or of the state
+      int64_t ldd = P;
+      if (g.proj) {
+        std::copy(dh, dh + nb * P, dHtot.get() + off * P);
+        gemm<T>(Trans::N, Trans::N, nb, H, P, dh, P, w_hr, H, T(0), dhr.get(), H);
+        dhs = dhr.get();
+        ldd = H;
+      }
+      T* dgs = dG.get() + off * G;
+      // Rows [b0, b1) of this step, hidden units [j0, j1).
+      auto pointwise = [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b) {
+          T* __restrict o = dgs + b * G + j0;
+          if (lstm) {
+            const T* __restrict r = ws + (off + b) * W + j0;
+            const T* __restrict cp = prev_row(g, t, b, ws + 4 * H, W, cx, H) + j0;
+            const T* __restrict d = dhs + b * ldd + j0;
+            T* __restrict dcb = dc + b * H + j0;
 #pragma omp simd
-            for (int64_t j = 0; j < H; ++j) {
+            for (int64_t j = 0; j < hk; ++j) {
               const T i = r[j], f = r[H + j], gg = r[2 * H + j], og = r[3 * H + j];
               const T tc = tanh_(r[4 * H + j]);
               const T dct = dcb[j] + d[j] * og * (T(1) - tc * tc);
@@ -339,40 +332,53 @@ void rnn_backward(const RnnGeom& g, const nn::RnnBackwardArgs& a) {
               o[3 * H + j] = d[j] * tc * og * (T(1) - og);
               dcb[j] = dct * f;
             }
-          }
-        });
-        break;
-      case RnnCell::Gru:
-        for_rows(nb, 3 * H, [&](int64_t b0, int64_t b1) {
-          for (int64_t b = b0; b < b1; ++b) {
-            const T* __restrict r = ws + (off + b) * W;
-            const T* __restrict hp = hprev.get() + (off + b) * P;
-            T* __restrict d = dh + b * H;
-            T* __restrict ox = dgs + b * G;
-            T* __restrict oh = dGh.get() + (off + b) * G;
+          } else if (gru) {
+            const T* __restrict r = ws + (off + b) * W + j0;
+            const T* __restrict hp = hprev.get() + (off + b) * P + j0;
+            T* __restrict d = dh + b * H + j0;
+            T* __restrict oh = dGh.get() + (off + b) * G + j0;
 #pragma omp simd
-            for (int64_t j = 0; j < H; ++j) {
-              const T rr = r[j], z = r[H + j], n = r[2 * H + j], hn = r[3 * H + j], dv = d[j];
-              const T dn = dv * (T(1) - z) * (T(1) - n * n);
-              const T dz = dv * (hp[j] - n) * z * (T(1) - z);
+            for (int64_t j = 0; j < hk; ++j) {
+              const T rr = r[j], z = r[H + j], nv = r[2 * H + j], hn = r[3 * H + j], dv = d[j];
+              const T dn = dv * (T(1) - z) * (T(1) - nv * nv);
+              const T dz = dv * (hp[j] - nv) * z * (T(1) - z);
               const T dr = dn * hn * rr * (T(1) - rr);
-              ox[j] = dr;
-              ox[H + j] = dz;
-              ox[2 * H + j] = dn;
+              o[j] = dr;
+              o[H + j] = dz;
+              o[2 * H + j] = dn;
               oh[j] = dr;
               oh[H + j] = dz;
               oh[2 * H + j] = dn * rr;
               d[j] = dv * z;
             }
+          } else {
+            const T* __restrict y = out + (off + b) * H + j0;
+            const T* __restrict d = dh + b * H + j0;
+            if (g.cell == RnnCell::Relu) {
+#pragma omp simd
+              for (int64_t j = 0; j < hk; ++j) o[j] = y[j] > T(0) ? d[j] : T(0);
+            } else {
+#pragma omp simd
+              for (int64_t j = 0; j < hk; ++j) o[j] = d[j] * (T(1) - y[j] * y[j]);
+            }
           }
-        });
-        break;
+        }
+      };
+      if (n == 1)
+        for_rows(nb, G, pointwise);
+      else
+        pointwise(0, nb);
+      team_barrier(n);
+      // dh of the rows that ran = (gate gradients) w_hh (+ dh z, already in dh, for GRU), columns [c0, c1).
+      if (c1 > c0) {
+        if (gru)
+          gemm<T>(Trans::N, Trans::N, nb, c1 - c0, G, dGh.get() + off * G, G, w_hh + c0, H, T(1), dh + c0, H);
+        else
+          gemm<T>(Trans::N, Trans::N, nb, c1 - c0, G, dgs, G, w_hh + c0, P, T(0), dh + c0, P);
+      }
     }
-    if (gru)
-      gemm<T>(Trans::N, Trans::N, nb, H, G, dGh.get() + off * G, G, w_hh, H, T(1), dh, H);
-    else
-      gemm<T>(Trans::N, Trans::N, nb, P, G, dgs, G, w_hh, P, T(0), dh, P);
-  }
+  };
+  run_team(team, body);
   const T* dgh = gru ? dGh.get() : dG.get();
   gemm<T>(Trans::N, Trans::N, N, I, G, dG.get(), G, w_ih, I, T(0), mptr<T>(a.dx), I);
   gemm<T>(Trans::T, Trans::N, G, I, N, dG.get(), G, x, I, T(0), mptr<T>(a.dw_ih), I);
