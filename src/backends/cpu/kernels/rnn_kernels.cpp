@@ -16,7 +16,8 @@
 // where K = B would leave BLAS far from its peak).
 #include <algorithm>
 #include <cmath>
-#include <memory>
+#include <type_traits>
+#include <vector>
 
 #include "backends/cpu/blas.h"
 #include "backends/cpu/kernels/vexp.h"
@@ -54,10 +55,25 @@ T* mptr(const Tensor& t) {
   return t.defined() ? t.data_ptr<T>() : nullptr;
 }
 
-// Uninitialised scratch (every element is written before it is read, so no zero-fill pass).
+// Uninitialised scratch (every element is written before it is read, so no zero-fill pass), from the tensor
+// allocator: its block cache hands back the pages of the previous call, where fresh memory for the multi-megabyte
+// gradient buffers would cost a page fault per 4 KiB on every call.
 template <typename T>
-std::unique_ptr<T[]> scratch(int64_t n) {
-  return std::unique_ptr<T[]>(new T[static_cast<size_t>(std::max<int64_t>(n, 1))]);
+class Scratch {
+ public:
+  Scratch() = default;
+  explicit Scratch(int64_t n)
+      : t_(empty_tensor(std::vector<int64_t>{std::max<int64_t>(n, 1)},
+                        std::is_same_v<T, double> ? ScalarType::Float64 : ScalarType::Float32, Device())) {}
+  T* get() const { return t_.defined() ? t_.data_ptr<T>() : nullptr; }
+  T& operator[](int64_t i) const { return get()[i]; }
+
+ private:
+  Tensor t_;
+};
+template <typename T>
+Scratch<T> scratch(int64_t n) {
+  return Scratch<T>(n);
 }
 
 // C = alpha op(A) op(B) + beta C, also for empty products (k == 0 leaves beta C, which BLAS may not honour).
@@ -96,7 +112,7 @@ void for_rows(int64_t rows, int64_t width, const F& f) {
 
 // b_ih + b_hh (either may be absent), or zeros.
 template <typename T>
-std::unique_ptr<T[]> bias_sum(const T* a, const T* b, int64_t n) {
+Scratch<T> bias_sum(const T* a, const T* b, int64_t n) {
   auto s = scratch<T>(n);
   for (int64_t j = 0; j < n; ++j) s[j] = (a ? a[j] : T(0)) + (b ? b[j] : T(0));
   return s;
@@ -176,15 +192,20 @@ void rnn_forward(const RnnGeom& g, const nn::RnnForwardArgs& a) {
     const auto [j0, j1] = slice_of(H, k, n);
     const auto [p0, p1] = g.proj ? slice_of(P, k, n) : std::pair<int64_t, int64_t>{j0, j1};
     const int64_t hk = j1 - j0, gk = gates * hk;
+    // Transposed, (P x gates * hk): the per-step GEMM then reads it untransposed, which oneDNN runs faster for these
+    // short, wide products.
     T* wk = wpack.get() + gates * j0 * P;
     for (int64_t q = 0; q < gates; ++q)
-      std::copy(w_hh + (q * H + j0) * P, w_hh + (q * H + j1) * P, wk + q * hk * P);
+      for (int64_t jj = 0; jj < hk; ++jj) {
+        const T* src = w_hh + (q * H + j0 + jj) * P;
+        for (int64_t p = 0; p < P; ++p) wk[p * gk + q * hk + jj] = src[p];
+      }
     T* pk = prod.get() + k * B * G;
     for (int64_t s = 0; s < g.steps; ++s) {
       const int64_t t = step_at(g, s), nb = g.batch_sizes[t], off = g.offsets[t];
       const T* hcur = hstate[s & 1];
       T* hnext = hstate[(s + 1) & 1];
-      if (hk > 0) gemm<T>(Trans::N, Trans::T, nb, gk, P, hcur, P, wk, P, T(0), pk, gk);
+      if (hk > 0) gemm<T>(Trans::N, Trans::N, nb, gk, P, hcur, P, wk, gk, T(0), pk, gk);
       for (int64_t b = 0; b < nb; ++b) {
         T* __restrict r = xp + (off + b) * ldx + j0;  // this slice of the row's input projection
         const T* __restrict q = pk + b * gk;
@@ -279,10 +300,10 @@ void rnn_backward(const RnnGeom& g, const nn::RnnBackwardArgs& a) {
   std::copy(ghy, ghy + B * P, dh);
   if (lstm) std::copy(gcy, gcy + B * H, dc);
   auto dG = scratch<T>(N * G);                       // pre-activation gradients seen by w_ih (all cells)
-  auto dGh = gru ? scratch<T>(N * G) : nullptr;      // ... and by w_hh where they differ (GRU's n gate)
+  auto dGh = gru ? scratch<T>(N * G) : Scratch<T>();  // ... and by w_hh where they differ (GRU's n gate)
   auto hprev = scratch<T>(N * P);                    // the state entering each row's step
-  auto dHtot = g.proj ? scratch<T>(N * P) : nullptr; // total gradient of each projected h
-  auto dhr = g.proj ? scratch<T>(B * H) : nullptr;   // ... carried back through w_hr
+  auto dHtot = g.proj ? scratch<T>(N * P) : Scratch<T>();  // total gradient of each projected h
+  auto dhr = g.proj ? scratch<T>(B * H) : Scratch<T>();   // ... carried back through w_hr
   // Without a projection the step's work splits like the forward's: each thread owns a slice of the hidden units
   // (the same columns of dh, since H_out == H) for the pointwise pass and the columns of dh that it computes in the
   // GEMM through w_hh. The GEMM reads every thread's gate gradients, hence one barrier per step; the next step's
