@@ -321,6 +321,9 @@ def test_errors_match_torch(mode):
     assert et == es
     with pytest.raises(ValueError, match="input must have the type"):
         sm(S(x).double())
+    x0 = torch.randn(0, 2, 4)
+    et, es = _errors(lambda: tm(x0), lambda: sm(S(x0)))
+    assert et == es
 
 
 def test_constructor_errors():

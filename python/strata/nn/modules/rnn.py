@@ -230,8 +230,11 @@ class _SingleStateRNN(RNNBase):
         else:
             hx = self.permute_hidden(hx, sorted_indices)
         self.check_forward_args(x, hx, batch_sizes)
-        if not packed and self.batch_first:
-            x = x.transpose(0, 1)
+        if not packed:
+            if x.size(1 if self.batch_first else 0) == 0:
+                raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
+            if self.batch_first:
+                x = x.transpose(0, 1)
         out, h_n, _ = self._run(x, hx, None, batch_sizes)
         if packed:
             return PackedSequence(out, batch_sizes, sorted_indices, unsorted_indices), \
@@ -318,8 +321,11 @@ class LSTM(RNNBase):
         else:
             hx = self.permute_hidden(hx, sorted_indices)
         self.check_forward_args(x, hx, batch_sizes)
-        if not packed and self.batch_first:
-            x = x.transpose(0, 1)
+        if not packed:
+            if x.size(1 if self.batch_first else 0) == 0:
+                raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
+            if self.batch_first:
+                x = x.transpose(0, 1)
         out, h_n, c_n = self._run(x, hx[0], hx[1], batch_sizes)
         if packed:
             return PackedSequence(out, batch_sizes, sorted_indices, unsorted_indices), \
