@@ -14,6 +14,10 @@
 // then whole-sequence products: dW_ih = dG^T X, dW_hh = dG^T H_prev,
 // dX = dG W_ih, db = column sums of dG (one GEMM each instead of one per step,
 // where K = B would leave BLAS far from its peak).
+//
+// Threads: the time loops run in one OpenMP team per call, each thread owning a slice of the hidden units: its
+// columns of the step GEMM (single-threaded, on its packed rows of w_hh), its part of the pointwise pass, and one
+// barrier per step (see team_size). The whole-sequence GEMMs outside the loops use the BLAS's own threads.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -141,9 +145,10 @@ inline void team_barrier(int n) {
 #endif
 }
 
-// Threads for the forward's time loop: one team for the whole layer, each thread owning a slice of the hidden units
-// (at least 16), so a step costs one barrier. Small layers run on the calling thread.
-int forward_team(const RnnGeom& g) {
+// Threads for a time loop: one team for the whole layer, each thread owning a slice of the hidden units (at least
+// 16), so a step costs one barrier instead of the fork/join of a threaded GEMM plus that of a threaded pointwise
+// pass (on a loaded machine each of those can wait a scheduler slice). Small layers run on the calling thread.
+int team_size(const RnnGeom& g) {
   if (in_parallel_region()) return 1;
   const int64_t G = nn::rnn_gates(g.cell) * g.hidden;
   if (g.batch * G * g.out < (int64_t{1} << 18)) return 1;
@@ -179,7 +184,7 @@ void rnn_forward(const RnnGeom& g, const nn::RnnForwardArgs& a) {
   auto bias_h = bias_sum<T>(gru ? b_hh : nullptr, nullptr, G);
   const T* bs = bias.get();
   const T* bh = bias_h.get();
-  const int team = forward_team(g);
+  const int team = team_size(g);
   // Each thread's rows of w_hh (its hidden units, gate by gate) packed together, and its h w_hh^T block.
   auto wpack = scratch<T>(G * P);
   // (sized for any split: OpenMP may give a smaller team than asked for)
@@ -309,7 +314,7 @@ void rnn_backward(const RnnGeom& g, const nn::RnnBackwardArgs& a) {
   // GEMM through w_hh. The GEMM reads every thread's gate gradients, hence one barrier per step; the next step's
   // pointwise pass touches only the thread's own columns, so it needs none. With a projection, dh is needed whole
   // (by the GEMM through w_hr) before the pointwise pass, so that case runs on one thread (whose GEMMs are threaded).
-  const int team = g.proj ? 1 : forward_team(g);
+  const int team = g.proj ? 1 : team_size(g);
   auto body = [&](int k, int n) {
     const auto [j0, j1] = slice_of(H, k, n);
     const auto [c0, c1] = n == 1 ? std::pair<int64_t, int64_t>{0, P} : std::pair<int64_t, int64_t>{j0, j1};
