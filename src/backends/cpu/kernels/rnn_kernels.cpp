@@ -164,6 +164,24 @@ std::pair<int64_t, int64_t> slice_of(int64_t len, int k, int n) {
   return {at(k), at(k + 1)};
 }
 
+// dst (cols x rows, row stride ldd) = src (rows x cols, contiguous) transposed, in 16 x 16 tiles: element by
+// element, the strided side would touch a new cache line per element.
+template <typename T>
+__attribute__((noinline)) void transpose_rows(const T* __restrict src, int64_t rows, int64_t cols, T* __restrict dst,
+                                              int64_t ldd) {
+  constexpr int64_t kTile = 16;
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+    const int64_t r1 = std::min(rows, r0 + kTile);
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+      const int64_t c1 = std::min(cols, c0 + kTile);
+      // Writes run along dst's rows: dst's row stride is often a multiple of 4 KiB, whose lines all share one L1
+      // set, so a tile's 16 dst lines would evict each other if written column by column.
+      for (int64_t c = c0; c < c1; ++c)
+        for (int64_t r = r0; r < r1; ++r) dst[c * ldd + r] = src[r * cols + c];
+    }
+  }
+}
+
 template <typename T>
 void rnn_forward(const RnnGeom& g, const nn::RnnForwardArgs& a) {
   const int64_t H = g.hidden, P = g.out, I = g.in, N = g.rows, B = g.batch, gates = nn::rnn_gates(g.cell);
@@ -200,11 +218,7 @@ void rnn_forward(const RnnGeom& g, const nn::RnnForwardArgs& a) {
     // Transposed, (P x gates * hk): the per-step GEMM then reads it untransposed, which oneDNN runs faster for these
     // short, wide products.
     T* wk = wpack.get() + gates * j0 * P;
-    for (int64_t q = 0; q < gates; ++q)
-      for (int64_t jj = 0; jj < hk; ++jj) {
-        const T* src = w_hh + (q * H + j0 + jj) * P;
-        for (int64_t p = 0; p < P; ++p) wk[p * gk + q * hk + jj] = src[p];
-      }
+    for (int64_t q = 0; q < gates; ++q) transpose_rows(w_hh + (q * H + j0) * P, hk, P, wk + q * hk, gk);
     T* pk = prod.get() + k * B * G;
     for (int64_t s = 0; s < g.steps; ++s) {
       const int64_t t = step_at(g, s), nb = g.batch_sizes[t], off = g.offsets[t];
