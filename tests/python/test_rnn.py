@@ -446,30 +446,32 @@ def test_packed_sequence_tuple_and_to():
     assert srnn.invert_permutation(st.tensor([2, 0, 1])).tolist() == [1, 2, 0]
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("mode", ["RNN", "LSTM", "LSTM_PROJ", "GRU"])
-def test_threaded_time_loop(mode):
+def test_threaded_time_loop(mode, dtype):
     # Big enough for the forward to split the hidden units across a team of threads (when there are threads),
     # packed with unsorted lengths so that rows drop out between steps, bidirectional, and for LSTM projected.
     kw = dict(num_layers=2, bidirectional=True)
     if mode == "LSTM_PROJ":
         mode, kw["proj_size"] = "LSTM", 64
-    tm, sm = make_pair(mode, "float64", 24, 128, **kw)
+    tm, sm = make_pair(mode, dtype, 24, 128, **kw)
     torch.manual_seed(9)
     lengths = [5, 9, 2, 9, 7, 1, 3, 8, 9, 4, 6, 5, 2, 8, 9, 9, 3, 7]
-    x = torch.randn(len(lengths), max(lengths), 24, dtype=torch.float64)
+    tdt = getattr(torch, dtype)
+    x = torch.randn(len(lengths), max(lengths), 24, dtype=tdt)
     xt, xs = x.clone().requires_grad_(), S(x, True)
     ot, ht = tm(trnn.pack_padded_sequence(xt, lengths, batch_first=True, enforce_sorted=False))
     os_, hs = sm(srnn.pack_padded_sequence(xs, lengths, batch_first=True, enforce_sorted=False))
     # Equal lengths may be packed in a different order: compare in the original batch order.
     pt = trnn.pad_packed_sequence(ot, batch_first=True)[0]
     ps = srnn.pad_packed_sequence(os_, batch_first=True)[0]
-    close(ps, pt, "float64", "output")
+    close(ps, pt, dtype, "output")
     ht, hs = (ht[0], hs[0]) if mode == "LSTM" else (ht, hs)
-    close(hs, ht, "float64", "h_n")
-    w, wh = torch.randn(pt.shape, dtype=torch.float64), torch.randn(ht.shape, dtype=torch.float64)
+    close(hs, ht, dtype, "h_n")
+    w, wh = torch.randn(pt.shape, dtype=tdt), torch.randn(ht.shape, dtype=tdt)
     ((pt * w).sum() + (ht * wh).sum()).backward()
     ((ps * S(w)).sum() + (hs * S(wh)).sum()).backward()
-    close(xs.grad, xt.grad, "float64", "input grad")
-    compare_grads(tm, sm, "float64")
-    y = torch.randn(11, 20, 24, dtype=torch.float64)
-    close(sm(S(y))[0], tm(y)[0], "float64", "padded output")
+    close(xs.grad, xt.grad, dtype, "input grad")
+    compare_grads(tm, sm, dtype)
+    y = torch.randn(11, 20, 24, dtype=tdt)
+    close(sm(S(y))[0], tm(y)[0], dtype, "padded output")
