@@ -17,7 +17,8 @@ void check_first_order(const BackwardCtx& ctx) {
                  ": double backward (create_graph=True) through the recurrent layers is not implemented");
 }
 
-// Hands the gradients of the tensor arguments `args` (schema positions) from the backward op's results `g`.
+// Hands the gradients of the tensor arguments `args` (schema positions) from the backward op's results `g` (whose
+// entries for absent arguments are empty placeholders, skipped here).
 void set_grads(const BackwardCtx& ctx, GradOut& out, const TensorVec& g, std::initializer_list<int> args) {
   size_t k = 0;
   for (int arg : args) {

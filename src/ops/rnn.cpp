@@ -209,7 +209,10 @@ TensorVec layer_backward(const char* op, RnnCell cell, const Tensor& grad_output
     a.ws = with_ws ? contiguous(workspace) : Tensor();
     rnn_backward_stub(st.dev.type, g, a);
   }
-  auto back = [&](const Tensor& t) { return t.defined() ? to_dtype(t, dt) : Tensor(); };
+  // Gradients of absent arguments come back as empty tensors (a Tensor[] result holds no None).
+  auto back = [&](const Tensor& t) {
+    return t.defined() ? to_dtype(t, dt) : empty_tensor(std::vector<int64_t>{0}, dt, st.dev);
+  };
   TensorVec r{back(a.dx), back(a.dhx)};
   if (lstm) r.push_back(back(a.dcx));
   for (const Tensor* t : {&a.dw_ih, &a.dw_hh, &a.db_ih, &a.db_hh}) r.push_back(back(*t));

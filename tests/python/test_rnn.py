@@ -475,3 +475,19 @@ def test_threaded_time_loop(mode, dtype):
     compare_grads(tm, sm, dtype)
     y = torch.randn(11, 20, 24, dtype=tdt)
     close(sm(S(y))[0], tm(y)[0], dtype, "padded output")
+
+
+def test_backward_ops_called_directly():
+    # The fused backward ops return placeholders (shape [0]) for the gradients of absent arguments.
+    x, h, c = st.randn(3, 2, 4), st.randn(2, 5), st.randn(2, 5)
+    wi, wh = st.randn(5, 4), st.randn(5, 5)
+    o, hy = st._C._ops._rnn_tanh_layer(x, h, wi, wh)
+    r = st._C._ops._rnn_layer_backward(st.ones_like(o), st.zeros_like(hy), x, h, wi, wh, None, o, False, False)
+    assert [tuple(t.shape) for t in r] == [(3, 2, 4), (2, 5), (5, 4), (5, 5), (0,), (0,)]
+    wi, wh = st.randn(20, 4), st.randn(20, 5)
+    o, hy, cy, ws = st._C._ops._lstm_layer(x, h, c, wi, wh)
+    r = st._C._ops._lstm_layer_backward(st.ones_like(o), st.zeros_like(hy), st.zeros_like(cy), x, h, c, wi, wh, None,
+                                        None, o, ws)
+    assert [tuple(t.shape) for t in r] == [(3, 2, 4), (2, 5), (2, 5), (20, 4), (20, 5), (20,), (20,), (0,)]
+    with pytest.raises(RuntimeError, match="_lstm_layer_backward: expected workspace of shape"):
+        st._C._ops._lstm_layer_backward(st.ones_like(o), hy, cy, x, h, c, wi, wh, None, None, o, ws[:2])
