@@ -21,6 +21,7 @@ from .modules import (  # noqa: F401  (pooling, transposed/3-D convolution, upsa
 
 from . import attention, parallel  # noqa: E402,F401
 from .parallel import DataParallel  # noqa: E402,F401
+from .modules import RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell, LSTMCell, GRUCell  # noqa: F401
 
 try:  # nn.utils is written separately and may not be merged yet
     from . import utils  # noqa: F401

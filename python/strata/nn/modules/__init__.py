@@ -24,3 +24,4 @@ from .padding import (  # noqa: F401
 from .pixelshuffle import PixelShuffle, PixelUnshuffle, ChannelShuffle  # noqa: F401
 from .fold import Fold, Unfold  # noqa: F401
 from .embedding_bag import EmbeddingBag  # noqa: F401
+from .rnn import RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell, LSTMCell, GRUCell  # noqa: F401
