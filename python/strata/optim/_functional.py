@@ -23,9 +23,27 @@ def scalar(v):
     return float(v) if isinstance(v, Tensor) else v
 
 
+def check_lr(lr):
+    if isinstance(lr, Tensor) and lr.numel() != 1:
+        raise ValueError("Tensor lr must be 1-element")
+    if not 0.0 <= scalar(lr):
+        raise ValueError(f"Invalid learning rate: {lr}")
+
+
 def new_step():
     # torch keeps step counters as float32 0-d tensors on the CPU.
     return _C._tensor(0.0, _C.float32, None)
+
+
+def bump_step(state):
+    """Adds one to ``state["step"]`` (a float32 0-d tensor, or a plain number from an old state dict) and
+    returns the new count as a Python float."""
+    step_t = state["step"]
+    if isinstance(step_t, Tensor):
+        step_t.add_(1)
+        return step_t.item()
+    state["step"] = step_t + 1
+    return state["step"]
 
 
 def check_unsupported(name, **flags):
@@ -33,3 +51,20 @@ def check_unsupported(name, **flags):
         if value:
             raise RuntimeError(f"{name}: {flag}=True is not supported by Strata (CPU-only, no fused kernels); "
                                f"pass {flag}=False")
+
+
+def check_fused(fused, foreach, differentiable):
+    """The constructor checks torch makes for ``fused=True`` (Adam, AdamW, SGD, Adagrad)."""
+    if fused:
+        if differentiable:
+            raise RuntimeError("`fused` does not support `differentiable`")
+        if foreach:
+            raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+
+
+def check_capturable(group):
+    # CUDA-graph capture needs an accelerator; torch accepts the flag at construction and refuses at step
+    # time for CPU parameters, and so do we.
+    if group.get("capturable"):
+        raise AssertionError("If capturable=True, params and state_steps must be on supported devices: "
+                             "['cuda', 'xpu', 'hpu', 'privateuseone', 'xla'].")

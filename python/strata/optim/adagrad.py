@@ -3,7 +3,7 @@
 from .. import _C
 from .._creation import full_like
 from .optimizer import Optimizer, _grad_of, _use_grad
-from ._functional import addcmul_, addcdiv_, scalar, new_step, check_unsupported
+from ._functional import check_lr, addcmul_, addcdiv_, scalar, new_step, check_fused
 
 __all__ = ["Adagrad"]
 
@@ -16,8 +16,7 @@ class Adagrad(Optimizer):
 
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10,
                  foreach=None, *, maximize=False, differentiable=False, fused=None):
-        if scalar(lr) < 0.0:
-            raise ValueError(f"Invalid learning rate: {lr}")
+        check_lr(lr)
         if not 0.0 <= lr_decay:
             raise ValueError(f"Invalid lr_decay value: {lr_decay}")
         if not 0.0 <= weight_decay:
@@ -26,7 +25,7 @@ class Adagrad(Optimizer):
             raise ValueError(f"Invalid initial_accumulator_value value: {initial_accumulator_value}")
         if not 0.0 <= eps:
             raise ValueError(f"Invalid epsilon value: {eps}")
-        check_unsupported("Adagrad", fused=fused)
+        check_fused(fused, foreach, differentiable)
         defaults = dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
                         initial_accumulator_value=initial_accumulator_value, foreach=foreach, maximize=maximize,
                         differentiable=differentiable, fused=fused)

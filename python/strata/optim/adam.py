@@ -4,14 +4,13 @@ from .. import _C
 from .._creation import zeros_like
 from .._functions import maximum
 from .optimizer import Optimizer, _grad_of, _use_grad
-from ._functional import addcmul_, addcdiv_, scalar, new_step, check_unsupported
+from ._functional import check_lr, addcmul_, addcdiv_, scalar, new_step, check_fused, check_capturable
 
 __all__ = ["Adam"]
 
 
 def _check_args(lr, betas, eps, weight_decay):
-    if scalar(lr) < 0.0:
-        raise ValueError(f"Invalid learning rate: {lr}")
+    check_lr(lr)
     if not 0.0 <= eps:
         raise ValueError(f"Invalid epsilon value: {eps}")
     if not 0.0 <= betas[0] < 1.0:
@@ -32,7 +31,7 @@ class Adam(Optimizer):
                  foreach=None, maximize=False, capturable=False, differentiable=False, fused=None,
                  decoupled_weight_decay=False):
         _check_args(lr, betas, eps, weight_decay)
-        check_unsupported(type(self).__name__, capturable=capturable, fused=fused)
+        check_fused(fused, foreach, differentiable)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize,
                         foreach=foreach, capturable=capturable, differentiable=differentiable, fused=fused,
                         decoupled_weight_decay=decoupled_weight_decay)
@@ -48,6 +47,7 @@ class Adam(Optimizer):
     @_use_grad
     def step(self):
         for group in self.param_groups:
+            check_capturable(group)
             lr = scalar(group["lr"])
             beta1, beta2 = (scalar(b) for b in group["betas"])
             eps, weight_decay, amsgrad = group["eps"], group["weight_decay"], group["amsgrad"]

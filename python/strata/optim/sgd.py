@@ -1,7 +1,7 @@
 """strata.optim.SGD: stochastic gradient descent with optional (Nesterov) momentum (torch.optim.SGD)."""
 
 from .optimizer import Optimizer, _grad_of, _use_grad
-from ._functional import scalar, check_unsupported
+from ._functional import check_lr, scalar, check_fused
 
 __all__ = ["SGD"]
 
@@ -13,15 +13,14 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *,
                  maximize=False, foreach=None, differentiable=False, fused=None):
-        if scalar(lr) < 0.0:
-            raise ValueError(f"Invalid learning rate: {lr}")
+        check_lr(lr)
         if momentum < 0.0:
             raise ValueError(f"Invalid momentum value: {momentum}")
         if weight_decay < 0.0:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
-        check_unsupported("SGD", fused=fused)
+        check_fused(fused, foreach, differentiable)
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov,
                         maximize=maximize, foreach=foreach, differentiable=differentiable, fused=fused)
         super().__init__(params, defaults)
