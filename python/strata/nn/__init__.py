@@ -9,6 +9,10 @@ from .modules import (  # noqa: F401
     Sigmoid, Softmax, LogSoftmax, LeakyReLU, MultiheadAttention, TransformerEncoderLayer, TransformerEncoder,
     L1Loss, MSELoss, NLLLoss, CrossEntropyLoss, BCELoss, BCEWithLogitsLoss,
 )
+from .modules.loss_more import (  # noqa: F401
+    KLDivLoss, SmoothL1Loss, HuberLoss, CosineEmbeddingLoss, TripletMarginLoss, TripletMarginWithDistanceLoss,
+    MarginRankingLoss, PoissonNLLLoss, GaussianNLLLoss, MultiLabelSoftMarginLoss, MultiLabelMarginLoss,
+    MultiMarginLoss, HingeEmbeddingLoss, SoftMarginLoss, CTCLoss)
 
 try:  # nn.utils is written separately and may not be merged yet
     from . import utils  # noqa: F401

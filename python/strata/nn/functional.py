@@ -544,3 +544,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     if not batched:
         out = out.squeeze(1)
     return out, None
+
+from ._functional_more import *  # noqa: E402,F401,F403  (activations, losses, dropout variants, norms composed in Python)
+from ._functional_more import __all__ as _more_all  # noqa: E402
+__all__ = __all__ + _more_all

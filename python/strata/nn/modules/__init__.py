@@ -12,3 +12,7 @@ from .activation import (  # noqa: F401
     ReLU, GELU, SiLU, Tanh, Sigmoid, Softmax, LogSoftmax, LeakyReLU, MultiheadAttention)
 from .loss import L1Loss, MSELoss, NLLLoss, CrossEntropyLoss, BCELoss, BCEWithLogitsLoss  # noqa: F401
 from .transformer import TransformerEncoderLayer, TransformerEncoder  # noqa: F401
+from .loss_more import (  # noqa: F401
+    KLDivLoss, SmoothL1Loss, HuberLoss, CosineEmbeddingLoss, TripletMarginLoss, TripletMarginWithDistanceLoss,
+    MarginRankingLoss, PoissonNLLLoss, GaussianNLLLoss, MultiLabelSoftMarginLoss, MultiLabelMarginLoss,
+    MultiMarginLoss, HingeEmbeddingLoss, SoftMarginLoss, CTCLoss)
