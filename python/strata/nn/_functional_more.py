@@ -21,7 +21,7 @@ __all__ = [
     "triplet_margin_with_distance_loss", "margin_ranking_loss", "poisson_nll_loss", "gaussian_nll_loss",
     "multilabel_soft_margin_loss", "multilabel_margin_loss", "multi_margin_loss", "hinge_embedding_loss",
     "soft_margin_loss", "ctc_loss", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
-    "instance_norm", "local_response_norm",
+    "instance_norm", "local_response_norm", "channel_shuffle", "native_channel_shuffle",
 ]
 
 
@@ -82,8 +82,8 @@ def glu(input, dim=-1):
 def prelu(input, weight):
     """``max(0, x) + weight * min(0, x)``, ``weight`` one value or one per channel (dim 1; dim 0 for 1-D input)."""
     if weight.numel() != 1:
-        channels = input.shape[1] if input.dim() >= 2 else (input.shape[0] if input.dim() == 1 else 1)
-        if input.dim() == 0 or weight.numel() != channels:
+        channels = input.shape[1] if input.dim() >= 2 else 1
+        if weight.numel() != channels:
             raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers = "
                                f"{weight.numel()} and channel size = {channels}.")
         if input.dim() >= 2:
@@ -97,14 +97,13 @@ def prelu(input, weight):
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     """Leaky ReLU whose negative slope is drawn from U(lower, upper) per element while training, and is
     ``(lower + upper) / 2`` otherwise."""
-    if training:
-        st = _st()
-        slope = st.empty_like(input).uniform_(lower, upper)
-        result = st.where(input >= 0, input, input * slope)
-    else:
-        result = input * 1.0
-        result = result.masked_fill(input < 0, 0) + (input * ((lower + upper) / 2)).masked_fill(input >= 0, 0)
-    return _in_place(input, result, inplace)
+    if not training:
+        from .functional import leaky_relu
+
+        return leaky_relu(input, (lower + upper) / 2, inplace)
+    st = _st()
+    slope = st.empty_like(input).uniform_(lower, upper)
+    return _in_place(input, st.where(input > 0, input, input * slope), inplace)
 
 
 def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
@@ -741,9 +740,8 @@ def dropout1d(input, p=0.5, training=True, inplace=False):
         raise RuntimeError(f"dropout1d: Expected 2D or 3D input, but received a {input.dim()}D input. Note that "
                            "dropout1d exists to provide channel-wise dropout on inputs with 1 spatial dimension, a "
                            "channel dimension, and an optional batch dimension (i.e. 2D or 3D inputs).")
-    if input.dim() == 2:
-        out = _dropout_impl(input.unsqueeze(0), p, training, False, True, False).squeeze(0)
-        return _in_place(input, out, inplace) if training else out
+    if input.dim() == 2 and training and p != 0.0:
+        return _in_place(input, _dropout_impl(input.unsqueeze(0), p, True, False, True, False).squeeze(0), inplace)
     return _dropout_impl(input, p, training, inplace, True, False)
 
 
@@ -774,9 +772,8 @@ def dropout3d(input, p=0.5, training=True, inplace=False):
                       "please use dropout instead. Note that dropout3d exists to provide channel-wise dropout on "
                       "inputs with 3 spatial dimensions, a channel dimension, and an optional batch dimension "
                       "(i.e. 4D or 5D inputs).", stacklevel=2)
-    if input.dim() == 4:
-        out = _dropout_impl(input.unsqueeze(0), p, training, False, True, False).squeeze(0)
-        return _in_place(input, out, inplace) if training else out
+    if input.dim() == 4 and training and p != 0.0:
+        return _in_place(input, _dropout_impl(input.unsqueeze(0), p, True, False, True, False).squeeze(0), inplace)
     return _dropout_impl(input, p, training, inplace, True, False)
 
 
@@ -847,5 +844,25 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     window = padded.narrow(1, 0, c)
     for i in range(1, size):
         window = window + padded.narrow(1, i, c)
-    div = (window * (alpha / size) + k) ** beta
+    # d^beta as exp(beta * log d) (d >= k > 0): the pow derivative with a Python-scalar exponent currently loses
+    # precision (the exponent is held as a float32 scalar there).
+    div = ((window * (alpha / size) + k).log() * beta).exp()
     return input / div
+
+
+def channel_shuffle(input, groups):
+    """(N, C, *) with C = groups * k: channel ``g*k + i`` moves to ``i*groups + g``."""
+    if input.dim() < 3:
+        raise RuntimeError(f"channel_shuffle expects input to have at least 3 dimensions, but got input with sizes "
+                           f"{list(input.shape)}")
+    if groups <= 0:
+        raise RuntimeError(f"Number of groups to divide channels in must be positive. Value of groups:{groups}")
+    n, c = input.shape[0], input.shape[1]
+    if c % groups:
+        raise RuntimeError(f"Number of channels must be divisible by groups. Got {c} channels and {groups} groups.")
+    rest = tuple(input.shape[2:])
+    return input.reshape((n, groups, c // groups) + rest).transpose(1, 2).reshape(tuple(input.shape))
+
+
+def native_channel_shuffle(input, groups):
+    return channel_shuffle(input, groups)

@@ -11,8 +11,17 @@ from .flatten import Flatten, Unflatten  # noqa: F401
 from .activation import (  # noqa: F401
     ReLU, GELU, SiLU, Tanh, Sigmoid, Softmax, LogSoftmax, LeakyReLU, MultiheadAttention)
 from .loss import L1Loss, MSELoss, NLLLoss, CrossEntropyLoss, BCELoss, BCEWithLogitsLoss  # noqa: F401
-from .transformer import TransformerEncoderLayer, TransformerEncoder  # noqa: F401
+from .transformer import (  # noqa: F401
+    TransformerEncoderLayer, TransformerEncoder, TransformerDecoderLayer, TransformerDecoder, Transformer)
 from .loss_more import (  # noqa: F401
     KLDivLoss, SmoothL1Loss, HuberLoss, CosineEmbeddingLoss, TripletMarginLoss, TripletMarginWithDistanceLoss,
     MarginRankingLoss, PoissonNLLLoss, GaussianNLLLoss, MultiLabelSoftMarginLoss, MultiLabelMarginLoss,
     MultiMarginLoss, HingeEmbeddingLoss, SoftMarginLoss, CTCLoss)
+from .activation_more import (  # noqa: F401
+    ELU, SELU, CELU, GLU, Mish, Hardswish, Hardsigmoid, Hardtanh, ReLU6, PReLU, Softplus, Softsign, Softshrink,
+    Hardshrink, Tanhshrink, Threshold, RReLU, LogSigmoid, Softmin, Softmax2d, CosineSimilarity, PairwiseDistance,
+    ChannelShuffle)
+from .dropout_more import Dropout1d, Dropout2d, Dropout3d, AlphaDropout, FeatureAlphaDropout  # noqa: F401
+from .instancenorm import (  # noqa: F401
+    InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LocalResponseNorm, CrossMapLRN2d)
+from .container_more import ParameterList, ParameterDict  # noqa: F401
