@@ -396,3 +396,32 @@ def test_transformer_init_and_mask():
     assert np.abs(w).max() <= bound and np.abs(w).max() > 0.8 * bound  # xavier_uniform_
     mask = st.nn.Transformer.generate_square_subsequent_mask(4).numpy()
     np.testing.assert_array_equal(mask, torch.nn.Transformer.generate_square_subsequent_mask(4).numpy())
+
+
+# ---- LazyLinear -------------------------------------------------------------------------------------------
+
+def test_lazy_linear_infers_in_features_like_torch():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sm, tm = st.nn.LazyLinear(3), torch.nn.LazyLinear(3)
+    assert repr(sm.weight) == repr(tm.weight) == "<UninitializedParameter>"
+    assert sm.has_uninitialized_params()
+    x = RNG.standard_normal((2, 5)).astype(np.float32)
+    y = sm(st.tensor(x))
+    tm(torch.tensor(x))
+    assert type(sm) is st.nn.Linear and type(tm) is torch.nn.Linear
+    assert repr(sm) == repr(tm) and tuple(sm.weight.shape) == tuple(tm.weight.shape) == (3, 5)
+    assert isinstance(sm.weight, st.nn.Parameter) and not isinstance(sm.weight, st.nn.UninitializedParameter)
+    bound = 1 / np.sqrt(5)
+    assert np.abs(sm.weight.detach().numpy()).max() <= bound and np.abs(sm.bias.detach().numpy()).max() <= bound
+    np.testing.assert_allclose(y.detach().numpy(), x @ sm.weight.detach().numpy().T
+                               + sm.bias.detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert not sm._forward_pre_hooks
+
+
+def test_lazy_linear_loads_a_state_dict_and_warns():
+    with pytest.warns(UserWarning, match="Lazy modules are a new feature"):
+        m = st.nn.LazyLinear(3, bias=False)
+    m.load_state_dict({"weight": st.ones(3, 4)})
+    assert tuple(m.weight.shape) == (3, 4)
+    np.testing.assert_array_equal(m(st.ones(2, 4)).detach().numpy(), np.full((2, 3), 4.0))

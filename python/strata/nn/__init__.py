@@ -22,6 +22,7 @@ from .modules.dropout_more import Dropout1d, Dropout2d, Dropout3d, AlphaDropout,
 from .modules.instancenorm import (  # noqa: F401
     InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LocalResponseNorm, CrossMapLRN2d)
 from .modules.container_more import ParameterList, ParameterDict  # noqa: F401
+from .modules.lazy import LazyLinear, UninitializedParameter  # noqa: F401
 
 try:  # nn.utils is written separately and may not be merged yet
     from . import utils  # noqa: F401

@@ -25,3 +25,4 @@ from .dropout_more import Dropout1d, Dropout2d, Dropout3d, AlphaDropout, Feature
 from .instancenorm import (  # noqa: F401
     InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LocalResponseNorm, CrossMapLRN2d)
 from .container_more import ParameterList, ParameterDict  # noqa: F401
+from .lazy import LazyLinear, UninitializedParameter, LazyModuleMixin  # noqa: F401
