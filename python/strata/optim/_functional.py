@@ -46,13 +46,6 @@ def bump_step(state):
     return state["step"]
 
 
-def check_unsupported(name, **flags):
-    for flag, value in flags.items():
-        if value:
-            raise RuntimeError(f"{name}: {flag}=True is not supported by Strata (CPU-only, no fused kernels); "
-                               f"pass {flag}=False")
-
-
 def check_fused(fused, foreach, differentiable):
     """The constructor checks torch makes for ``fused=True`` (Adam, AdamW, SGD, Adagrad)."""
     if fused:

@@ -32,8 +32,8 @@ class HuberLoss(_Loss):
         super().__init__(reduction=reduction)
         self.delta = delta
 
-    def forward(self, input, target, weight=None):
-        return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta, weight=weight)
+    def forward(self, input, target):
+        return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
 
 
 class CosineEmbeddingLoss(_Loss):
