@@ -483,3 +483,13 @@ def test_swalr_errors():
         st.optim.swa_utils.SWALR(opt, swa_lr=0.1, anneal_strategy="step")
     with pytest.raises(ValueError, match="anneal_epochs must be equal or greater than 0"):
         st.optim.swa_utils.SWALR(opt, swa_lr=0.1, anneal_epochs=-1)
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "Adagrad"])
+def test_fused_refuses_integer_params_like_torch(name):
+    for lib in (torch, st):
+        p = lib.zeros(3, dtype=lib.int64)
+        with pytest.raises(RuntimeError, match="`fused=True` requires all the params to be floating point"):
+            opt = getattr(lib.optim, name)([p], lr=0.1, fused=True)
+            p.grad = lib.ones(3, dtype=lib.int64)
+            opt.step()

@@ -61,3 +61,9 @@ def check_capturable(group):
     if group.get("capturable"):
         raise AssertionError("If capturable=True, params and state_steps must be on supported devices: "
                              "['cuda', 'xpu', 'hpu', 'privateuseone', 'xla'].")
+
+
+def check_fused_param(p):
+    if not p.is_floating_point():
+        raise RuntimeError("`fused=True` requires all the params to be floating point Tensors of supported devices: "
+                           f"['cpu'] but {p.dtype} and {p.device.type}")

@@ -3,7 +3,7 @@
 from .. import _C
 from .._creation import full_like
 from .optimizer import Optimizer, _grad_of, _use_grad
-from ._functional import check_lr, addcmul_, addcdiv_, scalar, new_step, check_fused
+from ._functional import check_lr, addcmul_, addcdiv_, scalar, new_step, check_fused, check_fused_param
 
 __all__ = ["Adagrad"]
 
@@ -32,6 +32,8 @@ class Adagrad(Optimizer):
         super().__init__(params, defaults)
         for group in self.param_groups:
             for p in group["params"]:
+                if fused:
+                    check_fused_param(p)
                 state = self.state[p]
                 state["step"] = new_step()
                 state["sum"] = full_like(p, group["initial_accumulator_value"])

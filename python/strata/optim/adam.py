@@ -4,7 +4,7 @@ from .. import _C
 from .._creation import zeros_like
 from .._functions import maximum
 from .optimizer import Optimizer, _grad_of, _use_grad
-from ._functional import check_lr, addcmul_, addcdiv_, scalar, new_step, check_fused, check_capturable
+from ._functional import check_lr, addcmul_, addcdiv_, scalar, new_step, check_fused, check_capturable, check_fused_param
 
 __all__ = ["Adam"]
 
@@ -57,6 +57,8 @@ class Adam(Optimizer):
                     continue
                 state = self.state[p]
                 if len(state) == 0:
+                    if group.get("fused"):
+                        check_fused_param(p)
                     state["step"] = new_step()
                     state["exp_avg"] = zeros_like(p)
                     state["exp_avg_sq"] = zeros_like(p)

@@ -1,7 +1,7 @@
 """strata.optim.SGD: stochastic gradient descent with optional (Nesterov) momentum (torch.optim.SGD)."""
 
 from .optimizer import Optimizer, _grad_of, _use_grad
-from ._functional import check_lr, scalar, check_fused
+from ._functional import check_lr, scalar, check_fused, check_fused_param
 
 __all__ = ["SGD"]
 
@@ -41,6 +41,8 @@ class SGD(Optimizer):
                 grad = _grad_of(p)
                 if grad is None:
                     continue
+                if group.get("fused"):
+                    check_fused_param(p)
                 if group["maximize"]:
                     grad = -grad
                 if weight_decay != 0:
