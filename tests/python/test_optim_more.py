@@ -493,3 +493,40 @@ def test_fused_refuses_integer_params_like_torch(name):
             opt = getattr(lib.optim, name)([p], lr=0.1, fused=True)
             p.grad = lib.ones(3, dtype=lib.int64)
             opt.step()
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("name,kw", [("Adam", dict(lr=0.01, amsgrad=True, weight_decay=0.1)),
+                                     ("AdamW", dict(lr=0.01)), ("SGD", dict(lr=0.1, momentum=0.9, nesterov=True)),
+                                     ("SGD", dict(lr=0.1)), ("Adagrad", dict(lr=0.1, lr_decay=0.01))])
+def test_fused_kernels_agree_with_the_composed_update(name, kw, dtype):
+    import strata.optim.adam as adam_mod
+
+    if adam_mod._fused_adam_step_ is None:
+        pytest.skip("this build has no fused optimizer kernels (decl/optim.def)")
+    shapes = SHAPES + [(300, 7)]
+    arrays, grads = make_params(dtype, shapes=shapes), make_grads(dtype, shapes=shapes)
+    fp, fopt = run(st, getattr(st.optim, name), arrays, grads, fused=True, **kw)
+    cp, copt = run(st, getattr(st.optim, name), arrays, grads, **kw)
+    for a, b in zip(fp, cp):
+        assert_close(a, b, dtype)
+    for fpar, cpar in zip(fopt.param_groups[0]["params"], copt.param_groups[0]["params"]):
+        fs, cs = fopt.state[fpar], copt.state[cpar]
+        assert set(fs) == set(cs)
+        for key in fs:
+            if key == "step":
+                assert float(fs[key]) == float(cs[key])
+            else:
+                assert_close(fs[key].numpy(), cs[key].numpy(), dtype)
+
+
+def test_fused_falls_back_for_non_contiguous_parameters():
+    base = st.tensor(np.arange(12.0).reshape(3, 4))
+    p = base[:, ::2]  # a strided view: the kernel needs contiguous memory, the composed update does not
+    q = p.clone()
+    for t in (p, q):
+        t.grad = st.ones(3, 2, dtype=st.float64)
+    st.optim.Adam([p], lr=0.1, fused=True).step()
+    st.optim.Adam([q], lr=0.1).step()
+    np.testing.assert_array_equal(p.numpy(), q.numpy())
+    np.testing.assert_array_equal(base.numpy()[:, ::2], q.numpy())

@@ -67,3 +67,21 @@ def check_fused_param(p):
     if not p.is_floating_point():
         raise RuntimeError("`fused=True` requires all the params to be floating point Tensors of supported devices: "
                            f"['cpu'] but {p.dtype} and {p.device.type}")
+
+
+def fused_kernel(name):
+    """The fused step op of this build (``fused=True``), or None for a build without it: the optimizers then run
+    the composed update, which computes the same values."""
+    return getattr(_C._ops, name, None)
+
+
+def fusable(p, *tensors):
+    """Whether the fused kernels take this parameter and its tensors: contiguous float32/float64 CPU tensors of
+    one shape and dtype (anything else takes the composed update)."""
+    if (p.dtype is not _C.float32 and p.dtype is not _C.float64) or not p.is_contiguous() or p.device.type != "cpu":
+        return False
+    shape = p.shape
+    for t in tensors:
+        if t is not None and (t.dtype is not p.dtype or not t.is_contiguous() or t.shape != shape):
+            return False
+    return True

@@ -1,11 +1,12 @@
 """strata.optim.Adagrad (torch.optim.Adagrad)."""
 
-from .. import _C
 from .._creation import full_like
 from .optimizer import Optimizer, _grad_of, _use_grad
-from ._functional import check_lr, addcmul_, addcdiv_, scalar, new_step, check_fused, check_fused_param
+from ._functional import check_lr, addcmul_, addcdiv_, scalar, new_step, check_fused, check_fused_param, bump_step, fused_kernel, fusable
 
 __all__ = ["Adagrad"]
+
+_fused_adagrad_step_ = fused_kernel("_fused_adagrad_step_")
 
 
 class Adagrad(Optimizer):
@@ -48,16 +49,18 @@ class Adagrad(Optimizer):
         for group in self.param_groups:
             lr = scalar(group["lr"])
             lr_decay, eps, weight_decay = group["lr_decay"], group["eps"], group["weight_decay"]
+            fused = _fused_adagrad_step_ if group.get("fused") else None
             for p in group["params"]:
                 grad = _grad_of(p)
                 if grad is None:
                     continue
                 state = self.state[p]
-                if isinstance(state["step"], _C.Tensor):
-                    state["step"].add_(1)
-                    step = state["step"].item()
-                else:
-                    step = state["step"] = state["step"] + 1
+                step = bump_step(state)
+                if fused is not None and fusable(p, grad, state["sum"]):
+                    # One kernel pass over the parameter and its sum (ops/optim_fused.cpp).
+                    fused(p, grad, state["sum"], lr=lr, lr_decay=lr_decay, weight_decay=weight_decay, eps=eps,
+                          step=float(step), maximize=group["maximize"])
+                    continue
                 if group["maximize"]:
                     grad = -grad
                 if weight_decay != 0:

@@ -1,9 +1,12 @@
 """strata.optim.SGD: stochastic gradient descent with optional (Nesterov) momentum (torch.optim.SGD)."""
 
+from .._creation import zeros_like
 from .optimizer import Optimizer, _grad_of, _use_grad
-from ._functional import check_lr, scalar, check_fused, check_fused_param
+from ._functional import check_lr, scalar, check_fused, check_fused_param, fused_kernel, fusable
 
 __all__ = ["SGD"]
+
+_fused_sgd_step_ = fused_kernel("_fused_sgd_step_")
 
 
 class SGD(Optimizer):
@@ -37,12 +40,23 @@ class SGD(Optimizer):
             lr = scalar(group["lr"])
             momentum, dampening = group["momentum"], group["dampening"]
             weight_decay, nesterov = group["weight_decay"], group["nesterov"]
+            fused = _fused_sgd_step_ if group.get("fused") else None
             for p in group["params"]:
                 grad = _grad_of(p)
                 if grad is None:
                     continue
                 if group.get("fused"):
                     check_fused_param(p)
+                if fused is not None:
+                    buf = self.state[p].get("momentum_buffer") if momentum != 0 else None
+                    if fusable(p, grad, buf):
+                        first = momentum != 0 and buf is None
+                        if first:
+                            buf = self.state[p]["momentum_buffer"] = zeros_like(p)
+                        # One kernel pass over the parameter and its buffer (ops/optim_fused.cpp).
+                        fused(p, grad, buf, lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                              nesterov=nesterov, maximize=group["maximize"], is_first_step=first)
+                        continue
                 if group["maximize"]:
                     grad = -grad
                 if weight_decay != 0:
