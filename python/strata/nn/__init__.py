@@ -22,6 +22,19 @@ from .modules import (  # noqa: F401  (pooling, transposed/3-D convolution, upsa
 from . import attention, parallel  # noqa: E402,F401
 from .parallel import DataParallel  # noqa: E402,F401
 from .modules import RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell, LSTMCell, GRUCell  # noqa: F401
+from .modules.loss_more import (  # noqa: F401
+    KLDivLoss, SmoothL1Loss, HuberLoss, CosineEmbeddingLoss, TripletMarginLoss, TripletMarginWithDistanceLoss,
+    MarginRankingLoss, PoissonNLLLoss, GaussianNLLLoss, MultiLabelSoftMarginLoss, MultiLabelMarginLoss,
+    MultiMarginLoss, HingeEmbeddingLoss, SoftMarginLoss, CTCLoss)
+from .modules.transformer import TransformerDecoderLayer, TransformerDecoder, Transformer  # noqa: F401
+from .modules.activation_more import (  # noqa: F401
+    ELU, SELU, CELU, GLU, Mish, Hardswish, Hardsigmoid, Hardtanh, ReLU6, PReLU, Softplus, Softsign, Softshrink,
+    Hardshrink, Tanhshrink, Threshold, RReLU, LogSigmoid, Softmin, Softmax2d, CosineSimilarity, PairwiseDistance)
+from .modules.dropout_more import Dropout1d, Dropout2d, Dropout3d, AlphaDropout, FeatureAlphaDropout  # noqa: F401
+from .modules.instancenorm import (  # noqa: F401
+    InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LocalResponseNorm, CrossMapLRN2d)
+from .modules.container_more import ParameterList, ParameterDict  # noqa: F401
+from .modules.lazy import LazyLinear, UninitializedParameter  # noqa: F401
 
 try:  # nn.utils is written separately and may not be merged yet
     from . import utils  # noqa: F401

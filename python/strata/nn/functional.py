@@ -560,3 +560,6 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
 
 
 from ._functional_nn_ops import *  # noqa: E402,F401,F403  (pooling, conv_transpose, interpolate, fold, ...)
+from ._functional_more import *  # noqa: E402,F401,F403  (activations, losses, dropout variants, norms composed in Python)
+from ._functional_more import __all__ as _more_all  # noqa: E402
+__all__ = __all__ + _more_all

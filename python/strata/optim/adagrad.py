@@ -1,11 +1,12 @@
 """strata.optim.Adagrad (torch.optim.Adagrad)."""
 
-from .. import _C
 from .._creation import full_like
 from .optimizer import Optimizer, _grad_of, _use_grad
-from ._functional import addcmul_, addcdiv_, scalar, new_step, check_unsupported
+from ._functional import check_lr, addcmul_, addcdiv_, scalar, new_step, check_fused, check_fused_param, bump_step, fused_kernel, fusable
 
 __all__ = ["Adagrad"]
+
+_fused_adagrad_step_ = fused_kernel("_fused_adagrad_step_")
 
 
 class Adagrad(Optimizer):
@@ -16,8 +17,7 @@ class Adagrad(Optimizer):
 
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10,
                  foreach=None, *, maximize=False, differentiable=False, fused=None):
-        if scalar(lr) < 0.0:
-            raise ValueError(f"Invalid learning rate: {lr}")
+        check_lr(lr)
         if not 0.0 <= lr_decay:
             raise ValueError(f"Invalid lr_decay value: {lr_decay}")
         if not 0.0 <= weight_decay:
@@ -26,13 +26,15 @@ class Adagrad(Optimizer):
             raise ValueError(f"Invalid initial_accumulator_value value: {initial_accumulator_value}")
         if not 0.0 <= eps:
             raise ValueError(f"Invalid epsilon value: {eps}")
-        check_unsupported("Adagrad", fused=fused)
+        check_fused(fused, foreach, differentiable)
         defaults = dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
                         initial_accumulator_value=initial_accumulator_value, foreach=foreach, maximize=maximize,
                         differentiable=differentiable, fused=fused)
         super().__init__(params, defaults)
         for group in self.param_groups:
             for p in group["params"]:
+                if fused:
+                    check_fused_param(p)
                 state = self.state[p]
                 state["step"] = new_step()
                 state["sum"] = full_like(p, group["initial_accumulator_value"])
@@ -47,16 +49,18 @@ class Adagrad(Optimizer):
         for group in self.param_groups:
             lr = scalar(group["lr"])
             lr_decay, eps, weight_decay = group["lr_decay"], group["eps"], group["weight_decay"]
+            fused = _fused_adagrad_step_ if group.get("fused") else None
             for p in group["params"]:
                 grad = _grad_of(p)
                 if grad is None:
                     continue
                 state = self.state[p]
-                if isinstance(state["step"], _C.Tensor):
-                    state["step"].add_(1)
-                    step = state["step"].item()
-                else:
-                    step = state["step"] = state["step"] + 1
+                step = bump_step(state)
+                if fused is not None and fusable(p, grad, state["sum"]):
+                    # One kernel pass over the parameter and its sum (ops/optim_fused.cpp).
+                    fused(p, grad, state["sum"], lr=lr, lr_decay=lr_decay, weight_decay=weight_decay, eps=eps,
+                          step=float(step), maximize=group["maximize"])
+                    continue
                 if group["maximize"]:
                     grad = -grad
                 if weight_decay != 0:

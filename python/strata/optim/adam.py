@@ -4,14 +4,15 @@ from .. import _C
 from .._creation import zeros_like
 from .._functions import maximum
 from .optimizer import Optimizer, _grad_of, _use_grad
-from ._functional import addcmul_, addcdiv_, scalar, new_step, check_unsupported
+from ._functional import check_lr, addcmul_, addcdiv_, scalar, new_step, check_fused, check_capturable, check_fused_param, bump_step, fused_kernel, fusable
 
 __all__ = ["Adam"]
 
+_fused_adam_step_ = fused_kernel("_fused_adam_step_")
+
 
 def _check_args(lr, betas, eps, weight_decay):
-    if scalar(lr) < 0.0:
-        raise ValueError(f"Invalid learning rate: {lr}")
+    check_lr(lr)
     if not 0.0 <= eps:
         raise ValueError(f"Invalid epsilon value: {eps}")
     if not 0.0 <= betas[0] < 1.0:
@@ -32,7 +33,7 @@ class Adam(Optimizer):
                  foreach=None, maximize=False, capturable=False, differentiable=False, fused=None,
                  decoupled_weight_decay=False):
         _check_args(lr, betas, eps, weight_decay)
-        check_unsupported(type(self).__name__, capturable=capturable, fused=fused)
+        check_fused(fused, foreach, differentiable)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize,
                         foreach=foreach, capturable=capturable, differentiable=differentiable, fused=fused,
                         decoupled_weight_decay=decoupled_weight_decay)
@@ -48,20 +49,34 @@ class Adam(Optimizer):
     @_use_grad
     def step(self):
         for group in self.param_groups:
+            check_capturable(group)
             lr = scalar(group["lr"])
             beta1, beta2 = (scalar(b) for b in group["betas"])
             eps, weight_decay, amsgrad = group["eps"], group["weight_decay"], group["amsgrad"]
+            fused = _fused_adam_step_ if group.get("fused") else None
             for p in group["params"]:
                 grad = _grad_of(p)
                 if grad is None:
                     continue
                 state = self.state[p]
                 if len(state) == 0:
+                    if group.get("fused"):
+                        check_fused_param(p)
                     state["step"] = new_step()
                     state["exp_avg"] = zeros_like(p)
                     state["exp_avg_sq"] = zeros_like(p)
                     if amsgrad:
                         state["max_exp_avg_sq"] = zeros_like(p)
+                step = bump_step(state)
+                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+                if fused is not None:
+                    max_sq = state["max_exp_avg_sq"] if amsgrad else None
+                    if fusable(p, grad, exp_avg, exp_avg_sq, max_sq):
+                        # One kernel pass over the parameter and its state (ops/optim_fused.cpp).
+                        fused(p, grad, exp_avg, exp_avg_sq, max_sq, lr=lr, beta1=beta1, beta2=beta2,
+                              weight_decay=weight_decay, eps=eps, step=float(step), amsgrad=amsgrad,
+                              maximize=group["maximize"], decoupled_weight_decay=group["decoupled_weight_decay"])
+                        continue
                 if group["maximize"]:
                     grad = -grad
                 if weight_decay != 0:
@@ -69,13 +84,6 @@ class Adam(Optimizer):
                         p.mul_(1 - lr * weight_decay)
                     else:
                         grad = grad.add(p, alpha=weight_decay)
-                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-                step_t = state["step"]
-                if isinstance(step_t, _C.Tensor):
-                    step_t.add_(1)
-                    step = step_t.item()
-                else:
-                    step = state["step"] = step_t + 1
                 exp_avg.lerp_(grad, 1 - beta1)
                 addcmul_(exp_avg_sq.mul_(beta2), grad, grad, 1 - beta2)
                 bias_correction1 = 1 - beta1 ** step

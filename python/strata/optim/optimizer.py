@@ -15,7 +15,7 @@ from collections import OrderedDict, defaultdict
 from itertools import chain
 
 from .. import _C
-from .._grad_mode import no_grad
+from .._grad_mode import no_grad, enable_grad
 
 Tensor = _C.Tensor
 
@@ -263,17 +263,21 @@ class _RemovableHandle:
 
 
 def _use_grad(step):
-    """Runs ``step`` under no_grad (the closure re-enables grad itself)."""
+    """Runs ``step`` under no_grad (the closure re-enables grad itself); an optimizer built with
+    ``differentiable=True`` records its update in the graph instead, as torch's does."""
 
     @functools.wraps(step)
     def wrapper(self, closure=None):
         loss = None
         if closure is not None:
-            from .._grad_mode import enable_grad
             with enable_grad():
                 loss = closure()
-        with no_grad():
-            step(self)
+        if self.defaults.get("differentiable", False):
+            with enable_grad():
+                step(self)
+        else:
+            with no_grad():
+                step(self)
         return loss
 
     return wrapper

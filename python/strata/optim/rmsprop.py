@@ -3,7 +3,7 @@
 from .. import _C
 from .._creation import zeros_like
 from .optimizer import Optimizer, _grad_of, _use_grad
-from ._functional import addcmul_, addcdiv_, scalar, new_step, check_unsupported
+from ._functional import check_lr, addcmul_, addcdiv_, scalar, new_step, check_capturable
 
 __all__ = ["RMSprop"]
 
@@ -15,8 +15,7 @@ class RMSprop(Optimizer):
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False,
                  capturable=False, foreach=None, maximize=False, differentiable=False):
-        if scalar(lr) < 0.0:
-            raise ValueError(f"Invalid learning rate: {lr}")
+        check_lr(lr)
         if not 0.0 <= eps:
             raise ValueError(f"Invalid epsilon value: {eps}")
         if not 0.0 <= momentum:
@@ -25,7 +24,6 @@ class RMSprop(Optimizer):
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
         if not 0.0 <= alpha:
             raise ValueError(f"Invalid alpha value: {alpha}")
-        check_unsupported("RMSprop", capturable=capturable)
         defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered, weight_decay=weight_decay,
                         capturable=capturable, foreach=foreach, maximize=maximize, differentiable=differentiable)
         super().__init__(params, defaults)
@@ -40,6 +38,7 @@ class RMSprop(Optimizer):
     @_use_grad
     def step(self):
         for group in self.param_groups:
+            check_capturable(group)
             lr = scalar(group["lr"])
             alpha, eps, weight_decay = group["alpha"], group["eps"], group["weight_decay"]
             momentum, centered = group["momentum"], group["centered"]

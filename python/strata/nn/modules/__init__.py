@@ -25,3 +25,17 @@ from .pixelshuffle import PixelShuffle, PixelUnshuffle, ChannelShuffle  # noqa: 
 from .fold import Fold, Unfold  # noqa: F401
 from .embedding_bag import EmbeddingBag  # noqa: F401
 from .rnn import RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell, LSTMCell, GRUCell  # noqa: F401
+from .transformer import (  # noqa: F401
+    TransformerEncoderLayer, TransformerEncoder, TransformerDecoderLayer, TransformerDecoder, Transformer)
+from .loss_more import (  # noqa: F401
+    KLDivLoss, SmoothL1Loss, HuberLoss, CosineEmbeddingLoss, TripletMarginLoss, TripletMarginWithDistanceLoss,
+    MarginRankingLoss, PoissonNLLLoss, GaussianNLLLoss, MultiLabelSoftMarginLoss, MultiLabelMarginLoss,
+    MultiMarginLoss, HingeEmbeddingLoss, SoftMarginLoss, CTCLoss)
+from .activation_more import (  # noqa: F401
+    ELU, SELU, CELU, GLU, Mish, Hardswish, Hardsigmoid, Hardtanh, ReLU6, PReLU, Softplus, Softsign, Softshrink,
+    Hardshrink, Tanhshrink, Threshold, RReLU, LogSigmoid, Softmin, Softmax2d, CosineSimilarity, PairwiseDistance)
+from .dropout_more import Dropout1d, Dropout2d, Dropout3d, AlphaDropout, FeatureAlphaDropout  # noqa: F401
+from .instancenorm import (  # noqa: F401
+    InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LocalResponseNorm, CrossMapLRN2d)
+from .container_more import ParameterList, ParameterDict  # noqa: F401
+from .lazy import LazyLinear, UninitializedParameter, LazyModuleMixin  # noqa: F401
