@@ -53,3 +53,5 @@ from .serialization import save, load  # noqa: E402,F401  (torch zip and safeten
 from .profiler import set_warn_on, HiddenCopyWarning  # noqa: E402,F401  (strata.profiler)
 
 __version__ = "0.1.0"
+from ._surface_more import *  # noqa: E402,F401,F403  (hstack, tensor_split, windows, finfo, legacy tensor types)
+from . import _tensor_surface  # noqa: E402,F401  (apply_, resize_, storage(), H/mH, memory formats)
