@@ -10,6 +10,7 @@ import operator
 import warnings
 
 from . import _C
+from . import _creation
 
 _ops = _C._ops
 Tensor = _C.Tensor
@@ -279,18 +280,18 @@ def ldexp_(input, other):
 
 
 def isposinf(input, *, out=None):
-    r = _ops.eq(input, math.inf) if input.dtype.is_floating_point else _ops.zeros_like(input, dtype=_C.bool)
+    r = _ops.eq(input, math.inf) if input.dtype.is_floating_point else _creation.zeros_like(input, dtype=_C.bool)
     return out.copy_(r) if out is not None else r
 
 
 def isneginf(input, *, out=None):
-    r = _ops.eq(input, -math.inf) if input.dtype.is_floating_point else _ops.zeros_like(input, dtype=_C.bool)
+    r = _ops.eq(input, -math.inf) if input.dtype.is_floating_point else _creation.zeros_like(input, dtype=_C.bool)
     return out.copy_(r) if out is not None else r
 
 
 def isreal(input):
     """Strata has no complex dtypes: every element is real."""
-    return _ops.ones_like(input, dtype=_C.bool)
+    return _creation.ones_like(input, dtype=_C.bool)
 
 
 def argwhere(input):
@@ -465,7 +466,7 @@ def _cosine_sum(coeffs):
     def body(k, m):
         w = 0
         for j, a in enumerate(coeffs):
-            w = w + a * _ops.cos(k * (2 * math.pi * j / m)) if j else _ops.full_like(k, a)
+            w = w + a * _ops.cos(k * (2 * math.pi * j / m)) if j else _creation.full_like(k, a)
         return w
     return body
 
@@ -497,7 +498,7 @@ def _i0(x):
     # Power series of the modified Bessel function I0 in float64; the terms
     # peak near k = x/2 and 80 of them reach double precision for x <= 60.
     q = (x * x) / 4
-    term = _ops.ones_like(x)
+    term = _creation.ones_like(x)
     total = term
     for k in range(1, 80):
         term = term * q / (k * k)
@@ -509,7 +510,7 @@ def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, layout
                   requires_grad=False):
     def body(k, m):
         r = k * (2 / m) - 1
-        return _i0(beta * _ops.sqrt(_ops.clamp(1 - r * r, min=0))) / _i0(_ops.full_like(k, beta))
+        return _i0(beta * _ops.sqrt(_ops.clamp(1 - r * r, min=0))) / _i0(_creation.full_like(k, beta))
     return _window("kaiser_window", window_length, periodic, dtype, device, requires_grad, body)
 
 
@@ -599,6 +600,8 @@ def _legacy_new(dtype, device, args, op):
         return _C._tensor(args[0], dtype, device)
     if len(args) == 1 and isinstance(args[0], _size_type()):
         args = tuple(args[0])
+    if not args:
+        return _ops.empty([0], dtype=dtype, device=device)
     sizes = []
     for a in args:
         if isinstance(a, (builtins.float, builtins.bool)) or not hasattr(a, "__index__"):

@@ -32,7 +32,9 @@ struct Lcm {
   STRATA_HD T operator()(T a, T b) const {
     T g = Gcd{}(a, b);
     if (g == 0) return T(0);
-    T r = static_cast<T>(static_cast<T>(a / g) * b);
+    // The product and its absolute value are taken in a wide type and only
+    // then narrowed (wrapping), as torch does for the small integer types.
+    int64_t r = static_cast<int64_t>(a / g) * static_cast<int64_t>(b);
     return static_cast<T>(r < 0 ? -r : r);
   }
 };

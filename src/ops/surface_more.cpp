@@ -83,7 +83,7 @@ Tensor repeat_interleave_idx_impl(const Tensor& repeats, OptInt output_size) {
     // The length is data: Meta can only know it when the caller says it.
     STRATA_CHECK(output_size.has_value(), "repeat_interleave: a meta repeats tensor needs output_size");
     const int64_t n = *output_size;
-    return empty(IntArrayRef(&n, 1), ScalarType::Int64, repeats.device());
+    return empty(IntArrayRef(&n, 1), repeats.dtype(), repeats.device());
   }
   Tensor r = contiguous(to_dtype(repeats, ScalarType::Int64));
   const int64_t* rp = r.data_ptr<int64_t>();
@@ -96,7 +96,8 @@ Tensor repeat_interleave_idx_impl(const Tensor& repeats, OptInt output_size) {
                *output_size, ", sum of repeats = ", total, ")");
   Tensor out = empty(IntArrayRef(&total, 1), ScalarType::Int64, repeats.device());
   if (total > 0) repeat_interleave_index_stub(repeats.device().type, r, out);
-  return out;
+  // torch gives the indices the dtype of repeats.
+  return repeats.dtype() == ScalarType::Int64 ? out : to_dtype(out, repeats.dtype());
 }
 STRATA_IMPL_CPU_META(repeat_interleave_idx, repeat_interleave_idx_impl);
 
