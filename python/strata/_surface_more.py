@@ -36,21 +36,6 @@ def _is_tensor(x):
 
 
 # ---- layouts and memory formats ---------------------------------------------------------
-class layout:
-    """A tensor layout; Strata has only strided (dense) tensors."""
-
-    __slots__ = ("_name",)
-
-    def __init__(self, name):
-        self._name = name
-
-    def __repr__(self):
-        return f"torch.{self._name}"
-
-    def __reduce__(self):
-        return self._name
-
-
 class memory_format:
     """The physical order torch may give a tensor's elements. Strata stores every
     tensor in its own (row-major for new tensors) order, so channels_last is
@@ -68,7 +53,7 @@ class memory_format:
         return self._name
 
 
-strided = layout("strided")
+from ._creation import layout, strided  # noqa: E402  (Strata has only strided tensors)
 contiguous_format = memory_format("contiguous_format")
 channels_last = memory_format("channels_last")
 channels_last_3d = memory_format("channels_last_3d")

@@ -384,7 +384,7 @@ def test_flags():
     st.set_autocast_enabled("cpu", False)
     assert not st.is_autocast_enabled("cpu")
     assert not st.is_storage(S(X)) and st.is_storage(S(X).untyped_storage())
-    assert repr(st.strided) == "torch.strided" and S(X).layout is st.strided
+    assert S(X).layout is st.strided and isinstance(st.strided, st.layout)
     assert repr(st.channels_last) == repr(torch.channels_last)
 
 
@@ -402,6 +402,13 @@ def test_memory_formats():
         memory_format=torch.channels_last)
     with pytest.raises(TypeError):
         x.contiguous(memory_format="channels_last")
+    nc = x.transpose(1, 3)
+    for mf in (st.channels_last, st.contiguous_format):
+        for y in (nc.to(memory_format=mf), st.empty_like(nc, memory_format=mf), st.zeros_like(x, memory_format=mf)):
+            assert y.shape == nc.shape or y.shape == x.shape
+        np.testing.assert_array_equal(nc.to(memory_format=mf).numpy(), nc.numpy())
+        assert nc.to(memory_format=mf).is_contiguous()
+    assert nc.to(memory_format=st.preserve_format) is nc
 
 
 def test_legacy_tensor_types():
