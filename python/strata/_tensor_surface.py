@@ -279,3 +279,65 @@ Tensor.nonzero_static = _sm.nonzero_static
 Tensor.rsub = _sm.rsub
 Tensor.ldexp_ = _sm.ldexp_
 Tensor.renorm_ = lambda self, p, dim, maxnorm: self.copy_(_ops.renorm(self, p, dim, maxnorm))
+
+
+# ---- post-accumulate-grad hooks -----------------------------------------------------------------
+# Note [Post-accumulate-grad hooks run when backward returns]
+# torch runs these inside the engine, right after a leaf's .grad is written.
+# Strata runs them when the backward() call that wrote the .grad returns: a
+# leaf's gradient is final by then as well, so the usual uses (an optimizer
+# step per parameter, clearing .grad) behave the same; what differs is only
+# the order relative to other backward hooks. A leaf counts as accumulated
+# when its .grad changed (a new buffer or an in-place add) during the call.
+# The registry holds the leaf until every hook of it is removed.
+_post_accumulate = {}  # id(leaf) -> (leaf, {key: hook})
+
+
+def _register_post_accumulate_grad_hook(self, hook):
+    if not self.requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    if self.grad_fn is not None:
+        raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+    from ._tensor_autograd import RemovableHandle
+
+    hooks = _post_accumulate.setdefault(id(self), (self, {}))[1]
+    key = object()
+    hooks[key] = hook
+
+    def remove(tid=id(self)):
+        entry = _post_accumulate.get(tid)
+        if entry is not None:
+            entry[1].pop(key, None)
+            if not entry[1]:
+                del _post_accumulate[tid]
+
+    return RemovableHandle(remove)
+
+
+def _grad_state(t):
+    g = t.grad
+    return None if g is None else (g._storage_ptr(), g.data_ptr(), g._version)
+
+
+def _install_post_accumulate_backward():
+    from . import autograd
+
+    engine_backward = autograd.backward
+
+    def backward(*args, **kwargs):
+        if not _post_accumulate:
+            return engine_backward(*args, **kwargs)
+        before = {tid: _grad_state(leaf) for tid, (leaf, _) in _post_accumulate.items()}
+        result = engine_backward(*args, **kwargs)
+        for tid, (leaf, hooks) in list(_post_accumulate.items()):
+            if _grad_state(leaf) != before.get(tid):
+                for h in list(hooks.values()):
+                    h(leaf)
+        return result
+
+    backward.__doc__ = engine_backward.__doc__
+    autograd.backward = backward
+
+
+Tensor.register_post_accumulate_grad_hook = _register_post_accumulate_grad_hook
+_install_post_accumulate_backward()

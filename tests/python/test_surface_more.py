@@ -522,3 +522,40 @@ def test_storage_handles():
     assert S([1.0]).untyped_storage().data_ptr() != us.data_ptr()
     y = pickle.loads(pickle.dumps(x))
     np.testing.assert_array_equal(y.numpy(), x.numpy())
+
+
+def test_post_accumulate_grad_hook():
+    def run(lib, x):
+        w = lib.tensor(x, requires_grad=True)
+        b = lib.tensor([1.0], requires_grad=True)
+        seen = []
+
+        def step(p):  # optimizer-in-backward: update and clear the gradient
+            seen.append(p.grad.clone())
+            with lib.no_grad():
+                p.sub_(0.1 * p.grad)
+            p.grad = None
+
+        h = w.register_post_accumulate_grad_hook(step)
+        for _ in range(2):
+            ((w * w).sum() * b).backward()
+        h.remove()
+        ((w * 3).sum()).backward()
+        return w.detach(), seen, w.grad, b.grad
+
+    x = [1.0, -2.0, 0.5]
+    ws, ss, gs, bs = run(st, x)
+    wt, stt, gt, bt = run(torch, x)
+    same(ws, wt, 1e-6)
+    same(ss, stt, 1e-6)
+    same(gs, gt, 1e-6)
+    same(bs, bt, 1e-6)
+    for f in (lambda lib: lib.ones(2).register_post_accumulate_grad_hook(print),
+              lambda lib: (lib.ones(2, requires_grad=True) * 2).register_post_accumulate_grad_hook(print)):
+        both_raise(lambda: f(st), lambda: f(torch), RuntimeError)
+    # autograd.grad accumulates nothing, so no hook runs.
+    w = st.ones(2, requires_grad=True)
+    calls = []
+    w.register_post_accumulate_grad_hook(calls.append)
+    st.autograd.grad((w * 2).sum(), w)
+    assert calls == []
