@@ -58,11 +58,8 @@ Tensor.map2_ = _map2_
 def _as_subclass(self, cls):
     if not (isinstance(cls, type) and issubclass(cls, Tensor)):
         raise TypeError(f"as_subclass(): expected a subclass of Tensor, got {cls!r}")
-    # A view keeps self's autograd history, as torch's as_subclass does.
-    out = Tensor._make_subclass(cls, self.detach(), False)
-    if self.requires_grad:
-        out = Tensor._make_subclass(cls, self.view_as(self), self.requires_grad)
-    return out
+    # An alias of self (a view: same memory, and self's autograd history).
+    return _C._wrap_as_subclass(cls, self.view_as(self))
 
 
 Tensor.as_subclass = _as_subclass
@@ -180,8 +177,9 @@ Tensor.new = _new
 
 
 def _resize_(self, *sizes, memory_format=None):
-    """torch's resize_: the same storage viewed with contiguous strides of the
-    new shape; the contents past the old elements are unspecified."""
+    """torch's resize_: contiguous strides of the new shape over the same
+    storage, grown (keeping its elements) when it is too small; elements past
+    the old ones are uninitialized."""
     _sm._check_memory_format(memory_format, "resize_")
     sizes = _sizes(sizes, "resize_")
     if builtins.any(s < 0 for s in sizes):
@@ -193,16 +191,50 @@ def _resize_(self, *sizes, memory_format=None):
     for i in range(len(sizes) - 1, -1, -1):
         strides[i] = acc
         acc *= builtins.max(sizes[i], 1)
+    if self.requires_grad:
+        raise RuntimeError("cannot resize variables that require grad")
     offset = self.storage_offset()
-    if (offset + numel) * self.element_size() > self._storage_nbytes():
-        raise RuntimeError(f"resize_: growing a tensor's storage is not supported by Strata (the storage holds "
-                           f"{self._storage_nbytes()} bytes; shape {sizes} at offset {offset} needs "
-                           f"{(offset + numel) * self.element_size()}); allocate a new tensor instead")
-    _C._set_geometry_from(self, self.as_strided(sizes, strides, offset))
+    itemsize = self.element_size()
+    have = self._storage_nbytes() // itemsize
+    if offset + numel <= have:
+        _C._set_geometry_from(self, self.as_strided(sizes, strides, offset))
+        return self
+    # Growing: a larger storage that starts with the old one's elements.
+    grown = _ops.empty([offset + numel], dtype=self.dtype, device=self.device)
+    if have:
+        _ops.slice(grown, 0, 0, have, 1).copy_(self.detach().as_strided([have], [1], 0))
+    _C._set_storage_from(self, grown.as_strided(sizes, strides, offset))
     return self
 
 
 Tensor.resize_ = _resize_
+
+
+def _set_(self, source=None, storage_offset=0, size=None, stride=None):
+    """self views source's memory: a tensor, a storage (with an optional
+    offset, size and stride), or nothing (an empty storage)."""
+    from ._tensor_pickle import Storage
+
+    if source is None:
+        src = _ops.empty([0], dtype=self.dtype, device=self.device)
+    elif isinstance(source, Tensor):
+        src = source
+    elif isinstance(source, Storage):
+        n = source.nbytes() // self.element_size()
+        size = [n - storage_offset] if size is None else list(size)
+        if stride is None:
+            stride, acc = [0] * len(size), 1
+            for i in range(len(size) - 1, -1, -1):
+                stride[i] = acc
+                acc *= builtins.max(size[i], 1)
+        src = source.tensor(self.dtype, storage_offset, size, list(stride))
+    else:
+        raise TypeError(f"set_(): argument 'source' must be Tensor or Storage, not {type(source).__name__}")
+    _C._set_storage_from(self, src)
+    return self
+
+
+Tensor.set_ = _set_
 Tensor.resize_as_ = lambda self, other, memory_format=None: _resize_(self, list(other.shape),
                                                                       memory_format=memory_format)
 

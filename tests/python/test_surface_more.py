@@ -510,6 +510,50 @@ def test_resize():
     same(s.resize_(2, 2), t.resize_(2, 2))
     same(s.resize_([6]), t.resize_([6]))
     same(s.resize_as_(S(np.zeros((2, 3)))), t.resize_as_(T(np.zeros((2, 3)))))
+    # Growing keeps the old elements in front (the rest is uninitialized).
+    s, t = S(np.arange(4.0)), T(np.arange(4.0))
+    s.resize_(3, 3)
+    t.resize_(3, 3)
+    assert s.shape == t.shape and s.is_contiguous()
+    same(s.reshape(-1)[:4], t.reshape(-1)[:4])
+    assert s.untyped_storage().nbytes() >= 9 * 8
+    both_raise(lambda: S([1.0]).requires_grad_().resize_(2), lambda: T([1.0]).requires_grad_().resize_(2),
+               RuntimeError, "cannot resize variables that require grad")
+
+
+def test_set_():
+    base_s, base_t = S(np.arange(6.0)), T(np.arange(6.0))
+    s, t = S([0.0]), T([0.0])
+    s.set_(base_s)
+    t.set_(base_t)
+    same(s, t)
+    s[0] = 7.0
+    assert base_s[0].item() == 7.0
+    s.set_(base_s.untyped_storage(), 1, (2, 2), (2, 1))
+    t.set_(base_t.untyped_storage(), 1, (2, 2), (2, 1))
+    base_t[0] = 7.0
+    same(s, t)
+    s.set_()
+    t.set_()
+    same(s, t)
+    both_raise(lambda: S([1.0]).set_(S([1], st.int64)), lambda: T([1.0]).set_(T([1])), RuntimeError)
+
+
+def test_as_subclass_keeps_history():
+    class Sub(st.Tensor):
+        pass
+
+    class TSub(torch.Tensor):
+        pass
+
+    s, t = S([1.0, 2.0]).requires_grad_(), T([1.0, 2.0]).requires_grad_()
+    ys, yt = (s * 3).as_subclass(Sub), (t * 3).as_subclass(TSub)
+    assert type(ys) is Sub and type(yt) is TSub
+    (ys * ys).sum().backward()
+    (yt * yt).sum().backward()
+    same(s.grad, t.grad)
+    with pytest.raises(TypeError):
+        S([1.0]).as_subclass(int)
 
 
 def test_storage_handles():
