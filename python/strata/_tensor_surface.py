@@ -250,21 +250,9 @@ Tensor.untyped_storage = _untyped_storage
 Tensor.storage = _untyped_storage
 
 # ---- memory formats ------------------------------------------------------------------------------
-_contiguous = Tensor.contiguous
-_clone = Tensor.clone
+# contiguous(memory_format=) and clone(memory_format=) are bound in C
+# (python/src/surface_bind.cpp); is_contiguous checks a format's strides here.
 _is_contiguous = Tensor.is_contiguous
-
-
-def _contiguous_mf(self, memory_format=None):
-    if memory_format is not None:
-        _sm._check_memory_format(memory_format, "contiguous")
-    return _contiguous(self)
-
-
-def _clone_mf(self, *, memory_format=None):
-    if memory_format is not None:
-        _sm._check_memory_format(memory_format, "clone")
-    return _clone(self)
 
 
 def _is_contiguous_mf(self, memory_format=None):
@@ -284,8 +272,6 @@ def _is_contiguous_mf(self, memory_format=None):
     return True
 
 
-Tensor.contiguous = _contiguous_mf
-Tensor.clone = _clone_mf
 Tensor.is_contiguous = _is_contiguous_mf
 
 # ---- methods of functions in _surface_more.py -------------------------------------------------
