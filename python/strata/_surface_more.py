@@ -716,5 +716,6 @@ def set_autocast_cpu_dtype(dtype):
 
 def is_storage(obj):
     from ._tensor_pickle import Storage
+    from ._tensor_surface import TypedStorage
 
-    return isinstance(obj, Storage)
+    return isinstance(obj, (Storage, TypedStorage))

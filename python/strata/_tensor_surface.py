@@ -246,8 +246,42 @@ def _untyped_storage(self):
     return storage_of(self)
 
 
+class TypedStorage:
+    """torch's (legacy) typed view of a storage: sizes count elements of dtype."""
+
+    __slots__ = ("_untyped", "dtype")
+
+    def __init__(self, untyped, dtype):
+        self._untyped = untyped
+        self.dtype = dtype
+
+    def untyped(self):
+        return self._untyped
+
+    def size(self):
+        return self._untyped.nbytes() // self.dtype.itemsize
+
+    __len__ = size
+
+    def element_size(self):
+        return self.dtype.itemsize
+
+    def nbytes(self):
+        return self._untyped.nbytes()
+
+    def data_ptr(self):
+        return self._untyped.data_ptr()
+
+    @property
+    def device(self):
+        return self._untyped.device
+
+    def __repr__(self):
+        return f"TypedStorage(dtype={self.dtype}, size={self.size()})"
+
+
 Tensor.untyped_storage = _untyped_storage
-Tensor.storage = _untyped_storage
+Tensor.storage = lambda self: TypedStorage(_untyped_storage(self), self.dtype)
 
 # ---- memory formats ------------------------------------------------------------------------------
 # contiguous(memory_format=) and clone(memory_format=) are bound in C

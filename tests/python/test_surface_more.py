@@ -563,6 +563,15 @@ def test_storage_handles():
     assert v.untyped_storage().data_ptr() == us.data_ptr()
     assert us.nbytes() == T(np.arange(12.0, dtype=np.float32)).untyped_storage().nbytes()
     assert x.storage().data_ptr() == us.data_ptr()
+    tx = T(np.arange(12.0, dtype=np.float32)).reshape(3, 4)
+    assert (us.size(), us.element_size(), len(us)) == (tx.untyped_storage().size(),
+                                                      tx.untyped_storage().element_size(), len(tx.untyped_storage()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ts = tx.storage()
+        assert (x.storage().size(), x.storage().element_size(), x.storage().dtype) == (ts.size(), ts.element_size(),
+                                                                                         st.float32)
+        assert st.is_storage(x.storage()) and torch.is_storage(ts)
     assert S([1.0]).untyped_storage().data_ptr() != us.data_ptr()
     y = pickle.loads(pickle.dumps(x))
     np.testing.assert_array_equal(y.numpy(), x.numpy())
