@@ -393,3 +393,12 @@ def _install_post_accumulate_backward():
 
 Tensor.register_post_accumulate_grad_hook = _register_post_accumulate_grad_hook
 _install_post_accumulate_backward()
+
+# ---- shift operators ----------------------------------------------------------------------------
+_lshift, _rshift = _ops.bitwise_left_shift, _ops.bitwise_right_shift
+Tensor.__lshift__ = lambda self, other: _lshift(self, other)
+Tensor.__rshift__ = lambda self, other: _rshift(self, other)
+Tensor.__rlshift__ = lambda self, other: _lshift(_C._tensor(other, None, self.device), self)
+Tensor.__rrshift__ = lambda self, other: _rshift(_C._tensor(other, None, self.device), self)
+Tensor.__ilshift__ = lambda self, other: _lshift(self, other, out=self)
+Tensor.__irshift__ = lambda self, other: _rshift(self, other, out=self)

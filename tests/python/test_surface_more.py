@@ -69,7 +69,22 @@ def test_integer_ops_match_torch(dtype):
         rhs = sh if "shift" in name else b
         same(getattr(st, name)(S(a), S(rhs)), getattr(torch, name)(T(a), T(rhs)))
         same(getattr(S(a), name)(S(rhs)), getattr(T(a), name)(T(rhs)))
-    same(S(a) << S(sh), T(a) << T(sh)) if hasattr(st.Tensor, "__lshift__") else None
+    same(S(a) << S(sh), T(a) << T(sh))
+    same(S(a) >> S(sh), T(a) >> T(sh))
+    same(S(a) << 2, T(a) << 2)
+
+
+def test_shift_operators():
+    s, t = S([1, 2, -8]), T([1, 2, -8])
+    same(1 << S([1, 2, 8]), 1 << T([1, 2, 8]))
+    same(8 >> S([1, 2]), 8 >> T([1, 2]))
+    s <<= 1
+    t <<= 1
+    same(s, t)
+    s >>= 2
+    t >>= 2
+    same(s, t)
+    both_raise(lambda: S([1.5]) << 2, lambda: T([1.5]) << 2, NotImplementedError)
 
 
 def test_integer_ops_inplace_and_errors():
