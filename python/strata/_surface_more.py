@@ -27,7 +27,9 @@ __all__ = [
     "memory_format", "contiguous_format", "channels_last", "channels_last_3d", "preserve_format", "FloatTensor",
     "DoubleTensor", "LongTensor", "IntTensor", "ShortTensor", "CharTensor", "BoolTensor", "ByteTensor",
     "HalfTensor", "BFloat16Tensor", "ldexp_", "isposinf", "isneginf", "isreal", "argwhere", "inner", "ger", "dist",
-    "diag", "diagflat", "narrow_copy", "unsafe_split", "unsafe_chunk", "nonzero_static",
+    "diag", "diagflat", "narrow_copy", "unsafe_split", "unsafe_chunk", "nonzero_static", "is_complex", "is_conj",
+    "is_neg", "conj", "resolve_conj", "resolve_neg", "conj_physical", "is_signed", "is_inference", "ravel",
+    "adjoint", "real", "imag", "angle",
 ]
 
 
@@ -375,7 +377,7 @@ def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False):
                          f"must not be greater than actual buffer length ({total} bytes)")
     raw = np.frombuffer(mv.cast("B"), dtype=np.uint8, count=count * itemsize, offset=offset)
     if not raw.flags.writeable:
-        warnings.warn("The given buffer is not writable, and PyTorch does not support non-writable tensors. This "
+        warnings.warn("The given buffer is not writable, and Strata does not support non-writable tensors. This "
                       "means you can write to the underlying (supposedly non-writable) buffer using the tensor.",
                       UserWarning, stacklevel=2)
     t = from_numpy(raw)
@@ -712,6 +714,63 @@ def set_autocast_cpu_dtype(dtype):
     if dtype not in (_C.bfloat16, _C.float16):
         raise RuntimeError("Currently, AutocastCPU only support Bfloat16 or Float16 as the autocast_cpu_dtype")
     _C._set_autocast_dtype(dtype)
+
+
+# Function forms of Tensor methods (defined in _tensor_surface.py).
+def is_complex(input):
+    return input.is_complex()
+
+
+def is_conj(input):
+    return input.is_conj()
+
+
+def is_neg(input):
+    return input.is_neg()
+
+
+def conj(input):
+    return input.conj()
+
+
+def resolve_conj(input):
+    return input.resolve_conj()
+
+
+def resolve_neg(input):
+    return input.resolve_neg()
+
+
+def conj_physical(input):
+    return input.conj_physical()
+
+
+def is_signed(input):
+    return input.is_signed()
+
+
+def is_inference(input):
+    return input.is_inference()
+
+
+def ravel(input):
+    return input.reshape(-1)
+
+
+def adjoint(input):
+    return input.adjoint()
+
+
+def real(input):
+    return input.real
+
+
+def imag(input):
+    return input.imag
+
+
+def angle(input):
+    return input.angle()
 
 
 def is_storage(obj):

@@ -75,6 +75,23 @@ Tensor.resolve_conj = lambda self: self
 Tensor.resolve_neg = lambda self: self
 Tensor.conj = lambda self: self
 Tensor.conj_physical = lambda self: self.clone()
+Tensor.real = property(lambda self: self)
+
+
+def _imag(self):
+    raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+
+
+def _angle(self):
+    # The argument of a real number: pi below zero, 0 otherwise (nan stays nan).
+    x = self if self.dtype.is_floating_point else self.to(_C.get_default_dtype())
+    pi = _ops.full([], 3.141592653589793, dtype=x.dtype, device=x.device)
+    zero = _ops.zeros([], dtype=x.dtype, device=x.device)
+    return _ops.where(_ops.isnan(x), x, _ops.where(_ops.lt(x, 0), pi, zero))
+
+
+Tensor.imag = property(_imag)
+Tensor.angle = _angle
 # Inference tensors are not distinguished: inference_mode records no graph, and
 # the tensors it makes behave as ordinary ones.
 Tensor.is_inference = lambda self: False

@@ -465,6 +465,15 @@ def test_tensor_methods_queries():
     same(s.mT, t.mT)
     for f in (lambda x: x.H, lambda x: x.mH, lambda x: x.adjoint()):
         both_raise(lambda: f(S([1.0])), lambda: f(T([1.0])), RuntimeError)
+    for name in ("is_complex", "is_conj", "is_neg", "is_signed", "is_inference"):
+        assert getattr(st, name)(s) == getattr(torch, name)(t)
+    for name in ("conj", "resolve_conj", "resolve_neg", "conj_physical", "ravel", "adjoint", "real", "angle"):
+        same(getattr(st, name)(s), getattr(torch, name)(t))
+    v = np.array([-1.0, 0.0, 2.0, np.nan, np.inf, -np.inf])
+    same(S(v).angle(), T(v).angle())
+    same(st.angle(S([-1, 2])), torch.angle(T([-1, 2])), 1e-7)
+    assert s.real is s
+    both_raise(lambda: s.imag, lambda: t.imag, RuntimeError, "imag is not implemented")
     same(s.ravel(), t.ravel())
     same(S(X.T).ravel(), T(X.T).ravel())
 
