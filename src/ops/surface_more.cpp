@@ -30,7 +30,8 @@ void require_dtype(const char* op, std::initializer_list<Tensor> inputs, bool wa
   ScalarType t = result_type(inputs);
   const bool ok = want_integral ? (is_integral_type(t, false)) : is_floating_type(t);
   STRATA_CHECK_T(NotImplementedError, ok, "\"", op, "\" not implemented for '", dtype_name(t), "' (", op,
-                 want_integral ? " is defined for integer tensors only)" : " is defined for floating point tensors only)");
+                 want_integral ? " is defined for integer tensors only)"
+                               : " is defined for floating point tensors only)");
 }
 
 #define STRATA_SM_BINARY(name, want_integral)                                       \
@@ -78,7 +79,8 @@ Tensor repeat_interleave_idx_impl(const Tensor& repeats, OptInt output_size) {
                repeats.shape_str());
   STRATA_CHECK_T(NotImplementedError, repeats.dtype() == ScalarType::Int64 || repeats.dtype() == ScalarType::Int32,
                  "repeat_interleave: repeats has to be Long or Int tensor, got ", dtype_name(repeats.dtype()));
-  if (output_size) STRATA_CHECK(*output_size >= 0, "repeat_interleave: output_size must be non-negative, got ", *output_size);
+  if (output_size)
+    STRATA_CHECK(*output_size >= 0, "repeat_interleave: output_size must be non-negative, got ", *output_size);
   if (repeats.device().is_meta()) {
     // The length is data: Meta can only know it when the caller says it.
     STRATA_CHECK(output_size.has_value(), "repeat_interleave: a meta repeats tensor needs output_size");
@@ -92,8 +94,9 @@ Tensor repeat_interleave_idx_impl(const Tensor& repeats, OptInt output_size) {
     STRATA_CHECK(rp[i] >= 0, "repeats can not be negative (repeat_interleave got ", rp[i], " at index ", i, ")");
     total += rp[i];
   }
-  STRATA_CHECK(!output_size || *output_size == total, "repeat_interleave: allocated size does not match required size (output_size = ",
-               *output_size, ", sum of repeats = ", total, ")");
+  STRATA_CHECK(!output_size || *output_size == total,
+               "repeat_interleave: allocated size does not match required size (output_size = ", *output_size,
+               ", sum of repeats = ", total, ")");
   Tensor out = empty(IntArrayRef(&total, 1), ScalarType::Int64, repeats.device());
   if (total > 0) repeat_interleave_index_stub(repeats.device().type, r, out);
   // torch gives the indices the dtype of repeats.
@@ -144,8 +147,9 @@ STRATA_IMPL_COMPOSITE(renorm, renorm_impl);
 
 // ---- *_scatter: out-of-place writes through a view --------------------------------------
 Tensor scatter_through(const Tensor& out, const Tensor& view, const Tensor& src) {
-  STRATA_CHECK(std::ranges::equal(view.sizes(), src.sizes()), "expected src to have a size equal to the slice of self. src size = ",
-               shape_str(src.sizes()), ", slice size = ", shape_str(view.sizes()));
+  STRATA_CHECK(std::ranges::equal(view.sizes(), src.sizes()),
+               "expected src to have a size equal to the slice of self. src size = ", shape_str(src.sizes()),
+               ", slice size = ", shape_str(view.sizes()));
   copy_(view, src);
   return out;
 }
