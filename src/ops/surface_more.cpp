@@ -113,6 +113,21 @@ Tensor repeat_interleave_impl(const Tensor& self, const Tensor& repeats, OptInt 
   const int64_t n = input.sizes()[d];
   Tensor reps = repeats;
   if (reps.dim() == 0 || (reps.dim() == 1 && reps.numel() == 1)) {
+    if (!reps.device().is_meta() && !is_floating_type(reps.dtype()) && reps.dtype() != ScalarType::Bool) {
+      // One count for every slice (k.repeat_interleave(n_rep, dim=1) in
+      // grouped-query attention): a broadcast and one copy, no index gather.
+      const int64_t k = reps.item().to_int();
+      STRATA_CHECK(k >= 0, "repeats can not be negative (repeat_interleave got ", k, ")");
+      STRATA_CHECK(!output_size || *output_size == n * k,
+                   "repeat_interleave: allocated size does not match required size (output_size = ",
+                   output_size.value_or(0), ", sum of repeats = ", n * k, ")");
+      Tensor u = unsqueeze(input, d + 1);
+      DimVector wide(u.sizes().begin(), u.sizes().end());
+      wide[d + 1] = k;
+      DimVector out(input.sizes().begin(), input.sizes().end());
+      out[d] = n * k;
+      return reshape(expand(u, wide), out);
+    }
     reps = expand(reshape(reps, IntArrayRef(&one, 1)), IntArrayRef(&n, 1));
   } else {
     STRATA_CHECK(reps.dim() == 1, "repeat_interleave only accept 1D vector as repeat, got repeats of shape ",
