@@ -58,6 +58,12 @@ class enable_grad(_Mode):
 class inference_mode(_Mode):
     __slots__ = ("enabled", "_mode", "_prev_inference")
 
+    def __new__(cls, mode=True):
+        # @inference_mode without parentheses decorates the function directly.
+        if mode is None or isinstance(mode, bool):
+            return super().__new__(cls)
+        return cls()(mode)
+
     def __init__(self, mode=True):
         self.enabled = not mode
         self._mode = bool(mode)

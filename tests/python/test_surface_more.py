@@ -390,6 +390,15 @@ def test_flags():
         with st.inference_mode(False):
             assert not st.is_inference_mode_enabled()
     assert not st.is_inference_mode_enabled() and st.is_grad_enabled()
+
+    def probe():
+        return st.is_inference_mode_enabled(), st.is_grad_enabled()
+
+    def tprobe():
+        return torch.is_inference_mode_enabled(), torch.is_grad_enabled()
+
+    assert st.inference_mode(probe)() == torch.inference_mode(tprobe)() == (True, False)
+    assert st.inference_mode()(probe)() == torch.inference_mode()(tprobe)() == (True, False)
     assert st.get_num_interop_threads() >= 1
     assert st.set_flush_denormal(False) in (True, False)
     assert st.is_autocast_cpu_enabled() is False
