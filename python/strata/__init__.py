@@ -35,6 +35,8 @@ from ._functions import *  # noqa: E402,F401,F403
 from ._functions import __all__ as _fn_all  # noqa: E402
 from . import _tensor  # noqa: E402,F401  (attaches Tensor methods)
 from ._shape import split, chunk, nonzero, where  # noqa: E402,F401  (Python-only forms of the shape ops)
+from ._misc_more import *  # noqa: E402,F401,F403  (einsum, unique, meshgrid, ...: variadic and tuple forms)
+from . import linalg  # noqa: E402,F401  (strata.linalg)
 from ._creation import *  # noqa: E402,F401,F403  (torch-signature factories, random, strata.random)
 from . import _tensor_views  # noqa: E402,F401  (view properties, in-place view methods)
 from . import nn  # noqa: E402,F401
@@ -52,6 +54,20 @@ from . import _tensor_pickle  # noqa: E402,F401  (pickle, copy and deepcopy of t
 from .serialization import save, load  # noqa: E402,F401  (torch zip and safetensors checkpoints)
 from .profiler import set_warn_on, HiddenCopyWarning  # noqa: E402,F401  (strata.profiler)
 
-__version__ = "0.1.0"
-from ._surface_more import *  # noqa: E402,F401,F403  (hstack, tensor_split, windows, finfo, legacy tensor types)
-from . import _tensor_surface  # noqa: E402,F401  (apply_, resize_, storage(), H/mH, memory formats)
+from . import _tensor_compat  # noqa: E402,F401  (Tensor.type/new/cuda/pin_memory/__format__)
+from ._legacy_types import *  # noqa: E402,F401,F403  (strata.FloatTensor, ...)
+from ._settings import *  # noqa: E402,F401,F403  (default device, determinism, matmul precision)
+from . import backends, cuda, mps, accelerator, jit, compiler, version, distributed  # noqa: E402,F401
+
+__version__ = version.__version__
+
+from ._surface_more import *  # noqa: E402,F401,F403  (hstack, tensor_split, windows, finfo, flags)
+from . import _tensor_surface  # noqa: E402,F401  (apply_, resize_, set_, storage(), H/mH, memory formats)
+
+# A torch name Strata lacks raises "not implemented yet" rather than a bare
+# AttributeError (strata/_missing.py): every strata module gets a miss hook,
+# and Tensor placeholders, once every module above has attached its methods.
+from . import _missing  # noqa: E402
+
+_missing.install_module_hooks(__name__)
+_missing.install_tensor_placeholders(Tensor)

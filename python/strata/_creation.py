@@ -198,16 +198,52 @@ def full_like(input, fill_value, *, dtype=None, layout=None, device=None, pin_me
     return _finish(_ops.full(s, fill_value, dtype=d, device=dev), requires_grad)
 
 
+def _dense_strides(t):
+    """t's strides when t is dense but not contiguous (a permuted layout), else None.
+    Random *_like results keep such a layout, as torch's do, and random ops draw in
+    stride order, so the layout decides which element gets which value."""
+    if t.is_contiguous():
+        return None
+    expected = 1
+    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz != 1):
+        if stride != expected:
+            return None
+        expected *= size
+    return t.stride()
+
+
+def _empty_in_layout(input, shape, dtype, device, keep_layout=True):
+    """An uninitialised tensor for a *_like result: input's layout when that is dense."""
+    strides = _dense_strides(input) if keep_layout else None
+    if strides is None:
+        return _ops.empty(shape, dtype=dtype, device=device)
+    return _ops.empty_strided(shape, strides, dtype=dtype, device=device)
+
+
+def _random_like(name, input, dtype, layout, device, pin_memory, memory_format, factory, fill):
+    s, d, dev = _like(name, input, dtype, layout, device, pin_memory, memory_format)
+    keep = memory_format is None or repr(memory_format).split(".")[-1] == "preserve_format"
+    if input.is_contiguous() or not keep:
+        return factory(s, d, dev)
+    return fill(_empty_in_layout(input, s, d, dev))
+
+
 def rand_like(input, *, generator=None, dtype=None, layout=None, device=None, pin_memory=False,
               requires_grad=False, memory_format=None):
-    s, d, dev = _like("rand_like", input, dtype, layout, device, pin_memory, memory_format)
-    return _finish(_ops.rand(s, generator=_gen_id(generator), dtype=d, device=dev), requires_grad)
+    g = _gen_id(generator)
+    t = _random_like("rand_like", input, dtype, layout, device, pin_memory, memory_format,
+                     lambda s, d, dev: _ops.rand(s, generator=g, dtype=d, device=dev),
+                     lambda t: _ops.uniform_(t, 0.0, 1.0, generator=g))
+    return _finish(t, requires_grad)
 
 
 def randn_like(input, *, generator=None, dtype=None, layout=None, device=None, pin_memory=False,
                requires_grad=False, memory_format=None):
-    s, d, dev = _like("randn_like", input, dtype, layout, device, pin_memory, memory_format)
-    return _finish(_ops.randn(s, generator=_gen_id(generator), dtype=d, device=dev), requires_grad)
+    g = _gen_id(generator)
+    t = _random_like("randn_like", input, dtype, layout, device, pin_memory, memory_format,
+                     lambda s, d, dev: _ops.randn(s, generator=g, dtype=d, device=dev),
+                     lambda t: _ops.normal_(t, 0.0, 1.0, generator=g))
+    return _finish(t, requires_grad)
 
 
 def randint_like(input, low=0, high=None, *, generator=None, dtype=None, layout=None, device=None,

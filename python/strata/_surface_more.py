@@ -24,10 +24,8 @@ __all__ = [
     "is_anomaly_check_nan_enabled", "is_inference_mode_enabled", "get_num_interop_threads",
     "set_num_interop_threads", "set_flush_denormal", "get_autocast_cpu_dtype", "is_autocast_cpu_enabled",
     "set_autocast_enabled", "set_autocast_cpu_enabled", "set_autocast_cpu_dtype", "is_storage", "layout", "strided",
-    "memory_format", "contiguous_format", "channels_last", "channels_last_3d", "preserve_format", "FloatTensor",
-    "DoubleTensor", "LongTensor", "IntTensor", "ShortTensor", "CharTensor", "BoolTensor", "ByteTensor",
-    "HalfTensor", "BFloat16Tensor", "ldexp_", "isposinf", "isneginf", "isreal", "argwhere", "inner", "ger", "dist",
-    "diag", "diagflat", "narrow_copy", "unsafe_split", "unsafe_chunk", "nonzero_static", "is_complex", "is_conj",
+    "memory_format", "contiguous_format", "channels_last", "channels_last_3d", "preserve_format", "ldexp_", "isposinf", "isneginf", "isreal", "argwhere", "inner", "ger", "dist",
+    "narrow_copy", "unsafe_split", "unsafe_chunk", "nonzero_static", "is_complex", "is_conj",
     "is_neg", "conj", "resolve_conj", "resolve_neg", "conj_physical", "is_signed", "is_inference", "ravel",
     "adjoint", "real", "imag", "angle",
 ]
@@ -213,7 +211,7 @@ def is_same_size(input, other):
 
 def typename(obj):
     if _is_tensor(obj):
-        return _legacy_type_name(obj)
+        return obj.type()
     module = getattr(obj, "__module__", "") or ""
     qualname = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or type(obj).__qualname__
     if module in ("", "builtins") and not isinstance(obj, type):
@@ -316,21 +314,6 @@ def ger(input, vec2, *, out=None):
 
 def dist(input, other, p=2):
     return _ops.norm(_ops.sub(input, other), p)
-
-
-def diag(input, diagonal=0, *, out=None):
-    if input.dim() == 1:
-        n = input.shape[0] + builtins.abs(diagonal)
-        r = _ops.diagonal_scatter(_ops.zeros([n, n], dtype=input.dtype, device=input.device), input, diagonal)
-    elif input.dim() == 2:
-        r = input.diagonal(diagonal).clone()
-    else:
-        raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {input.dim()}D")
-    return out.copy_(r) if out is not None else r
-
-
-def diagflat(input, offset=0):
-    return diag(input.reshape(-1), offset)
 
 
 def narrow_copy(input, dim, start, length):
@@ -564,72 +547,6 @@ class iinfo:
 
     def __repr__(self):
         return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"
-
-
-# ---- legacy tensor types ----------------------------------------------------------------------
-_LEGACY = {}
-
-
-def _legacy_type_name(t):
-    cls = _LEGACY.get(t.dtype)
-    name = cls.__name__ if cls is not None else "Tensor"
-    return f"torch.{name}" if t.device.type == "cpu" else f"torch.{t.device.type}.{name}"
-
-
-def _legacy_new(dtype, device, args, op):
-    """torch's legacy constructor forms: (), (*sizes), (Size), (sequence), (tensor of that dtype)."""
-    if len(args) == 1 and _is_tensor(args[0]):
-        src = args[0]
-        if src.dtype is not dtype:
-            raise TypeError(f"expected {dtype} (got {src.dtype})")
-        return src
-    if len(args) == 1 and isinstance(args[0], (list, tuple)) and not isinstance(args[0], _size_type()):
-        return _C._tensor(args[0], dtype, device)
-    if len(args) == 1 and isinstance(args[0], _size_type()):
-        args = tuple(args[0])
-    if not args:
-        return _ops.empty([0], dtype=dtype, device=device)
-    sizes = []
-    for a in args:
-        if isinstance(a, (builtins.float, builtins.bool)) or not hasattr(a, "__index__"):
-            raise TypeError(f"{op}(): data must be a sequence (got {type(a).__name__})")
-        sizes.append(operator.index(a))
-    return _ops.empty(sizes, dtype=dtype, device=device)
-
-
-def _size_type():
-    from ._size import Size
-
-    return Size
-
-
-class _LegacyTensorType(type):
-    """Metaclass of FloatTensor & co: isinstance(t, FloatTensor) is true for a
-    float32 CPU tensor, and calling the type builds one (torch's legacy forms)."""
-
-    def __instancecheck__(cls, obj):
-        return _is_tensor(obj) and obj.dtype is cls.dtype and obj.device.type == "cpu"
-
-    def __call__(cls, *args, device=None):
-        return _legacy_new(cls.dtype, device, args, cls.__name__)
-
-
-def _make_legacy(name, dtype):
-    cls = _LegacyTensorType(name, (), {"dtype": dtype, "is_cuda": False, "__module__": "strata"})
-    _LEGACY[dtype] = cls
-    return cls
-
-
-FloatTensor = _make_legacy("FloatTensor", _C.float32)
-DoubleTensor = _make_legacy("DoubleTensor", _C.float64)
-HalfTensor = _make_legacy("HalfTensor", _C.float16)
-BFloat16Tensor = _make_legacy("BFloat16Tensor", _C.bfloat16)
-LongTensor = _make_legacy("LongTensor", _C.int64)
-IntTensor = _make_legacy("IntTensor", _C.int32)
-ShortTensor = _make_legacy("ShortTensor", _C.int16)
-CharTensor = _make_legacy("CharTensor", _C.int8)
-ByteTensor = _make_legacy("ByteTensor", _C.uint8)
-BoolTensor = _make_legacy("BoolTensor", _C.bool)
 
 
 # ---- process-wide flags ---------------------------------------------------------------------

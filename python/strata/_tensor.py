@@ -101,6 +101,10 @@ def _to(self, *args, **kwargs):
     same_device = device is None or device == self.device
     if same_dtype and same_device and not copy:
         return self.contiguous() if dense else self
+    if not same_device and device.type == "cuda":
+        from ._tensor_compat import no_cuda_device
+
+        raise no_cuda_device(device, "Tensor.to()")
     r = _ops._to_copy(self, dtype=dtype, device=device)
     return r.contiguous() if dense else r
 

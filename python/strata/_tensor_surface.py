@@ -8,7 +8,6 @@ import operator
 
 from . import _C
 from . import _surface_more as _sm
-from ._size import Size
 
 Tensor = _C.Tensor
 _ops = _C._ops
@@ -185,14 +184,7 @@ Tensor.fill_diagonal_ = _fill_diagonal_
 Tensor.cumsum_ = lambda self, dim, *, dtype=None: self.copy_(_ops.cumsum(self, dim, dtype=dtype))
 Tensor.cumprod_ = lambda self, dim, *, dtype=None: self.copy_(_ops.cumprod(self, dim, dtype=dtype))
 
-# ---- legacy constructor, resize ---------------------------------------------------------------
-def _new(self, *args, device=None):
-    return _sm._legacy_new(self.dtype, device if device is not None else self.device, args, "new")
-
-
-Tensor.new = _new
-
-
+# ---- resize_, set_ ----------------------------------------------------------------------------
 def _resize_(self, *sizes, memory_format=None):
     """torch's resize_: contiguous strides of the new shape over the same
     storage, grown (keeping its elements) when it is too small; elements past
@@ -341,8 +333,6 @@ Tensor.argwhere = _sm.argwhere
 Tensor.inner = _sm.inner
 Tensor.ger = _sm.ger
 Tensor.dist = _sm.dist
-Tensor.diag = _sm.diag
-Tensor.diagflat = _sm.diagflat
 Tensor.narrow_copy = _sm.narrow_copy
 Tensor.nonzero_static = _sm.nonzero_static
 Tensor.rsub = _sm.rsub

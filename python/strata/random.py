@@ -1,16 +1,18 @@
 """Random number generation state: strata.Generator, the default generator,
 manual_seed/seed/initial_seed and get_rng_state/set_rng_state.
 
-Every random op draws from a counter-based Philox4x32-10 generator whose whole
-state is (seed, offset): see Note [Counter-based random numbers] in
+CPU random ops reproduce torch's CPU generator (a Mersenne Twister mt19937 and
+torch's transformations of its draws): see Note [CPU random streams] in
 src/core/generator.h. A generator lives in the C++ core under an integer id
 (0 is the default one); the ops take it as ``generator=<id>`` and this module
-translates ``strata.Generator`` objects into ids. The state tensor is 16 uint8
-values: the seed, then the offset, both little-endian uint64."""
+translates ``strata.Generator`` objects into ids. The state tensor is torch's:
+5056 uint8 values, interchangeable with torch.get_rng_state()."""
 
 import builtins
+import functools
 import itertools
 import os
+import struct
 
 from . import _C
 
@@ -24,9 +26,29 @@ _MASK64 = (1 << 64) - 1
 _ids = itertools.count(1)
 
 
-def _state_tensor(seed_value, offset):
-    data = list((seed_value & _MASK64).to_bytes(8, "little") + (offset & _MASK64).to_bytes(8, "little"))
-    return _C._tensor(data, _C.uint8, None)
+_STATE_BYTES = 5056
+_MT_N = 624
+
+
+@functools.lru_cache(maxsize=16)
+def _seeded_state(seed_value):
+    """The state of a generator just seeded with seed_value: mt19937's standard
+    initialisation from the seed's low 32 bits, no cached normal sample. Cached: the
+    ops copy from it and never hand it out."""
+    import numpy as np
+
+    from ._functions import from_numpy
+
+    w = seed_value & 0xFFFFFFFF
+    words = [w]
+    for i in range(1, _MT_N):
+        w = (1812433253 * (w ^ (w >> 30)) + i) & 0xFFFFFFFF
+        words.append(w)
+    buf = np.zeros(_STATE_BYTES, np.uint8)
+    # initial seed, left = 1 (the next draw regenerates), seeded, next = 0, the words
+    buf[:24] = np.frombuffer(struct.pack("<QiiQ", seed_value, 1, 1, 0), np.uint8)
+    buf[24:24 + 8 * _MT_N] = np.array(words, np.uint64).view(np.uint8)
+    return from_numpy(buf)
 
 
 def _check_seed(s):
@@ -48,14 +70,14 @@ class Generator:
             raise RuntimeError(f"Generator: device type {dev.type} is not supported")
         self._device = dev
         self._id = next(_ids)
-        _ops._set_rng_state(_state_tensor(_DEFAULT_SEED, 0), generator=self._id)
+        _ops._set_rng_state(_seeded_state(_DEFAULT_SEED), generator=self._id)
 
     @property
     def device(self):
         return self._device
 
     def manual_seed(self, seed):
-        _ops._set_rng_state(_state_tensor(_check_seed(seed), 0), generator=self._id)
+        _ops._set_rng_state(_seeded_state(_check_seed(seed)), generator=self._id)
         return self
 
     def seed(self):
@@ -75,9 +97,11 @@ class Generator:
         _ops._set_rng_state(new_state, generator=self._id)
         return self
 
-    # The offset advances by one per 128-bit block drawn; exposed like torch's CUDA generators.
     def get_offset(self):
-        return int.from_bytes(bytes(self.get_state().tolist()[8:]), "little")
+        raise RuntimeError("CPU Generator does not use offset")
+
+    def set_offset(self, offset):
+        raise RuntimeError("CPU Generator does not use offset")
 
     def __del__(self):
         try:

@@ -1,12 +1,22 @@
-// Note [Counter-based random numbers]
-// Every random op draws from Philox4x32-10 (Salmon et al., "Parallel random
-// numbers: as easy as 1, 2, 3", SC'11): a keyed bijection of a 128-bit counter.
-// A generator's state is just (seed, offset). An op that needs B blocks of
-// 128 random bits reserves counters [offset, offset + B) and advances offset by
-// B; element i of its output reads block i / V (V values per block, see
-// random_values_per_block) with key = seed. So what element i gets depends only
-// on (seed, offset, i): results are identical for any thread count and any
-// chunking of the work.
+// Note [CPU random streams]
+// CPU random ops reproduce torch's CPU generator bit for bit: the same
+// manual_seed gives the same numbers, and a state taken from torch
+// (torch.get_rng_state()) can be set here and continue identically, and back.
+//
+// The engine is the 32-bit Mersenne Twister mt19937 (Matsumoto & Nishimura,
+// 1998), seeded from the low 32 bits of the seed with the standard
+// initialisation. A 64-bit draw is two 32-bit draws, the first one the high
+// word. The ops' transformations of these draws (which bits make a uniform,
+// Box-Muller variants, modulo for integer ranges, the shuffle of randperm)
+// live next to the kernels in backends/cpu/kernels/random_kernels.cpp.
+//
+// mt19937 is sequential, so the raw stream of an op is drawn serially, in the
+// order torch visits the output; only the per-element transformations run in
+// parallel, which makes results independent of the thread count.
+//
+// A generator also caches the second value of its scalar Box-Muller normal,
+// as torch does: the state is the engine plus that cache. Its serialized form
+// is torch's 5056-byte layout (see CPUGenerator::kStateBytes).
 //
 // Generators are identified by an int64 id so that ops can take one through
 // the dispatcher as `int? generator=None` (None or 0: the default generator).
@@ -15,82 +25,89 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <optional>
 
-#include "core/dtype.h"
-
 namespace strata {
-
-namespace philox {
-constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
-constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
-
-struct Block {
-  uint32_t v[4];
-};
-
-// Philox4x32 with 10 rounds: counter c, key k.
-STRATA_ALWAYS_INLINE constexpr Block philox4x32_10(Block c, uint32_t k0, uint32_t k1) {
-  for (int r = 0; r < 10; ++r) {
-    if (r > 0) {
-      k0 += kWeyl0;
-      k1 += kWeyl1;
-    }
-    uint64_t p0 = static_cast<uint64_t>(kMul0) * c.v[0];
-    uint64_t p1 = static_cast<uint64_t>(kMul1) * c.v[2];
-    uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
-    uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
-    c = Block{{hi1 ^ c.v[1] ^ k0, lo1, hi0 ^ c.v[3] ^ k1, lo0}};
-  }
-  return c;
-}
-
-// The block an op reads for its block index `i` (counter = offset + i).
-STRATA_ALWAYS_INLINE constexpr Block block_at(uint64_t seed, uint64_t offset, uint64_t i) {
-  uint64_t ctr = offset + i;
-  return philox4x32_10(Block{{static_cast<uint32_t>(ctr), static_cast<uint32_t>(ctr >> 32), 0u, 0u}},
-                       static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
-}
-
-// Uniform [0, 1) with as many bits as the target's mantissa holds, so that
-// rounding to the output type can never produce 1.
-STRATA_ALWAYS_INLINE constexpr float u32_to_unit_float(uint32_t x) { return (x >> 8) * 0x1.0p-24f; }
-STRATA_ALWAYS_INLINE constexpr float u32_to_unit_half(uint32_t x) { return (x >> 21) * 0x1.0p-11f; }
-STRATA_ALWAYS_INLINE constexpr float u32_to_unit_bf16(uint32_t x) { return (x >> 24) * 0x1.0p-8f; }
-STRATA_ALWAYS_INLINE constexpr double u64_to_unit_double(uint64_t x) { return (x >> 11) * 0x1.0p-53; }
-STRATA_ALWAYS_INLINE constexpr uint64_t join64(uint32_t lo, uint32_t hi) {
-  return static_cast<uint64_t>(lo) | (static_cast<uint64_t>(hi) << 32);
-}
-}  // namespace philox
-
-struct GeneratorState {
-  uint64_t seed = 0;
-  uint64_t offset = 0;
-};
 
 // torch's default CPU seed, so a fresh process starts from a documented state.
 constexpr uint64_t kDefaultSeed = 67280421310721ull;
 
-// Reserves `nblocks` counters of generator `id` (nullopt/0: default) and
-// returns the state to generate from. Thread-safe. Throws if id is unknown.
-GeneratorState reserve_random_blocks(std::optional<int64_t> id, uint64_t nblocks);
-GeneratorState generator_state(std::optional<int64_t> id);
-// Creates generator `id` when it does not exist yet.
-void set_generator_state(std::optional<int64_t> id, GeneratorState s);
+class MT19937 {
+ public:
+  static constexpr int kN = 624, kM = 397;
+
+  explicit MT19937(uint64_t seed = kDefaultSeed) { reseed(seed); }
+  void reseed(uint64_t seed);
+
+  uint32_t operator()() {
+    if (left == 1) regenerate();
+    --left;
+    return temper(state[next++]);
+  }
+  // n successive draws into out; the same words as n calls, much faster.
+  void fill(uint32_t* out, int64_t n);
+
+  // The raw state, in the form torch serializes it: `left` counts down to the
+  // next regeneration (1: the next draw regenerates), `next` indexes state.
+  uint64_t seed = kDefaultSeed;
+  int32_t left = 1;
+  bool seeded = true;
+  uint32_t next = 0;
+  uint32_t state[kN];
+
+ private:
+  static uint32_t temper(uint32_t y) {
+    y ^= y >> 11;
+    y ^= (y << 7) & 0x9d2c5680u;
+    y ^= (y << 15) & 0xefc60000u;
+    return y ^ (y >> 18);
+  }
+  // The next kN words of the recurrence; left = kN + 1 and next = 0 after.
+  void regenerate();
+};
+
+struct CPUGenerator {
+  MT19937 engine;
+  std::optional<double> next_double_normal;  // cached second Box-Muller sample
+  std::optional<float> next_float_normal;    // kept for the state layout
+
+  uint32_t random() { return engine(); }
+  uint64_t random64() {
+    uint64_t hi = engine();
+    return (hi << 32) | engine();
+  }
+  void manual_seed(uint64_t s) {
+    engine.reseed(s);
+    next_double_normal.reset();
+    next_float_normal.reset();
+  }
+
+  // torch's CPU state: initial seed (u64), left (i32), seeded (i32), next
+  // (u64), the 624 words as u64, normal_x/normal_y/normal_rho (f64; the cached
+  // double normal is normal_y), normal_is_valid (i32, 4 bytes padding), the
+  // cached float normal (f32) and its valid flag (1 byte, 3 padding).
+  static constexpr int64_t kStateBytes = 5056;
+  void get_state(uint8_t* out) const;
+  // Throws on a malformed state; the generator is unchanged then.
+  void set_state(const uint8_t* in);
+};
+
+// Generator `id` (nullopt/0: the default one), locked for the guard's lifetime.
+// Throws if id is unknown. Random ops hold it while they draw.
+class GeneratorGuard {
+ public:
+  explicit GeneratorGuard(std::optional<int64_t> id);
+  CPUGenerator& operator*() const { return *gen_; }
+  CPUGenerator* operator->() const { return gen_; }
+
+ private:
+  std::unique_lock<std::mutex> lock_;
+  CPUGenerator* gen_;
+};
+
+// Creates generator `id` (with the default seed) when it does not exist yet.
+void ensure_generator(int64_t id);
 void drop_generator(int64_t id);
-
-// What a random op produces per element, which fixes how many values one
-// 128-bit block yields (see Note [Counter-based random numbers]).
-enum class RandomKind : int8_t { Uniform, Normal, Bernoulli, Exponential, IntRange };
-
-// 64-bit outputs (double, or integer ranges above 2^32) use two words per
-// value; everything else one.
-constexpr int random_values_per_block(RandomKind kind, ScalarType dtype, uint64_t range = 0) {
-  if (kind == RandomKind::IntRange) return (range == 0 || range > (uint64_t(1) << 32)) ? 2 : 4;
-  return dtype == ScalarType::Float64 ? 2 : 4;
-}
-constexpr uint64_t random_blocks_for(int64_t numel, int per_block) {
-  return (static_cast<uint64_t>(numel) + per_block - 1) / per_block;
-}
 
 }  // namespace strata

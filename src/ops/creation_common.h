@@ -27,18 +27,26 @@ struct RangeParams {
 using RangeFn = void (*)(const Tensor& out, const RangeParams& p);
 STRATA_DECLARE_STUB(range_stub, RangeFn);
 
-// Random fills of a contiguous output from counters [state.offset, ...).
+// What a random op produces per element (see Note [CPU random streams] in
+// core/generator.h).
+enum class RandomKind : int8_t { Uniform, Normal, Bernoulli, Exponential, IntRange };
+
+// Random fills of a contiguous output, drawn from `gen` (locked by the caller)
+// in element order. `contiguous_layout` tells whether the op's real output is
+// contiguous: torch's normal takes its vectorised path only then.
 struct RandomParams {
   RandomKind kind = RandomKind::Uniform;
   double a = 0, b = 1;   // uniform [a, b); normal mean a, std b; bernoulli p = a; exponential lambda = a
   int64_t low = 0;       // IntRange: low + (bits % range); range 0 = all 2^64 values
   uint64_t range = 0;
-  GeneratorState state;
+  std::optional<bool> wide_draws;  // IntRange: 64-bit draws; unset: by range
+  bool contiguous_layout = true;
+  CPUGenerator* gen = nullptr;
 };
 using RandomFn = void (*)(const Tensor& out, const RandomParams& p);
 STRATA_DECLARE_STUB(random_stub, RandomFn);
-// Fisher-Yates over a contiguous int64/any-dtype output of n elements.
-using RandpermFn = void (*)(const Tensor& out, int64_t n, GeneratorState state);
+// A uniform permutation of 0..n-1 into a contiguous output of n elements.
+using RandpermFn = void (*)(const Tensor& out, int64_t n, CPUGenerator& gen);
 STRATA_DECLARE_STUB(randperm_stub, RandpermFn);
 
 }  // namespace strata

@@ -318,8 +318,9 @@ Tensor outer_impl(const Tensor& self, const Tensor& vec2, const OptT& out) {
   STRATA_CHECK(self.dim() == 1, "outer: Expected 1-D argument self, but got ", self.dim(), "-D");
   STRATA_CHECK(vec2.dim() == 1, "outer: Expected 1-D argument vec2, but got ", vec2.dim(), "-D");
   // An outer product is a broadcast multiply (and promotes dtypes like one).
-  return mul(view_as(self, {self.size(0), 1}, {self.stride(0), 0}),
-             view_as(vec2, {1, vec2.size(0)}, {0, vec2.stride(0)}), out);
+  // unsqueeze (an op) rather than a raw view, so that autograd, which this
+  // composite runs under, records the path back to self and vec2.
+  return mul(unsqueeze(self, 1), unsqueeze(vec2, 0), out);
 }
 STRATA_IMPL_COMPOSITE(outer, outer_impl);
 

@@ -1,4 +1,5 @@
-// Random sampling ops over the counter-based generator (core/generator.h).
+// Random sampling ops over the CPU generator (see Note [CPU random streams] in
+// core/generator.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -15,20 +16,53 @@ STRATA_DEFINE_STUB(randperm_stub, RandpermFn);
 
 namespace {
 
-// Fills self (any layout) with the distribution in p, drawing counters from
-// generator `gen`. Meta tensors and empty ones consume nothing.
+// The order in which torch draws an output's elements: that of its
+// TensorIterator, whose dimensions are sorted by stride (the largest
+// outermost). A permutation of self's dims; identity when contiguous.
+std::vector<int64_t> fill_order(const Tensor& self) {
+  // Size-1 dimensions do not change the order; they go last, out of the sort.
+  std::vector<int64_t> perm, ones;
+  for (int64_t d = 0; d < self.dim(); ++d) (self.size(d) == 1 ? ones : perm).push_back(d);
+  std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) { return self.stride(a) > self.stride(b); });
+  perm.insert(perm.end(), ones.begin(), ones.end());
+  return perm;
+}
+
+std::vector<int64_t> inverse(const std::vector<int64_t>& perm) {
+  std::vector<int64_t> inv(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int64_t>(i);
+  return inv;
+}
+
+// An in-place fill of an expanded tensor would write one location many times.
+void check_no_broadcast_dims(const Tensor& self) {
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    STRATA_CHECK(self.stride(d) != 0 || self.size(d) <= 1,
+                 "unsupported operation: more than one element of the written-to tensor refers to a single memory "
+                 "location. Please clone() the tensor before performing the operation.");
+  }
+}
+
+// Fills self (any layout) with the distribution in p, drawing from generator
+// `gen` in torch's element order. Meta tensors and empty ones draw nothing.
 const Tensor& random_into(const Tensor& self, RandomParams p, OptInt gen) {
+  check_no_broadcast_dims(self);
   if (self.device().is_meta() || self.numel() == 0) return self;
-  int per_block = random_values_per_block(p.kind, self.dtype(), p.range);
-  p.state = reserve_random_blocks(gen, random_blocks_for(self.numel(), per_block));
-  if (self.is_contiguous()) {
+  p.contiguous_layout = self.is_contiguous();
+  if (p.contiguous_layout) {
+    GeneratorGuard g(gen);
+    p.gen = &*g;
     random_stub(self.device().type, self, p);
   } else {
-    // Generate in logical order, then scatter: values depend on the element's
-    // index, not on the memory layout.
-    Tensor tmp = empty_tensor(self.sizes(), self.dtype(), self.device());
-    random_stub(tmp.device().type, tmp, p);
-    copy_(self, tmp, false);
+    // Draw into a contiguous buffer laid out in fill order, then scatter.
+    Tensor view = permute(self, fill_order(self));
+    Tensor tmp = empty_tensor(view.sizes(), self.dtype(), self.device());
+    {
+      GeneratorGuard g(gen);
+      p.gen = &*g;
+      random_stub(tmp.device().type, tmp, p);
+    }
+    copy_(view, tmp, false);
   }
   self.bump_version();
   return self;
@@ -104,8 +138,8 @@ Tensor randperm_impl(int64_t n, OptInt gen, OptDType dtype, OptDevice device, co
                "randperm: n is too large for result tensor type: '", dtype_name(dt), "'");
   Tensor t = factory_alloc("randperm", std::vector<int64_t>{n}, dt, factory_device("randperm", device, out));
   if (!t.device().is_meta() && n > 0) {
-    GeneratorState st = reserve_random_blocks(gen, static_cast<uint64_t>(n));
-    randperm_stub(t.device().type, t, n, st);
+    GeneratorGuard g(gen);
+    randperm_stub(t.device().type, t, n, *g);
   }
   return finish_factory("randperm", t, out);
 }
@@ -155,6 +189,8 @@ Tensor random_impl(const Tensor& self, int64_t from, OptInt to, OptInt gen) {
                  ", ", *to, ") is out of bounds for dtype ", dtype_name(self.dtype()));
     p.range = static_cast<uint64_t>(*to) - static_cast<uint64_t>(from);
   } else {
+    // random_() proper draws one 32-bit word per element, 64 bits for int64 and double.
+    if (from == 0) p.wide_draws = self.dtype() == ScalarType::Int64 || self.dtype() == ScalarType::Float64;
     // [from, the largest value the dtype holds exactly]; 2^64 values wrap to 0 ("all").
     STRATA_CHECK(static_cast<double>(from) >= lo && static_cast<double>(from) <= hi, "random_: from=", from,
                  " is out of bounds for dtype ", dtype_name(self.dtype()));
@@ -181,14 +217,20 @@ Tensor bernoulli_tensor_impl(const Tensor& self, const Tensor& prob, OptInt gen)
   STRATA_CHECK(std::equal(b.begin(), b.end(), self.sizes().begin(), self.sizes().end()),
                "bernoulli_: probability tensor of shape ", prob.shape_str(), " cannot be broadcast to ",
                self.shape_str());
+  check_no_broadcast_dims(self);
   if (self.device().is_meta()) return self;
   if (!prob.device().is_meta()) {
     Tensor bad = logical_or(lt(prob, wrapped(0.0, prob)), gt(prob, wrapped(1.0, prob)));
     STRATA_CHECK(!any_nonzero(logical_or(bad, isnan(prob))), "bernoulli_: all probabilities must be in [0, 1]");
   }
-  // u < p with u uniform in [0, 1) in double: exact for p = 0 and p = 1.
-  Tensor u = rand(self.sizes(), gen, ScalarType::Float64, self.device());
-  copy_(self, lt(u, to_dtype(prob, ScalarType::Float64)), false);
+  // u < p, one uniform per element in fill order: a 53-bit double for double
+  // probabilities, a 24-bit float for the others (exact for p = 0 and p = 1).
+  ScalarType udt = prob.dtype() == ScalarType::Float64 ? ScalarType::Float64 : ScalarType::Float32;
+  std::vector<int64_t> order = fill_order(self);
+  Tensor u_ordered = empty_tensor(permute(self, order).sizes(), udt, self.device());
+  uniform_(u_ordered, 0.0, 1.0, gen);
+  Tensor u = permute(u_ordered, inverse(order));
+  copy_(self, lt(u, to_dtype(prob, udt)), false);
   return self;
 }
 STRATA_IMPL_CPU_META(bernoulli__Tensor, bernoulli_tensor_impl);
@@ -212,11 +254,17 @@ void check_std(const Tensor& std) {
   STRATA_CHECK(!any_nonzero(lt(std, wrapped(0.0, std))), "normal expects all elements of std >= 0.0");
 }
 
+Tensor normal_tf_impl(const Tensor& mean, double std, OptInt gen, const std::optional<Tensor>& out);
+
 // mean + std * z with z standard normal of the broadcast shape.
 Tensor normal_tensors(const Tensor& mean, const Tensor& std, OptInt gen, const std::optional<Tensor>& out) {
   // A Python number (wrapped 0-d tensor) takes the other operand's dtype, as in
   // type promotion.
   bool wm = mean.impl()->is_wrapped_number(), ws = std.impl()->is_wrapped_number();
+  // A Python number std scales inside the generator, as normal(Tensor, float) does.
+  if (ws && !wm && std.device().is_cpu()) {
+    return normal_tf_impl(mean, contiguous(to_dtype(std, ScalarType::Float64)).data_ptr<double>()[0], gen, out);
+  }
   ScalarType dt = wm && ws ? default_dtype()
                   : wm     ? std.dtype()
                   : ws     ? mean.dtype()
@@ -237,8 +285,10 @@ STRATA_IMPL_CPU_META(normal_Tensor_Tensor, normal_tt_impl);
 Tensor normal_tf_impl(const Tensor& mean, double std, OptInt gen, const std::optional<Tensor>& out) {
   STRATA_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
   check_floating("normal", mean.dtype());
-  Tensor z = randn(mean.sizes(), gen, mean.dtype(), mean.device());
-  return finish_factory("normal", add(mul(z, wrapped(std, z)), mean), out);
+  // normal_(0, std) then + mean, so that std scales in the generator's precision.
+  Tensor z = empty_tensor(mean.sizes(), mean.dtype(), mean.device());
+  normal_(z, 0.0, std, gen);
+  return finish_factory("normal", add(z, mean), out);
 }
 STRATA_IMPL_CPU_META(normal_Tensor_float, normal_tf_impl);
 
@@ -274,48 +324,62 @@ Tensor multinomial_impl(const Tensor& self, int64_t num_samples, bool replacemen
   Tensor result = empty_tensor(shape, ScalarType::Int64, self.device());
   if (self.device().is_meta()) return finish_factory("multinomial", result, out);
   STRATA_CHECK(self.device().is_cpu(), "multinomial: only implemented on cpu, got ", self.device().str());
-  Tensor prob = contiguous(to_dtype(self, ScalarType::Float64));
-  Tensor u = rand(std::vector<int64_t>{rows, num_samples}, gen, ScalarType::Float64, self.device());
-  const double* P = prob.data_ptr<double>();
-  const double* U = u.data_ptr<double>();
-  int64_t* R = result.data_ptr<int64_t>();
-  std::vector<double> w(cats), cdf(cats);
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t nonzero = 0;
-    for (int64_t c = 0; c < cats; ++c) {
-      double v = P[r * cats + c];
-      STRATA_CHECK(std::isfinite(v) && v >= 0, "multinomial: probability tensor contains either `inf`, `nan` or "
-                   "element < 0");
-      w[c] = v;
-      nonzero += v > 0;
-    }
-    STRATA_CHECK(nonzero > 0, "multinomial: invalid multinomial distribution (sum of probabilities <= 0)");
-    STRATA_CHECK(replacement || nonzero >= num_samples, "multinomial: invalid multinomial distribution (with "
-                 "replacement=False, not enough non-negative category to sample)");
-    // First category whose cumulative weight exceeds u * total: never a
-    // zero-weight one since u < 1 (the clamp and walk-back guard rounding).
-    auto draw = [&](double uu, double total) {
-      int64_t j = std::upper_bound(cdf.begin(), cdf.end(), uu * total) - cdf.begin();
-      if (j >= cats) j = cats - 1;
-      while (w[j] == 0 && j > 0) --j;
-      return j;
-    };
-    auto build_cdf = [&] {
-      double total = 0;
-      for (int64_t c = 0; c < cats; ++c) cdf[c] = (total += w[c]);
-      return total;
-    };
-    if (replacement) {
-      double total = build_cdf();
-      for (int64_t s = 0; s < num_samples; ++s) R[r * num_samples + s] = draw(U[r * num_samples + s], total);
-    } else {
-      for (int64_t s = 0; s < num_samples; ++s) {
-        int64_t j = draw(U[r * num_samples + s], build_cdf());
-        R[r * num_samples + s] = j;
-        w[j] = 0;
+  Tensor prob = contiguous(self);
+  // Validity first, whatever the sampling path.
+  {
+    Tensor p64 = to_dtype(prob, ScalarType::Float64);
+    const double* P = p64.data_ptr<double>();
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t nonzero = 0;
+      for (int64_t c = 0; c < cats; ++c) {
+        double v = P[r * cats + c];
+        STRATA_CHECK(std::isfinite(v) && v >= 0, "multinomial: probability tensor contains either `inf`, `nan` or "
+                     "element < 0");
+        nonzero += v > 0;
       }
+      STRATA_CHECK(nonzero > 0, "multinomial: invalid multinomial distribution (sum of probabilities <= 0)");
     }
   }
+  if (!replacement || num_samples == 1) {
+    // The exponential race (Gumbel-max): the k largest p / q with q ~ Exp(1),
+    // one q per probability, drawn in the probabilities' dtype. As in torch,
+    // zero-probability categories come last when k exceeds the nonzero ones.
+    Tensor q = empty_tensor(prob.sizes(), prob.dtype(), prob.device());
+    exponential_(q, 1.0, gen);
+    Tensor score = div(prob, q);
+    Tensor idx = num_samples == 1 ? argmax(score, -1, true) : std::get<1>(topk(score, num_samples, -1, true, true));
+    copy_(result, idx, false);
+    return finish_factory("multinomial", result, out);
+  }
+  // With replacement: inverse CDF per row, one 53-bit uniform per sample,
+  // the cumulative sums in the probabilities' precision (float for 16-bit).
+  visit_dtype(prob.dtype(), [&]<typename T>() {
+    if constexpr (is_float_v<T>) {
+      using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
+      const T* P = prob.data_ptr<T>();
+      int64_t* R = result.data_ptr<int64_t>();
+      std::vector<A> cdf(cats);
+      GeneratorGuard g(gen);
+      for (int64_t r = 0; r < rows; ++r) {
+        A sum = 0;
+        for (int64_t c = 0; c < cats; ++c) cdf[c] = (sum += static_cast<A>(P[r * cats + c]));
+        for (int64_t c = 0; c < cats; ++c) cdf[c] /= sum;
+        cdf[cats - 1] = 1;  // rounding must not leave a gap at the top
+        for (int64_t k = 0; k < num_samples; ++k) {
+          uint64_t bits = g->random64();
+          double u = static_cast<double>(bits & ((uint64_t(1) << 53) - 1)) * 0x1.0p-53;
+          // First category whose cumulative probability reaches u.
+          int64_t lo = 0, hi = cats;
+          while (hi > lo) {
+            int64_t mid = lo + (hi - lo) / 2;
+            if (static_cast<double>(cdf[mid]) < u) lo = mid + 1;
+            else hi = mid;
+          }
+          R[r * num_samples + k] = lo;
+        }
+      }
+    }
+  });
   return finish_factory("multinomial", result, out);
 }
 STRATA_IMPL_CPU_META(multinomial, multinomial_impl);
@@ -323,13 +387,9 @@ STRATA_IMPL_CPU_META(multinomial, multinomial_impl);
 // ---- generator state -------------------------------------------------------
 
 Tensor get_rng_state_impl(OptInt gen) {
-  GeneratorState s = generator_state(gen);
-  Tensor t = empty_tensor(std::vector<int64_t>{16}, ScalarType::UInt8, Device(DeviceType::CPU));
-  uint8_t* p = t.data_ptr<uint8_t>();
-  for (int i = 0; i < 8; ++i) {
-    p[i] = static_cast<uint8_t>(s.seed >> (8 * i));
-    p[8 + i] = static_cast<uint8_t>(s.offset >> (8 * i));
-  }
+  Tensor t = empty_tensor(std::vector<int64_t>{CPUGenerator::kStateBytes}, ScalarType::UInt8, Device(DeviceType::CPU));
+  GeneratorGuard g(gen);
+  g->get_state(t.data_ptr<uint8_t>());
   return t;
 }
 // Generator bookkeeping touches no tensor data: the same on every backend.
@@ -338,16 +398,13 @@ STRATA_IMPL_COMPOSITE(_get_rng_state, get_rng_state_impl);
 Tensor set_rng_state_impl(const Tensor& state, OptInt gen) {
   STRATA_CHECK_TYPE(state.dtype() == ScalarType::UInt8, "set_rng_state: expected a torch.ByteTensor (uint8), got ",
                     dtype_name(state.dtype()));
-  STRATA_CHECK(state.numel() == 16 && state.device().is_cpu(),
-               "set_rng_state: expected a cpu uint8 tensor of 16 bytes (seed, offset), got ", state.describe());
+  STRATA_CHECK(state.device().is_cpu(), "set_rng_state: expected a cpu state tensor, got ", state.describe());
+  STRATA_CHECK(state.numel() == CPUGenerator::kStateBytes, "set_rng_state: expected a CPUGeneratorImplState of size ",
+               CPUGenerator::kStateBytes, " but found the input RNG state size to be ", state.numel());
   Tensor c = contiguous(state);
-  const uint8_t* p = c.data_ptr<uint8_t>();
-  GeneratorState s;
-  for (int i = 0; i < 8; ++i) {
-    s.seed |= static_cast<uint64_t>(p[i]) << (8 * i);
-    s.offset |= static_cast<uint64_t>(p[8 + i]) << (8 * i);
-  }
-  set_generator_state(gen, s);
+  if (gen && *gen != 0) ensure_generator(*gen);
+  GeneratorGuard g(gen);
+  g->set_state(c.data_ptr<uint8_t>());
   return state;
 }
 // Generator bookkeeping touches no tensor data: the same on every backend.

@@ -1,9 +1,12 @@
-// The Philox generator and the random ops built on it.
+// The mt19937 generator and the random ops built on it (see Note [CPU random
+// streams] in core/generator.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <random>
+#include <vector>
 
 #include "backends/cpu/parallel.h"
 #include "core/generator.h"
@@ -12,65 +15,71 @@
 using namespace strata;
 
 namespace {
-philox::Block run(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0, uint32_t k1) {
-  return philox::philox4x32_10(philox::Block{{c0, c1, c2, c3}}, k0, k1);
-}
-void expect_block(const philox::Block& b, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3) {
-  EXPECT_EQ(b.v[0], a0);
-  EXPECT_EQ(b.v[1], a1);
-  EXPECT_EQ(b.v[2], a2);
-  EXPECT_EQ(b.v[3], a3);
-}
 // Restores the default generator after a test.
 struct StateGuard {
-  GeneratorState saved = generator_state(std::nullopt);
-  ~StateGuard() { set_generator_state(std::nullopt, saved); }
+  std::vector<uint8_t> saved = std::vector<uint8_t>(CPUGenerator::kStateBytes);
+  StateGuard() { GeneratorGuard(std::nullopt)->get_state(saved.data()); }
+  ~StateGuard() { GeneratorGuard(std::nullopt)->set_state(saved.data()); }
 };
+void seed_default(uint64_t s) { GeneratorGuard(std::nullopt)->manual_seed(s); }
 }  // namespace
 
-// Known-answer vectors of Philox4x32-10 from the Random123 distribution
-// (kat_vectors: counter, key -> output). The same three values come out of an
-// independent Python transcription of the published round function
-// (mulhilo by 0xD2511F53 / 0xCD9E8D57, Weyl key bumps 0x9E3779B9 / 0xBB67AE85).
-TEST(Philox, KnownAnswers) {
-  expect_block(run(0, 0, 0, 0, 0, 0), 0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8);
-  expect_block(run(0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff), 0x408f276d, 0x41c83b0e,
-               0xa20bc7c6, 0x6d5451fd);
-  expect_block(run(0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0), 0xd16cfe09, 0x94fdcceb,
-               0x5001e420, 0x24126ea1);
-  // The round function is constexpr: the first vector also holds at compile time.
-  static_assert(philox::philox4x32_10(philox::Block{{0, 0, 0, 0}}, 0, 0).v[0] == 0x6627e8d5u);
+// The standard library's mt19937 is an independent implementation of the same
+// engine; the C++ standard also fixes its 10000th output for the default seed.
+TEST(MT19937, MatchesStandardEngine) {
+  MT19937 a(5489);
+  std::mt19937 b(5489);
+  for (int i = 0; i < 9999; ++i) ASSERT_EQ(a(), b()) << i;
+  EXPECT_EQ(a(), 4123659995u);
+  EXPECT_EQ(b(), 4123659995u);
+  // Bulk fills continue the same stream across regenerations.
+  std::vector<uint32_t> bulk(3000);
+  a.fill(bulk.data(), 1000);
+  a.fill(bulk.data() + 1000, 2000);
+  for (int i = 0; i < 3000; ++i) ASSERT_EQ(bulk[i], b()) << i;
+  // Seeds use their low 32 bits; the full seed is kept as the initial seed.
+  MT19937 c((uint64_t(7) << 32) | 11);
+  std::mt19937 d(11);
+  EXPECT_EQ(c(), d());
+  EXPECT_EQ(c.seed, (uint64_t(7) << 32) | 11);
 }
 
-TEST(Philox, CounterLayout) {
-  // block i of an op = Philox(counter = offset + i as (lo, hi, 0, 0), key = seed as (lo, hi)).
-  uint64_t seed = 0x0123456789abcdefull, off = 0xfffffffful;
-  philox::Block b = philox::block_at(seed, off, 1);  // counter 2^32 carries into word 1
-  philox::Block ref = run(0, 1, 0, 0, 0x89abcdef, 0x01234567);
-  expect_block(b, ref.v[0], ref.v[1], ref.v[2], ref.v[3]);
+TEST(MT19937, StateRoundTripContinuesStream) {
+  CPUGenerator g;
+  g.manual_seed(77);
+  for (int i = 0; i < 700; ++i) g.random();
+  g.next_double_normal = 0.25;
+  std::vector<uint8_t> st(CPUGenerator::kStateBytes);
+  g.get_state(st.data());
+  CPUGenerator h;
+  h.set_state(st.data());
+  ASSERT_TRUE(h.next_double_normal.has_value());
+  EXPECT_EQ(*h.next_double_normal, 0.25);
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(g.random(), h.random());
+  // A corrupted position is refused and leaves the generator as it was.
+  std::vector<uint8_t> bad = st;
+  int32_t left = 0;
+  std::memcpy(bad.data() + 8, &left, 4);
+  EXPECT_THROW(h.set_state(bad.data()), Error);
+  EXPECT_EQ(g.random(), h.random());
 }
 
-TEST(Random, RandReadsOneWordPerFloat) {
-  StateGuard g;
-  set_generator_state(std::nullopt, GeneratorState{42, 7});
+TEST(Random, RandTakesLow24BitsOfEachDraw) {
+  StateGuard sg;
+  seed_default(42);
   Tensor t = rand(std::vector<int64_t>{10}, std::nullopt, ScalarType::Float32);
+  std::mt19937 ref(42);
   const float* p = t.data_ptr<float>();
-  for (int i = 0; i < 10; ++i) {
-    philox::Block b = philox::block_at(42, 7, i / 4);
-    EXPECT_EQ(p[i], static_cast<float>(b.v[i % 4] >> 8) * 0x1.0p-24f) << i;
-  }
-  // 10 floats use ceil(10 / 4) = 3 blocks.
-  EXPECT_EQ(generator_state(std::nullopt).offset, 10u);
-  EXPECT_EQ(generator_state(std::nullopt).seed, 42u);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(p[i], static_cast<float>(ref() & 0xffffff) * 0x1.0p-24f) << i;
 }
 
 TEST(Random, IndependentOfThreadCount) {
-  StateGuard g;
+  StateGuard sg;
   int saved = get_num_threads();
   std::vector<int64_t> shape{300001};
   auto draw = [&](int threads) {
     set_num_threads(threads);
-    set_generator_state(std::nullopt, GeneratorState{123, 0});
+    seed_default(123);
     return std::make_tuple(randn(shape, std::nullopt, ScalarType::Float32), rand(shape, std::nullopt, ScalarType::Float64),
                            randint(-5, 1000, shape));
   };
@@ -83,11 +92,11 @@ TEST(Random, IndependentOfThreadCount) {
 }
 
 TEST(Random, SeparateGeneratorsDoNotInterfere) {
-  StateGuard g;
-  set_generator_state(int64_t(9001), GeneratorState{5, 0});
+  ensure_generator(9001);
+  GeneratorGuard(int64_t(9001))->manual_seed(5);
   Tensor a = rand(std::vector<int64_t>{8}, int64_t(9001));
   rand(std::vector<int64_t>{100});  // draws from the default generator only
-  set_generator_state(int64_t(9001), GeneratorState{5, 0});
+  GeneratorGuard(int64_t(9001))->manual_seed(5);
   Tensor b = rand(std::vector<int64_t>{8}, int64_t(9001));
   EXPECT_EQ(0, std::memcmp(a.data_ptr(), b.data_ptr(), 8 * 4));
   drop_generator(9001);
@@ -111,13 +120,14 @@ TEST(Random, RandpermIsPermutationAndRandintInRange) {
 }
 
 TEST(Random, MetaAndEmptyConsumeNothing) {
-  StateGuard g;
-  GeneratorState before = generator_state(std::nullopt);
+  StateGuard sg;
+  seed_default(3);
   Tensor m = randn(std::vector<int64_t>{4, 5}, std::nullopt, std::nullopt, Device(DeviceType::Meta));
   EXPECT_TRUE(m.device().is_meta());
   EXPECT_EQ(m.numel(), 20);
   rand(std::vector<int64_t>{0, 3});
-  EXPECT_EQ(generator_state(std::nullopt).offset, before.offset);
+  std::mt19937 ref(3);
+  EXPECT_EQ(rand(std::vector<int64_t>{1}).data_ptr<float>()[0], static_cast<float>(ref() & 0xffffff) * 0x1.0p-24f);
 }
 
 TEST(Creation, FactoriesOnCpuAndMeta) {

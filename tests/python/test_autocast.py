@@ -38,7 +38,7 @@ def test_float16_and_disabled_and_nesting():
     with pytest.raises(RuntimeError, match="bfloat16, torch.float16"):
         strata.autocast("cpu", dtype=strata.int32)
     with pytest.raises(RuntimeError, match="not supported"):
-        strata.autocast("cuda")
+        strata.autocast("mps")
 
 
 def test_gradients_flow_back_in_parameter_dtype():

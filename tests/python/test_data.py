@@ -120,8 +120,11 @@ def test_shuffle_is_a_permutation_and_deterministic_with_seeded_generator():
     assert a != c
     assert sorted(a) == list(range(50))
     assert a != list(range(50))
-    # The order is exactly a randperm drawn from the same generator state.
-    assert a == st.randperm(50, generator=st.Generator().manual_seed(0)).tolist()
+    # As torch: the iterator first draws a base seed (one int64) from the generator, then
+    # the sampler draws a randperm from it.
+    g = st.Generator().manual_seed(0)
+    st.empty((), dtype=st.int64).random_(generator=g)
+    assert a == st.randperm(50, generator=g).tolist()
 
 
 def test_shuffle_epochs_differ_and_global_rng_is_used_without_generator():

@@ -49,17 +49,27 @@ def test_rng_state_roundtrip():
     st.manual_seed(7)
     st.rand(10)
     state = st.get_rng_state()
-    assert state.dtype is st.uint8 and tuple(state.shape) == (16,)
+    # torch's CPU layout: initial seed, left, seeded, next, the 624 words, ...
+    assert state.dtype is st.uint8 and tuple(state.shape) == (5056,)
     a = st.randn(20)
     st.set_rng_state(state)
     np.testing.assert_array_equal(a.numpy(), st.randn(20).numpy())
-    # seed then offset, little-endian uint64: 10 float32 values used ceil(10/4) = 3 blocks.
-    assert int.from_bytes(bytes(state.tolist()[:8]), "little") == 7
-    assert int.from_bytes(bytes(state.tolist()[8:]), "little") == 3
+    raw = bytes(state.tolist())
+    assert int.from_bytes(raw[:8], "little") == 7
+    # 10 draws since seeding: next = 10, left = 625 - 10.
+    assert int.from_bytes(raw[8:12], "little") == 615 and int.from_bytes(raw[16:24], "little") == 10
     with pytest.raises(TypeError):
-        st.set_rng_state(st.zeros(16))
+        st.set_rng_state(st.zeros(5056))
+    with pytest.raises(RuntimeError, match="size"):
+        st.set_rng_state(st.zeros(16, dtype=st.uint8))
+    bad = st.zeros(5056, dtype=st.uint8)  # left = 0: no valid position in the stream
+    with pytest.raises(RuntimeError, match="corrupted"):
+        st.set_rng_state(bad)
+    # A failed set leaves the generator as it was.
+    st.set_rng_state(state)
     with pytest.raises(RuntimeError):
-        st.set_rng_state(st.zeros(4, dtype=st.uint8))
+        st.set_rng_state(bad)
+    np.testing.assert_array_equal(a.numpy(), st.randn(20).numpy())
 
 
 def test_generator_objects_are_independent():
@@ -126,14 +136,21 @@ def test_independent_of_thread_count(make):
     np.testing.assert_array_equal(one, two)
 
 
-def test_noncontiguous_inplace_fill_matches_logical_order():
+def test_noncontiguous_inplace_fill_follows_memory_order():
+    # As torch: elements are drawn in the order of the output's strides.
     base = np.zeros((6, 4), np.float32)
     view = st.from_numpy(base.T)  # shares memory, transposed strides
     assert not view.is_contiguous()
     st.manual_seed(5)
-    view.normal_()
+    view.uniform_()
     st.manual_seed(5)
-    np.testing.assert_array_equal(base.T, st.randn(4, 6).numpy())
+    np.testing.assert_array_equal(base, st.rand(6, 4).numpy())
+    # A strided slice keeps the logical order.
+    big = st.zeros(4, 10)
+    st.manual_seed(5)
+    big[:, ::2].uniform_()
+    st.manual_seed(5)
+    np.testing.assert_array_equal(big[:, ::2].numpy(), st.rand(4, 5).numpy())
 
 
 N = 400_000
@@ -263,8 +280,8 @@ def test_multinomial():
     perm = st.multinomial(st.ones(10), 10).numpy()
     assert sorted(perm.tolist()) == list(range(10))
     assert tuple(st.ones(2, 5).multinomial(3).shape) == (2, 3)
-    with pytest.raises(RuntimeError):
-        st.multinomial(probs, 4)  # only 3 non-zero categories without replacement
+    # As torch: without replacement, zero-probability categories fill in last.
+    assert sorted(st.multinomial(st.tensor([0.0, 1.0, 0.0]), 3).tolist()[1:]) == [0, 2]
     with pytest.raises(RuntimeError):
         st.multinomial(probs, 5)
     with pytest.raises(RuntimeError):
@@ -296,45 +313,67 @@ def test_random_zero_size_and_0d():
     assert st.randint(0, 1, ()).item() == 0
 
 
-# ---- end-to-end known answers against a pure-Python Philox4x32-10 -------------
+# ---- end-to-end known answers against a pure-Python mt19937 -------------------
 
-def _philox(ctr, key):
-    m0, m1, w0, w1 = 0xD2511F53, 0xCD9E8D57, 0x9E3779B9, 0xBB67AE85
-    c, (k0, k1) = list(ctr), key
-    for r in range(10):
-        if r:
-            k0, k1 = (k0 + w0) & 0xFFFFFFFF, (k1 + w1) & 0xFFFFFFFF
-        p0, p1 = m0 * c[0], m1 * c[2]
-        c = [(p1 >> 32) ^ c[1] ^ k0, p1 & 0xFFFFFFFF, (p0 >> 32) ^ c[3] ^ k1, p0 & 0xFFFFFFFF]
-    return c
+class _MT:
+    """The Mersenne Twister mt19937, seeded like torch (low 32 bits of the seed)."""
+
+    def __init__(self, seed):
+        self.s = [seed & 0xFFFFFFFF]
+        for i in range(1, 624):
+            p = self.s[-1]
+            self.s.append((1812433253 * (p ^ (p >> 30)) + i) & 0xFFFFFFFF)
+        self.i = 624
+
+    def u32(self):
+        if self.i == 624:
+            s = self.s
+            for k in range(624):
+                y = (s[k] & 0x80000000) | (s[(k + 1) % 624] & 0x7FFFFFFF)
+                s[k] = s[(k + 397) % 624] ^ (y >> 1) ^ (0x9908B0DF if y & 1 else 0)
+            self.i = 0
+        y = self.s[self.i]
+        self.i += 1
+        y ^= y >> 11
+        y ^= (y << 7) & 0x9D2C5680
+        y ^= (y << 15) & 0xEFC60000
+        return y ^ (y >> 18)
+
+    def u64(self):
+        hi = self.u32()
+        return (hi << 32) | self.u32()
 
 
-def _block(seed, offset, i):
-    ctr = offset + i
-    return _philox((ctr & 0xFFFFFFFF, ctr >> 32, 0, 0), (seed & 0xFFFFFFFF, seed >> 32))
-
-
-def test_python_reference_philox_known_answers():
-    # Random123's kat_vectors for philox4x32-10.
-    assert _philox((0, 0, 0, 0), (0, 0)) == [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]
-    assert _philox((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0)) == [
-        0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1]
+def test_python_reference_mt19937_known_answer():
+    # The C++ standard fixes the 10000th output of mt19937 seeded with 5489.
+    mt = _MT(5489)
+    for _ in range(9999):
+        mt.u32()
+    assert mt.u32() == 4123659995
 
 
 def test_rand_and_randint_values_follow_the_documented_mapping():
     seed = 0x1234_5678_9ABC_DEF0
     st.manual_seed(seed)
-    st.rand(9)  # advances the offset by 3 blocks
+    mt = _MT(seed)
+    st.rand(9)
+    for _ in range(9):
+        mt.u32()
+    # float32: the low 24 bits of one draw.
     x = st.rand(6).numpy()
-    words = _block(seed, 3, 0) + _block(seed, 3, 1)
-    expected = np.array([(w >> 8) * 2.0**-24 for w in words[:6]], dtype=np.float32)
-    np.testing.assert_array_equal(x, expected)
-    # offset is now 5; float64 takes two words per value (low word first).
+    np.testing.assert_array_equal(x, np.array([(mt.u32() & 0xFFFFFF) * 2.0**-24 for _ in range(6)], np.float32))
+    # float64: the low 53 bits of a 64-bit draw (two draws, the first the high word).
     d = st.rand(3, dtype=st.float64).numpy()
-    w = _block(seed, 5, 0) + _block(seed, 5, 1)
-    exp64 = [((w[2 * k] | (w[2 * k + 1] << 32)) >> 11) * 2.0**-53 for k in range(3)]
-    np.testing.assert_array_equal(d, np.array(exp64))
-    # offset 7: randint with a range below 2**32 uses one word per value.
+    np.testing.assert_array_equal(d, np.array([(mt.u64() & ((1 << 53) - 1)) * 2.0**-53 for _ in range(3)]))
+    # randint: low + draw % range; a 32-bit draw for ranges below 2**28, 64 bits above.
     r = st.randint(-10, 90, (5,)).numpy()
-    w = _block(seed, 7, 0) + _block(seed, 7, 1)
-    assert r.tolist() == [-10 + w[k] % 100 for k in range(5)]
+    assert r.tolist() == [-10 + mt.u32() % 100 for _ in range(5)]
+    r = st.randint(0, 1 << 30, (3,)).numpy()
+    assert r.tolist() == [mt.u64() % (1 << 30) for _ in range(3)]
+    # randperm: forward Fisher-Yates, position i swapping with i + draw % (n - i).
+    p = st.randperm(7).tolist()
+    ref = list(range(7))
+    for i in range(6):
+        z = i + mt.u32() % (7 - i)
+        ref[i], ref[z] = ref[z], ref[i]
+    assert p == ref

@@ -8,6 +8,7 @@ in their own dtype.
 """
 
 import functools
+import warnings
 
 from .. import _C
 
@@ -22,6 +23,13 @@ class autocast:
     def __init__(self, device_type="cpu", dtype=None, enabled=True, cache_enabled=None):
         if not isinstance(device_type, str):
             raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
+        if device_type == "cuda":
+            # As torch without a GPU: warn and run the region unchanged (the
+            # CPU autocast state is not touched, so an enclosing one still holds).
+            if enabled:
+                warnings.warn("CUDA is not available. Disabling autocast.", UserWarning, stacklevel=2)
+            self.device, self.fast_dtype, self._enabled = device_type, dtype or _C.float16, False
+            return
         if device_type != "cpu":
             raise RuntimeError(f"autocast: device_type '{device_type}' is not supported by Strata yet (only 'cpu')")
         self.device = device_type
@@ -32,12 +40,16 @@ class autocast:
                                "dtype of torch.bfloat16, torch.float16 currently.")
 
     def __enter__(self):
+        if self.device != "cpu":
+            return self
         self._prev = (_C._is_autocast_enabled(), _C._get_autocast_dtype())
         _C._set_autocast_dtype(self.fast_dtype)
         _C._set_autocast_enabled(self._enabled)
         return self
 
     def __exit__(self, *exc):
+        if self.device != "cpu":
+            return False
         _C._set_autocast_dtype(self._prev[1])
         _C._set_autocast_enabled(self._prev[0])
         return False
@@ -61,10 +73,16 @@ def get_autocast_dtype(device_type="cpu"):
 
 class GradScaler:
     """Loss scaling for float16 training. bfloat16 (the CPU default) needs none;
-    with enabled=False this is the identity, as in torch."""
+    with enabled=False this is the identity, as in torch. The default device is
+    "cuda", as in torch; without a CUDA backend that scaler warns and disables
+    itself, so GPU scripts run unchanged."""
 
-    def __init__(self, device="cpu", init_scale=2.0**16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
+    def __init__(self, device="cuda", init_scale=2.0**16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
                  enabled=True):
+        if device == "cuda" and enabled:
+            warnings.warn("strata.amp.GradScaler is enabled, but CUDA is not available.  Disabling.", UserWarning,
+                          stacklevel=2)
+            enabled = False
         self._enabled = enabled
         self._scale = init_scale
 

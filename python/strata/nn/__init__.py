@@ -10,6 +10,9 @@ from .modules import (  # noqa: F401
     L1Loss, MSELoss, NLLLoss, CrossEntropyLoss, BCELoss, BCEWithLogitsLoss,
 )
 
+from . import attention, parallel  # noqa: E402,F401
+from .parallel import DataParallel  # noqa: E402,F401
+
 try:  # nn.utils is written separately and may not be merged yet
     from . import utils  # noqa: F401
 except ImportError:

@@ -328,21 +328,31 @@ def dropout(input, p=0.5, training=True, inplace=False):
             _ops.mul(input, 0, out=input)
             return input
         return _ops.mul(input, 0)
-    keep = _ops.ge(st.rand_like(input), p)
-    out = input if inplace else _ops.mul(input, 1.0 / (1.0 - p))
+    # As torch on the CPU: a Bernoulli(1 - p) mask in the input's layout, divided by 1 - p.
+    noise = st._creation._empty_in_layout(input, input.shape, input.dtype, input.device)
+    _ops.bernoulli_(noise, 1.0 - p)
+    _ops.div(noise, 1.0 - p, out=noise)
     if inplace:
-        _ops.mul(out, 1.0 / (1.0 - p), out=out)
-    _ops.mul(out, keep, out=out)
-    return out
+        _ops.mul(input, noise, out=input)
+        return input
+    return _ops.mul(input, noise)
+
+
+# Which implementations strata.nn.attention.sdpa_kernel allows (set by strata.backends.cuda._set_sdp).
+_sdpa_fused_ok = True
+_sdpa_math_ok = True
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  enable_gqa=False):
-    if dropout_p == 0.0:
+    if dropout_p == 0.0 and _sdpa_fused_ok:
         return _ops.scaled_dot_product_attention(query, key, value, attn_mask, 0.0, is_causal, scale=scale,
                                                  enable_gqa=enable_gqa)
-    # With dropout: the math path, composed from matmul/softmax (torch's
-    # reference formulation), masking fully-masked rows to zero.
+    if not (_sdpa_math_ok or _sdpa_fused_ok):
+        raise RuntimeError("No viable backend for scaled_dot_product_attention was found: sdpa_kernel allows "
+                           "neither MATH nor FLASH_ATTENTION, the implementations Strata has on the CPU")
+    # With dropout (or when sdpa_kernel allows only MATH): the math path, composed
+    # from matmul/softmax (torch's reference formulation), masking fully-masked rows to zero.
     st = _strata()
     if is_causal and attn_mask is not None:
         raise RuntimeError("scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")

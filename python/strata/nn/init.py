@@ -80,33 +80,10 @@ def normal_(tensor, mean=0.0, std=1.0, generator=None):
     return tensor
 
 
-def _erfinv(y):
-    """Inverse error function of a float64 tensor with |y| < 1: Giles' single-precision approximation, refined by
-    two Newton steps on erf (quadratically convergent, so to double precision)."""
-    st = _strata()
-    w = _ops.neg(_ops.log1p(_ops.neg(_ops.mul(y, y))))
-    # Central branch (w < 5) and tail branch (w >= 5) polynomials in w.
-    wc = _ops.sub(w, 2.5)
-    pc = 2.81022636e-08
-    for c in (3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503, -0.00417768164,
-              0.246640727, 1.50140941):
-        pc = _ops.add(_ops.mul(wc, pc), c)
-    wt = _ops.sub(_ops.sqrt(_ops.clamp(w, 5.0, None)), 3.0)
-    pt = -0.000200214257
-    for c in (0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613, 0.00943887047,
-              1.00167406, 2.83297682):
-        pt = _ops.add(_ops.mul(wt, pt), c)
-    x = _ops.mul(st.where(_ops.lt(w, 5.0), pc, pt), y)
-    two_over_sqrt_pi = 2.0 / math.sqrt(math.pi)
-    for _ in range(2):
-        err = _ops.sub(_ops.erf(x), y)
-        deriv = _ops.mul(_ops.exp(_ops.neg(_ops.mul(x, x))), two_over_sqrt_pi)
-        x = _ops.sub(x, _ops.div(err, deriv))
-    return x
-
-
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
-    """Normal(mean, std) truncated to [a, b], by inverse-CDF sampling (exact for any interval)."""
+    """Normal(mean, std) truncated to [a, b], by rejection, drawing what torch draws: normal
+    proposals redrawn where they fall outside [a, b] when those are rare (kept mass > 0.3),
+    otherwise uniform proposals on [a, b] accepted with probability pdf / pdf(mode)."""
 
     def norm_cdf(x):
         return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
@@ -114,16 +91,47 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
                       "The distribution of values may be incorrect.", stacklevel=2)
+    if tensor.device.type == "meta":
+        return tensor
+    st = _strata()
+    g = _gen(generator)
     with no_grad():
-        lo, hi = norm_cdf((a - mean) / std), norm_cdf((b - mean) / std)
-        st = _strata()
-        u = st.empty(tuple(tensor.shape), dtype=_C.float64, device=tensor.device)
-        _ops.uniform_(u, 2 * lo - 1, 2 * hi - 1, generator=_gen(generator))
-        # Keep |u| < 1 so erfinv stays finite.
-        u = _ops.clamp(u, -1.0 + 1e-16, 1.0 - 1e-16)
-        x = _ops.add(_ops.mul(_erfinv(u), std * math.sqrt(2.0)), float(mean))
-        x = _ops.clamp(x, float(a), float(b))
-        tensor.copy_(x)
+        if norm_cdf((b - mean) / std) - norm_cdf((a - mean) / std) > 0.3:
+            # The bounds as the tensor's dtype holds them, so the mask agrees with its values.
+            lo = st.tensor(a, dtype=tensor.dtype).item()
+            hi = st.tensor(b, dtype=tensor.dtype).item()
+            result = _ops.normal_(tensor, mean, std, generator=g)
+            while True:
+                outside = _ops.logical_or(_ops.lt(result, lo), _ops.gt(result, hi))
+                if not outside.any():
+                    break
+                redraw = _ops.normal_(st.empty_like(result), mean, std, generator=g)
+                result = st.where(outside, redraw, result)
+            if result is not tensor:
+                tensor.copy_(result)
+            return tensor
+
+        mode = max(a, min(mean, b))
+        log_peak = -0.5 * ((mode - mean) / std) ** 2
+
+        def log_ratio(x):  # log pdf(x) - log pdf(mode), in the tensor's dtype
+            return _ops.sub(_ops.mul(_ops.pow(_ops.div(_ops.sub(x, mean), std), 2), -0.5), log_peak)
+
+        def rejected(ratio, buf):
+            return _ops.gt(_ops.log(_ops.uniform_(buf, 0.0, 1.0, generator=g)), ratio)
+
+        buf = st.empty_like(tensor)
+        result = _ops.uniform_(tensor, a, b, generator=g)
+        pending = rejected(log_ratio(result), buf)
+        if pending.any():
+            candidates = st.empty_like(tensor)
+            while True:
+                _ops.uniform_(candidates, a, b, generator=g)
+                result = st.where(pending, candidates, result)
+                pending = st.where(pending, rejected(log_ratio(candidates), buf), pending)
+                if not pending.any():
+                    break
+            tensor.copy_(result)
         return tensor
 
 

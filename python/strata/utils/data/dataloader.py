@@ -1,7 +1,7 @@
 """strata.utils.data.DataLoader (torch.utils.data.DataLoader)."""
 
 from .dataset import IterableDataset
-from .sampler import Sampler, SequentialSampler, RandomSampler, BatchSampler
+from .sampler import Sampler, SequentialSampler, RandomSampler, BatchSampler, _draw_seed
 from ._collate import default_collate, default_convert
 
 __all__ = ["DataLoader"]
@@ -92,6 +92,9 @@ class DataLoader:
         return self.batch_sampler is not None
 
     def __iter__(self):
+        # As torch: every iterator draws a base seed (for workers) from the loader's generator,
+        # so the global stream after an epoch is the one torch leaves.
+        self._base_seed = _draw_seed(self.generator)
         if self._is_iterable:
             return self._iter_iterable()
         return self._iter_map()

@@ -5,6 +5,13 @@ from ... import _C
 __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "BatchSampler"]
 
 
+def _draw_seed(generator):
+    """One int64 draw (random_() on a 0-d int64 tensor), as torch seeds loaders and samplers."""
+    from ..._creation import empty
+
+    return int(empty((), dtype=_C.int64).random_(generator=generator).item())
+
+
 class Sampler:
     """Base class: subclasses implement ``__iter__`` (and ``__len__`` when the length is known)."""
 
@@ -52,15 +59,20 @@ class RandomSampler(Sampler):
         from ..._creation import randperm, randint
 
         n = len(self.data_source)
+        generator = self.generator
+        if generator is None:
+            # As torch: a private generator seeded from one draw of the global one.
+            from ...random import Generator
+            generator = Generator().manual_seed(_draw_seed(None))
         if self.replacement:
             for _ in range(self.num_samples // 32):
-                yield from randint(high=n, size=(32,), dtype=_C.int64, generator=self.generator).tolist()
+                yield from randint(high=n, size=(32,), dtype=_C.int64, generator=generator).tolist()
             yield from randint(high=n, size=(self.num_samples % 32,), dtype=_C.int64,
-                               generator=self.generator).tolist()
+                               generator=generator).tolist()
         else:
             for _ in range(self.num_samples // n):
-                yield from randperm(n, generator=self.generator).tolist()
-            yield from randperm(n, generator=self.generator).tolist()[:self.num_samples % n]
+                yield from randperm(n, generator=generator).tolist()
+            yield from randperm(n, generator=generator).tolist()[:self.num_samples % n]
 
     def __len__(self):
         return self.num_samples

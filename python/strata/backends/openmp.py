@@ -1,0 +1,5 @@
+"""strata.backends.openmp: the CPU core is always built with OpenMP (CMakeLists.txt)."""
+
+
+def is_available():
+    return True
