@@ -65,6 +65,9 @@ from . import backends, cuda, mps, accelerator, jit, compiler, version, distribu
 
 __version__ = version.__version__
 
+from ._surface_more import *  # noqa: E402,F401,F403  (hstack, tensor_split, windows, finfo, flags)
+from . import _tensor_surface  # noqa: E402,F401  (apply_, resize_, set_, storage(), H/mH, memory formats)
+
 # A torch name Strata lacks raises "not implemented yet" rather than a bare
 # AttributeError (strata/_missing.py): every strata module gets a miss hook,
 # and Tensor placeholders, once every module above has attached its methods.

@@ -6,6 +6,7 @@ the subject of the autograd work; until it records anything, these switches
 change only which keys a call passes through.)"""
 
 import functools
+import threading
 
 from . import _C
 
@@ -55,8 +56,44 @@ class enable_grad(_Mode):
 
 
 class inference_mode(_Mode):
+    __slots__ = ("enabled", "_mode", "_prev_inference")
+
+    def __new__(cls, mode=True):
+        # @inference_mode without parentheses decorates the function directly.
+        if mode is None or isinstance(mode, bool):
+            return super().__new__(cls)
+        return cls()(mode)
+
     def __init__(self, mode=True):
         self.enabled = not mode
+        self._mode = bool(mode)
+
+    # Inference mode is grad mode off plus a flag that is_inference_mode_enabled() reads.
+    def __enter__(self):
+        self._prev_inference = getattr(_inference, "on", False)
+        _inference.on = self._mode
+        return super().__enter__()
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        _inference.on = self._prev_inference
+        return super().__exit__(exc_type, exc_value, traceback)
+
+    def __call__(self, fn):
+        mode = self._mode
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with inference_mode(mode):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+_inference = threading.local()
+
+
+def is_inference_mode_enabled():
+    return getattr(_inference, "on", False)
 
 
 class set_grad_enabled(_Mode):

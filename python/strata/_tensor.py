@@ -81,6 +81,9 @@ def _to(self, *args, **kwargs):
     device = kwargs.pop("device", None)
     copy = kwargs.pop("copy", False)
     kwargs.pop("non_blocking", None)
+    # A memory format other than preserve_format asks for a dense result; Strata
+    # lays every dense result out row-major (channels_last included).
+    dense = kwargs.pop("memory_format", None) not in (None, _creation_preserve_format())
     for a in args:
         if isinstance(a, _C.dtype):
             dtype = a
@@ -97,12 +100,19 @@ def _to(self, *args, **kwargs):
     same_dtype = dtype is None or dtype is self.dtype
     same_device = device is None or device == self.device
     if same_dtype and same_device and not copy:
-        return self
+        return self.contiguous() if dense else self
     if not same_device and device.type == "cuda":
         from ._tensor_compat import no_cuda_device
 
         raise no_cuda_device(device, "Tensor.to()")
-    return _ops._to_copy(self, dtype=dtype, device=device)
+    r = _ops._to_copy(self, dtype=dtype, device=device)
+    return r.contiguous() if dense else r
+
+
+def _creation_preserve_format():
+    from ._surface_more import preserve_format
+
+    return preserve_format
 
 
 Tensor.to = _to

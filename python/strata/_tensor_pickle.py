@@ -49,6 +49,16 @@ class Storage:
     def nbytes(self):
         return self._bytes.numel()
 
+    # An untyped storage counts bytes: size() is nbytes(), each element is one byte.
+    def size(self):
+        return self._bytes.numel()
+
+    def __len__(self):
+        return self._bytes.numel()
+
+    def element_size(self):
+        return 1
+
     def data_ptr(self):
         return self._bytes.data_ptr()
 

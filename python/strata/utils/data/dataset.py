@@ -27,7 +27,9 @@ class IterableDataset(Dataset):
         raise NotImplementedError("Subclasses of IterableDataset should implement __iter__.")
 
     def __add__(self, other):
-        raise TypeError("IterableDataset does not support concatenation with +; use itertools.chain")
+        from ._more import ChainDataset
+
+        return ChainDataset([self, other])
 
 
 class TensorDataset(Dataset):
