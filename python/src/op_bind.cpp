@@ -345,17 +345,21 @@ nb::object wrap_result(Tensor&& t) {
   return o;
 }
 
+// An op may leave an output undefined (an absent gradient, say): Python sees None.
+nb::object wrap_result_or_none(Tensor&& t) { return t.defined() ? wrap_result(std::move(t)) : nb::none(); }
+
 nb::object results_to_python(const OverloadInfo& o, Stack& stack) {
-  if (o.nret == 1) return wrap_result(std::move(stack.back().to_tensor()));
+  if (o.nret == 1) return wrap_result_or_none(std::move(stack.back().to_tensor()));
   if (o.nret == -1) {
     nb::list l;
-    for (const auto& t : stack.back().to_tensor_list()) l.append(wrap_tensor(t));
+    for (const auto& t : stack.back().to_tensor_list()) l.append(t.defined() ? wrap_tensor(t) : nb::none());
     return l;
   }
   size_t n = static_cast<size_t>(o.nret);
   nb::tuple items = nb::steal<nb::tuple>(PyTuple_New(static_cast<Py_ssize_t>(n)));
   for (size_t i = 0; i < n; ++i)
-    PyTuple_SET_ITEM(items.ptr(), i, wrap_result(std::move(stack[stack.size() - n + i].to_tensor())).release().ptr());
+    PyTuple_SET_ITEM(items.ptr(), i,
+                     wrap_result_or_none(std::move(stack[stack.size() - n + i].to_tensor())).release().ptr());
   if (o.result_type.is_valid() && !o.result_type.is_none()) return o.result_type(*items);
   return items;
 }
