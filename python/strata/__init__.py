@@ -67,6 +67,13 @@ __version__ = version.__version__
 
 from ._surface_more import *  # noqa: E402,F401,F403  (hstack, tensor_split, windows, finfo, flags)
 from . import _tensor_surface  # noqa: E402,F401  (apply_, resize_, set_, storage(), H/mH, memory formats)
+from . import multiprocessing  # noqa: E402,F401
+
+# torch's constants, and its out-of-memory exception (the binding raises Python's MemoryError).
+import math as _math  # noqa: E402
+
+pi, e, inf, nan = _math.pi, _math.e, _math.inf, _math.nan
+OutOfMemoryError = MemoryError
 
 # A torch name Strata lacks raises "not implemented yet" rather than a bare
 # AttributeError (strata/_missing.py): every strata module gets a miss hook,

@@ -12,9 +12,11 @@ from .function import Function, FunctionCtx, once_differentiable  # noqa: F401
 from .anomaly_mode import detect_anomaly, set_detect_anomaly, is_anomaly_enabled  # noqa: F401
 from .gradcheck import gradcheck, gradgradcheck  # noqa: F401
 from . import graph  # noqa: F401
+from . import profiler  # noqa: F401
+from .variable import Variable  # noqa: F401
 
 __all__ = ["backward", "grad", "Function", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
-           "detect_anomaly", "set_detect_anomaly", "gradcheck", "gradgradcheck"]
+           "detect_anomaly", "set_detect_anomaly", "gradcheck", "gradgradcheck", "Variable"]
 
 
 def _as_list(x):

@@ -5,7 +5,8 @@ from . import init  # noqa: F401
 from .parameter import Parameter  # noqa: F401
 from .modules import (  # noqa: F401
     Module, Sequential, ModuleList, ModuleDict, Identity, Linear, Bilinear, Conv1d, Conv2d, BatchNorm1d,
-    BatchNorm2d, LayerNorm, RMSNorm, GroupNorm, Embedding, Dropout, Flatten, Unflatten, ReLU, GELU, SiLU, Tanh,
+    BatchNorm2d, BatchNorm3d, SyncBatchNorm, LayerNorm, RMSNorm, GroupNorm, Embedding, Dropout, Flatten, Unflatten,
+    ReLU, GELU, SiLU, Tanh,
     Sigmoid, Softmax, LogSoftmax, LeakyReLU, MultiheadAttention, TransformerEncoderLayer, TransformerEncoder,
     L1Loss, MSELoss, NLLLoss, CrossEntropyLoss, BCELoss, BCEWithLogitsLoss,
 )

@@ -11,7 +11,7 @@ Tensor = _C.Tensor
 
 __all__ = [
     "calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_",
-    "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_",
+    "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_", "dirac_",
 ]
 
 
@@ -159,6 +159,26 @@ def eye_(tensor):
         return tensor
 
 
+def dirac_(tensor, groups=1):
+    """Fills a 3/4/5-D convolution weight with the Dirac delta, so the convolution preserves its input's
+    channels (in each of `groups` groups)."""
+    dims = tensor.dim()
+    if dims not in (3, 4, 5):
+        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
+    sizes = tensor.shape
+    if sizes[0] % groups != 0:
+        raise ValueError("dim 0 must be divisible by groups")
+    out_per_group = sizes[0] // groups
+    min_dim = min(out_per_group, sizes[1])
+    with no_grad():
+        tensor.zero_()
+        centre = tuple(s // 2 for s in sizes[2:])
+        for g in range(groups):
+            for d in range(min_dim):
+                tensor[(g * out_per_group + d, d) + centre] = 1
+    return tensor
+
+
 def _no_op_if_empty(tensor):
     if tensor.numel() == 0:
         warnings.warn("Initializing zero-element tensors is a no-op")
@@ -222,3 +242,27 @@ def orthogonal_(tensor, gain=1, generator=None):
         tensor.mul_(gain)
         return tensor
 
+
+
+def _deprecated(new):
+    name = new.__name__[:-1]
+
+    def old(*args, **kwargs):
+        warnings.warn(f"`nn.init.{name}` is now deprecated in favor of `nn.init.{new.__name__}`.", FutureWarning,
+                      stacklevel=2)
+        return new(*args, **kwargs)
+
+    old.__name__ = old.__qualname__ = name
+    old.__doc__ = f"Deprecated alias of :func:`{new.__name__}`."
+    return old
+
+
+# torch's pre-1.0 names, still found in older scripts: each warns and calls the in-place form.
+uniform = _deprecated(uniform_)
+normal = _deprecated(normal_)
+constant = _deprecated(constant_)
+xavier_uniform = _deprecated(xavier_uniform_)
+xavier_normal = _deprecated(xavier_normal_)
+kaiming_uniform = _deprecated(kaiming_uniform_)
+kaiming_normal = _deprecated(kaiming_normal_)
+orthogonal = _deprecated(orthogonal_)

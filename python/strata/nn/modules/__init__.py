@@ -1,10 +1,12 @@
 """strata.nn.modules: the layer classes (torch.nn.modules)."""
 
 from .module import Module, RemovableHandle  # noqa: F401
+from . import batchnorm  # noqa: F401  (torch.nn.modules.batchnorm's import path)
 from .container import Sequential, ModuleList, ModuleDict  # noqa: F401
 from .linear import Identity, Linear, Bilinear, NonDynamicallyQuantizableLinear  # noqa: F401
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d  # noqa: F401
-from .normalization import BatchNorm1d, BatchNorm2d, LayerNorm, RMSNorm, GroupNorm  # noqa: F401
+from .normalization import (  # noqa: F401
+    BatchNorm1d, BatchNorm2d, BatchNorm3d, SyncBatchNorm, LayerNorm, RMSNorm, GroupNorm)
 from .sparse import Embedding  # noqa: F401
 from .dropout import Dropout  # noqa: F401
 from .flatten import Flatten, Unflatten  # noqa: F401
