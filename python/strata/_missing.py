@@ -1,15 +1,13 @@
 """Names torch has and Strata does not yet: a clear error instead of a bare
 AttributeError.
 
-`strata.<name>`, `strata.nn.<name>`, `strata.nn.functional.<name>`, ... end
-here only on a miss (a module-level `__getattr__`, PEP 562, which
-install_module_hooks gives every strata module at import), so the names that
-exist cost nothing; tensors get a placeholder attribute per missing torch
-name instead (see install_tensor_placeholders). A name torch has
-raises NotImplementedAttributeError, "strata.X is not implemented yet
-(torch.X)"; any other name the usual AttributeError. The list of torch's names
-(_torch_names.json, written by bench/api_usage/extract.py) is read once: at
-import for the Tensor placeholders (0.3 ms).
+`strata.nn.<name>`, `strata.cuda.<name>`, ... end here on a miss: install_module_hooks gives every strata
+module a module-level `__getattr__` (PEP 562) except `strata` and `strata.nn.functional`, whose attribute
+reads are on the per-op path (Note [No miss hook on hot modules]); tensors get a placeholder attribute per
+missing torch name instead (see install_tensor_placeholders). A name torch has raises
+NotImplementedAttributeError, "strata.X is not implemented yet (torch.X)"; any other name the usual
+AttributeError. The list of torch's names (_torch_names.json, written by bench/api_usage/extract.py) is read
+once: at import for the Tensor placeholders (0.3 ms).
 
 NotImplementedAttributeError derives from both NotImplementedError and
 AttributeError: feature probes such as `hasattr(torch, "compile")` or
@@ -56,6 +54,15 @@ def module_getattr(namespace):
     return __getattr__
 
 
+# Note [No miss hook on hot modules]
+# CPython 3.11 and 3.12 do not specialise attribute loads from a module whose dict holds __getattr__: every
+# `strata.add`, `F.relu`, `strata.float32` then takes the generic lookup, measured +10 ns per attribute read and
+# +25 to +40 ns per `strata.add(a, b)` / `F.relu(a)` call (a 4-float add costs about 240 ns). The two modules
+# that per-op code reads on every call keep the specialised path; a torch name missing from them raises
+# Python's plain AttributeError.
+HOT_MODULES = frozenset({"strata", "strata.nn.functional"})
+
+
 def install_module_hooks(package="strata"):
     """Gives every module of `package` imported so far a module-level
     `__getattr__` (PEP 562 reads it from the module's dict on a miss, so it can
@@ -66,7 +73,7 @@ def install_module_hooks(package="strata"):
     for name, mod in list(sys.modules.items()):
         private = name.rsplit(".", 1)[-1].startswith("_")  # strata._C, strata._tensor: not torch's API
         if (name == package or name.startswith(package + ".")) and mod is not None and not private and \
-                "__getattr__" not in vars(mod):
+                name not in HOT_MODULES and "__getattr__" not in vars(mod):
             mod.__getattr__ = module_getattr(name)
 
 
