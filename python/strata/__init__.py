@@ -81,4 +81,5 @@ OutOfMemoryError = MemoryError
 from . import _missing  # noqa: E402
 
 _missing.install_module_hooks(__name__)
+_missing.install_excepthook()
 _missing.install_tensor_placeholders(Tensor)

@@ -3,7 +3,8 @@ AttributeError.
 
 `strata.nn.<name>`, `strata.cuda.<name>`, ... end here on a miss: install_module_hooks gives every strata
 module a module-level `__getattr__` (PEP 562) except `strata` and `strata.nn.functional`, whose attribute
-reads are on the per-op path (Note [No miss hook on hot modules]); tensors get a placeholder attribute per
+reads are on the per-op path (Note [No miss hook on hot modules]: an uncaught miss there is annotated by
+install_excepthook instead); tensors get a placeholder attribute per
 missing torch name instead (see install_tensor_placeholders). A name torch has raises
 NotImplementedAttributeError, "strata.X is not implemented yet (torch.X)"; any other name the usual
 AttributeError. The list of torch's names (_torch_names.json, written by bench/api_usage/extract.py) is read
@@ -18,7 +19,7 @@ import json
 import os
 
 __all__ = ["NotImplementedAttributeError", "missing_attribute", "module_getattr", "install_tensor_placeholders",
-           "install_module_hooks"]
+           "install_module_hooks", "install_excepthook"]
 
 
 class NotImplementedAttributeError(NotImplementedError, AttributeError):
@@ -59,8 +60,38 @@ def module_getattr(namespace):
 # `strata.add`, `F.relu`, `strata.float32` then takes the generic lookup, measured +10 ns per attribute read and
 # +25 to +40 ns per `strata.add(a, b)` / `F.relu(a)` call (a 4-float add costs about 240 ns). The two modules
 # that per-op code reads on every call keep the specialised path; a torch name missing from them raises
-# Python's plain AttributeError.
+# Python's plain AttributeError, which install_excepthook annotates if the script dies of it.
 HOT_MODULES = frozenset({"strata", "strata.nn.functional"})
+
+
+def _explain_hot_miss(exc):
+    """The "not implemented yet" note for a plain AttributeError from a hot module (None if it is not one)."""
+    import sys
+
+    obj, name = getattr(exc, "obj", None), getattr(exc, "name", None)
+    namespace = getattr(obj, "__name__", None)
+    if namespace in HOT_MODULES and sys.modules.get(namespace) is obj and isinstance(name, str):
+        err = missing_attribute(namespace, name)
+        if isinstance(err, NotImplementedAttributeError):
+            return str(err)
+    return None
+
+
+def install_excepthook():
+    """An uncaught AttributeError for a torch name missing from a hot module gets the not-implemented note
+    when Python prints it, so a script that dies there still says what is missing, at no cost per lookup."""
+    import sys
+
+    previous = sys.excepthook
+
+    def hook(exc_type, exc, tb):
+        if isinstance(exc, AttributeError):
+            note = _explain_hot_miss(exc)
+            if note and note not in getattr(exc, "__notes__", ()):
+                exc.add_note(note)
+        previous(exc_type, exc, tb)
+
+    sys.excepthook = hook
 
 
 def install_module_hooks(package="strata"):

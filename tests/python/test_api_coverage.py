@@ -212,3 +212,13 @@ def test_extract_counts_a_sample_project(tmp_path):
     assert all(r["projects"] == 1 for r in data["names"])
     torch_names = json.loads(names.read_text())["names"]
     assert "relu" in torch_names["torch.nn.functional"] and "view" in torch_names["torch.Tensor"]
+
+
+def test_uncaught_miss_on_a_hot_module_names_what_is_missing(tmp_path):
+    script = tmp_path / "uses_compile.py"
+    script.write_text("import strata as torch\nmodel = torch.compile(lambda x: x)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env)
+    assert proc.returncode == 1
+    assert "AttributeError: module 'strata' has no attribute 'compile'" in proc.stderr
+    assert "strata.compile is not implemented yet (torch.compile)" in proc.stderr
