@@ -85,3 +85,16 @@ def fusable(p, *tensors):
         if t is not None and (t.dtype is not p.dtype or not t.is_contiguous() or t.shape != shape):
             return False
     return True
+
+
+def check_adam_args(lr, betas, eps, weight_decay):
+    """The checks every Adam-family optimizer makes on its arguments, with torch's messages."""
+    check_lr(lr)
+    if not 0.0 <= eps:
+        raise ValueError(f"Invalid epsilon value: {eps}")
+    if not 0.0 <= betas[0] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+    if not 0.0 <= betas[1] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+    if not 0.0 <= weight_decay:
+        raise ValueError(f"Invalid weight_decay value: {weight_decay}")

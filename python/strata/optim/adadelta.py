@@ -26,11 +26,7 @@ class Adadelta(Optimizer):
 
     def __setstate__(self, state):
         super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("foreach", None)
-            group.setdefault("maximize", False)
-            group.setdefault("differentiable", False)
-            group.setdefault("capturable", False)
+        self._setdefault_groups(foreach=None, maximize=False, differentiable=False, capturable=False)
 
     @_use_grad
     def step(self):

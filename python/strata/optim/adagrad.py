@@ -41,8 +41,7 @@ class Adagrad(Optimizer):
 
     def __setstate__(self, state):
         super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("maximize", False)
+        self._setdefault_groups(maximize=False)
 
     @_use_grad
     def step(self):

@@ -4,23 +4,11 @@ from .. import _C
 from .._creation import zeros_like
 from .._functions import maximum
 from .optimizer import Optimizer, _grad_of, _use_grad
-from ._functional import check_lr, addcmul_, addcdiv_, scalar, new_step, check_fused, check_capturable, check_fused_param, bump_step, fused_kernel, fusable
+from ._functional import check_adam_args, addcmul_, addcdiv_, scalar, new_step, check_fused, check_capturable, check_fused_param, bump_step, fused_kernel, fusable
 
 __all__ = ["Adam"]
 
 _fused_adam_step_ = fused_kernel("_fused_adam_step_")
-
-
-def _check_args(lr, betas, eps, weight_decay):
-    check_lr(lr)
-    if not 0.0 <= eps:
-        raise ValueError(f"Invalid epsilon value: {eps}")
-    if not 0.0 <= betas[0] < 1.0:
-        raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-    if not 0.0 <= betas[1] < 1.0:
-        raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-    if not 0.0 <= weight_decay:
-        raise ValueError(f"Invalid weight_decay value: {weight_decay}")
 
 
 class Adam(Optimizer):
@@ -32,7 +20,7 @@ class Adam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
                  foreach=None, maximize=False, capturable=False, differentiable=False, fused=None,
                  decoupled_weight_decay=False):
-        _check_args(lr, betas, eps, weight_decay)
+        check_adam_args(lr, betas, eps, weight_decay)
         check_fused(fused, foreach, differentiable)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize,
                         foreach=foreach, capturable=capturable, differentiable=differentiable, fused=fused,
@@ -41,10 +29,7 @@ class Adam(Optimizer):
 
     def __setstate__(self, state):
         super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("amsgrad", False)
-            group.setdefault("maximize", False)
-            group.setdefault("decoupled_weight_decay", False)
+        self._setdefault_groups(amsgrad=False, maximize=False, decoupled_weight_decay=False)
 
     @_use_grad
     def step(self):

@@ -28,11 +28,8 @@ class ASGD(Optimizer):
 
     def __setstate__(self, state):
         super().__setstate__(state)
+        self._setdefault_groups(foreach=None, maximize=False, differentiable=False, capturable=False)
         for group in self.param_groups:
-            group.setdefault("foreach", None)
-            group.setdefault("maximize", False)
-            group.setdefault("differentiable", False)
-            group.setdefault("capturable", False)
             for p in group["params"]:
                 st = self.state.get(p)
                 if st:

@@ -3,7 +3,7 @@
 from .. import _C
 from .._creation import zeros_like
 from .optimizer import Optimizer, _grad_of, _use_grad
-from ._functional import addcmul_, addcdiv_, scalar, new_step, bump_step, check_lr, check_capturable
+from ._functional import check_adam_args, addcmul_, addcdiv_, scalar, new_step, bump_step, check_capturable
 
 __all__ = ["NAdam"]
 
@@ -16,15 +16,7 @@ class NAdam(Optimizer):
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, momentum_decay=4e-3,
                  decoupled_weight_decay=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False):
-        check_lr(lr)
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        check_adam_args(lr, betas, eps, weight_decay)
         if not 0.0 <= momentum_decay:
             raise ValueError(f"Invalid momentum_decay value: {momentum_decay}")
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, momentum_decay=momentum_decay,
@@ -34,12 +26,9 @@ class NAdam(Optimizer):
 
     def __setstate__(self, state):
         super().__setstate__(state)
+        self._setdefault_groups(maximize=False, foreach=None, capturable=False, differentiable=False,
+                                decoupled_weight_decay=False)
         for group in self.param_groups:
-            group.setdefault("maximize", False)
-            group.setdefault("foreach", None)
-            group.setdefault("capturable", False)
-            group.setdefault("differentiable", False)
-            group.setdefault("decoupled_weight_decay", False)
             for p in group["params"]:
                 st = self.state.get(p)
                 if st and not isinstance(st.get("mu_product"), _C.Tensor) and "mu_product" in st:

@@ -100,6 +100,12 @@ class Optimizer:
         self.__dict__.setdefault("_step_post_hooks", OrderedDict())
         self.__dict__.setdefault("_hook_id", 0)
 
+    def _setdefault_groups(self, **defaults):
+        """Fills options an older pickle or state dict lacks in every param group (used by __setstate__)."""
+        for group in self.param_groups:
+            for key, value in defaults.items():
+                group.setdefault(key, value)
+
     def __repr__(self):
         lines = [self.__class__.__name__ + " ("]
         for i, group in enumerate(self.param_groups):

@@ -2,7 +2,7 @@
 
 from .._creation import zeros_like
 from .optimizer import Optimizer, _grad_of, _use_grad
-from ._functional import addcmul_, scalar, new_step, bump_step, check_lr, check_capturable
+from ._functional import check_adam_args, addcmul_, scalar, new_step, bump_step, check_capturable
 
 __all__ = ["RAdam"]
 
@@ -13,15 +13,7 @@ class RAdam(Optimizer):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, decoupled_weight_decay=False,
                  *, foreach=None, maximize=False, capturable=False, differentiable=False):
-        check_lr(lr)
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        check_adam_args(lr, betas, eps, weight_decay)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, maximize=maximize, foreach=foreach,
                         capturable=capturable, decoupled_weight_decay=decoupled_weight_decay,
                         differentiable=differentiable)
@@ -29,12 +21,8 @@ class RAdam(Optimizer):
 
     def __setstate__(self, state):
         super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("foreach", None)
-            group.setdefault("maximize", False)
-            group.setdefault("differentiable", False)
-            group.setdefault("decoupled_weight_decay", False)
-            group.setdefault("capturable", False)
+        self._setdefault_groups(foreach=None, maximize=False, differentiable=False, decoupled_weight_decay=False,
+                                capturable=False)
 
     @_use_grad
     def step(self):

@@ -30,10 +30,7 @@ class RMSprop(Optimizer):
 
     def __setstate__(self, state):
         super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("momentum", 0)
-            group.setdefault("centered", False)
-            group.setdefault("maximize", False)
+        self._setdefault_groups(momentum=0, centered=False, maximize=False)
 
     @_use_grad
     def step(self):

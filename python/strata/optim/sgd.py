@@ -30,9 +30,7 @@ class SGD(Optimizer):
 
     def __setstate__(self, state):
         super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("nesterov", False)
-            group.setdefault("maximize", False)
+        self._setdefault_groups(nesterov=False, maximize=False)
 
     @_use_grad
     def step(self):
