@@ -26,17 +26,8 @@ std::string join_x(IntArrayRef v) {
 Tensor conv_nd(const char* op, int k, const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
                const DimVector& stride, const DimVector& pad_lo, const DimVector& pad_hi, const DimVector& dilation,
                int64_t groups) {
+  check_conv_operands(op, k, input, weight, bias);
   const int64_t nd = input.dim();
-  STRATA_CHECK(nd == k + 1 || nd == k + 2, op, ": Expected ", k + 1, "D (unbatched) or ", k + 2,
-               "D (batched) input to ", op, ", but got input of size: ", input.shape_str());
-  STRATA_CHECK(weight.dim() == k + 2, op, ": expected weight to be ", k + 2, "-dimensional, but got weight of size ",
-               weight.shape_str());
-  check_floating(op, input, "input");
-  STRATA_CHECK(input.dtype() == weight.dtype(), op, ": Input type (", dtype_name(input.dtype()),
-               ") and weight type (", dtype_name(weight.dtype()), ") should be the same");
-  if (has(bias))
-    STRATA_CHECK(input.dtype() == bias->dtype(), op, ": Input type (", dtype_name(input.dtype()),
-                 ") and bias type (", dtype_name(bias->dtype()), ") should be the same");
   for (int i = 0; i < k; ++i) {
     STRATA_CHECK(stride[i] > 0, op, ": non-positive stride is not supported (got stride=", shape_str(stride), ")");
     STRATA_CHECK(dilation[i] > 0, op, ": dilation should be greater than zero (got dilation=", shape_str(dilation),

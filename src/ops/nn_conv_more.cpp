@@ -45,17 +45,8 @@ struct TransposeGeom {
 TransposeGeom transpose_geometry(const char* op, int k, const Tensor& input, const Tensor& weight,
                                  const std::optional<Tensor>& bias, IntArrayRef stride, IntArrayRef padding,
                                  IntArrayRef output_padding, int64_t groups, IntArrayRef dilation) {
+  check_conv_operands(op, k, input, weight, bias);
   const int64_t nd = input.dim();
-  STRATA_CHECK(nd == k + 1 || nd == k + 2, op, ": Expected ", k + 1, "D (unbatched) or ", k + 2,
-               "D (batched) input to ", op, ", but got input of size: ", input.shape_str());
-  STRATA_CHECK(weight.dim() == k + 2, op, ": expected weight to be ", k + 2, "-dimensional, but got weight of size ",
-               weight.shape_str());
-  check_floating(op, input, "input");
-  STRATA_CHECK(input.dtype() == weight.dtype(), op, ": Input type (", dtype_name(input.dtype()),
-               ") and weight type (", dtype_name(weight.dtype()), ") should be the same");
-  if (has(bias))
-    STRATA_CHECK(input.dtype() == bias->dtype(), op, ": Input type (", dtype_name(input.dtype()),
-                 ") and bias type (", dtype_name(bias->dtype()), ") should be the same");
   STRATA_CHECK(groups > 0, op, ": non-positive groups is not supported (got groups=", groups, ")");
   TransposeGeom g;
   g.batched = nd == k + 2;

@@ -48,6 +48,23 @@ inline void check_floating(const char* op, const Tensor& t, const char* what) {
                t.describe());
 }
 
+// The operand checks every convolution makes (k spatial dims), with torch's messages: the input's rank
+// (batched or not), the weight's rank, a floating dtype, and one dtype for input, weight and bias.
+inline void check_conv_operands(const char* op, int k, const Tensor& input, const Tensor& weight,
+                                const std::optional<Tensor>& bias) {
+  const int64_t nd = input.dim();
+  STRATA_CHECK(nd == k + 1 || nd == k + 2, op, ": Expected ", k + 1, "D (unbatched) or ", k + 2,
+               "D (batched) input to ", op, ", but got input of size: ", input.shape_str());
+  STRATA_CHECK(weight.dim() == k + 2, op, ": expected weight to be ", k + 2, "-dimensional, but got weight of size ",
+               weight.shape_str());
+  check_floating(op, input, "input");
+  STRATA_CHECK(input.dtype() == weight.dtype(), op, ": Input type (", dtype_name(input.dtype()),
+               ") and weight type (", dtype_name(weight.dtype()), ") should be the same");
+  if (has(bias))
+    STRATA_CHECK(input.dtype() == bias->dtype(), op, ": Input type (", dtype_name(input.dtype()),
+                 ") and bias type (", dtype_name(bias->dtype()), ") should be the same");
+}
+
 inline void check_same_dtype(const char* op, const Tensor& a, const char* an, const Tensor& b, const char* bn) {
   STRATA_CHECK(a.dtype() == b.dtype(), op, ": expected ", an, " and ", bn, " to have the same dtype, but got ",
                dtype_name(a.dtype()), " != ", dtype_name(b.dtype()));
