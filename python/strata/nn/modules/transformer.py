@@ -24,21 +24,8 @@ def _get_activation_fn(activation):
     raise RuntimeError(f"activation should be relu/gelu, not {activation}")
 
 
-def _clone_module(module):
-    """copy.deepcopy of a module whose tensors are cloned explicitly (strata tensors have no __deepcopy__)."""
-    memo = {}
-    for m in module.modules():
-        for name, p in m._parameters.items():
-            if p is not None and id(p) not in memo:
-                memo[id(p)] = Parameter(p.clone(), getattr(p, "requires_grad", True)) if is_parameter(p) else p
-        for name, b in m._buffers.items():
-            if b is not None and id(b) not in memo:
-                memo[id(b)] = b.clone()
-    return copy.deepcopy(module, memo)
-
-
 def _get_clones(module, n):
-    return ModuleList([_clone_module(module) for _ in range(n)])
+    return ModuleList([copy.deepcopy(module) for _ in range(n)])
 
 
 class TransformerEncoderLayer(Module):
