@@ -16,8 +16,14 @@ import numpy as np
 
 from ... import _C
 
-# How often a waiting worker (and a waiting main process) checks that the other side is still alive.
+# How long shutdown waits for a worker to leave before terminating it.
 STATUS_CHECK_INTERVAL = 5.0
+# How often a main process waiting for a batch checks that its workers are still alive.
+MAIN_POLL_INTERVAL = 1.0
+# How often an idle worker checks that the main process is alive and has not asked the workers to stop. Shutdown
+# normally reaches a worker as a None task, but an iterator freed by the cycle collector has had its queues' feeder
+# threads closed before its __del__ runs, so that None never leaves: the done event is what the worker sees then.
+_WORKER_POLL_INTERVAL = 0.2
 
 _worker_info = None
 
@@ -272,8 +278,10 @@ def worker_loop(is_iterable, dataset, index_queue, data_queue, done_event, auto_
         iteration_end = False
         while os.getppid() == parent_pid:
             try:
-                r = index_queue.get(timeout=STATUS_CHECK_INTERVAL)
+                r = index_queue.get(timeout=_WORKER_POLL_INTERVAL)
             except queue.Empty:
+                if done_event.is_set():
+                    break
                 continue
             if isinstance(r, _ResumeIteration):
                 data_queue.put((r, None))

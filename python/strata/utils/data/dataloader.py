@@ -261,7 +261,7 @@ class _MultiProcessingIter:
         for _ in range(self._prefetch_factor * self._num_workers):
             self._try_put_index()
 
-    def _try_get_data(self, timeout=_worker.STATUS_CHECK_INTERVAL):
+    def _try_get_data(self, timeout=_worker.MAIN_POLL_INTERVAL):
         try:
             return True, self._result_queue.get(timeout=timeout)
         except Exception as e:
