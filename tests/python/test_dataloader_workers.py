@@ -282,6 +282,33 @@ def test_large_batches_through_shared_memory():
     assert st.equal(got[0][0], x[:64] + 1)
 
 
+def test_shared_memory_dtypes_and_layouts(monkeypatch):
+    from strata.utils.data import _worker
+
+    monkeypatch.setattr(_worker, "_SHM_MIN_BYTES", 1)  # every tensor through /dev/shm (forked workers see it)
+    for dt in (st.float32, st.float64, st.int64, st.bool, st.bfloat16, st.float16, st.uint8, st.int8):
+        x = (st.randn(10, 3) * 5).to(dt)
+        c = st.cat([b[0] for b in sd.DataLoader(sd.TensorDataset(x), batch_size=4, num_workers=2)])
+        assert c.dtype == dt and st.equal(c, x)
+    x = st.randn(6, 4).t()
+    w = st.randn(3, requires_grad=True)
+    got = list(sd.DataLoader([x, x[1:], x[:, 0], st.zeros(0, 3), w], batch_size=None, num_workers=2))
+    assert st.equal(got[0], x) and st.equal(got[1], x[1:]) and st.equal(got[2], x[:, 0])
+    assert got[3].shape == (0, 3) and got[4].requires_grad and st.equal(got[4].detach(), w.detach())
+
+
+def _raise_local(i):
+    class Local(Exception):
+        pass
+
+    raise Local(f"local failure {i}")
+
+
+def test_unpicklable_exception_type_still_reported():
+    with pytest.raises(RuntimeError, match=r"Caught Local in DataLoader worker process 0(.|\n)*local failure 0"):
+        list(sd.DataLoader(range(4), num_workers=2, collate_fn=_raise_local, batch_size=None))
+
+
 def test_spawn_context_and_context_errors():
     ds = sd.TensorDataset(st.arange(10.0))
     got = batches(sd.DataLoader(ds, batch_size=4, num_workers=2, multiprocessing_context="spawn"))

@@ -7,6 +7,7 @@ memory-mapped without a copy by the main process, which unlinks it at once); sma
 import itertools
 import mmap
 import os
+import pickle
 import queue
 import random
 import sys
@@ -76,12 +77,20 @@ class ExceptionWrapper:
     def __init__(self, exc_info=None, where="in background"):
         if exc_info is None:
             exc_info = sys.exc_info()
-        self.exc_type = exc_info[0]
+        exc_type = exc_info[0]
+        self.exc_name = exc_type.__name__
+        try:
+            # The type travels by reference: one defined where the main process cannot import it (a local class)
+            # would make the result unpicklable and the batch would never arrive.
+            pickle.loads(pickle.dumps(exc_type))
+        except Exception:
+            exc_type = RuntimeError
+        self.exc_type = exc_type
         self.exc_msg = "".join(traceback.format_exception(*exc_info))
         self.where = where
 
     def reraise(self):
-        msg = f"Caught {self.exc_type.__name__} {self.where}.\nOriginal {self.exc_msg}"
+        msg = f"Caught {self.exc_name} {self.where}.\nOriginal {self.exc_msg}"
         if self.exc_type is KeyError:
             msg = _KeyErrorMessage(msg)
         try:

@@ -137,7 +137,8 @@ class DataLoader:
                 return _MultiProcessingIter(self)
             # Persistent workers: one iterator (and its processes) serves every epoch; later epochs draw no
             # new base seed, as torch's.
-            if self._iterator is None:
+            if self._iterator is None or self._iterator._shutdown:
+                # (A shut-down one, after a worker died, is replaced.)
                 self._iterator = _MultiProcessingIter(self)
             else:
                 self._iterator._reset(self)
@@ -197,7 +198,11 @@ class _MultiProcessingIter:
     _tokens = itertools.count()
 
     def __init__(self, loader):
+        import os
+
         self._shutdown = True  # until the workers exist, there is nothing to shut down
+        # A forked worker holds a copy of this object: only the process that started the workers may stop them.
+        self._owner_pid = os.getpid()
         self._dataset = loader.dataset
         self._is_iterable = loader._is_iterable
         self._index_sampler = loader._index_sampler
@@ -217,8 +222,6 @@ class _MultiProcessingIter:
         self._workers = []
         self._shutdown = False
         _live_iterators.add(self)
-        import os
-
         for i in range(self._num_workers):
             index_queue = ctx.Queue()
             # The main process must never wait at exit for index batches nobody will read.
@@ -358,7 +361,9 @@ class _MultiProcessingIter:
         self._workers_status[worker_id] = False
 
     def _shutdown_workers(self):
-        if self._shutdown:
+        import os
+
+        if self._shutdown or os.getpid() != self._owner_pid:
             return
         self._shutdown = True
         try:
