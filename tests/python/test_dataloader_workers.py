@@ -242,6 +242,15 @@ def test_persistent_workers_kept_across_epochs():
     plain = sd.DataLoader(Pid(), batch_size=3, num_workers=2, collate_fn=lambda b: b)
     assert {p for b in plain for _, p in b}.isdisjoint({p for b in plain for _, p in b})
     del loader, it
+    # Later epochs of persistent workers draw no new base seed: the global stream advances as torch's does.
+    st.manual_seed(11)
+    torch.manual_seed(11)
+    sl = sd.DataLoader(list(range(10)), batch_size=3, shuffle=True, num_workers=2, persistent_workers=True)
+    tl = td.DataLoader(list(range(10)), batch_size=3, shuffle=True, num_workers=2, persistent_workers=True)
+    for _ in range(3):
+        assert batches(sl) == batches(tl)
+    assert st.rand(3).tolist() == pytest.approx(torch.rand(3).tolist())
+    del sl, tl
 
 
 class Slow(sd.Dataset):
