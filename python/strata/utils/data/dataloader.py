@@ -3,6 +3,7 @@
 import atexit
 import itertools
 import multiprocessing
+import os
 import queue
 import weakref
 
@@ -198,8 +199,6 @@ class _MultiProcessingIter:
     _tokens = itertools.count()
 
     def __init__(self, loader):
-        import os
-
         self._shutdown = True  # until the workers exist, there is nothing to shut down
         # A forked worker holds a copy of this object: only the process that started the workers may stop them.
         self._owner_pid = os.getpid()
@@ -220,6 +219,7 @@ class _MultiProcessingIter:
         self._done_event = ctx.Event()
         self._index_queues = []
         self._workers = []
+        self._workers_status = [True] * self._num_workers
         self._shutdown = False
         _live_iterators.add(self)
         for i in range(self._num_workers):
@@ -230,7 +230,7 @@ class _MultiProcessingIter:
                             args=(self._is_iterable, self._dataset, index_queue, self._result_queue,
                                   self._done_event, loader._auto_collation, loader.collate_fn, loader.drop_last,
                                   self._base_seed, loader.worker_init_fn, i, self._num_workers, self._shm_prefix,
-                                  os.getpid()),
+                                  self._owner_pid),
                             daemon=True)
             w.start()
             self._index_queues.append(index_queue)
@@ -361,8 +361,6 @@ class _MultiProcessingIter:
         self._workers_status[worker_id] = False
 
     def _shutdown_workers(self):
-        import os
-
         if self._shutdown or os.getpid() != self._owner_pid:
             return
         self._shutdown = True
