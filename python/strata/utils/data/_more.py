@@ -151,20 +151,5 @@ class StackDataset(Dataset):
         return self._length
 
 
-class WorkerInfo:
-    """What a loading worker knows about itself (id, num_workers, seed, dataset)."""
-
-    def __init__(self, **kwargs):
-        for k, v in kwargs.items():
-            setattr(self, k, v)
-
-    def __repr__(self):
-        return f"WorkerInfo({', '.join(f'{k}={v}' for k, v in self.__dict__.items())})"
-
-
-def get_worker_info():
-    """None: Strata's DataLoader loads every batch in the calling process (there
-    are no worker processes), which is what torch returns in the main process."""
-    return None
-
-
+# The worker processes' own objects live with the worker loop; these names are re-exported here.
+from ._worker import WorkerInfo, get_worker_info  # noqa: E402
