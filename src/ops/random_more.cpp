@@ -36,10 +36,13 @@ std::vector<int64_t> visit_order(const Tensor& self) {
 }
 
 // double -> T as torch's kernels convert their double samples: 16-bit floats
-// through float (their constructors take a float).
+// through float (their constructors take a float); integers narrower than 32
+// bits through int32, as x86 converts them, so that a sample too large for
+// the type wraps as it does in torch (and the conversion stays defined).
 template <typename T>
 T from_double(double v) {
   if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) return static_cast<T>(static_cast<float>(v));
+  else if constexpr (std::is_integral_v<T> && sizeof(T) < 4) return static_cast<T>(static_cast<int32_t>(v));
   else return static_cast<T>(v);
 }
 

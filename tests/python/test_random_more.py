@@ -74,6 +74,8 @@ def test_inplace_samplers_16_bit(dtype, name):
 @pytest.mark.parametrize("dtype", ["int64", "int32", "int16", "int8", "uint8"])
 def test_geometric_integer_dtypes(dtype):
     both(2, lambda m: m.empty(50, dtype=dt(m, dtype)).geometric_(0.2))
+    # Samples beyond the type's range wrap as in torch.
+    both(2, lambda m: m.empty(500, dtype=dt(m, dtype)).geometric_(0.004))
 
 
 @pytest.mark.parametrize("name", sorted(INPLACE))
