@@ -208,3 +208,13 @@ def test_binomial_non_finite_count_is_refused():
     with pytest.raises(RuntimeError, match="count must be finite"):
         st.binomial(st.tensor([float("nan")]), st.tensor([0.3]))
     assert st.binomial(st.tensor([float("inf")]), st.tensor([0.0])).item() == 0
+
+
+def test_poisson_gradient_is_zero():
+    # A sample is piecewise constant in its rate: torch gives a zero gradient, not an error.
+    for m in (torch, st):
+        r = m.tensor([1.0, 20.0, 0.0], dtype=m.float64, requires_grad=True)
+        y = m.poisson(r)
+        assert y.requires_grad
+        (y * 2).sum().backward()
+        assert r.grad.tolist() == [0.0, 0.0, 0.0]
