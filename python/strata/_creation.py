@@ -43,6 +43,7 @@ __all__ = [
     "zeros", "ones", "full", "empty", "empty_strided", "arange", "range", "linspace", "logspace", "eye",
     "zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like", "randint_like",
     "rand", "randn", "randint", "randperm", "normal", "bernoulli", "multinomial",
+    "poisson", "binomial",
     "Generator", "default_generator", "manual_seed", "seed", "initial_seed", "get_rng_state", "set_rng_state",
     "layout", "strided", "set_printoptions", "get_printoptions", "printoptions",
 ]
@@ -330,6 +331,14 @@ def bernoulli(input, p=None, *, generator=None, out=None):
     return t
 
 
+def poisson(input, generator=None):
+    return _ops.poisson(input, _gen_id(generator))
+
+
+def binomial(count, prob, generator=None):
+    return _ops.binomial(count, prob, _gen_id(generator))
+
+
 def multinomial(input, num_samples, replacement=False, *, generator=None, out=None):
     return _ops.multinomial(input, num_samples, replacement, generator=_gen_id(generator), out=out)
 
@@ -397,8 +406,15 @@ def _exponential_(self, lambd=1.0, *, generator=None):
 
 
 def _log_normal_(self, mean=1.0, std=2.0, *, generator=None):
-    _ops.normal_(self, mean, std, generator=_gen_id(generator))
-    return _ops.exp(self, out=self)
+    return _ops.log_normal_(self, mean, std, generator=_gen_id(generator))
+
+
+def _cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
+    return _ops.cauchy_(self, median, sigma, generator=_gen_id(generator))
+
+
+def _geometric_(self, p, *, generator=None):
+    return _ops.geometric_(self, p, generator=_gen_id(generator))
 
 
 def _random_(self, *args, generator=None, **kw):
@@ -435,6 +451,8 @@ Tensor.uniform_ = _uniform_
 Tensor.normal_ = _normal_
 Tensor.exponential_ = _exponential_
 Tensor.log_normal_ = _log_normal_
+Tensor.cauchy_ = _cauchy_
+Tensor.geometric_ = _geometric_
 Tensor.random_ = _random_
 Tensor.bernoulli_ = _bernoulli_
 Tensor.bernoulli = _bernoulli_method
