@@ -10,20 +10,6 @@ import strata as st
 torch = pytest.importorskip("torch")
 
 
-def _intel_mkl():
-    # On Intel CPUs torch's MKL build draws bernoulli(p: float) from an MKL stream instead.
-    try:
-        with open("/proc/cpuinfo") as f:
-            intel = "GenuineIntel" in f.read(4096)
-    except OSError:
-        intel = False
-    return intel and torch.backends.mkl.is_available()
-
-
-needs_default_bernoulli = pytest.mark.skipif(
-    _intel_mkl(), reason="torch draws bernoulli with a float p from MKL's stream on Intel CPUs")
-
-
 @pytest.fixture(autouse=True)
 def _restore_rng():
     ts, ss = torch.get_rng_state(), st.get_rng_state()
@@ -186,7 +172,6 @@ def test_bernoulli_tensor_p(pdtype, shape):
     both(1, lambda m: m.bernoulli(m.tensor(probs, dtype=dt(m, pdtype)).t()))
 
 
-@needs_default_bernoulli
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "bool", "uint8"])
 @pytest.mark.parametrize("shape", [(5,), (40,), (33, 17)])
 def test_bernoulli_scalar_p(dtype, shape):
@@ -214,7 +199,6 @@ def test_multinomial(dtype, k, replacement):
     assert (np.sort(b, axis=1) == np.sort(a, axis=1)).all()
 
 
-@needs_default_bernoulli
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_dropout(p, dtype):
