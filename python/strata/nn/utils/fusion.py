@@ -7,17 +7,11 @@ from ..parameter import Parameter
 __all__ = ["fuse_conv_bn_eval", "fuse_conv_bn_weights", "fuse_linear_bn_eval", "fuse_linear_bn_weights"]
 
 
-def _clone_module(module):
-    from ..modules.transformer import _clone_module as clone
-
-    return clone(module)
-
-
 def fuse_conv_bn_eval(conv, bn, transpose=False):
     """A copy of ``conv`` whose weight and bias include ``bn``'s normalisation (both must be in eval mode)."""
     if conv.training or bn.training:
         raise AssertionError("Fusion only for eval!")
-    fused = _clone_module(conv)
+    fused = copy.deepcopy(conv)
     if bn.running_mean is None or bn.running_var is None:
         raise AssertionError("BatchNorm must track running statistics to be fused")
     fused.weight, fused.bias = fuse_conv_bn_weights(fused.weight, fused.bias, bn.running_mean, bn.running_var,
@@ -53,7 +47,7 @@ def fuse_linear_bn_eval(linear, bn):
         raise AssertionError("To fuse, linear.out_features == bn.num_features or bn.num_features == 1")
     if bn.running_mean is None or bn.running_var is None:
         raise AssertionError("BatchNorm must track running statistics to be fused")
-    fused = _clone_module(linear)
+    fused = copy.deepcopy(linear)
     fused.weight, fused.bias = fuse_linear_bn_weights(fused.weight, fused.bias, bn.running_mean, bn.running_var,
                                                       bn.eps, bn.weight, bn.bias)
     return fused
