@@ -1,0 +1,280 @@
+"""torch names written over existing strata ops, compared with torch: the *_copy
+view variants, cov/corrcoef, set_default_tensor_type, strata.hub's cache
+lookups, swap_tensors, jit's classes, serialization helpers, nn.utils.prune."""
+
+import io
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+import strata
+
+torch = pytest.importorskip("torch")
+
+
+def same(a, b, atol=1e-6):
+    assert tuple(a.shape) == tuple(b.shape)
+    np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), atol=atol, rtol=1e-5)
+
+
+X = np.random.RandomState(0).randn(3, 4, 5).astype(np.float32)
+
+COPIES = [
+    ("expand_copy", lambda m, x: m.expand_copy(x[:, :1], (3, 6, 5))),
+    ("t_copy", lambda m, x: m.t_copy(x[0])),
+    ("permute_copy", lambda m, x: m.permute_copy(x, (2, 0, 1))),
+    ("view_copy", lambda m, x: m.view_copy(x, (12, 5))),
+    ("squeeze_copy", lambda m, x: m.squeeze_copy(x[:, :1], 1)),
+    ("squeeze_copy_all", lambda m, x: m.squeeze_copy(x[:1, :1])),
+    ("unsqueeze_copy", lambda m, x: m.unsqueeze_copy(x, -1)),
+    ("transpose_copy", lambda m, x: m.transpose_copy(x, 0, 2)),
+    ("diagonal_copy", lambda m, x: m.diagonal_copy(x, 1, 1, 2)),
+    ("select_copy", lambda m, x: m.select_copy(x, 1, 2)),
+    ("slice_copy", lambda m, x: m.slice_copy(x, 2, 1, 5, 2)),
+    ("narrow_copy", lambda m, x: m.narrow_copy(x, 1, 1, 2)),
+    ("alias_copy", lambda m, x: m.alias_copy(x)),
+    ("detach_copy", lambda m, x: m.detach_copy(x)),
+]
+
+
+@pytest.mark.parametrize("name,fn", COPIES, ids=[c[0] for c in COPIES])
+def test_copy_variants(name, fn):
+    s, t = strata.tensor(X), torch.tensor(X)
+    rs, rt = fn(strata, s), fn(torch, t)
+    same(rs, rt)
+    assert rs.stride() == rt.stride() and rs.is_contiguous()
+    rs.fill_(7.0)  # a copy: the input is untouched
+    np.testing.assert_array_equal(s.numpy(), X)
+
+
+@pytest.mark.parametrize("name", ["split_copy", "unbind_copy"])
+def test_copy_list_variants(name):
+    args = (2, 1) if name == "split_copy" else (1,)
+    rs = getattr(strata, name)(strata.tensor(X), *args)
+    rt = getattr(torch, name)(torch.tensor(X), *args)
+    assert len(rs) == len(rt)
+    for a, b in zip(rs, rt):
+        same(a, b)
+
+
+def test_copy_grad_and_errors():
+    s = strata.tensor(X[0], requires_grad=True)
+    strata.t_copy(s).mul(strata.arange(4.0)).sum().backward()
+    t = torch.tensor(X[0], requires_grad=True)
+    torch.t_copy(t).mul(torch.arange(4.0)).sum().backward()
+    same(s.grad, t.grad)
+    with pytest.raises(RuntimeError, match="expanded size"):
+        strata.expand_copy(strata.ones(2, 3), (4, 3))
+    out = strata.empty(0)
+    strata.permute_copy(strata.tensor(X), (1, 0, 2), out=out)
+    same(out, torch.tensor(X).permute(1, 0, 2))
+
+
+COV_X = np.random.RandomState(1).randn(3, 6).astype(np.float64)
+
+
+@pytest.mark.parametrize("kw", [{}, {"correction": 0}, {"correction": 2}, {"fweights": [1, 2, 0, 3, 1, 1]},
+                                {"aweights": [0.5, 1, 2, 0.1, 1, 3]},
+                                {"fweights": [1, 2, 1, 3, 1, 1], "aweights": [0.5, 1, 2, 0.1, 1, 3]},
+                                {"fweights": [1, 2, 1, 3, 1, 1], "aweights": [0.5, 1, 2, 0.1, 1, 3],
+                                 "correction": 0}])
+def test_cov(kw):
+    def conv(m, d):
+        out = {}
+        for k, v in d.items():
+            out[k] = m.tensor(v) if k != "aweights" else m.tensor(v, dtype=m.float64)
+        return out
+    same(strata.cov(strata.tensor(COV_X), **conv(strata, kw)), torch.cov(torch.tensor(COV_X), **conv(torch, kw)))
+    same(strata.cov(strata.tensor(COV_X[0]), **conv(strata, kw)), torch.cov(torch.tensor(COV_X[0]), **conv(torch, kw)))
+
+
+def test_corrcoef_and_int_input():
+    same(strata.corrcoef(strata.tensor(COV_X)), torch.corrcoef(torch.tensor(COV_X)))
+    same(strata.corrcoef(strata.tensor([1.0, 2.0])), torch.corrcoef(torch.tensor([1.0, 2.0])))
+    ri = strata.cov(strata.tensor([[1, 2, 3], [2, 5, 1]]))
+    ti = torch.cov(torch.tensor([[1, 2, 3], [2, 5, 1]]))
+    assert str(ri.dtype).split(".")[1] == str(ti.dtype).split(".")[1]
+    same(ri, ti)
+    with pytest.warns(UserWarning, match="degrees of freedom"):
+        r = strata.cov(strata.ones(1, 1))
+    assert np.isnan(r.item())
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda m: m.cov(m.ones(2, 2, 2)), "two or fewer dimensions"),
+    (lambda m: m.cov(m.ones(2, 3), fweights=m.ones(3)), "integral dtype"),
+    (lambda m: m.cov(m.ones(2, 3), fweights=m.tensor([1, -1, 1])), "fweights cannot be negative"),
+    (lambda m: m.cov(m.ones(2, 3), aweights=m.tensor([1, 2, 1])), "floating point dtype"),
+    (lambda m: m.cov(m.ones(2, 3), aweights=m.tensor([1.0, -2, 1])), "aweights cannot be negative"),
+    (lambda m: m.cov(m.ones(2, 3), fweights=m.ones(2, 3, dtype=m.int64)), "one or fewer dimensions"),
+    (lambda m: m.cov(m.ones(2, 3), fweights=m.ones(4, dtype=m.int64)), "same numel"),
+    (lambda m: m.corrcoef(m.ones(2, 2, 2)), "two or fewer dimensions"),
+])
+def test_cov_errors(call, match):
+    with pytest.raises(RuntimeError, match=match):
+        call(torch)
+    with pytest.raises(RuntimeError, match=match):
+        call(strata)
+
+
+def test_set_default_tensor_type():
+    try:
+        for m in (strata, torch):
+            with pytest.warns(UserWarning, match="deprecated"):
+                m.set_default_tensor_type(m.DoubleTensor)
+            assert m.get_default_dtype() == m.float64 and m.ones(1).dtype == m.float64
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                m.set_default_tensor_type("torch.FloatTensor")
+                assert m.get_default_dtype() == m.float32
+                with pytest.raises(TypeError, match="only floating-point"):
+                    m.set_default_tensor_type(m.LongTensor)
+                with pytest.raises(TypeError, match="not available"):
+                    m.set_default_tensor_type(m.cuda.FloatTensor)
+    finally:
+        strata.set_default_dtype(strata.float32)
+        torch.set_default_dtype(torch.float32)
+
+
+def test_get_autocast_gpu_dtype():
+    with pytest.warns(DeprecationWarning):
+        assert str(strata.get_autocast_gpu_dtype()) == "strata.float16"
+    with pytest.warns(DeprecationWarning):
+        assert torch.get_autocast_gpu_dtype() == torch.float16
+
+
+# ---- hub ------------------------------------------------------------------------------------------------------------
+
+def test_hub_dirs(monkeypatch, tmp_path):
+    monkeypatch.setattr(strata.hub, "_hub_dir", None)
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "th"))
+    assert strata.hub.get_dir() == str(tmp_path / "th" / "hub")
+    strata.hub.set_dir(str(tmp_path / "x"))
+    assert strata.hub.get_dir() == str(tmp_path / "x")
+    assert strata.hub.HASH_REGEX.search("resnet18-f37072fd.pth").group(1) == "f37072fd"
+    assert strata.hub.urlparse("https://a/b/c.pth").path == "/b/c.pth"
+
+
+def test_load_state_dict_from_url_cache(monkeypatch, tmp_path):
+    monkeypatch.setattr(strata.hub, "_hub_dir", str(tmp_path))
+    url = "https://download.example.org/models/net-0123abcd.pth"
+    with pytest.raises(RuntimeError, match="does not download.*checkpoints/net-0123abcd.pth"):
+        strata.hub.load_state_dict_from_url(url)
+    sd = {"w": torch.arange(6.0).view(2, 3)}
+    torch.save(sd, tmp_path / "checkpoints" / "net-0123abcd.pth")
+    got = strata.hub.load_state_dict_from_url(url)
+    same(got["w"], sd["w"])
+    got = strata.utils.model_zoo.load_url(url, map_location="cpu")
+    same(got["w"], sd["w"])
+    with pytest.raises(RuntimeError, match="invalid hash value"):
+        strata.hub.load_state_dict_from_url(url, check_hash=True)
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    torch.save(sd, other / "weights.pt")
+    got = strata.hub.load_state_dict_from_url(url, model_dir=str(other), file_name="weights.pt")
+    same(got["w"], sd["w"])
+    with pytest.raises(RuntimeError, match="does not download"):
+        strata.hub.download_url_to_file(url, str(tmp_path / "f"))
+
+
+def test_hub_load_local_and_cached(monkeypatch, tmp_path):
+    repo = tmp_path / "owner_repo_main"
+    repo.mkdir()
+    (repo / "hubconf.py").write_text("dependencies = []\n\ndef tiny(n=2):\n    '''a tiny model'''\n"
+                                     "    import strata\n    return strata.nn.Linear(n, 1)\n\n_private = 1\n")
+    m = strata.hub.load(str(repo), "tiny", 3, source="local")
+    assert isinstance(m, strata.nn.Linear) and m.in_features == 3
+    monkeypatch.setattr(strata.hub, "_hub_dir", str(tmp_path))
+    assert strata.hub.list("owner/repo") == ["tiny"]
+    assert strata.hub.help("owner/repo", "tiny") == "a tiny model"
+    assert strata.hub.load("owner/repo", "tiny", n=4).in_features == 4
+    with pytest.raises(RuntimeError, match="Cannot find callable nope"):
+        strata.hub.load("owner/repo", "nope")
+    with pytest.raises(RuntimeError, match="not in the local cache"):
+        strata.hub.load("owner/other", "tiny")
+    with pytest.raises(ValueError, match="Unknown source"):
+        strata.hub.load("owner/repo", "tiny", source="gitlab")
+
+
+class Unsafe:
+    pass
+
+
+# ---- utils, jit, accelerator, serialization ----------------------------------------------------------------------
+
+def test_swap_tensors():
+    for m in (strata, torch):
+        a = m.ones(2, requires_grad=True)
+        b = m.zeros(3, dtype=m.int64)
+        a.tag = "a"
+        ida, idb = id(a), id(b)
+        m.utils.swap_tensors(a, b)
+        assert id(a) == ida and id(b) == idb
+        assert a.tolist() == [0, 0, 0] and not a.requires_grad and a.__dict__ == {}
+        assert b.tolist() == [1.0, 1.0] and b.requires_grad and b.tag == "a"
+    with pytest.raises(TypeError, match="Expected"):
+        strata.utils.swap_tensors(strata.ones(1), 1)
+    x = strata.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="not a leaf"):
+        strata.utils.swap_tensors(x * 2, strata.ones(2))
+
+
+def test_checkpoint_device_states_and_accelerator():
+    from strata.utils import checkpoint as sc
+    from torch.utils import checkpoint as tc
+    assert sc.get_device_states(strata.ones(2), 3) == tc.get_device_states(torch.ones(2), 3) == ([], [])
+    assert sc.set_device_states([], []) is None
+    with strata.accelerator.device_index(None):
+        pass
+    with pytest.raises(RuntimeError, match="accelerator"):
+        with strata.accelerator.device_index(0):
+            pass
+
+
+def test_jit_names():
+    from strata.jit.annotations import Dict, List, Optional, Tuple  # noqa: F401
+    import typing
+    assert List is typing.List and strata.jit.annotations.Tuple is typing.Tuple
+    assert issubclass(strata.jit.TracerWarning, Warning)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        warnings.filterwarnings("ignore", category=strata.jit.TracerWarning)
+        warnings.warn("x", strata.jit.TracerWarning)
+    assert not w
+
+    class M(strata.jit.ScriptModule):
+        def __init__(self):
+            super().__init__()
+            self.lin = strata.nn.Linear(2, 2)
+
+        def forward(self, x):
+            return self.lin(x)
+
+    m = M()
+    assert isinstance(m, strata.nn.Module) and len(list(m.parameters())) == 2
+    assert m(strata.ones(1, 2)).shape == (1, 2)
+    with pytest.raises(NotImplementedError):
+        m.save("x.pt")
+
+
+def test_serialization_helpers(tmp_path):
+    ss, ts = strata.serialization, torch.serialization
+    assert ss.location_tag(strata.ones(2)) == ts.location_tag(torch.ones(2)) == "cpu"
+    st = strata.ones(2).untyped_storage()
+    assert ss.default_restore_location(st, "cpu") is st
+    with pytest.raises(RuntimeError, match="CUDA"):
+        ss.default_restore_location(st, "cuda:0")
+
+    if True:
+        for m in (strata, torch):
+            p = str(tmp_path / f"{m.__name__}.pt")
+            m.save({"w": m.ones(2), "u": Unsafe(), "od": __import__("collections").OrderedDict()}, p)
+            assert m.serialization.get_unsafe_globals_in_checkpoint(p) == [f"{__name__}.Unsafe"]
+            with m.serialization.safe_globals([Unsafe]):
+                assert m.serialization.get_unsafe_globals_in_checkpoint(p) == []
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a zip")
+    with pytest.raises(ValueError, match="Expected input to be a checkpoint"):
+        ss.get_unsafe_globals_in_checkpoint(str(bad))
