@@ -12,6 +12,7 @@ import pytest
 import strata
 
 torch = pytest.importorskip("torch")
+import torch.nn.utils.prune  # noqa: E402  (torch does not import it with torch.nn.utils)
 
 
 def same(a, b, atol=1e-6):
@@ -278,3 +279,113 @@ def test_serialization_helpers(tmp_path):
     bad.write_bytes(b"not a zip")
     with pytest.raises(ValueError, match="Expected input to be a checkpoint"):
         ss.get_unsafe_globals_in_checkpoint(str(bad))
+
+
+# ---- nn.utils.prune ------------------------------------------------------------------------------------------------
+
+def _pair(ctor, *args):
+    torch.manual_seed(0)
+    tm = getattr(torch.nn, ctor)(*args)
+    sm = getattr(strata.nn, ctor)(*args)
+    sm.load_state_dict({k: strata.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    return sm, tm
+
+
+def _same_pruned(sm, tm, name="weight"):
+    same(getattr(sm, name + "_mask"), getattr(tm, name + "_mask"))
+    same(getattr(sm, name + "_orig"), getattr(tm, name + "_orig"))
+    same(getattr(sm, name), getattr(tm, name))
+    assert sorted(n for n, _ in sm.named_parameters()) == sorted(n for n, _ in tm.named_parameters())
+    assert sorted(n for n, _ in sm.named_buffers()) == sorted(n for n, _ in tm.named_buffers())
+
+
+PRUNES = [
+    ("identity", lambda p, m: p.identity(m, "weight")),
+    ("l1_float", lambda p, m: p.l1_unstructured(m, "weight", amount=0.3)),
+    ("l1_int", lambda p, m: p.l1_unstructured(m, "weight", amount=7)),
+    ("l1_zero", lambda p, m: p.l1_unstructured(m, "weight", amount=0)),
+    ("random_unstructured", lambda p, m: p.random_unstructured(m, "weight", amount=0.4)),
+    ("random_structured", lambda p, m: p.random_structured(m, "weight", amount=2, dim=0)),
+    ("ln_structured", lambda p, m: p.ln_structured(m, "weight", amount=0.5, n=2, dim=0)),
+    ("ln_structured_l1_lastdim", lambda p, m: p.ln_structured(m, "weight", amount=1, n=1, dim=-1)),
+    ("stacked", lambda p, m: (p.l1_unstructured(m, "weight", amount=0.25), p.ln_structured(m, "weight", 1, 2, 0),
+                              p.random_unstructured(m, "weight", amount=3))),
+]
+
+
+@pytest.mark.parametrize("name,fn", PRUNES, ids=[p[0] for p in PRUNES])
+def test_prune_matches_torch(name, fn):
+    sm, tm = _pair("Linear", 6, 5)
+    torch.manual_seed(3)
+    fn(torch.nn.utils.prune, tm)
+    strata.manual_seed(3)
+    fn(strata.nn.utils.prune, sm)
+    _same_pruned(sm, tm)
+    assert strata.nn.utils.prune.is_pruned(sm) and not strata.nn.utils.prune.is_pruned(strata.nn.Linear(2, 2))
+    x = np.random.RandomState(2).randn(3, 6).astype(np.float32)
+    ys, yt = sm(strata.tensor(x)), tm(torch.tensor(x))
+    same(ys, yt)
+    ys.sum().backward()
+    yt.sum().backward()
+    same(sm.weight_orig.grad, tm.weight_orig.grad)
+    strata.nn.utils.prune.remove(sm, "weight")
+    torch.nn.utils.prune.remove(tm, "weight")
+    same(sm.weight, tm.weight)
+    assert isinstance(sm.weight, strata.nn.Parameter) and not hasattr(sm, "weight_mask")
+    assert not strata.nn.utils.prune.is_pruned(sm)
+
+
+def test_prune_hook_reapplies_mask_and_containers():
+    sm, _ = _pair("Linear", 4, 3)
+    P = strata.nn.utils.prune
+    P.l1_unstructured(sm, "weight", amount=0.5)
+    P.random_structured(sm, "weight", amount=1, dim=1)
+    hooks = [h for h in sm._forward_pre_hooks.values() if isinstance(h, P.BasePruningMethod)]
+    assert len(hooks) == 1 and isinstance(hooks[0], P.PruningContainer) and len(hooks[0]) == 2
+    with strata.no_grad():
+        sm.weight_orig.fill_(2.0)
+    sm(strata.ones(1, 4))
+    np.testing.assert_array_equal(sm.weight.numpy(), 2.0 * sm.weight_mask.numpy())
+    assert int((sm.weight_mask == 0).sum()) >= 6
+
+
+def test_global_unstructured_and_custom_mask():
+    torch.manual_seed(0)
+    tnet = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.Linear(5, 3))
+    snet = strata.nn.Sequential(strata.nn.Linear(4, 5), strata.nn.Linear(5, 3))
+    snet.load_state_dict({k: strata.tensor(v.numpy()) for k, v in tnet.state_dict().items()})
+    for P, net in ((strata.nn.utils.prune, snet), (torch.nn.utils.prune, tnet)):
+        P.l1_unstructured(net[0], "weight", amount=2)
+        P.global_unstructured([(net[0], "weight"), (net[1], "weight"), (net[1], "bias")],
+                              pruning_method=P.L1Unstructured, amount=0.4)
+        P.custom_from_mask(net[0], "bias", mask=(net[0].bias.detach() > 0).float() if P is torch.nn.utils.prune
+                           else (net[0].bias.detach() > 0).float())
+    for i in range(2):
+        _same_pruned(snet[i], tnet[i])
+        _same_pruned(snet[i], tnet[i], "bias")
+    with pytest.raises(TypeError, match="unstructured"):
+        strata.nn.utils.prune.global_unstructured([(snet[0], "weight")], strata.nn.utils.prune.RandomStructured,
+                                                  amount=1)
+
+
+def test_prune_errors():
+    P, TP = strata.nn.utils.prune, torch.nn.utils.prune
+    for p, nn in ((P, strata.nn), (TP, torch.nn)):
+        lin = nn.Linear(3, 2)
+        with pytest.raises(ValueError, match="should either be a float"):
+            p.l1_unstructured(lin, "weight", amount=1.5)
+        with pytest.raises(ValueError, match="should either be a float"):
+            p.l1_unstructured(lin, "weight", amount=-1)
+        with pytest.raises(TypeError, match="Invalid type for amount"):
+            p.l1_unstructured(lin, "weight", amount="x")
+        with pytest.raises(ValueError, match="should be smaller than"):
+            p.l1_unstructured(lin, "weight", amount=7)
+        assert "weight" in dict(lin.named_parameters())  # a failed pruning leaves the module as it was
+        with pytest.raises(ValueError, match="Structured pruning can only be applied"):
+            p.ln_structured(lin, "bias", amount=1, n=2, dim=0)
+        with pytest.raises(IndexError, match="Invalid index"):
+            p.random_structured(lin, "weight", amount=1, dim=2)
+        with pytest.raises(ValueError, match="has to be pruned before"):
+            p.remove(lin, "weight")
+        with pytest.raises(AssertionError, match="same shape"):
+            p.l1_unstructured(lin, "weight", amount=1, importance_scores=lin.bias)
