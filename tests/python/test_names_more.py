@@ -389,3 +389,66 @@ def test_prune_errors():
             p.remove(lin, "weight")
         with pytest.raises(AssertionError, match="same shape"):
             p.l1_unstructured(lin, "weight", amount=1, importance_scores=lin.bias)
+
+
+# ---- nn.AdaptiveLogSoftmaxWithLoss ---------------------------------------------------------------------------------
+
+def _asm_pair(**kw):
+    torch.manual_seed(0)
+    tm = torch.nn.AdaptiveLogSoftmaxWithLoss(64, 20, [4, 9, 15], **kw)
+    sm = strata.nn.AdaptiveLogSoftmaxWithLoss(64, 20, [4, 9, 15], **kw)
+    assert sorted(sm.state_dict()) == sorted(tm.state_dict())
+    for k, v in tm.state_dict().items():
+        assert tuple(sm.state_dict()[k].shape) == tuple(v.shape)
+    sm.load_state_dict({k: strata.tensor(v.numpy()) for k, v in tm.state_dict().items()})
+    return sm, tm
+
+
+@pytest.mark.parametrize("kw", [{}, {"div_value": 2.0, "head_bias": True}])
+def test_adaptive_log_softmax(kw):
+    sm, tm = _asm_pair(**kw)
+    rs = np.random.RandomState(0)
+    x = rs.randn(12, 64).astype(np.float32)
+    y = np.array([0, 3, 4, 8, 9, 14, 15, 19, 2, 2, 16, 5])
+    xs = strata.tensor(x, requires_grad=True)
+    xt = torch.tensor(x, requires_grad=True)
+    os_, ot = sm(xs, strata.tensor(y)), tm(xt, torch.tensor(y))
+    same(os_.output, ot.output, atol=1e-5)
+    same(os_.loss, ot.loss, atol=1e-5)
+    os_.loss.backward()
+    ot.loss.backward()
+    same(xs.grad, xt.grad, atol=1e-5)
+    same(sm.tail[1][0].weight.grad, tm.tail[1][0].weight.grad, atol=1e-5)
+    same(sm.log_prob(strata.tensor(x)), tm.log_prob(torch.tensor(x)), atol=1e-5)
+    assert sm.predict(strata.tensor(x)).tolist() == tm.predict(torch.tensor(x)).tolist()
+    o1s, o1t = sm(strata.tensor(x[0]), strata.tensor(7)), tm(torch.tensor(x[0]), torch.tensor(7))
+    same(o1s.output, o1t.output, atol=1e-5)
+    # predictions landing in tail clusters: scale the head so clusters win
+    with strata.no_grad(), torch.no_grad():
+        sm.head.weight[4:] *= 50
+        tm.head.weight[4:] *= 50
+    assert sm.predict(strata.tensor(x)).tolist() == tm.predict(torch.tensor(x)).tolist()
+
+
+@pytest.mark.parametrize("make,err,match", [
+    (lambda nn: nn.AdaptiveLogSoftmaxWithLoss(8, 10, []), ValueError, "length larger than 0"),
+    (lambda nn: nn.AdaptiveLogSoftmaxWithLoss(8, 10, [5, 3]), ValueError, "unique, positive integers"),
+    (lambda nn: nn.AdaptiveLogSoftmaxWithLoss(8, 10, [3, 10]), ValueError, "unique, positive integers"),
+])
+def test_adaptive_log_softmax_init_errors(make, err, match):
+    for nn in (strata.nn, torch.nn):
+        with pytest.raises(err, match=match):
+            make(nn)
+
+
+def test_adaptive_log_softmax_forward_errors():
+    sm, tm = _asm_pair()
+    for m, mod in ((strata, sm), (torch, tm)):
+        with pytest.raises(RuntimeError, match="same size in the batch"):
+            mod(m.zeros(3, 64), m.tensor([1, 2]))
+        with pytest.raises(RuntimeError, match="Target values should be in"):
+            mod(m.zeros(2, 64), m.tensor([1, 20]))
+        with pytest.raises(RuntimeError, match="multi-target not supported"):
+            mod(m.zeros(2, 64), m.zeros(2, 2, dtype=m.int64))
+        with pytest.raises(RuntimeError, match="0D target tensor expects 1D"):
+            mod(m.zeros(2, 64), m.tensor(1))
