@@ -452,3 +452,38 @@ def test_adaptive_log_softmax_forward_errors():
             mod(m.zeros(2, 64), m.zeros(2, 2, dtype=m.int64))
         with pytest.raises(RuntimeError, match="0D target tensor expects 1D"):
             mod(m.zeros(2, 64), m.tensor(1))
+
+
+# ---- small names: ParamsT, FileBaton, backends.cuda attention probes ---------------------------------------------
+
+def test_params_t_and_sdpa_probes():
+    import typing
+    from strata.optim.optimizer import ParamsT
+    assert len(typing.get_args(ParamsT)) == 3
+    bc = strata.backends.cuda
+    assert bc.SDPBackend is strata.nn.attention.SDPBackend and int(bc.SDPBackend.FLASH_ATTENTION) == 1
+    q = strata.ones(1, 1, 2, 2)
+    p = bc.SDPAParams(q, q, q, None, 0.0, False, False)
+    assert p.is_causal is False and p.query is q
+    tq = torch.ones(1, 1, 2, 2)
+    tp = torch.backends.cuda.SDPAParams(tq, tq, tq, None, 0.0, False, False)
+    assert bc.can_use_flash_attention(p) == torch.backends.cuda.can_use_flash_attention(tp) is False
+    assert bc.can_use_efficient_attention(p) == torch.backends.cuda.can_use_efficient_attention(tp) is False
+    with pytest.warns(UserWarning, match="no CUDA"):
+        bc.can_use_flash_attention(p, debug=True)
+    with pytest.raises(TypeError, match="SDPAParams"):
+        bc.can_use_flash_attention(q)
+
+
+def test_file_baton(tmp_path):
+    from strata.utils.file_baton import FileBaton
+    path = str(tmp_path / "lock")
+    a, b = FileBaton(path, wait_seconds=0.01), FileBaton(path, wait_seconds=0.01, warn_after_seconds=0.0)
+    assert a.try_acquire() and os.path.exists(path)
+    assert not b.try_acquire()
+    import threading
+    threading.Timer(0.05, a.release).start()
+    with pytest.warns(UserWarning, match="Waited on lock file"):
+        b.wait()
+    assert not os.path.exists(path) and b.try_acquire()
+    b.release()
