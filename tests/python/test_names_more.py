@@ -487,3 +487,39 @@ def test_file_baton(tmp_path):
         b.wait()
     assert not os.path.exists(path) and b.try_acquire()
     b.release()
+
+
+# ---- futures -------------------------------------------------------------------------------------------------------
+
+def test_futures_against_torch():
+    import threading
+    for m in (strata, torch):
+        F = m.futures.Future
+        f = F()
+        assert not f.done()
+        f.set_result(3)
+        assert f.done() and f.wait() == 3 and f.value() == 3
+        with pytest.raises(RuntimeError, match="only be marked completed once"):
+            f.set_result(4)
+        g = F()
+        g.set_exception(ValueError("boom"))
+        with pytest.raises(ValueError, match="boom"):
+            g.wait()
+        with pytest.raises(AssertionError, match="not an Exception"):
+            F().set_exception(3)
+        h = F()
+        seen = []
+        h.add_done_callback(lambda fut: seen.append(fut.value()))  # callbacks run in order: this one first
+        chained = h.then(lambda fut: fut.wait() + 1)
+        bad = h.then(lambda fut: 1 / 0)
+        threading.Timer(0.02, h.set_result, (1,)).start()
+        assert chained.wait() == 2 and seen == [1]
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            bad.wait()
+        a, b = F(), F()
+        a.set_result(1)
+        b.set_result(2)
+        assert m.futures.wait_all([a, b]) == [1, 2]
+        assert m.futures.collect_all([a, b]).wait() == [a, b]
+        with pytest.raises(ValueError, match="boom"):
+            m.futures.wait_all([a, g])
