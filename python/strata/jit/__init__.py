@@ -32,7 +32,6 @@ def _mark(obj):
     # explains instead of the AttributeError a plain module would raise.
     # Written into the instance dict directly: Module.__setattr__ would file a
     # callable under the module's attributes the same way, but this is cheaper.
-    from .nn.modules.module import Module
 
     if isinstance(obj, Module) and "save" not in obj.__dict__ and not hasattr(type(obj), "save"):
         obj.__dict__["save"] = _module_save
