@@ -3,8 +3,6 @@ default_restore_location, normalize_storage_type, get_unsafe_globals_in_checkpoi
 
 import os
 import pickle
-import pickletools
-import zipfile
 
 from . import _C
 
@@ -37,6 +35,7 @@ def normalize_storage_type(storage_type):
 def _globals_in_pickle(data):
     # Static disassembly: pickletools only decodes opcodes, it never runs them.
     # STACK_GLOBAL takes its module and name from the two strings pushed before it.
+    import pickletools
     found, strings = set(), []
     for op, arg, _ in pickletools.genops(data):
         if op.name == "GLOBAL":
@@ -56,6 +55,8 @@ def get_unsafe_globals_in_checkpoint(f):
     pickle names that a weights_only load would refuse (not allowed by default nor
     through add_safe_globals/safe_globals). Found by disassembling the pickle, so
     anything the pickle builds dynamically is not listed."""
+    import zipfile
+
     from .serialization import _find_safe_global
 
     if isinstance(f, (str, os.PathLike)):

@@ -9,12 +9,10 @@ raises RuntimeError naming the path to put it at. `source="local"` loads a
 hubconf.py from any directory, as in torch."""
 
 import errno
-import hashlib
 import importlib.util
 import os
 import re
 import sys
-import zipfile
 from urllib.parse import urlparse  # noqa: F401  (torch.hub.urlparse)
 
 __all__ = ["download_url_to_file", "get_dir", "help", "list", "load", "load_state_dict_from_url", "set_dir"]
@@ -60,6 +58,8 @@ def download_url_to_file(url, dst, hash_prefix=None, progress=True):
 
 def _is_legacy_zip_format(filename):
     # The pre-1.6 hub format: a zip archive holding one legacy-format checkpoint.
+    import zipfile  # here, not at import: zipfile and hashlib cost ~10 ms of strata's import time
+
     if zipfile.is_zipfile(filename):
         infolist = zipfile.ZipFile(filename).infolist()
         return len(infolist) == 1 and not infolist[0].is_dir()
@@ -67,6 +67,8 @@ def _is_legacy_zip_format(filename):
 
 
 def _legacy_zip_load(filename, model_dir, map_location, weights_only):
+    import zipfile
+
     with zipfile.ZipFile(filename) as f:
         members = f.infolist()
         if len(members) != 1:
@@ -81,6 +83,8 @@ def _check_hash(path, url, filename):
     r = HASH_REGEX.search(filename)
     prefix = r.group(1) if r else None
     if prefix:
+        import hashlib
+
         sha = hashlib.sha256()
         with open(path, "rb") as f:
             for chunk in iter(lambda: f.read(1 << 20), b""):

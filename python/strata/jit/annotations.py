@@ -3,7 +3,6 @@
 
 from typing import Any, Dict, List, Optional, Tuple, Union  # noqa: F401
 
-from .. import _C
 
 
 def _broadcasting_list(n):
@@ -23,4 +22,3 @@ BroadcastingList1, BroadcastingList2, BroadcastingList3 = (_broadcasting_list(n)
 
 __all__ = ["Any", "Dict", "List", "Optional", "Tuple", "Union", "BroadcastingList1", "BroadcastingList2",
            "BroadcastingList3"]
-del _C

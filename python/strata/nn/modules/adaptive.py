@@ -7,7 +7,6 @@ whose target falls in it."""
 
 from collections import namedtuple
 
-from ... import _C
 from .. import functional as F
 from .container import ModuleList, Sequential
 from .linear import Linear
