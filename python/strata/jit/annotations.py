@@ -4,7 +4,6 @@
 from typing import Any, Dict, List, Optional, Tuple, Union  # noqa: F401
 
 
-
 def _broadcasting_list(n):
     # torch's BroadcastingListN[T] means "a T or a list of N Ts"; outside
     # TorchScript only the annotation is read, so it is List[T].
