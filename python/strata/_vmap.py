@@ -1,13 +1,15 @@
 """strata.vmap: torch.vmap's semantics by running the function once per batch
 entry and stacking the results. Same results as torch's batching rules for
 functions of their arguments (no in-place writes into captured tensors); the
-cost is one call per entry instead of one batched call. Random ops inside
-the function draw independently per entry (torch's randomness="different"),
-where torch's default, randomness="error", refuses them."""
+cost is one call per entry instead of one batched call. With
+randomness="different" random ops draw independently per entry; under the
+default, randomness="error", a call that consumed the global random stream
+raises RuntimeError, as torch does."""
 
 import functools
 
 from . import _C
+from . import random as _random
 from ._functions import stack as _stack
 
 __all__ = ["vmap"]
@@ -79,9 +81,15 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
                              f"{sorted(sizes)} for the mapped dimension")
         n = sizes.pop()
         results = []
+        check = randomness == "error"
         for i in range(n):
             vals = [leaf.select(d, i) if d is not None else leaf for leaf, d in zip(leaves, dims)]
+            before = _random.get_rng_state() if check else None
             results.append(func(*rebuild(vals), **kwargs))
+            if check and not bool((_random.get_rng_state() == before).all()):
+                raise RuntimeError("vmap: called random operation while in randomness error mode. Please either use "
+                                   "the 'same' or 'different' randomness flags on vmap or perform the randomness "
+                                   "operation out of vmap")
         out_leaves0, out_rebuild = _flatten(results[0])
         per_leaf = [_flatten(r)[0] for r in results]
         odims = _broadcast_dims(out_dims, results[0], "out_dims")

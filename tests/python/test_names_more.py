@@ -562,3 +562,12 @@ def test_vmap_grad_and_errors():
             m.vmap(m.add)(m.ones(2, 3), m.ones(3, 3))
         with pytest.raises(ValueError):
             m.vmap(m.add, in_dims=(None, None))(m.ones(2), m.ones(2))
+
+
+def test_vmap_randomness():
+    x = strata.ones(3, 2)
+    for m, xx in ((strata, x), (torch, torch.ones(3, 2))):
+        with pytest.raises(RuntimeError, match="randomness error mode"):
+            m.vmap(lambda a: a * m.rand(2))(xx)
+    r = strata.vmap(lambda a: a * strata.rand(2), randomness="different")(x)
+    assert r.shape == (3, 2) and len({tuple(row) for row in r.tolist()}) == 3
