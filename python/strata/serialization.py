@@ -947,3 +947,6 @@ def load_metadata(f):
     """The header's ``__metadata__`` (str -> str) without reading any tensor data; the file is fully validated."""
     _, metadata, _ = _read_file(f, want_tensors=False)
     return dict(metadata)
+
+from ._serialization_more import (  # noqa: E402,F401  (torch.serialization's helper names)
+    location_tag, default_restore_location, normalize_storage_type, get_unsafe_globals_in_checkpoint)

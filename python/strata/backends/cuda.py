@@ -97,3 +97,6 @@ def sdp_kernel(enable_flash=True, enable_math=True, enable_mem_efficient=True, e
         yield
     finally:
         _set_sdp(prev)
+
+from ._cuda_sdpa import (  # noqa: E402,F401  (SDPAParams and the can_use_* probes)
+    SDPAParams, can_use_flash_attention, can_use_efficient_attention, can_use_cudnn_attention)

@@ -41,3 +41,4 @@ try:  # nn.utils is written separately and may not be merged yet
     from . import utils  # noqa: F401
 except ImportError:
     pass
+from .modules.adaptive import AdaptiveLogSoftmaxWithLoss  # noqa: E402,F401

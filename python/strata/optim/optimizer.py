@@ -292,3 +292,9 @@ def _use_grad(step):
 def _check_nonneg(name, value, label=None):
     if not 0.0 <= value:
         raise ValueError(f"Invalid {label or name} value: {value}")
+
+# The parameter-argument type of optimizer constructors (torch.optim.optimizer.ParamsT).
+from collections.abc import Iterable as _Iterable  # noqa: E402
+from typing import Any as _Any, Union as _Union  # noqa: E402
+
+ParamsT = _Union[_Iterable[_C.Tensor], _Iterable[dict[str, _Any]], _Iterable[tuple[str, _C.Tensor]]]

@@ -16,7 +16,7 @@ from ..autograd import Function, backward as _backward
 
 _Tensor = _C.Tensor
 
-__all__ = ["checkpoint", "checkpoint_sequential"]
+__all__ = ["checkpoint", "checkpoint_sequential", "get_device_states", "set_device_states"]
 
 
 class _CheckpointFunction(Function):
@@ -104,3 +104,17 @@ def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwar
     for m in functions[end + 1:]:
         input = m(input)
     return input
+
+
+def get_device_states(*args):
+    """The accelerator devices among `args`' tensors and their RNG states, as two
+    lists: strata tensors live on the CPU, whose RNG checkpoint saves itself, so
+    both are empty (what torch returns for CPU tensors)."""
+    return [], []
+
+
+def set_device_states(devices, states, *, device_type=None):
+    """Restores RNG states that get_device_states returned: nothing for its empty
+    lists; any device raises RuntimeError (Strata has no accelerator)."""
+    for device in devices:
+        raise RuntimeError(f"set_device_states: no accelerator device {device!r} (Strata runs on the CPU only)")

@@ -28,6 +28,8 @@ class SDPBackend(enum.IntEnum):
     OVERRIDEABLE = 4
 
 
+_cuda.SDPBackend = SDPBackend  # torch.backends.cuda.SDPBackend is this enum (set here: backends loads first)
+
 _FLAG = {SDPBackend.MATH: "math", SDPBackend.FLASH_ATTENTION: "flash",
          SDPBackend.EFFICIENT_ATTENTION: "mem_efficient", SDPBackend.CUDNN_ATTENTION: "cudnn"}
 

@@ -8,7 +8,7 @@ __all__ = ["clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "get_total_n
            "parameters_to_vector", "vector_to_parameters"]
 
 # Parametrizations, the legacy weight/spectral norm hooks and BatchNorm fusion.
-from . import parametrize, parametrizations, fusion  # noqa: E402,F401
+from . import parametrize, parametrizations, fusion, prune  # noqa: E402,F401
 from .weight_norm import weight_norm, remove_weight_norm  # noqa: E402,F401
 from .spectral_norm import spectral_norm, remove_spectral_norm  # noqa: E402,F401
 from .fusion import fuse_conv_bn_eval, fuse_conv_bn_weights, fuse_linear_bn_eval, fuse_linear_bn_weights  # noqa

@@ -9,9 +9,13 @@ NotImplementedError: saving or loading a TorchScript archive (`strata.jit.save`,
 `strata.jit.load`, and `.save` on a module returned by `script` or `trace`)."""
 
 import typing
+import warnings
+
+from . import annotations  # noqa: F401  (strata.jit.annotations: List, Tuple, ... from typing)
+from ..nn.modules.module import Module
 
 __all__ = ["script", "trace", "trace_module", "ignore", "unused", "export", "is_scripting", "is_tracing", "annotate",
-           "Final", "script_if_tracing", "save", "load", "freeze", "optimize_for_inference"]
+           "Final", "script_if_tracing", "TracerWarning", "ScriptModule", "ScriptFunction", "save", "load", "freeze", "optimize_for_inference"]
 
 Final = typing.Final
 
@@ -28,7 +32,6 @@ def _mark(obj):
     # explains instead of the AttributeError a plain module would raise.
     # Written into the instance dict directly: Module.__setattr__ would file a
     # callable under the module's attributes the same way, but this is cheaper.
-    from .nn.modules.module import Module
 
     if isinstance(obj, Module) and "save" not in obj.__dict__ and not hasattr(type(obj), "save"):
         obj.__dict__["save"] = _module_save
@@ -122,3 +125,31 @@ def freeze(mod, preserved_attrs=None, optimize_numerics=True):
 def optimize_for_inference(mod, other_methods=None):
     """Returns `mod` unchanged (there is no TorchScript graph to optimise)."""
     return mod
+
+
+class TracerWarning(Warning):
+    """The warning category torch's tracer uses; Strata's trace records nothing and
+    never emits it, but scripts filter on it."""
+
+    @staticmethod
+    def ignore_lib_warnings():
+        warnings.filterwarnings("ignore", category=TracerWarning, module="torch.(?!jit)")
+        warnings.filterwarnings("ignore", category=TracerWarning, module="strata.(?!jit)")
+
+
+class ScriptModule(Module):
+    """torch.jit.ScriptModule, which scripts subclass: here a plain nn.Module (Strata
+    runs modules eagerly; nothing is compiled). `.save` raises NotImplementedError,
+    as for any module returned by strata.jit.script."""
+
+    def save(self, f, _extra_files=None):
+        raise _no_archive("ScriptModule.save")
+
+
+class ScriptFunction:
+    """torch.jit.ScriptFunction, for isinstance checks: strata.jit.script returns
+    functions unchanged, so no object is ever of this type."""
+
+    def __init__(self, *args, **kwargs):
+        raise RuntimeError("strata.jit.ScriptFunction cannot be constructed: strata.jit.script returns the "
+                           "function itself")
