@@ -14,18 +14,14 @@ import strata as st
 
 torch = pytest.importorskip("torch")
 
-SHAPES = [(3, 4), (5,), (), (0, 2)]
+from test_optim import SHAPES, make_params  # noqa: E402  (the parameter and gradient sets of test_optim)
+from test_optim import make_grads as _make_grads  # noqa: E402
+
 STEPS = 7
 
 
-def make_params(dtype, seed=0, shapes=SHAPES):
-    rng = np.random.default_rng(seed)
-    return [rng.standard_normal(s).astype(dtype) for s in shapes]
-
-
 def make_grads(dtype, steps=STEPS, seed=1, shapes=SHAPES):
-    rng = np.random.default_rng(seed)
-    return [[rng.standard_normal(s).astype(dtype) for s in shapes] for _ in range(steps)]
+    return _make_grads(dtype, steps, seed, shapes)
 
 
 def run(lib, cls, arrays, grads, groups=None, **kw):
