@@ -137,12 +137,15 @@ void linear_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& ou
     out.set(0, w1 ? mul(unsqueeze(go, -1), w) : matmul(go, w));
   }
   if (ctx.needs_grad(1)) {
+    // Rows counted explicitly: with k == 0 or n == 0 a -1 in reshape would be ambiguous.
     const int64_t k = x.size(-1);
-    Tensor x2 = reshape(x, Dims{-1, k});
+    int64_t rows = 1;
+    for (int64_t d = 0; d + 1 < x.dim(); ++d) rows *= x.size(d);
+    Tensor x2 = reshape(x, Dims{rows, k});
     if (w1) {
-      out.set(1, mv(transpose(x2, 0, 1), reshape(go, Dims{-1})));
+      out.set(1, mv(transpose(x2, 0, 1), reshape(go, Dims{rows})));
     } else {
-      Tensor g2 = reshape(go, Dims{-1, w.size(0)});
+      Tensor g2 = reshape(go, Dims{rows, w.size(0)});
       out.set(1, mm(transpose(g2, 0, 1), x2));
     }
   }

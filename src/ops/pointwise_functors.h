@@ -36,8 +36,8 @@ struct Abs {
 struct Sign {
   template <typename T>
   STRATA_HD T operator()(T a) const {
+    // Both comparisons are false for NaN, so sign(NaN) is 0, as in torch; sign(-0.0) is 0 too.
     if constexpr (std::is_same_v<T, bool>) return a;
-    else if constexpr (std::is_floating_point_v<T>) return std::isnan(a) ? a : T((T(0) < a) - (a < T(0)));
     else return T((T(0) < a) - (a < T(0)));
   }
 };

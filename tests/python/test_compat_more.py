@@ -112,3 +112,25 @@ def test_multiprocessing_spawn(tmp_path):
     assert (tmp_path / "rank1").read_text() == "2.0"
     with pytest.raises(strata.multiprocessing.ProcessRaisedException, match="boom in child"):
         strata.multiprocessing.spawn(_fails, nprocs=2, start_method="fork")
+
+
+def test_sign_of_nan_is_zero_like_torch():
+    x = [float("nan"), -0.0, 0.0, 2.0, -3.0, float("inf")]
+    for dt in ("float32", "float64", "float16", "bfloat16"):
+        got = strata.sign(strata.tensor(x, dtype=getattr(strata, dt))).float().numpy()
+        want = torch.sign(torch.tensor(x, dtype=getattr(torch, dt))).float().numpy()
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(strata.sgn(strata.tensor(x, dtype=getattr(strata, dt))).float().numpy(), want)
+
+
+@pytest.mark.parametrize("n,k", [(0, 4), (3, 0), (0, 0)])
+def test_linear_with_empty_features_backward(n, k):
+    x = np.random.default_rng(0).standard_normal((2, 3, k)).astype(np.float32)
+    w = np.ones((n, k), np.float32)
+    xs, ws = strata.tensor(x, requires_grad=True), strata.tensor(w, requires_grad=True)
+    xt, wt = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    strata.nn.functional.linear(xs, ws).sum().backward()
+    torch.nn.functional.linear(xt, wt).sum().backward()
+    assert xs.grad.shape == tuple(xt.grad.shape) and ws.grad.shape == tuple(wt.grad.shape)
+    np.testing.assert_array_equal(xs.grad.numpy(), xt.grad.numpy())
+    np.testing.assert_array_equal(ws.grad.numpy(), wt.grad.numpy())

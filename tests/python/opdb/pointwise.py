@@ -56,7 +56,9 @@ register(
            compare_dtype=False),
     OpInfo("neg", ref=np.negative, dtypes=FLOAT + ("int32", "int64", "int8"), samples=unary_samples(), method="neg"),
     OpInfo("abs", ref=np.abs, dtypes=FLOAT + ("int32", "int64", "int16"), samples=unary_samples(), method="abs"),
-    OpInfo("sign", ref=np.sign, dtypes=FLOAT + ("int64",), samples=unary_samples()),
+    # torch's sign(NaN) is 0 (NumPy's is NaN).
+    OpInfo("sign", ref=lambda x: np.nan_to_num(np.sign(x), nan=0.0).astype(x.dtype), dtypes=FLOAT + ("int64",),
+           samples=unary_samples()),
     OpInfo("floor", ref=np.floor, dtypes=FLOAT, samples=unary_samples()),
     OpInfo("ceil", ref=np.ceil, dtypes=FLOAT, samples=unary_samples()),
     OpInfo("trunc", ref=np.trunc, dtypes=FLOAT, samples=unary_samples()),
