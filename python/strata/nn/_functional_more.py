@@ -139,18 +139,6 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     return out
 
 
-def _broadcast_shape(a, b):
-    n = builtins.max(len(a), len(b))
-    a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
-    out = []
-    for x, y in zip(a, b):
-        if x != y and x != 1 and y != 1:
-            raise RuntimeError(f"The size of tensor a ({x}) must match the size of tensor b ({y}) at non-singleton "
-                               "dimension")
-        out.append(y if x == 1 else x)
-    return tuple(out)
-
-
 cosine_similarity = _C._ops.cosine_similarity  # the op (torch.cosine_similarity); F.* is the same callable
 
 

@@ -19,6 +19,7 @@ def _ntuple(n, name):
 
 _single = _ntuple(1, "_single")
 _pair = _ntuple(2, "_pair")
+_triple = _ntuple(3, "_triple")
 
 
 def factory_kwargs(device, dtype):

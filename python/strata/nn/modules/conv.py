@@ -4,7 +4,7 @@ import math
 
 from .. import functional as F
 from .. import init
-from ._util import _pair, _single, new_param
+from ._util import _pair, _single, _triple, new_param
 from .module import Module
 
 __all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"]
@@ -117,10 +117,6 @@ class Conv2d(_ConvNd):
 
     def forward(self, input):
         return self._conv(F.conv2d, input, self.weight, self.bias)
-
-
-def _triple(x):
-    return tuple(x) if isinstance(x, (list, tuple)) else (x, x, x)
 
 
 class Conv3d(_ConvNd):
