@@ -144,7 +144,9 @@ def test_add_param_group_fills_defaults():
 @pytest.mark.parametrize("name,kw", [("SGD", dict(lr=0.1, momentum=0.9, nesterov=True)),
                                      ("Adam", dict(lr=0.01, amsgrad=True)), ("AdamW", dict(lr=0.01)),
                                      ("RMSprop", dict(momentum=0.5, centered=True)),
-                                     ("Adagrad", dict(lr_decay=0.01))])
+                                     ("Adagrad", dict(lr_decay=0.01)), ("Adamax", {}),
+                                     ("RAdam", dict(decoupled_weight_decay=True, weight_decay=0.1)),
+                                     ("Adadelta", {}), ("Rprop", {})])
 def test_state_dict_round_trip_then_identical_steps(name, kw):
     cls = getattr(st.optim, name)
     arrays = make_params("float64")
