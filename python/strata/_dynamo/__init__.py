@@ -1,0 +1,1 @@
+"""strata.compile's frame capture: the symbolic bytecode interpreter, guards and graph breaks."""
