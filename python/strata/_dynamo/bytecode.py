@@ -98,6 +98,13 @@ _VERSION_TABLE = {
         # Prologue: load an argument and clear its slot in one instruction
         # (None: LOAD_FAST, then DELETE_FAST of every argument at the end).
         "load_and_clear": None,
+        # Real stack effects where dis.stack_effect follows the compiler's
+        # bookkeeping instead: 3.11's compiler books a call's pops partly on
+        # PRECALL (-oparg) and partly on CALL (-1), so between the two the
+        # stack really holds the arguments; RETURN_GENERATOR's frame resumes
+        # with the first sent value pushed (popped by the POP_TOP after it).
+        "stack_effect_fixups": {"PRECALL": lambda arg: 0, "CALL": lambda arg: -(arg + 1),
+                                "RETURN_GENERATOR": lambda arg: 1},
     },
     (3, 12): {
         "localsplus_ops": ("LOAD_FAST", "STORE_FAST", "DELETE_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR",
@@ -109,6 +116,7 @@ _VERSION_TABLE = {
         "unchecked_load_fast": "LOAD_FAST",
         "checked_load_fast": "LOAD_FAST_CHECK",
         "load_and_clear": "LOAD_FAST_AND_CLEAR",
+        "stack_effect_fixups": {"RETURN_GENERATOR": lambda arg: 1},
     },
 }
 # Shared by 3.11 and 3.12:
@@ -153,6 +161,16 @@ _LOCALSPLUS_OPS = frozenset(_OPMAP[n] for n in VERSION_FACTS["localsplus_ops"])
 _UNCHECKED_LOAD = _OPMAP[VERSION_FACTS["unchecked_load_fast"]] if VERSION_FACTS["unchecked_load_fast"] else None
 _CHECKED_LOAD = _OPMAP[VERSION_FACTS["checked_load_fast"]] if VERSION_FACTS["checked_load_fast"] else None
 _LOAD_AND_CLEAR = _OPMAP[VERSION_FACTS["load_and_clear"]] if VERSION_FACTS["load_and_clear"] else None
+
+_EFFECT_FIXUPS = {_OPMAP[n]: f for n, f in VERSION_FACTS["stack_effect_fixups"].items()}
+
+
+def _stack_effect(op, arg, jump):
+    f = _EFFECT_FIXUPS.get(op)
+    if f is not None:
+        return f(arg)
+    return dis.stack_effect(op, arg, jump=jump)
+
 
 _CO_VARARGS = 0x04
 _CO_VARKEYWORDS = 0x08
@@ -428,10 +446,10 @@ def _analyze(code):
             else:
                 h2 = h
             if op in _JREL:
-                work.append((idx[r.jump_target()], d + dis.stack_effect(op, arg, jump=True), h2))
+                work.append((idx[r.jump_target()], d + _stack_effect(op, arg, True), h2))
             if op in _NO_FALLTHROUGH:
                 break
-            d += dis.stack_effect(op, arg, jump=False)
+            d += _stack_effect(op, arg, False)
             if d < 0:
                 raise ValueError(f"stack_depth_at: negative stack depth after offset {r.offset} of {code.co_qualname}")
             h = h2

@@ -299,7 +299,27 @@ def branchy(a, b):
     return out, t
 
 
+def comprehensions(xs):
+    ys = [x * 2 for x in xs]
+    x = len(ys)
+    zs = {k: k + x for k in ys if k > 2}
+    total = sum(v for v in zs.values())
+    return ys, zs, x, total
+
+
+def outer_with_inner(a, b):
+    scale = a + 1
+
+    def inner(v):
+        return v * scale + b
+    r = inner(2)
+    scale = scale * 10
+    r = r + inner(3)
+    return r
+
+
 RANDOM_CASES = [
+    (comprehensions, [([1, 2, 3],), ([],)]),
     (straight, [(1, 2), (5, -3)]),
     (loop_while, [(0,), (3,), (6,)]),
     (try_except, [(1,), (10,)]),
@@ -564,6 +584,70 @@ def test_cellvar_captured_before_break():
     cell = types.CellType(8)
     g = types.FunctionType(lam, {}, "g", None, (cell,))
     assert resume(fn, off, live={"a": 4, "c": cell, "g": g}, cells_as_objects=True) == 108 == fn(4)
+
+
+def test_cell_shared_with_inner_function():
+    fn = outer_with_inner
+    # Before the inner function exists: the cell variable passed by value is enough.
+    off = first_at_line(fn, 3)  # def inner
+    live, res = snapshot(fn, (1, 2), off)
+    assert live == {"a": 1, "b": 2, "scale": 2}
+    assert resume(fn, off, live=live) == res == 68
+    # After it exists (r = inner(2)): pass its cell so the later "scale = scale * 10" reaches it.
+    off = first_at_line(fn, 5)
+    live, res = snapshot(fn, (1, 2), off)
+    inner = live["inner"]
+    cells = dict(zip(inner.__code__.co_freevars, inner.__closure__))
+    assert set(cells) == {"b", "scale"} == set(fn.__code__.co_cellvars)
+    for name, cell in cells.items():  # the original run went on storing into these cells
+        cell.cell_contents = live[name]
+        live[name] = cell
+    assert resume(fn, off, live=live, cells_as_objects=True) == res == 68
+
+
+def comp_shadow(xs, x):
+    ys = [x * 2 for x in xs]
+    return ys, x
+
+
+def comp_fresh(xs):
+    ys = [x * 2 for x in xs]
+    x = len(ys)
+    return ys, x
+
+
+def _comprehension_body_offset(code):
+    ins = bc.get_instructions(code)
+    for a, b in zip(ins, ins[1:]):
+        if a.opname == "FOR_ITER" and b.opname == "STORE_FAST" and b.argval == "x":
+            return b.next_offset
+    raise AssertionError("no comprehension loop")
+
+
+@pytest.mark.skipif(not PY312, reason="3.12 inlines comprehensions (PEP 709)")
+def test_resume_inside_inlined_comprehension():
+    # Inside the loop the stack holds: the saved outer x (NULL when unbound), the list, the iterator.
+    off = _comprehension_body_offset(comp_shadow.__code__)
+    assert bc.stack_depth_at(comp_shadow.__code__, off) == 3
+    it = iter([0, 1, 2, 3])
+    next(it), next(it)
+    assert resume(comp_shadow, off, stack=[7, [0], it], live={"xs": None, "x": 1}) == ([0, 2, 4, 6], 7)
+    off = _comprehension_body_offset(comp_fresh.__code__)
+    it = iter([5, 6])
+    next(it)
+    assert resume(comp_fresh, off, stack=[[], it], live={"x": 5}, stack_items=["null", "value", "value"]) == \
+        ([10, 12], 2)
+
+
+@pytest.mark.skipif(PY312, reason="3.11 compiles comprehensions to their own code object")
+def test_resume_inside_comprehension_code():
+    code = next(c for c in comp_shadow.__code__.co_consts if isinstance(c, types.CodeType))
+    listcomp = types.FunctionType(code, globals())
+    off = _comprehension_body_offset(code)
+    assert bc.stack_depth_at(code, off) == 2  # the list and the iterator
+    it = iter([0, 1, 2, 3])
+    next(it), next(it)
+    assert resume(listcomp, off, stack=[[0], it], live={"x": 1}) == [0, 2, 4, 6]
 
 
 def test_kwonly_defaults_varargs():
