@@ -55,6 +55,8 @@ Public API
 # - an offset inside an exception handler (except body, finally-on-exception,
 #   __exit__ on the exception path): the thread's "current exception" cannot be
 #   recreated;
+# - an offset between KW_NAMES and its CALL (the keyword names live in the
+#   interpreter, not on the stack);
 # - a live cell variable passed by value gets a NEW cell: an inner function
 #   created before the break keeps the old cell and will not see later stores
 #   (pass the cell object itself with cells_as_objects=True to keep identity).
@@ -153,6 +155,8 @@ _PUSH_NULL = _OPMAP["PUSH_NULL"]
 _JUMP_FORWARD = _OPMAP["JUMP_FORWARD"]
 _PUSH_EXC_INFO = _OPMAP["PUSH_EXC_INFO"]
 _POP_EXCEPT = _OPMAP["POP_EXCEPT"]
+_KW_NAMES = _OPMAP["KW_NAMES"]
+_PRECALL = _OPMAP.get("PRECALL", -1)  # 3.11 only
 
 _JREL = frozenset(dis.hasjrel)
 _BACKWARD = frozenset(_OPMAP[n] for n in VERSION_FACTS["backward_jumps"])
@@ -624,6 +628,12 @@ def _make_resume_code(code, offset, stack_items, live_locals, name, cells_as_obj
                          f"stack_items has {len(stack_items)}")
     if state[1] > 0:
         raise ResumeUnsupported(f"make_resume_code: offset {offset} of {qual} is inside an exception handler")
+    # KW_NAMES hands the keyword names of the next CALL over in interpreter state, not on the stack.
+    k = k_target - 1
+    while k > header_end and raws[k].op == _PRECALL:
+        k -= 1
+    if k > header_end and raws[k].op == _KW_NAMES and k != k_target:
+        raise ResumeUnsupported(f"make_resume_code: offset {offset} of {qual} is between KW_NAMES and its CALL")
 
     varnames, cellvars, freevars = code.co_varnames, code.co_cellvars, code.co_freevars
     # The original localsplus layout: varnames, cells that are not also varnames, freevars.

@@ -746,6 +746,24 @@ def test_inside_except_handler_unsupported():
         bc.make_resume_code(try_except.__code__, off, ["value"] * bc.stack_depth_at(try_except.__code__, off), ["r"])
 
 
+def kw_call(x):
+    y = helper(v=x)
+    return y
+
+
+def test_between_kw_names_and_call_unsupported():
+    code = kw_call.__code__
+    ins = bc.get_instructions(code)
+    kw = [i for i in ins if i.opname == "KW_NAMES"][0]
+    call = [i for i in ins if i.opname == "CALL"][0]
+    for off in {kw.next_offset, call.offset}:
+        with pytest.raises(bc.ResumeUnsupported):
+            bc.make_resume_code(code, off, ["value"] * bc.stack_depth_at(code, off), ["x"])
+    # At KW_NAMES itself the names are set again: fine.
+    r = resume(kw_call, kw.offset, stack=[lambda v: v * 5, 3], live={"x": 3}, stack_items=["null", "value", "value"])
+    assert r == 15
+
+
 def test_bad_arguments():
     off = first_at_line(loop_range, 4)
     with pytest.raises(ValueError):
@@ -784,7 +802,11 @@ def test_resume_code_is_structurally_sound_on_stdlib():
             items = [rng.choice(["value", "null"]) for _ in range(depth)]
             live = [n for n in code.co_varnames + code.co_cellvars if rng.random() < 0.5]
             live = list(dict.fromkeys(live))
-            new = bc.make_resume_code(code, i.start_offset, items, live)
+            try:
+                new = bc.make_resume_code(code, i.start_offset, items, live)
+            except bc.ResumeUnsupported:
+                assert bc.instruction_at(code, i.start_offset).opname in ("CALL", "PRECALL")
+                continue
             _, omap = bc.resume_origin(new)
             inv = {o: n for n, o in omap.items()}
             assert bc.stack_depth_at(new, inv[i.offset]) == depth
