@@ -12,7 +12,7 @@ Public API
   ``encode_exception_table(entries)``, ``encode_linetable(positions, firstlineno)``.
 - ``stack_depth_at(code, offset)``, ``handler_depth_at(code, offset)``: abstract
   interpretation of stack effects over the control-flow graph.
-- ``make_resume_code(code, offset, stack_items, live_locals, name=None)``,
+- ``make_resume_code(code, offset, stack_items, live_locals, name=None, *, cells_as_objects=False)``,
   ``make_resume_function(fn, offset, stack_items, live_locals, name=None)``,
   ``resume_origin(code)``, ``ResumeUnsupported``, ``clear_cache()``.
 """
