@@ -139,6 +139,7 @@ PyObject* fetch(const Node& n, PyObject* parent, PyObject* args, PyObject* globa
       if (!args || n.index >= PyTuple_GET_SIZE(args)) return nullptr;
       return Py_NewRef(PyTuple_GET_ITEM(args, n.index));
     case StepKind::Global:
+      if (!globals) return nullptr;
       return Py_XNewRef(PyDict_GetItemWithError(globals, n.key.ptr()));
     case StepKind::Closure: {
       if (!closure || n.index >= PyTuple_GET_SIZE(closure)) return nullptr;
@@ -619,7 +620,7 @@ struct ActiveCheck {  // no guard may be added while a check runs (a getter coul
 };
 
 bool valid_context(PyObject* args, PyObject* globals, PyObject* closure) {
-  return args && PyTuple_Check(args) && globals && PyDict_Check(globals) && (!closure || PyTuple_Check(closure));
+  return args && PyTuple_Check(args) && (!globals || PyDict_Check(globals)) && (!closure || PyTuple_Check(closure));
 }
 
 }  // namespace
@@ -627,6 +628,7 @@ bool valid_context(PyObject* args, PyObject* globals, PyObject* closure) {
 bool GuardSet::check(PyObject* args, PyObject* globals, PyObject* closure) {
   if (cleared_) return false;
   if (closure == Py_None) closure = nullptr;
+  if (globals == Py_None) globals = nullptr;
   if (!valid_context(args, globals, closure)) return false;
   for (uint32_t gi : state_guards_)
     if (!guards_[gi].state.matches()) return false;
@@ -663,6 +665,7 @@ PyObject* GuardSet::resolve(const Node& n, const Ctx& c) const {
 bool GuardSet::check_unshared(PyObject* args, PyObject* globals, PyObject* closure) {
   if (cleared_) return false;
   if (closure == Py_None) closure = nullptr;
+  if (globals == Py_None) globals = nullptr;
   if (!valid_context(args, globals, closure)) return false;
   ActiveCheck active(active_checks_);
   Ctx c{args, globals, closure};
@@ -753,8 +756,9 @@ std::string GuardSet::cross_failure(const Guard& g, PyObject* const* slots) cons
 std::optional<std::string> GuardSet::check_verbose(PyObject* args, PyObject* globals, PyObject* closure) {
   if (cleared_) return std::string("the guard set was cleared by the garbage collector");
   if (closure == Py_None) closure = nullptr;
+  if (globals == Py_None) globals = nullptr;
   STRATA_CHECK_TYPE(args && PyTuple_Check(args), "check_verbose: args must be a tuple");
-  STRATA_CHECK_TYPE(globals && PyDict_Check(globals), "check_verbose: globals must be a dict");
+  STRATA_CHECK_TYPE(!globals || PyDict_Check(globals), "check_verbose: globals must be a dict or None");
   STRATA_CHECK_TYPE(!closure || PyTuple_Check(closure), "check_verbose: closure must be a tuple or None");
   ActiveCheck active(active_checks_);
   Ctx c{args, globals, closure};
@@ -957,19 +961,19 @@ void bind_guards(nb::module_& parent) {
           [](GuardSet& gs, nb::handle args, nb::handle globals, nb::handle closure) {
             return gs.check(args.ptr(), globals.ptr(), closure.ptr());
           },
-          nb::arg("args"), nb::arg("globals"), nb::arg("closure").none() = nb::none())
+          nb::arg("args"), nb::arg("globals").none(), nb::arg("closure").none() = nb::none())
       .def(
           "_check_unshared",
           [](GuardSet& gs, nb::handle args, nb::handle globals, nb::handle closure) {
             return gs.check_unshared(args.ptr(), globals.ptr(), closure.ptr());
           },
-          nb::arg("args"), nb::arg("globals"), nb::arg("closure").none() = nb::none())
+          nb::arg("args"), nb::arg("globals").none(), nb::arg("closure").none() = nb::none())
       .def(
           "check_verbose",
           [](GuardSet& gs, nb::handle args, nb::handle globals, nb::handle closure) {
             return gs.check_verbose(args.ptr(), globals.ptr(), closure.ptr());
           },
-          nb::arg("args"), nb::arg("globals"), nb::arg("closure").none() = nb::none())
+          nb::arg("args"), nb::arg("globals").none(), nb::arg("closure").none() = nb::none())
       .def("describe", [](const GuardSet& gs) { return gs.describe(); })
       .def_prop_ro("_num_nodes", &GuardSet::num_nodes)
       .def("__len__", &GuardSet::size);
