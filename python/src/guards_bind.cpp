@@ -25,6 +25,7 @@
 // same evaluation without words (the cost the tree saves, and a cross-check).
 #include "guards_bind.h"
 
+#include <chrono>
 #include <cmath>
 
 #include <nanobind/stl/vector.h>
@@ -600,13 +601,14 @@ namespace {
 
 // Owns the values kept for the cross-value guards during one check.
 struct Slots {
-  PyObject* small[32] = {};
+  PyObject* small[32];
   std::vector<PyObject*> big;
   PyObject** data;
   int n;
   explicit Slots(int count) : n(count) {
     if (count > 32) big.assign(count, nullptr);
     data = count > 32 ? big.data() : small;
+    std::fill(data, data + n, nullptr);
   }
   ~Slots() {
     for (int i = 0; i < n; ++i) Py_XDECREF(data[i]);
@@ -974,6 +976,24 @@ void bind_guards(nb::module_& parent) {
             return gs.check_verbose(args.ptr(), globals.ptr(), closure.ptr());
           },
           nb::arg("args"), nb::arg("globals").none(), nb::arg("closure").none() = nb::none())
+      .def(
+          "_time_check",
+          [](GuardSet& gs, nb::handle args, nb::handle globals, nb::handle closure, int64_t iterations,
+             bool shared) {
+            // Mean ns per check() called from C++ (what the frame-evaluation hook pays, without the
+            // Python method call); for bench/guards_bench.py.
+            STRATA_CHECK_VALUE(iterations > 0, "_time_check: iterations must be > 0");
+            auto start = std::chrono::steady_clock::now();
+            bool all = true;
+            for (int64_t i = 0; i < iterations; ++i)
+              all &= shared ? gs.check(args.ptr(), globals.ptr(), closure.ptr())
+                            : gs.check_unshared(args.ptr(), globals.ptr(), closure.ptr());
+            double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+            STRATA_CHECK_VALUE(all, "_time_check: the guards do not hold for these arguments");
+            return ns / static_cast<double>(iterations);
+          },
+          nb::arg("args"), nb::arg("globals").none(), nb::arg("closure").none(), nb::arg("iterations"),
+          nb::arg("shared") = true)
       .def("describe", [](const GuardSet& gs) { return gs.describe(); })
       .def_prop_ro("_num_nodes", &GuardSet::num_nodes)
       .def("__len__", &GuardSet::size);
