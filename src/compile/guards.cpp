@@ -137,7 +137,7 @@ int precedence(const ShapeExpr& e) {
     case ShapeExpr::Kind::FloorDiv:
       return 2;
     default:
-      return e.kind == ShapeExpr::Kind::Const && e.value < 0 ? 2 : 3;  // "-3" binds like a product
+      return 3;  // leaves and constants; Python's unary minus binds tighter than * and //, so "-3" is an atom
   }
 }
 
