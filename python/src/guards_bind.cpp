@@ -61,14 +61,24 @@ std::string py_repr(PyObject* v) {
   return out;
 }
 
-std::string type_name(PyTypeObject* t) { return t->tp_name; }
+// Python version differences, all here:
+//   tp_name of a nanobind type: "Tensor" on 3.11, "strata._C.Tensor" on 3.12; messages use the
+//   qualified name (PyType_GetQualName, 3.11+) on both: "Tensor", "Parameter", "int".
+std::string type_name(PyTypeObject* t) {
+  PyObject* q = PyType_GetQualName(t);
+  const char* s = q ? PyUnicode_AsUTF8(q) : nullptr;
+  std::string out = s ? s : t->tp_name;
+  if (!s) PyErr_Clear();
+  Py_XDECREF(q);
+  return out;
+}
 
 // The pending exception as "AttributeError: ..." (cleared), or `fallback`.
 std::string take_error(const char* fallback) {
   if (!PyErr_Occurred()) return fallback;
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
-  std::string s = type ? reinterpret_cast<PyTypeObject*>(type)->tp_name : "error";
+  std::string s = type ? type_name(reinterpret_cast<PyTypeObject*>(type)) : "error";
   if (value) s += ": " + py_repr(value);
   Py_XDECREF(type);
   Py_XDECREF(value);
@@ -419,6 +429,10 @@ void GuardSet::add_dict_keys(nb::handle source, nb::handle keys) {
                     "add_dict_keys: keys must be a list or tuple, got ", Py_TYPE(keys.ptr())->tp_name);
   nb::object tup = nb::steal(PySequence_Tuple(keys.ptr()));
   if (!tup) throw nb::python_error();
+  // Keys are compared without user code (a user __eq__ could mutate the dict being iterated).
+  for (nb::handle k : tup)
+    STRATA_CHECK_TYPE(equals_supported(k.ptr()), "add_dict_keys: keys of type ", Py_TYPE(k.ptr())->tp_name,
+                      " cannot be guarded (str, int, float, bool, None, bytes and tuples of these can)");
   Node* n = intern_source(source);
   Guard& g = push(GuardKind::DictKeys, n);
   g.obj = tup;

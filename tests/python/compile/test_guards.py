@@ -213,6 +213,12 @@ def test_dict_keys_in_order():
     assert not outcome(gs, ({"a": 1},))
     assert not outcome(gs, ({"a": 1, "b": 2, "c": 3},))
     assert not outcome(gs, ([("a", 1), ("b", 2)],))
+    with pytest.raises(TypeError):
+        gs.add_dict_keys(ARG0, [object()])
+    ints = _guards.GuardSet(["d"])
+    ints.add_dict_keys(ARG0, [1, (2, "x")])
+    assert outcome(ints, ({1: 0, (2, "x"): 0},))
+    assert not outcome(ints, ({True: 0, (2, "x"): 0},))  # True is not 1
 
 
 def test_none_guards():
