@@ -276,11 +276,15 @@ void bind_compile(nb::module_& parent) {
       .def(nb::new_([] { return std::make_shared<Graph>(); }))
       .def(
           "add_input",
-          [](Graph& g, const std::string& name, nb::handle example) {
-            if (is_tensor(example)) return g.add_input(name, nb::cast<const Tensor&>(example));
+          [](Graph& g, const std::string& name, nb::handle example, nb::handle device) {
+            if (is_tensor(example)) {
+              std::optional<Device> d;
+              if (!device.is_none()) d = to_device(device);
+              return g.add_input(name, nb::cast<const Tensor&>(example), d);
+            }
             return g.add_input(name, to_ivalue(example, "add_input"));
           },
-          nb::arg("name"), nb::arg("example"))
+          nb::arg("name"), nb::arg("example"), nb::arg("device") = nb::none())
       .def(
           "add_constant",
           [](Graph& g, nb::handle value, const std::string& name) {

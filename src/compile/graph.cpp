@@ -106,11 +106,12 @@ int Graph::add_value(Value v, const std::string& base) {
   return values_.back().id;
 }
 
-int Graph::add_input(const std::string& name, const Tensor& example) {
+int Graph::add_input(const std::string& name, const Tensor& example, std::optional<Device> device) {
   STRATA_CHECK(example.defined(), "compile: add_input('", name, "') got an undefined tensor");
   Value v;
   v.origin = ValueOrigin::Input;
   fill_tensor_meta(v, example);
+  if (device) v.device = *device;
   int id = add_value(std::move(v), name);
   inputs_.push_back(id);
   bind(example, id);

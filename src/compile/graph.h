@@ -111,7 +111,9 @@ class Graph {
   Graph& operator=(const Graph&) = delete;
 
   // Inputs: a tensor (real or meta; it is bound for recording) or a number.
-  int add_input(const std::string& name, const Tensor& example);
+  // device: the real device a meta example stands for (default: the
+  // example's own device).
+  int add_input(const std::string& name, const Tensor& example, std::optional<Device> device = std::nullopt);
   int add_input(const std::string& name, const IValue& number);
   // Constants the graph holds and passes at run time.
   int add_constant(const Tensor& t, const std::string& name = "");
