@@ -18,7 +18,9 @@
 namespace strata::compile {
 
 struct PlanArg {
-  enum Kind : uint8_t { Env, Const, TensorList, IntList, GraphDevice };
+  // EnvMove: the value's last use, moved out of its slot (no reference-count
+  // traffic, and the op holds the only reference the executor had).
+  enum Kind : uint8_t { Env, EnvMove, Const, TensorList, IntList, GraphDevice };
   Kind kind = Const;
   int vid = -1;
   IValue constant;
@@ -124,7 +126,23 @@ std::shared_ptr<const Plan> build_plan(const Graph& g) {
       if (last_use[o] < 0 && !is_output[o]) p->steps[si].release.push_back(o);
   }
   for (size_t v = 0; v < values.size(); ++v) {
-    if (last_use[v] >= 0 && !is_output[v]) p->steps[last_use[v]].release.push_back(static_cast<int>(v));
+    if (last_use[v] < 0 || is_output[v]) continue;
+    PlanStep& st = p->steps[last_use[v]];
+    // Used once by plain reference in its last step: move it into the stack.
+    int refs = 0;
+    PlanArg* only = nullptr;
+    for (PlanArg& a : st.args) {
+      if (a.kind == PlanArg::Env && a.vid == static_cast<int>(v)) {
+        ++refs;
+        only = &a;
+      }
+      for (const ArgElem& e : a.elems) refs += e.value == static_cast<int>(v);
+    }
+    if (refs == 1 && only) {
+      only->kind = PlanArg::EnvMove;
+    } else {
+      st.release.push_back(static_cast<int>(v));
+    }
   }
   return p;
 }
@@ -183,6 +201,7 @@ void execute(const Plan& p, const IValue* inputs, size_t n, std::vector<IValue>&
     for (const PlanArg& a : st.args) {
       switch (a.kind) {
         case PlanArg::Env: stack.push_back(env[a.vid]); break;
+        case PlanArg::EnvMove: stack.push_back(std::move(env[a.vid])); break;
         case PlanArg::Const: stack.push_back(a.constant); break;
         case PlanArg::GraphDevice: stack.emplace_back(graph_device); break;
         case PlanArg::TensorList: {
