@@ -195,6 +195,12 @@ class RecordGuard {
 };
 
 bool is_recording();
+// A tensor the Python binding builds from Python literals behind the user's
+// back (an index list in x[:, [0, 2]], the value of x[idx] = 1.5): while
+// recording it becomes a constant of the graph, so the op reading it finds it
+// bound. Build it under ExcludeDispatchKeyGuard(DispatchKey::Tracer) so that
+// the ops making it are not recorded. Returns t.
+const Tensor& adopt_literal(const Tensor& t);
 // The graph being recorded on this thread, or null.
 Graph* recording_graph();
 // Source text attached to the nodes recorded next on this thread.

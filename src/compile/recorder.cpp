@@ -256,6 +256,12 @@ bool is_recording() {
   return !state().graphs.empty() && tls_local_dispatch_key_set().included.has(DispatchKey::Tracer);
 }
 
+const Tensor& adopt_literal(const Tensor& t) {
+  RecordState& st = state();
+  if (!st.graphs.empty() && t.defined() && !st.graphs.back()->value_of(t)) st.graphs.back()->add_constant(t, "_literal");
+  return t;
+}
+
 Graph* recording_graph() {
   RecordState& st = state();
   return st.graphs.empty() ? nullptr : st.graphs.back().get();

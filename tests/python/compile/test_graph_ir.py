@@ -364,3 +364,27 @@ def test_names_are_identifiers_and_unique():
     b = g.add_input("x.y", strata.randn(2, device="meta"))
     c = g.add_input("self", strata.randn(2, device="meta"))
     assert [g.value(v).name for v in (a, b, c)] == ["x_y", "x_y_1", "self_"]
+
+
+def test_indexing_and_setitem_literals_become_constants():
+    x, i, y = strata.randn(4, 3), strata.tensor([3, 1]), strata.randn(3)
+
+    def fn(x, i, y):
+        c = x.clone()
+        c[1] = y
+        c[i] += 1
+        c[:, [0, 2]] = 0.5
+        return x[i], x[:, [0, 2]], c, x[None, ..., 1]
+
+    g = check(fn, x, i, y)
+    consts = [g.value(v) for v in g.constants]
+    assert consts and all(c.name.startswith("_literal") for c in consts)
+    assert consts[0].dtype == strata.int64 and consts[0].shape == (2,)
+
+
+def test_views_and_shape_ops():
+    x = strata.randn(4, 3)
+    check(lambda x: (x.T, x.mT, x[0], x[:, 1:3], x.unsqueeze(0), x.reshape(-1), x.t().contiguous()), x)
+    check(lambda x: (strata.cat([x, x], 0), strata.stack([x, x]), x.chunk(2, 1)[0], x[:1].expand(4, 3)), x)
+    check(lambda x: (x.double(), x.to(strata.float16), -x, abs(x), x ** 2, 1 - x, 1 / x, x > 0), x)
+    check(lambda x: (strata.where(x > 0, x, 0.0), x.masked_fill(x > 0, 0.0), x.new_zeros(2), strata.zeros_like(x)), x)
