@@ -14,6 +14,7 @@
 #include <Python.h>
 
 #include "bind.h"
+#include "compile/graph.h"
 #include "ops/ops.h"
 
 namespace strata::py {
@@ -45,11 +46,13 @@ int64_t py_to_int64(PyObject* p) {
 }
 
 Tensor index_tensor_from(nb::handle h) {
+  // A literal: while strata.compile records, a constant of the graph.
+  ExcludeDispatchKeyGuard literal(DispatchKey::Tracer);
   Tensor t = tensor_from_data(h, std::nullopt, std::nullopt);
   // [] has no element to infer a dtype from: it means "no positions".
   if (t.numel() == 0 && is_floating_type(t.dtype())) t = to_dtype(t, ScalarType::Int64);
   STRATA_CHECK_INDEX(!is_floating_type(t.dtype()), "tensors used as indices must be long, int, byte or bool tensors");
-  return t;
+  return compile::adopt_literal(t);
 }
 
 Item classify(nb::handle h) {
@@ -308,7 +311,8 @@ void setitem(const Tensor& self, nb::handle idx, nb::handle value) {
     } else if (value.is_none()) {
       throw TypeError("can't assign a NoneType to a " + self.describe());
     } else {
-      vt = tensor_from_data(value, self.dtype(), std::nullopt);
+      ExcludeDispatchKeyGuard literal(DispatchKey::Tracer);
+      vt = compile::adopt_literal(tensor_from_data(value, self.dtype(), std::nullopt));
     }
   }
   Tensor target;
@@ -324,7 +328,7 @@ void setitem(const Tensor& self, nb::handle idx, nb::handle value) {
     if (!low.adv.empty()) {
       AdvPlan plan = plan_advanced(low);
       if (is_scalar) {
-        vt = scalar_to_tensor(s, self.dtype(), Device());
+        vt = compile::adopt_literal(scalar_to_tensor(s, self.dtype(), Device()));
       } else {
         vt = strip_leading_ones(to_dtype(vt, self.dtype()), plan.result_dim);
       }

@@ -11,6 +11,7 @@ namespace strata::py {
 void bind_profiler(nb::module_& m);  // profiler_bind.cpp
 void bind_surface(nb::module_& m);   // surface_bind.cpp
 void bind_guards(nb::module_& m);    // guards_bind.cpp: strata._C._guards
+void bind_compile(nb::module_& m);   // compile_bind.cpp
 
 void bind_extras(nb::module_& m) {
   m.def("set_num_threads", [](int n) { set_num_threads(n); });
@@ -88,4 +89,5 @@ NB_MODULE(_C, m) {
   py::bind_profiler(m);
   py::bind_surface(m);
   py::bind_guards(m);
+  py::bind_compile(m);
 }

@@ -141,11 +141,12 @@ TEST(Dispatcher, TableComputation) {
   EXPECT_EQ(d.find("test_dispatch::table"), &op);
   EXPECT_EQ(&d.op(op.id()), &op);
   // Before any kernel: nothing for any backend; functionality keys fall
-  // through unless a layer registered a fallback (autograd and autocast did).
+  // through unless a layer registered a fallback (autograd, autocast and the
+  // compiler's tracer did).
   EXPECT_FALSE(op.kernel_for(DispatchKey::CPU).valid());
   EXPECT_FALSE(op.fallthrough_keys().has(DispatchKey::Autograd));
   EXPECT_EQ(op.kernel_for(DispatchKey::Autograd).debug_name, "autograd_fallback");
-  EXPECT_TRUE(op.fallthrough_keys().has(DispatchKey::Tracer));
+  EXPECT_TRUE(op.fallthrough_keys().has(DispatchKey::Vmap));
   EXPECT_FALSE(op.fallthrough_keys().has(DispatchKey::CPU));
 
   d.register_kernel(op, DispatchKey::CPU, make_kernel<&cpu_plus_one>("cpu_plus_one"));
@@ -159,7 +160,7 @@ TEST(Dispatcher, TableComputation) {
   // A kernel on a functionality key takes it out of the fallthrough mask.
   d.register_kernel(op, DispatchKey::Autograd, make_kernel<&autograd_layer>("autograd_layer"));
   EXPECT_FALSE(op.fallthrough_keys().has(DispatchKey::Autograd));
-  EXPECT_TRUE(op.fallthrough_keys().has(DispatchKey::Tracer));
+  EXPECT_TRUE(op.fallthrough_keys().has(DispatchKey::Vmap));
   EXPECT_EQ(op.kernel_for(DispatchKey::Autograd).debug_name, "autograd_layer");
 
   // Re-registering replaces the kernel and recomputes the table.
@@ -193,8 +194,8 @@ TEST(Dispatcher, FallthroughSkipsFunctionalityKeyWithoutKernel) {
   d.register_kernel(op, DispatchKey::CPU, make_kernel<&cpu_plus_one>());
   g_log.clear();
   {
-    // Tracer and Autograd in the key set, no kernel for either: both skipped.
-    IncludeDispatchKeyGuard g(DispatchKeySet(DispatchKey::Tracer).add(DispatchKey::Autograd));
+    // Vmap and Autograd in the key set, no kernel for either: both skipped.
+    IncludeDispatchKeyGuard g(DispatchKeySet(DispatchKey::Vmap).add(DispatchKey::Autograd));
     Tensor r = call_op<Tensor, const Tensor&>(op, full_f32({3}, 1.0));
     EXPECT_FLOAT_EQ(first(r), 2.0f);
   }
@@ -336,7 +337,7 @@ TEST(Dispatcher, CompositeOpsSkipFunctionalityFallbacks) {
   EXPECT_EQ(op.source_of(DispatchKey::CUDA), DispatchKey::CompositeImplicit);
   // Layers without a fallback stay transparent for it; the autograd layer's
   // fallback passes composite ops through (the ops they call record).
-  EXPECT_TRUE(op.fallthrough_keys().has(DispatchKey::Tracer));
+  EXPECT_TRUE(op.fallthrough_keys().has(DispatchKey::Vmap));
 }
 
 // ---------------------------------------------------------------------------

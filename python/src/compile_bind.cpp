@@ -1,0 +1,351 @@
+// strata._C._compile: the compiled path's graph IR (src/compile/graph.h) as
+// seen from Python: building a graph, recording strata calls into it, reading
+// its nodes and values, printing, dead-code elimination and running it,
+// through Graph.run or the lower-overhead Graph.runner().
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/unique_ptr.h>
+
+#include "bind.h"
+#include "compile/graph.h"
+
+namespace strata::py {
+
+namespace {
+
+using compile::Arg;
+using compile::Graph;
+using compile::Node;
+using compile::Plan;
+using compile::ValueKind;
+
+struct ValueView {
+  std::shared_ptr<Graph> g;
+  int id;
+  const compile::Value& v() const { return g->value(id); }
+};
+
+struct NodeView {
+  std::shared_ptr<Graph> g;
+  std::shared_ptr<Node> n;
+};
+
+// Stands for a Device argument recorded as "the graph's device".
+struct GraphDeviceArg {};
+
+bool is_tensor(nb::handle h) { return nb::isinstance<Tensor>(h); }
+
+// A Python input or number as the IValue the graph uses.
+IValue to_ivalue(nb::handle h, const char* what) {
+  if (is_tensor(h)) return IValue(nb::cast<const Tensor&>(h));
+  PyObject* p = h.ptr();
+  if (PyBool_Check(p)) return IValue(p == Py_True);
+  if (PyLong_Check(p)) return IValue(static_cast<int64_t>(nb::cast<int64_t>(h)));
+  if (PyFloat_Check(p)) return IValue(PyFloat_AS_DOUBLE(p));
+  throw TypeError(str("compile: ", what, " expects a Tensor or a Python int, float or bool, not ",
+                      nb::cast<std::string>(nb::str(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(p)))))));
+}
+
+nb::object result_to_python(const IValue& v) {
+  const auto& r = v.raw();
+  if (v.is_tensor()) return v.to_tensor().defined() ? wrap_tensor(v.to_tensor()) : nb::none();
+  if (auto* b = std::get_if<bool>(&r)) return nb::bool_(*b);
+  if (auto* i = std::get_if<int64_t>(&r)) return nb::int_(*i);
+  if (auto* d = std::get_if<double>(&r)) return nb::float_(*d);
+  if (v.is_none()) return nb::none();
+  throw TypeError("compile: unsupported graph output");
+}
+
+nb::object constant_to_python(const IValue& v) {
+  const auto& r = v.raw();
+  if (v.is_none()) return nb::none();
+  if (auto* b = std::get_if<bool>(&r)) return nb::bool_(*b);
+  if (auto* i = std::get_if<int64_t>(&r)) return nb::int_(*i);
+  if (auto* d = std::get_if<double>(&r)) return nb::float_(*d);
+  if (auto* s = std::get_if<Scalar>(&r)) {
+    if (s->is_bool()) return nb::bool_(s->to_bool());
+    if (s->is_floating_point()) return nb::float_(s->to_double());
+    return nb::int_(s->to_int());
+  }
+  if (auto* l = std::get_if<std::vector<int64_t>>(&r)) {
+    nb::list out;
+    for (int64_t x : *l) out.append(nb::int_(x));
+    return out;
+  }
+  if (auto* s = std::get_if<std::string>(&r)) return nb::str(s->c_str());
+  if (auto* t = std::get_if<ScalarType>(&r)) return dtype_object(*t);
+  if (auto* d = std::get_if<Device>(&r)) return nb::cast(*d);
+  if (auto* t = std::get_if<Tensor>(&r)) {
+    if (t->defined() && t->impl()->is_wrapped_number()) return constant_to_python(IValue(t->item()));
+    return t->defined() ? wrap_tensor(*t) : nb::none();
+  }
+  if (auto* l = std::get_if<std::vector<Tensor>>(&r)) {
+    nb::list out;
+    for (const Tensor& t : *l) out.append(t.defined() ? wrap_tensor(t) : nb::none());
+    return out;
+  }
+  return nb::none();
+}
+
+nb::object arg_to_python(const std::shared_ptr<Graph>& g, const Arg& a) {
+  switch (a.kind) {
+    case Arg::Kind::Value: return nb::cast(ValueView{g, a.value});
+    case Arg::Kind::GraphDevice: return nb::cast(GraphDeviceArg{});
+    case Arg::Kind::List: {
+      nb::list out;
+      for (const auto& e : a.elems) out.append(e.is_value() ? nb::cast(ValueView{g, e.value}) : constant_to_python(e.constant));
+      return out;
+    }
+    default: return constant_to_python(a.constant);
+  }
+}
+
+nb::tuple outputs_to_tuple(const std::vector<int>& ids, std::vector<IValue>& outs) {
+  const size_t n = outs.size();
+  nb::tuple t = nb::steal<nb::tuple>(PyTuple_New(static_cast<Py_ssize_t>(n)));
+  for (size_t i = 0; i < n; ++i) {
+    // The same value twice is the same object twice, as in eager code.
+    PyObject* o = nullptr;
+    for (size_t j = 0; j < i && !o; ++j)
+      if (ids[j] == ids[i]) o = PyTuple_GET_ITEM(t.ptr(), j);
+    if (o) {
+      Py_INCREF(o);
+    } else {
+      o = result_to_python(outs[i]).release().ptr();
+    }
+    PyTuple_SET_ITEM(t.ptr(), i, o);
+  }
+  outs.clear();
+  return t;
+}
+
+// Note [The graph runner]
+// Graph.runner() returns a callable that keeps the graph alive, its Plan, and
+// scratch space (environment, stack, outputs) reused from call to call; a
+// call converts the arguments, runs the plan and builds the result tuple with
+// no other Python in between. A re-entrant call (an op calling back into
+// Python that calls the runner again) uses fresh scratch.
+struct Runner {
+  std::shared_ptr<Graph> g;
+  std::shared_ptr<const Plan> plan;
+  uint64_t version = ~uint64_t(0);
+  std::vector<IValue> env, outs, in;
+  Stack stack;
+  bool busy = false;
+
+  nb::tuple call(nb::args args) {
+    if (version != g->version()) {
+      plan = g->plan();
+      version = g->version();
+    }
+    const size_t n = args.size();
+    if (busy) {
+      std::vector<IValue> in2, env2, outs2;
+      Stack stack2;
+      for (size_t i = 0; i < n; ++i) in2.push_back(to_ivalue(args[i], "the graph runner"));
+      compile::execute(*plan, in2.data(), n, env2, stack2, outs2);
+      return outputs_to_tuple(compile::plan_outputs(*plan), outs2);
+    }
+    busy = true;
+    struct Done {
+      Runner& r;
+      ~Done() {
+        r.in.clear();
+        r.busy = false;
+      }
+    } done{*this};
+    in.clear();
+    for (size_t i = 0; i < n; ++i) {
+      PyObject* p = args[i].ptr();
+      if (nb::isinstance<Tensor>(nb::handle(p))) {
+        in.emplace_back(*nb::inst_ptr<Tensor>(nb::handle(p)));
+      } else {
+        in.push_back(to_ivalue(nb::handle(p), "the graph runner"));
+      }
+    }
+    std::shared_ptr<const Plan> p = plan;  // the graph may change during the call
+    compile::execute(*p, in.data(), n, env, stack, outs);
+    return outputs_to_tuple(compile::plan_outputs(*p), outs);
+  }
+};
+
+struct RecordContext {
+  std::shared_ptr<Graph> g;
+  std::unique_ptr<compile::RecordGuard> guard;
+};
+
+thread_local std::vector<std::unique_ptr<compile::RecordGuard>> t_begun;
+
+}  // namespace
+
+void bind_compile(nb::module_& parent) {
+  nb::module_ m = parent.def_submodule("_compile", "Graph IR of strata.compile (capture, print, run).");
+
+  nb::class_<GraphDeviceArg>(m, "GraphDevice")
+      .def("__repr__", [](const GraphDeviceArg&) { return std::string("<graph device>"); });
+
+  nb::class_<ValueView>(m, "Value")
+      .def_prop_ro("id", [](const ValueView& v) { return v.id; })
+      .def_prop_ro("name", [](const ValueView& v) { return v.v().name; })
+      .def_prop_ro("kind", [](const ValueView& v) { return std::string(compile::value_kind_name(v.v().kind)); })
+      .def_prop_ro("dtype",
+                   [](const ValueView& v) -> nb::object {
+                     const auto& x = v.v();
+                     if (x.kind != ValueKind::Tensor || x.dtype == ScalarType::Undefined) return nb::none();
+                     return dtype_object(x.dtype);
+                   })
+      .def_prop_ro("shape",
+                   [](const ValueView& v) {
+                     nb::list l;
+                     for (int64_t s : v.v().sizes) l.append(nb::int_(s));
+                     return nb::tuple(l);
+                   })
+      .def_prop_ro("stride",
+                   [](const ValueView& v) {
+                     nb::list l;
+                     for (int64_t s : v.v().strides) l.append(nb::int_(s));
+                     return nb::tuple(l);
+                   })
+      .def_prop_ro("device",
+                   [](const ValueView& v) -> nb::object {
+                     if (v.v().kind != ValueKind::Tensor) return nb::none();
+                     return nb::str(v.v().device.str().c_str());
+                   })
+      .def_prop_ro("requires_grad", [](const ValueView& v) { return v.v().requires_grad; })
+      .def_prop_ro("is_input", [](const ValueView& v) { return v.v().origin == compile::ValueOrigin::Input; })
+      .def_prop_ro("is_constant", [](const ValueView& v) { return v.v().origin == compile::ValueOrigin::Constant; })
+      .def("__eq__",
+           [](const ValueView& a, nb::handle b) {
+             return nb::isinstance<ValueView>(b) && nb::cast<const ValueView&>(b).g == a.g &&
+                    nb::cast<const ValueView&>(b).id == a.id;
+           })
+      .def("__hash__", [](const ValueView& v) { return std::hash<int>()(v.id); })
+      .def("__repr__", [](const ValueView& v) {
+        const auto& x = v.v();
+        std::string s = "Value(" + std::to_string(x.id) + ", " + x.name + ", " + compile::value_kind_name(x.kind);
+        if (x.kind == ValueKind::Tensor && x.dtype != ScalarType::Undefined) {
+          s += ", " + std::string(dtype_name(x.dtype)) + "[";
+          for (size_t i = 0; i < x.sizes.size(); ++i) s += (i ? ", " : "") + std::to_string(x.sizes[i]);
+          s += "], " + x.device.str();
+        }
+        return s + ")";
+      });
+
+  nb::class_<NodeView>(m, "Node")
+      .def_prop_ro("op", [](const NodeView& n) { return n.n->op->schema().full_name(); })
+      .def_prop_ro("op_id", [](const NodeView& n) { return n.n->op->id(); })
+      .def_prop_ro("schema", [](const NodeView& n) { return n.n->op->schema().text; })
+      .def_prop_ro("args",
+                   [](const NodeView& n) {
+                     nb::list l;
+                     for (const Arg& a : n.n->args) l.append(arg_to_python(n.g, a));
+                     return l;
+                   })
+      .def_prop_ro("arg_names",
+                   [](const NodeView& n) {
+                     nb::list l;
+                     for (const auto& a : n.n->op->schema().args) l.append(nb::str(a.name.c_str()));
+                     return l;
+                   })
+      .def_prop_ro("outputs", [](const NodeView& n) { return n.n->outputs; })
+      .def_prop_ro("source", [](const NodeView& n) { return n.n->source; })
+      .def_prop_ro("grad_enabled", [](const NodeView& n) { return n.n->grad_enabled; })
+      .def_prop_ro("has_side_effects", [](const NodeView& n) { return n.n->has_side_effects(); })
+      .def("__repr__", [](const NodeView& n) {
+        std::string s = "Node(" + n.n->op->schema().full_name() + " -> [";
+        for (size_t i = 0; i < n.n->outputs.size(); ++i) s += (i ? ", " : "") + n.g->value(n.n->outputs[i]).name;
+        return s + "])";
+      });
+
+  nb::class_<Runner>(m, "GraphRunner")
+      .def("__call__", [](Runner& r, nb::args args) { return r.call(std::move(args)); })
+      .def_prop_ro("graph", [](const Runner& r) { return r.g; });
+
+  nb::class_<RecordContext>(m, "_RecordContext")
+      .def("__enter__",
+           [](RecordContext& c) {
+             STRATA_CHECK(!c.guard, "compile: this record() context is already active");
+             c.guard = std::make_unique<compile::RecordGuard>(c.g);
+             return c.g;
+           })
+      .def("__exit__", [](RecordContext& c, nb::args) {
+        c.guard.reset();
+        return false;
+      });
+
+  nb::class_<Graph>(m, "Graph")
+      .def(nb::new_([] { return std::make_shared<Graph>(); }))
+      .def(
+          "add_input",
+          [](Graph& g, const std::string& name, nb::handle example, nb::handle device) {
+            if (is_tensor(example)) {
+              std::optional<Device> d;
+              if (!device.is_none()) d = to_device(device);
+              return g.add_input(name, nb::cast<const Tensor&>(example), d);
+            }
+            return g.add_input(name, to_ivalue(example, "add_input"));
+          },
+          nb::arg("name"), nb::arg("example"), nb::arg("device") = nb::none())
+      .def(
+          "add_constant",
+          [](Graph& g, nb::handle value, const std::string& name) {
+            if (is_tensor(value)) return g.add_constant(nb::cast<const Tensor&>(value), name);
+            return g.add_constant(to_ivalue(value, "add_constant"), name);
+          },
+          nb::arg("value"), nb::arg("name") = "")
+      .def("bind", [](Graph& g, const Tensor& t, int vid) { g.bind(t, vid); }, nb::arg("tensor"), nb::arg("vid"))
+      .def("value_of", [](const Graph& g, const Tensor& t) { return g.value_of(t); }, nb::arg("tensor"))
+      .def("clear_bindings", &Graph::clear_bindings)
+      .def("set_outputs", [](Graph& g, std::vector<int> outs) { g.set_outputs(std::move(outs)); })
+      .def_prop_ro("outputs", [](const Graph& g) { return g.outputs(); })
+      .def_prop_ro("inputs", [](const Graph& g) { return g.inputs(); })
+      .def_prop_ro("constants", [](const Graph& g) { return g.constants(); })
+      .def_prop_ro("num_ops", &Graph::num_ops)
+      .def_prop_ro("nodes",
+                   [](std::shared_ptr<Graph> g) {
+                     nb::list l;
+                     for (const auto& n : g->nodes()) l.append(nb::cast(NodeView{g, n}));
+                     return l;
+                   })
+      .def_prop_ro("values",
+                   [](std::shared_ptr<Graph> g) {
+                     nb::list l;
+                     for (size_t i = 0; i < g->values().size(); ++i) l.append(nb::cast(ValueView{g, static_cast<int>(i)}));
+                     return l;
+                   })
+      .def("value", [](std::shared_ptr<Graph> g, int vid) {
+        (void)g->value(vid);
+        return ValueView{g, vid};
+      })
+      .def("eliminate_dead_code", &Graph::eliminate_dead_code)
+      .def("print_readable", &Graph::print_readable)
+      .def("__str__", &Graph::print_readable)
+      .def("run",
+           [](const Graph& g, nb::sequence inputs) {
+             std::vector<IValue> in;
+             for (nb::handle h : inputs) in.push_back(to_ivalue(h, "Graph.run"));
+             std::vector<IValue> outs = g.run(in);
+             nb::list l;
+             nb::tuple t = outputs_to_tuple(g.outputs(), outs);
+             for (nb::handle h : t) l.append(h);
+             return l;
+           })
+      .def("runner", [](std::shared_ptr<Graph> g) {
+        auto r = std::make_unique<Runner>();
+        r->g = g;
+        r->plan = g->plan();
+        r->version = g->version();
+        return r;
+      });
+
+  m.def("record", [](std::shared_ptr<Graph> g) { return RecordContext{std::move(g), nullptr}; }, nb::arg("graph"));
+  m.def("begin_record", [](std::shared_ptr<Graph> g) { t_begun.push_back(std::make_unique<compile::RecordGuard>(g)); });
+  m.def("end_record", [] {
+    STRATA_CHECK(!t_begun.empty(), "compile: end_record() without a matching begin_record()");
+    t_begun.pop_back();
+  });
+  m.def("set_source", [](std::string s) { compile::set_source(std::move(s)); });
+  m.def("get_source", [] { return compile::current_source(); });
+  m.def("is_recording", [] { return compile::is_recording(); });
+}
+
+}  // namespace strata::py

@@ -1,0 +1,217 @@
+// Note [The compiled-path graph IR]
+// A Graph is what strata.compile captures from a Python function: ordered
+// inputs, constants, a list of op nodes in program order, and ordered outputs.
+// Every result is a Value (SSA: written once). A node names its op by the
+// dispatcher's OperatorEntry and keeps its arguments in schema order, each one
+// a reference to a value, a constant IValue, a list of elements that are each
+// a value reference or a constant (Tensor[] now, int[] with symbolic sizes
+// later), or "the graph's device" (see Note [Devices in a captured graph]).
+//
+// Tensors are captured on Meta, but values carry the metadata of the real
+// tensors they stand for: dtype, sizes, strides, the real device and
+// requires_grad. The executor (executor.cpp) replays the nodes through the
+// dispatcher on real tensors, so aliasing, in-place writes and autograd behave
+// exactly as in eager mode; the value ids do not express aliasing (an in-place
+// write through a view changes the base's storage without a new value for the
+// base), which a later functionalization pass has to make explicit.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "dispatch/dispatcher.h"
+
+namespace strata::compile {
+
+enum class ValueKind : uint8_t { Tensor, Int, Float, Bool };
+const char* value_kind_name(ValueKind k);
+
+enum class ValueOrigin : uint8_t { Input, Constant, Op };
+
+struct Value {
+  int id = -1;
+  std::string name;
+  ValueKind kind = ValueKind::Tensor;
+  ValueOrigin origin = ValueOrigin::Op;
+  // Tensors: metadata at capture. dtype is Undefined for an undefined tensor
+  // an op returned (an absent gradient).
+  ScalarType dtype = ScalarType::Undefined;
+  DimVector sizes, strides;
+  Device device;
+  bool requires_grad = false;
+  // Constants: the tensor or number the graph holds.
+  IValue constant;
+};
+
+// One element of a list argument: a value reference or a constant.
+struct ArgElem {
+  int value = -1;
+  IValue constant;
+  bool is_value() const { return value >= 0; }
+};
+
+struct Arg {
+  enum class Kind : uint8_t { Constant, Value, List, GraphDevice };
+  Kind kind = Kind::Constant;
+  int value = -1;
+  // Constant. A wrapped number (a Python number the binding made a 0-d
+  // tensor) is kept as that tensor with wrapped_number set: it is passed as a
+  // wrapped number again at run time, so type promotion is unchanged.
+  IValue constant;
+  bool wrapped_number = false;
+  std::vector<ArgElem> elems;  // List
+  ArgType type = ArgType::Tensor;
+
+  static Arg make_constant(IValue v, ArgType t) {
+    Arg a;
+    a.constant = std::move(v);
+    a.type = t;
+    return a;
+  }
+  static Arg make_value(int vid, ArgType t) {
+    Arg a;
+    a.kind = Kind::Value;
+    a.value = vid;
+    a.type = t;
+    return a;
+  }
+};
+
+struct Node {
+  const OperatorEntry* op = nullptr;
+  std::vector<Arg> args;
+  std::vector<int> outputs;
+  std::string source;
+  // Grad mode when the node was recorded: a node recorded under no_grad runs
+  // under no_grad (a node recorded with grad on follows the caller's mode).
+  bool grad_enabled = true;
+  // The op returns Tensor[]: its elements are the outputs, in order.
+  bool list_return = false;
+
+  // In-place, out= (a written argument that was given) or random: never
+  // removed as dead code.
+  bool has_side_effects() const;
+};
+
+// A constant as a Python literal ("2", "1.5", "[1, 2]", "strata.float32").
+std::string constant_literal(const IValue& v);
+
+class Plan;  // executor.cpp
+
+class Graph {
+ public:
+  Graph() = default;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  // Inputs: a tensor (real or meta; it is bound for recording) or a number.
+  // device: the real device a meta example stands for (default: the
+  // example's own device).
+  int add_input(const std::string& name, const Tensor& example, std::optional<Device> device = std::nullopt);
+  int add_input(const std::string& name, const IValue& number);
+  // Constants the graph holds and passes at run time.
+  int add_constant(const Tensor& t, const std::string& name = "");
+  int add_constant(const IValue& number, const std::string& name = "");
+
+  // Tensor objects (by TensorImpl) -> value ids, used while recording. The
+  // graph keeps the bound tensors alive so that an address is never reused
+  // for another tensor while it is bound.
+  void bind(const Tensor& t, int vid);
+  std::optional<int> value_of(const Tensor& t) const;
+  void clear_bindings() { bindings_.clear(); }
+
+  void set_outputs(std::vector<int> outs);
+  const std::vector<int>& outputs() const { return outputs_; }
+  const std::vector<int>& inputs() const { return inputs_; }
+  const std::vector<int>& constants() const { return constants_; }
+  const std::vector<Value>& values() const { return values_; }
+  const Value& value(int vid) const;
+  const std::vector<std::shared_ptr<Node>>& nodes() const { return nodes_; }
+  int num_ops() const { return static_cast<int>(nodes_.size()); }
+
+  // A new op result (named after base, made unique); used by the recorder.
+  int new_value(ValueKind kind, const std::string& base);
+  Value& mutable_value(int vid);
+  // Appends a node; its argument value ids must exist and its outputs must be
+  // new values produced by no other node.
+  void append_node(std::shared_ptr<Node> n);
+
+  // Removes nodes none of whose outputs is used (by a later node or as a
+  // graph output), except those with side effects. Returns how many.
+  int eliminate_dead_code();
+
+  // Python-like listing (Note [Readable graphs] in graph.cpp).
+  std::string print_readable() const;
+
+  // Executes the graph with one real input per graph input, in order; returns
+  // one IValue per output.
+  std::vector<IValue> run(const std::vector<IValue>& inputs) const;
+  // The executable form, built on first use and after every change.
+  std::shared_ptr<const Plan> plan() const;
+  uint64_t version() const { return version_.load(std::memory_order_acquire); }
+
+  // The device "the graph's device" stands for at capture: that of the first
+  // tensor input, CPU when none.
+  Device capture_device() const;
+
+ private:
+  int add_value(Value v, const std::string& base);
+  std::string unique_name(const std::string& base);
+  void changed() { version_.fetch_add(1, std::memory_order_acq_rel); }
+
+  std::vector<Value> values_;
+  std::vector<std::shared_ptr<Node>> nodes_;
+  std::vector<int> inputs_, outputs_, constants_;
+  std::vector<int> producer_;  // per value: its node's position in nodes_ at append time, -1 if none
+  std::unordered_map<const TensorImpl*, std::pair<intrusive_ptr<TensorImpl>, int>> bindings_;
+  std::unordered_set<std::string> names_;
+  std::unordered_map<std::string, int> name_counts_;
+  std::atomic<uint64_t> version_{0};
+  mutable std::mutex plan_mu_;
+  mutable std::shared_ptr<const Plan> plan_;
+  mutable uint64_t plan_version_ = ~uint64_t(0);
+};
+
+// ---- recording (recorder.cpp) ----------------------------------------------
+
+// While alive on this thread: DispatchKey::Tracer is included and every
+// top-level op call is recorded into g and run on Meta. Nests (the innermost
+// graph records).
+class RecordGuard {
+ public:
+  explicit RecordGuard(std::shared_ptr<Graph> g);
+  ~RecordGuard();
+  RecordGuard(const RecordGuard&) = delete;
+  RecordGuard& operator=(const RecordGuard&) = delete;
+
+ private:
+  bool prev_included_;
+};
+
+bool is_recording();
+// A tensor the Python binding builds from Python literals behind the user's
+// back (an index list in x[:, [0, 2]], the value of x[idx] = 1.5): while
+// recording it becomes a constant of the graph, so the op reading it finds it
+// bound. Build it under ExcludeDispatchKeyGuard(DispatchKey::Tracer) so that
+// the ops making it are not recorded. Returns t.
+const Tensor& adopt_literal(const Tensor& t);
+// The graph being recorded on this thread, or null.
+Graph* recording_graph();
+// Source text attached to the nodes recorded next on this thread.
+void set_source(std::string s);
+const std::string& current_source();
+
+// Executes plan with the given inputs into outs, using env and stack as
+// scratch (sized by the callee). Used by Graph::run and the fast runner.
+void execute(const Plan& plan, const IValue* inputs, size_t n, std::vector<IValue>& env, Stack& stack,
+             std::vector<IValue>& outs);
+size_t plan_num_inputs(const Plan& p);
+const std::vector<int>& plan_outputs(const Plan& p);
+
+}  // namespace strata::compile
