@@ -72,6 +72,41 @@ from ._names_more import *  # noqa: E402,F401,F403  (*_copy view variants, cov/c
 from ._vmap import vmap  # noqa: E402,F401  (one call per batch entry, results stacked)
 from . import hub, futures  # noqa: E402,F401  (strata.hub: the hub cache, no downloads; strata.futures)
 
+from . import _dynamo  # noqa: E402,F401  (strata.compile's capture: strata._dynamo, as torch._dynamo)
+
+
+def compile(model=None, *, fullgraph=False, dynamic=None, backend="eager", mode=None, options=None,
+            disable=False):
+    """Captures a function or module into graphs (docs/COMPILE.md): the first call runs the
+    bytecode symbolically on Meta tensors, records the strata ops into a graph guarded by what it
+    assumed, and later calls whose guards hold run the graph from C++. Unsupported Python splits
+    the function at a graph break (or raises with fullgraph=True). backend: "eager" (the graph's
+    node-by-node C++ runner; "inductor" is accepted as the same until the fusing backend exists)
+    or a callable (graph_module, example_inputs) -> callable. mode/options are accepted and have
+    no effect yet; dynamic=True is accepted but sizes are still specialized."""
+    from ._dynamo import eval_frame as _ef
+    from ._dynamo.backends import lookup_backend as _lookup
+    if model is None:
+        return lambda m: compile(m, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
+                                 options=options, disable=disable)
+    _lookup(backend)
+    if disable:
+        return model
+    opts = {"fullgraph": fullgraph, "dynamic": dynamic, "backend": backend, "mode": mode, "options": options}
+    from .nn.modules.module import Module as _Module
+    import types as _types
+    if isinstance(model, _Module):
+        return _ef.optimized_module(model, opts)
+    if isinstance(model, _types.MethodType) and isinstance(model.__func__, _types.FunctionType):
+        return _types.MethodType(_ef.compile_function(model.__func__, opts), model.__self__)
+    if isinstance(model, _types.FunctionType):
+        return _ef.compile_function(model, opts)
+    call = getattr(type(model), "__call__", None)
+    if isinstance(call, _types.FunctionType):
+        return _types.MethodType(_ef.compile_function(call, opts), model)
+    raise TypeError(f"strata.compile: expected a function or an nn.Module, got {type(model).__name__}")
+
+
 # torch's constants, and its out-of-memory exception (the binding raises Python's MemoryError).
 import math as _math  # noqa: E402
 

@@ -337,6 +337,14 @@ class Module:
     def eval(self):
         return self.train(False)
 
+    def compile(self, *args, **kwargs):
+        """Compiles this module's forward in place (strata.compile's arguments): later calls of the
+        module run the captured graphs."""
+        import types as _types
+        from ... import compile as _compile
+        compiled = _compile(type(self).forward, *args, **kwargs)
+        object.__setattr__(self, "forward", _types.MethodType(compiled, self))
+
     def requires_grad_(self, requires_grad=True):
         for p in self.parameters():
             p.requires_grad_(requires_grad)

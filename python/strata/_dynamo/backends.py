@@ -1,0 +1,72 @@
+"""Backends: what runs a captured graph.
+
+"eager": the graph's own C++ runner (node by node through the dispatcher, no Python per op).
+A Python callable `backend(graph_module, example_inputs) -> callable` is accepted as torch
+allows. The fusing backend of the code generator becomes the default when it exists."""
+
+from .. import _C
+
+_BACKENDS = {}
+
+
+def register_backend(name, fn=None):
+    def deco(f):
+        _BACKENDS[name] = f
+        return f
+    return deco(fn) if fn is not None else deco
+
+
+def list_backends():
+    return sorted(_BACKENDS)
+
+
+class GraphModule:
+    """What a custom backend receives: the captured graph, callable on real inputs."""
+
+    def __init__(self, graph, out):
+        self.graph = graph
+        self._runner = graph.runner()
+        self.input_sources = list(out.input_sources)
+
+    def __call__(self, *inputs):
+        return self._runner(*inputs)
+
+    forward = __call__
+
+    def print_readable(self, print_output=True):
+        s = self.graph.print_readable()
+        if print_output:
+            print(s)
+        return s
+
+    @property
+    def code(self):
+        return self.graph.print_readable()
+
+
+@register_backend("eager")
+def _eager(graph, out):
+    return graph.runner()
+
+
+def lookup_backend(backend):
+    if callable(backend):
+        user = backend
+
+        def compile_with_user_backend(graph, out):
+            gm = GraphModule(graph, out)
+            examples = list(out.input_examples)
+            fn = user(gm, examples)
+            if not callable(fn):
+                raise TypeError(f"strata.compile: backend {user!r} returned {type(fn).__name__}, not a callable")
+
+            def run(*inputs):
+                r = fn(*inputs)
+                return tuple(r) if isinstance(r, (list, tuple)) else (r,)
+            return run
+        return compile_with_user_backend
+    if backend not in _BACKENDS:
+        raise ValueError(f"strata.compile: unknown backend {backend!r}; available: {', '.join(list_backends())} "
+                         "or a callable (graph_module, example_inputs) -> callable")
+    return _BACKENDS[backend]
+

@@ -1,0 +1,15 @@
+"""Settings of strata.compile (strata._dynamo.config, as torch._dynamo.config)."""
+
+# Compiled versions kept per frame; past this the frame runs eagerly (with one warning naming the guard
+# that failed).
+cache_size_limit = 8
+# Also torch's name for it.
+recompile_limit = 8
+# .item() / .tolist() inside a compiled region: a graph break (False) or, once supported, a graph output.
+capture_scalar_outputs = False
+# Errors inside capture fall back to eager with a warning instead of raising.
+suppress_errors = False
+# Unused by Strata; kept so torch scripts that set them run unchanged.
+verbose = False
+automatic_dynamic_shapes = True
+assume_static_by_default = True

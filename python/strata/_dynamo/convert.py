@@ -1,0 +1,350 @@
+"""From a frame to a cache entry: run the symbolic interpreter, restart it at a graph break,
+and turn what it captured into a guarded entry that runs the graph and rebuilds the frame's
+result (or, at a graph break, the frame's state, executes the breaking instruction in Python
+and continues in a resume function, itself compiled on its first call).
+
+An entry's run function is generated Python source (one function per entry): it fetches the
+graph inputs from the frame's arguments by their sources, calls the backend's compiled
+graph, replays side effects and builds the return value. Nothing in it loops over ops."""
+
+import dis
+import inspect
+import sys
+import types
+
+from .. import _C
+from . import config, logs
+from . import sources as S
+from .bytecode import make_resume_function, ResumeUnsupported
+from .symbolic import OutputGraph, Translator, Unsupported, _NULL, PY312
+from .variables import TensorVar, ConstVar, CellVar, NullVar, ListVar, DictVar
+
+_compile = _C._compile
+
+__all__ = ["CompileError", "capture", "frame_arg_names", "NULL"]
+
+NULL = object()   # a NULL stack slot in a rebuilt frame state
+
+
+class CompileError(RuntimeError):
+    """fullgraph=True and the function cannot be captured as one graph."""
+
+
+def frame_arg_names(code):
+    n = code.co_argcount + code.co_kwonlyargcount
+    n += bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    return code.co_varnames[:n]
+
+
+class _CodeGen:
+    """Collects the Python expressions that rebuild variables after the graph ran."""
+
+    def __init__(self, out):
+        self.out = out
+        self.consts = []
+        self.outputs = []       # graph value ids
+        self.out_index = {}
+
+    def tensor(self, tv):
+        vid = tv.vid
+        i = self.out_index.get(vid)
+        if i is None:
+            i = self.out_index[vid] = len(self.outputs)
+            self.outputs.append(vid)
+        return f"O[{i}]"
+
+    def const(self, v):
+        if v is None or type(v) in (bool, int, str) or (type(v) is float and v == v and v not in (float("inf"),
+                                                                                              float("-inf"))):
+            return repr(v)
+        self.consts.append(v)
+        return f"K[{len(self.consts) - 1}]"
+
+    def source(self, src):
+        return S.expr(src)
+
+    def rebuild(self, v):
+        if isinstance(v, NullVar):
+            return "NULL"
+        return v.reconstruct(self)
+
+
+def _side_effect_lines(cg, out):
+    lines = []
+    for eff in out.side_effects:
+        if eff[0] == "setattr":
+            _, obj, name, val = eff
+            lines.append(f"setattr({cg.rebuild(obj)}, {name!r}, {cg.rebuild(val)})")
+        elif eff[0] == "list":
+            lst = eff[1]
+            lines.append(f"{S.expr(lst.source)}[:] = [{', '.join(cg.rebuild(v) for v in lst.items)}]")
+        elif eff[0] == "dict":
+            d = eff[1]
+            body = ", ".join(f"{cg.const(k)}: {cg.rebuild(v)}" for k, v in d.items.items())
+            lines.append(f"__d = {S.expr(d.source)}; __d.clear(); __d.update({{{body}}})")
+    return lines
+
+
+class Entry:
+    """One compiled version of a frame: guards, the backend's callable and the generated run."""
+
+    def __init__(self):
+        self.guards = None
+        self.extra = ()
+        self.run = None
+        self.graph = None
+        self.kind = "return"
+        self.break_reason = None
+        self.break_location = None
+        self.num_ops = 0
+        self.guard_descriptions = []
+        self.resume = None
+
+
+def _build_guards(out, arg_names):
+    gs = _C._guards.GuardSet(list(arg_names) + [f"__globals_{j}" for j in range(len(out.extra_roots))])
+    for g in out.guards:
+        kind, src = g[0], [tuple(step) for step in g[1]]
+        if kind == "tensor":
+            _, _, dtype, device, rg, sizes, strides = g
+            gs.add_tensor(src, dtype, device, rg, list(sizes), list(strides))
+        elif kind == "equals":
+            gs.add_equals(src, g[2])
+        elif kind == "id":
+            gs.add_id(src, g[2])
+        elif kind == "type":
+            gs.add_type(src, g[2])
+        elif kind == "len":
+            gs.add_len(src, g[2])
+        elif kind == "dict_keys":
+            gs.add_dict_keys(src, list(g[2]))
+        else:
+            raise AssertionError(kind)
+    from .. import get_default_dtype
+    gs.add_global_state(_C._is_grad_enabled(), get_default_dtype())
+    return gs
+
+
+def _break_action(tx, inst):
+    """What the run function does for the breaking instruction; returns (kind, info, resume offset,
+    number of stack items the instruction consumes, whether it pushes a result)."""
+    op = inst.opname
+    nxt = tx.instructions[tx.index_of[inst.offset] + 1].offset if tx.index_of[inst.offset] + 1 < len(
+        tx.instructions) else None
+    if op == "CALL":
+        return ("call", (inst.arg, tuple(tx.kw_names or ())), nxt, inst.arg + 2)
+    if op == "CALL_FUNCTION_EX":
+        n = 2 + (inst.arg & 1)
+        if len(tx.stack) > n and isinstance(tx.stack[-n - 1], NullVar):
+            n += 1
+        return ("call_ex", inst.arg & 1, nxt, n)
+    if op.startswith("POP_JUMP") and "NONE" not in op:
+        return ("jump", ("TRUE" in op, inst.argval), nxt, 1)
+    if op == "BEFORE_WITH":
+        return ("with", None, nxt, 1)
+    return ("eager", None, inst.offset, 0)
+
+
+def _make_action(kind, info, resume_call, nconsume):
+    if kind == "call":
+        n, kw = info
+
+        def act(stack, loc):
+            items = stack[len(stack) - nconsume:]
+            del stack[len(stack) - nconsume:]
+            if items[0] is NULL:
+                fn, args = items[1], items[2:]
+            else:
+                fn, args = items[0], items[1:]
+            npos = len(args) - len(kw)
+            res = _call_user(fn, args[:npos], dict(zip(kw, args[npos:])))
+            stack.append(res)
+            return resume_call(stack, loc)
+    elif kind == "call_ex":
+        has_kw = info
+
+        def act(stack, loc):
+            items = stack[len(stack) - nconsume:]
+            del stack[len(stack) - nconsume:]
+            if items[0] is NULL:
+                items = items[1:]
+            fn, args = items[0], items[1]
+            kwargs = items[2] if has_kw else {}
+            stack.append(_call_user(fn, tuple(args), dict(kwargs)))
+            return resume_call(stack, loc)
+    elif kind == "jump":
+        jump_if_true, _ = info
+
+        def act(stack, loc):
+            cond = bool(stack.pop())
+            return resume_call(stack, loc, jump=(cond == jump_if_true))
+    elif kind == "with":
+        def act(stack, loc):
+            mgr = stack.pop()
+            exit_ = type(mgr).__exit__.__get__(mgr)
+            res = type(mgr).__enter__(mgr)
+            stack.append(exit_)
+            stack.append(res)
+            return resume_call(stack, loc)
+    else:
+        def act(stack, loc):
+            return resume_call(stack, loc)
+    return act
+
+
+def _call_user(fn, args, kwargs):
+    """The breaking call, run in Python; a user function or module it calls is compiled in turn
+    (what the frame hook does for every frame)."""
+    from .eval_frame import compiled_callee
+    target = compiled_callee(fn)
+    return target(*args, **kwargs)
+
+
+def capture(fn, args, options):
+    """Captures one call of fn (args: the frame's arguments as a tuple). Returns an Entry, or
+    None when the frame must run eagerly."""
+    code = fn.__code__
+    arg_names = frame_arg_names(code)
+    break_at = None
+    reason = None
+    grad = _C._is_grad_enabled()
+    for _attempt in range(64):
+        out = OutputGraph(fn, arg_names, len(args))
+        out.backend_options = options
+        from . import eval_frame
+        eval_frame._tls.capturing = getattr(eval_frame._tls, "capturing", 0) + 1
+        try:
+            tx = _root_translator(out, fn, args, break_at)
+            kind, r = tx.run()
+        except Unsupported as e:
+            _C._set_grad_enabled(grad)
+            loc = getattr(e, "location", None) or f"{code.co_filename}:{code.co_firstlineno} in {code.co_name}"
+            if options.get("fullgraph"):
+                raise CompileError(f"strata.compile(fullgraph=True): {e.reason}\n  at {loc}") from None
+            point = getattr(e, "root_point", None)
+            if point is None or point == break_at:
+                logs.graph_break(code, e.reason, loc, eager_frame=True)
+                return None
+            break_at, reason = point, (e.reason, loc)
+            continue
+        finally:
+            _C._set_grad_enabled(grad)
+            eval_frame._tls.capturing -= 1
+        return _finish(out, tx, kind, r, reason, fn, args, options)
+    return None
+
+
+def _root_translator(out, fn, args, break_at):
+    code = fn.__code__
+    names = frame_arg_names(code)
+    locals_ = {}
+    tx = Translator(out, code, fn.__globals__, locals_, {}, parent=None, fn_name=code.co_qualname,
+                    break_at=break_at)
+    for i, (n, v) in enumerate(zip(names, args)):
+        locals_[n] = tx.wrap(v, S.arg(i))
+    for name in code.co_cellvars:
+        tx.cells[name] = CellVar(None)
+    for i, name in enumerate(code.co_freevars):
+        c = fn.__closure__[i]
+        try:
+            contents = c.cell_contents
+        except ValueError:
+            tx.cells[name] = CellVar(None, source=S.closure(i))
+            continue
+        tx.cells[name] = CellVar(tx.wrap(contents, S.closure(i)), source=S.closure(i))
+    return tx
+
+
+def _finish(out, tx, kind, r, reason, fn, args, options):
+    code = fn.__code__
+    cg = _CodeGen(out)
+    e = Entry()
+    lines = ["def __run(A, G, C):"]
+    body = []
+    if kind == "return":
+        ret = cg.rebuild(r)
+        effects = _side_effect_lines(cg, out)
+        tail = effects + [f"return {ret}"]
+        e.kind = "return"
+    else:
+        inst = r
+        akind, info, resume_off, nconsume = _break_action(tx, inst)
+        stack_exprs = [cg.rebuild(v) for v in tx.stack]
+        live = [n for n in code.co_varnames if n in tx.locals]
+        if code.co_cellvars and any(n in tx.locals or (tx.cells.get(n) and tx.cells[n].contents is not None)
+                                    for n in code.co_cellvars):
+            logs.graph_break(code, reason[0], reason[1], eager_frame=True)
+            return None
+        local_exprs = [cg.rebuild(tx.locals[n]) for n in live]
+        effects = _side_effect_lines(cg, out)
+        # The stack after the breaking instruction, as the resume function receives it.
+        after = ["value" if not isinstance(v, NullVar) else "null" for v in tx.stack[:len(tx.stack) - nconsume]]
+        if akind in ("call", "call_ex"):
+            after.append("value")
+        elif akind == "with":
+            after += ["value", "value"]
+        try:
+            resume_fn = _resume(fn, akind, info, resume_off, after, live, tx)
+        except ResumeUnsupported as ex:
+            logs.graph_break(code, f"{reason[0]} (and the frame cannot resume: {ex})", reason[1], eager_frame=True)
+            return None
+        e.kind = "break"
+        e.break_reason, e.break_location = reason
+        e.resume = resume_fn
+        act = _make_action(akind, info, resume_fn, nconsume)
+        cg.consts.append(act)
+        tail = effects + [f"S = [{', '.join(stack_exprs)}]", f"L = [{', '.join(local_exprs)}]",
+                          f"return K[{len(cg.consts) - 1}](S, L)"]
+        logs.graph_break(code, reason[0], reason[1])
+    out.graph.set_outputs(list(cg.outputs))
+    inputs = ", ".join(S.expr(s) for s in out.input_sources)
+    backend = options.get("backend", "eager")
+    runner = _backend_compile(out, backend, args)
+    lines.append(f"    O = R({inputs})")
+    lines += ["    " + ln for ln in tail]
+    src = "\n".join(lines)
+    ns = {"R": runner, "K": cg.consts, "NULL": NULL}
+    exec(compile(src, f"<strata.compile entry for {code.co_qualname}>", "exec"), ns)
+    e.run = ns["__run"]
+    e.source = src
+    e.graph = out.graph
+    e.num_ops = out.graph.num_ops
+    e.extra = tuple(out.extra_roots)
+    e.guards = _build_guards(out, frame_arg_names(code))
+    e.guard_descriptions = e.guards.describe()
+    logs.new_entry(code, e)
+    return e
+
+
+class _ResumeCall:
+    """Calls the resume function with the rebuilt stack and locals (NULL slots dropped)."""
+
+    def __init__(self, targets, nlive):
+        self.targets = targets
+        self.nlive = nlive
+
+    def __call__(self, stack, loc, jump=None):
+        from .eval_frame import run_frame
+        fn = self.targets[0] if jump is None or not jump else self.targets[1]
+        if fn is None:
+            fn = self.targets[0]
+        args = tuple(s for s in stack if s is not NULL) + tuple(loc)
+        return run_frame(fn, args)
+
+
+def _resume(fn, akind, info, resume_off, after, live, tx):
+    from .eval_frame import mark_eager
+    if akind == "jump":
+        _, target = info
+        not_taken = make_resume_function(fn, resume_off, after, live)
+        taken = make_resume_function(fn, target, after, live)
+        return _ResumeCall((not_taken, taken), len(live))
+    f = make_resume_function(fn, resume_off, after, live)
+    if akind == "eager":
+        mark_eager(f.__code__)
+    return _ResumeCall((f, None), len(live))
+
+
+def _backend_compile(out, backend, example_args):
+    from .backends import lookup_backend
+    return lookup_backend(backend)(out.graph, out)

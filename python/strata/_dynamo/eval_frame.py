@@ -1,0 +1,355 @@
+"""The runtime of strata.compile: per-code caches of guarded entries, the wrappers that
+strata.compile returns, recompiles and the cache-size limit, and explain().
+
+A compiled function is entered through a wrapper with the function's own signature (so
+Python binds the arguments exactly as for the original); run_frame then checks each
+cached entry's guards in C++ and runs the first that holds, or captures a new one."""
+
+import threading
+import types
+import warnings
+import weakref
+
+from .. import _C
+from . import config, logs
+from .convert import capture, frame_arg_names, CompileError
+
+__all__ = ["run_frame", "compile_function", "optimized_module", "reset", "mark_eager", "explain", "ExplainOutput",
+           "disable", "allow_in_graph", "compiled_callee", "is_compiling"]
+
+
+class FrameState:
+    __slots__ = ("entries", "eager", "code")
+
+    def __init__(self, code):
+        self.code = code
+        self.entries = []
+        self.eager = False
+
+
+_states = {}
+_tls = threading.local()
+
+
+def _options():
+    stack = getattr(_tls, "options", None)
+    return stack[-1] if stack else {"backend": "eager", "fullgraph": False}
+
+
+def mark_eager(code):
+    st = _states.get(code)
+    if st is None:
+        st = _states[code] = FrameState(code)
+    st.eager = True
+
+
+def reset():
+    """Forgets every compiled entry (strata.compiler.reset / strata._dynamo.reset)."""
+    _states.clear()
+    _binders.clear()
+
+
+def call_eager(fn, args):
+    code = fn.__code__
+    n, k = code.co_argcount, code.co_kwonlyargcount
+    names = code.co_varnames
+    pos = list(args[:n])
+    kw = dict(zip(names[n:n + k], args[n:n + k]))
+    i = n + k
+    if code.co_flags & 0x04:
+        pos.extend(args[i])
+        i += 1
+    if code.co_flags & 0x08:
+        kw.update(args[i])
+    return fn(*pos, **kw)
+
+
+def run_frame(fn, args):
+    code = fn.__code__
+    st = _states.get(code)
+    if st is None:
+        st = _states[code] = FrameState(code)
+    if st.eager:
+        return call_eager(fn, args)
+    g = fn.__globals__
+    c = fn.__closure__
+    for e in st.entries:
+        a = args + e.extra if e.extra else args
+        if e.guards.check(a, g, c):
+            return e.run(a, g, c)
+    opts = _options()
+    if st.entries:
+        last = st.entries[-1]
+        failed = last.guards.check_verbose(args + last.extra if last.extra else args, g, c)
+        limit = min(config.cache_size_limit, config.recompile_limit)
+        if len(st.entries) >= limit:
+            warnings.warn(f"strata.compile: {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}) was "
+                          f"recompiled {limit} times (cache_size_limit); it runs eagerly from now on. "
+                          f"Last guard that failed: {failed}", stacklevel=3)
+            st.eager = True
+            return call_eager(fn, args)
+        logs.recompile(code, failed, len(st.entries))
+        _record("recompiles", (code.co_qualname, failed))
+    try:
+        e = capture(fn, args, opts)
+    except CompileError:
+        raise
+    except Exception as ex:
+        if config.suppress_errors:
+            warnings.warn(f"strata.compile: capture of {code.co_qualname} failed ({type(ex).__name__}: {ex}); "
+                          "running it eagerly")
+            st.eager = True
+            return call_eager(fn, args)
+        raise
+    if e is None:
+        st.eager = True
+        return call_eager(fn, args)
+    st.entries.append(e)
+    _record("entries", e)
+    a = args + e.extra if e.extra else args
+    return e.run(a, g, c)
+
+
+def _enter(fn, args, opts):
+    if opts is None:  # a callee compiled at a graph break: the caller's options hold
+        return run_frame(fn, args)
+    stack = getattr(_tls, "options", None)
+    if stack is None:
+        stack = _tls.options = []
+    stack.append(opts)
+    try:
+        return run_frame(fn, args)
+    finally:
+        stack.pop()
+
+
+def _make_binder(fn, opts):
+    """A function with fn's signature whose body hands the bound arguments to run_frame."""
+    code = fn.__code__
+    names = code.co_varnames
+    n, k, po = code.co_argcount, code.co_kwonlyargcount, code.co_posonlyargcount
+    params = list(names[:n])
+    if po:
+        params.insert(po, "/")
+    i = n + k
+    star = None
+    if code.co_flags & 0x04:
+        star = names[i]
+        i += 1
+    params.append("*" + star if star else ("*" if k else None))
+    params = [p for p in params if p is not None]
+    params += list(names[n:n + k])
+    if code.co_flags & 0x08:
+        params.append("**" + names[i])
+    frame_args = frame_arg_names(code)
+    tup = "(" + "".join(a + ", " for a in frame_args) + ")"
+    src = f"def {code.co_name if code.co_name.isidentifier() else 'compiled'}({', '.join(params)}):\n" \
+          f"    return __strata_enter(__strata_fn, {tup}, __strata_opts)\n"
+    ns = {"__strata_enter": _enter, "__strata_fn": fn, "__strata_opts": opts}
+    exec(compile(src, f"<strata.compile wrapper of {code.co_qualname}>", "exec"), ns)
+    w = ns[code.co_name if code.co_name.isidentifier() else "compiled"]
+    w.__defaults__ = fn.__defaults__
+    w.__kwdefaults__ = fn.__kwdefaults__
+    w.__qualname__ = fn.__qualname__
+    w.__module__ = fn.__module__
+    w.__doc__ = fn.__doc__
+    w.__wrapped__ = fn
+    w.__dict__.update(getattr(fn, "__dict__", {}))
+    w._strata_compiled = True
+    return w
+
+
+def compile_function(fn, opts):
+    if getattr(fn, "_strata_compiled", False):
+        return fn
+    return _make_binder(fn, opts)
+
+
+_binders = weakref.WeakKeyDictionary()
+_SKIP_PREFIXES = ("strata", "torch", "numpy")
+
+
+def compiled_callee(fn):
+    """A function (or module) called at a graph break, compiled in turn when it is user code."""
+    from ..nn.modules.module import Module
+    from .symbolic import _has_hooks, _SKIP_MODULES
+    target = fn
+    bound = None
+    if isinstance(fn, Module):
+        if _has_hooks(fn) or "forward" in fn.__dict__:
+            return fn
+        target = type(fn).forward
+        bound = fn
+    elif isinstance(fn, types.MethodType):
+        target, bound = fn.__func__, fn.__self__
+    if not isinstance(target, types.FunctionType) or getattr(target, "_strata_disable", False):
+        return fn
+    mod = (target.__module__ or "").split(".")[0]
+    if mod in _SKIP_PREFIXES or mod in _SKIP_MODULES or target.__code__.co_flags & 0x3a0:
+        return fn
+    w = _binders.get(target)
+    if w is None:
+        w = _binders[target] = _make_binder(target, None)
+    if bound is not None:
+        return types.MethodType(w, bound)
+    return w
+
+
+def _make_optimized_module_class():
+    from ..nn.modules.module import Module
+
+    class OptimizedModule(Module):
+        """What strata.compile(module) returns: a module around the original (`_orig_mod`, as in
+        torch, so state_dict keys gain the `_orig_mod.` prefix) whose forward is compiled."""
+
+        def __init__(self, mod, opts):
+            super().__init__()
+            self._orig_mod = mod
+            object.__setattr__(self, "_strata_opts", opts)
+            object.__setattr__(self, "_compiled_forward", None)
+
+        def forward(self, *args, **kwargs):
+            mod = self._orig_mod
+            cf = self.__dict__["_compiled_forward"]
+            if cf is None or cf[0] is not type(mod).forward:
+                cf = (type(mod).forward, compile_function(type(mod).forward, self.__dict__["_strata_opts"]))
+                object.__setattr__(self, "_compiled_forward", cf)
+            if mod._forward_pre_hooks or mod._forward_hooks:
+                return mod(*args, **kwargs)
+            return cf[1](mod, *args, **kwargs)
+
+        def __getattr__(self, name):
+            try:
+                return super().__getattr__(name)
+            except AttributeError:
+                return getattr(self.__dict__["_modules"]["_orig_mod"], name)
+
+        def __repr__(self):
+            return f"OptimizedModule({self._orig_mod!r})"
+
+    return OptimizedModule
+
+
+_optimized_module_cls = None
+
+
+def optimized_module(mod, opts):
+    global _optimized_module_cls
+    if _optimized_module_cls is None:
+        _optimized_module_cls = _make_optimized_module_class()
+    return _optimized_module_cls(mod, opts)
+
+
+# -- disable / allow_in_graph --------------------------------------------------------------------
+
+def disable(fn=None, recursive=True, *, reason=None):
+    """Runs fn eagerly, always: a call to it inside a compiled region is a graph break."""
+    if fn is None:
+        return lambda f: disable(f, recursive, reason=reason)
+    if isinstance(fn, types.FunctionType):
+        fn._strata_disable = True
+        return fn
+    try:
+        fn._strata_disable = True
+    except (AttributeError, TypeError):
+        pass
+    return fn
+
+
+_allowed_in_graph = weakref.WeakSet()
+
+
+def allow_in_graph(fn):
+    """Capture calls fn directly on Meta tensors (recording the ops it runs) instead of inlining it."""
+    if isinstance(fn, (list, tuple)):
+        for f in fn:
+            allow_in_graph(f)
+        return fn
+    _allowed_in_graph.add(fn)
+    return fn
+
+
+def is_compiling():
+    return bool(getattr(_tls, "capturing", 0))
+
+
+# -- explain -------------------------------------------------------------------------------------
+
+def _record(kind, item):
+    col = getattr(_tls, "collector", None)
+    if col is not None:
+        col.setdefault(kind, []).append(item)
+
+
+def _record_break(code, reason, location, eager_frame):
+    _record("breaks", BreakReason(reason, location, eager_frame))
+
+
+class BreakReason:
+    def __init__(self, reason, location, eager_frame=False):
+        self.reason = reason
+        self.location = location
+        self.user_stack = [location]
+        self.eager_frame = eager_frame
+
+    def __repr__(self):
+        return f"{self.reason} (at {self.location})"
+
+
+class ExplainOutput:
+    """What strata.compiler.explain returns (torch._dynamo.explain's fields)."""
+
+    def __init__(self, entries, breaks):
+        self.graphs = [e.graph for e in entries]
+        self.graph_count = len(entries)
+        self.break_reasons = breaks
+        self.graph_break_count = len(breaks)
+        self.ops_per_graph = [[n.op for n in e.graph.nodes] for e in entries]
+        self.op_count = sum(e.num_ops for e in entries)
+        self.out_guards = [e.guard_descriptions for e in entries]
+        self.compile_times = ""
+
+    def __str__(self):
+        lines = [f"Graph Count: {self.graph_count}", f"Graph Break Count: {self.graph_break_count}",
+                 f"Op Count: {self.op_count}", "Break Reasons:"]
+        for i, b in enumerate(self.break_reasons, 1):
+            lines.append(f"  Break Reason {i}:\n    Reason: {b.reason}\n    User Stack:\n      {b.location}")
+        lines.append("Ops per Graph:")
+        for i, ops in enumerate(self.ops_per_graph, 1):
+            lines.append(f"  Ops {i}:")
+            lines += [f"    {op}" for op in ops]
+        lines.append("Out Guards:")
+        for i, gs in enumerate(self.out_guards, 1):
+            lines.append(f"  Guards {i}:")
+            lines += [f"    {g}" for g in gs]
+        lines.append("Graphs:")
+        for i, g in enumerate(self.graphs, 1):
+            lines.append(f"  Graph {i}:")
+            lines += ["    " + ln for ln in g.print_readable().splitlines()]
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+def explain(f, *extra_args, **extra_kwargs):
+    """strata.compiler.explain(fn)(*args) -> ExplainOutput: graphs, graph breaks with their reasons
+    and lines, ops per graph and guards, from one compiled call of fn (caches are reset first)."""
+
+    def inner(*args, **kwargs):
+        reset()
+        col = _tls.collector = {}
+        try:
+            if isinstance(f, types.FunctionType):
+                compiled = compile_function(f, {"backend": "eager", "fullgraph": False})
+            else:
+                from .. import compile as _compile_api
+                compiled = _compile_api(f)
+            compiled(*args, **kwargs)
+        finally:
+            _tls.collector = None
+            reset()
+        return ExplainOutput(col.get("entries", []), col.get("breaks", []))
+
+    if extra_args or extra_kwargs:
+        return inner(*extra_args, **extra_kwargs)
+    return inner
