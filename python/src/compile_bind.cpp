@@ -99,14 +99,21 @@ nb::object arg_to_python(const std::shared_ptr<Graph>& g, const Arg& a) {
   }
 }
 
-nb::tuple outputs_to_tuple(const std::vector<int>& ids, std::vector<IValue>& outs) {
+// Outputs as a tuple. The same value twice is the same object twice, and an
+// output that is an input's tensor (returned as is, or written in place) is
+// that input's Python object, as in eager code.
+nb::tuple outputs_to_tuple(const std::vector<int>& ids, std::vector<IValue>& outs, const IValue* in = nullptr,
+                           PyObject* const* in_objs = nullptr, size_t n_in = 0) {
   const size_t n = outs.size();
   nb::tuple t = nb::steal<nb::tuple>(PyTuple_New(static_cast<Py_ssize_t>(n)));
   for (size_t i = 0; i < n; ++i) {
-    // The same value twice is the same object twice, as in eager code.
     PyObject* o = nullptr;
     for (size_t j = 0; j < i && !o; ++j)
       if (ids[j] == ids[i]) o = PyTuple_GET_ITEM(t.ptr(), j);
+    if (!o && outs[i].is_tensor() && outs[i].to_tensor().defined()) {
+      for (size_t j = 0; j < n_in && !o; ++j)
+        if (in[j].is_tensor() && in[j].to_tensor().is_same(outs[i].to_tensor())) o = in_objs[j];
+    }
     if (o) {
       Py_INCREF(o);
     } else {
@@ -124,6 +131,8 @@ nb::tuple outputs_to_tuple(const std::vector<int>& ids, std::vector<IValue>& out
 // call converts the arguments, runs the plan and builds the result tuple with
 // no other Python in between. A re-entrant call (an op calling back into
 // Python that calls the runner again) uses fresh scratch.
+PyObject* const* objs(const nb::args& a) { return &PyTuple_GET_ITEM(a.ptr(), 0); }
+
 struct Runner {
   std::shared_ptr<Graph> g;
   std::shared_ptr<const Plan> plan;
@@ -143,7 +152,7 @@ struct Runner {
       Stack stack2;
       for (size_t i = 0; i < n; ++i) in2.push_back(to_ivalue(args[i], "the graph runner"));
       compile::execute(*plan, in2.data(), n, env2, stack2, outs2);
-      return outputs_to_tuple(compile::plan_outputs(*plan), outs2);
+      return outputs_to_tuple(compile::plan_outputs(*plan), outs2, in2.data(), objs(args), n);
     }
     busy = true;
     struct Done {
@@ -164,7 +173,7 @@ struct Runner {
     }
     std::shared_ptr<const Plan> p = plan;  // the graph may change during the call
     compile::execute(*p, in.data(), n, env, stack, outs);
-    return outputs_to_tuple(compile::plan_outputs(*p), outs);
+    return outputs_to_tuple(compile::plan_outputs(*p), outs, in.data(), objs(args), n);
   }
 };
 
@@ -322,10 +331,15 @@ void bind_compile(nb::module_& parent) {
       .def("run",
            [](const Graph& g, nb::sequence inputs) {
              std::vector<IValue> in;
-             for (nb::handle h : inputs) in.push_back(to_ivalue(h, "Graph.run"));
+             std::vector<PyObject*> in_objs;
+             nb::list held(inputs);  // keeps every input object alive for the identity check
+             for (nb::handle h : held) {
+               in.push_back(to_ivalue(h, "Graph.run"));
+               in_objs.push_back(h.ptr());
+             }
              std::vector<IValue> outs = g.run(in);
              nb::list l;
-             nb::tuple t = outputs_to_tuple(g.outputs(), outs);
+             nb::tuple t = outputs_to_tuple(g.outputs(), outs, in.data(), in_objs.data(), in.size());
              for (nb::handle h : t) l.append(h);
              return l;
            })
