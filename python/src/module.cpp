@@ -10,6 +10,7 @@ namespace strata::py {
 
 void bind_profiler(nb::module_& m);  // profiler_bind.cpp
 void bind_surface(nb::module_& m);   // surface_bind.cpp
+void bind_eval_frame(nb::module_& m);  // eval_frame.cpp: strata._C._eval_frame
 
 void bind_extras(nb::module_& m) {
   m.def("set_num_threads", [](int n) { set_num_threads(n); });
@@ -86,4 +87,5 @@ NB_MODULE(_C, m) {
   py::bind_experimental(m);
   py::bind_profiler(m);
   py::bind_surface(m);
+  py::bind_eval_frame(m);
 }
