@@ -12,6 +12,7 @@ void bind_profiler(nb::module_& m);  // profiler_bind.cpp
 void bind_surface(nb::module_& m);   // surface_bind.cpp
 void bind_guards(nb::module_& m);    // guards_bind.cpp: strata._C._guards
 void bind_compile(nb::module_& m);   // compile_bind.cpp
+void bind_eval_frame(nb::module_& m);  // eval_frame.cpp: strata._C._eval_frame
 
 void bind_extras(nb::module_& m) {
   m.def("set_num_threads", [](int n) { set_num_threads(n); });
@@ -90,4 +91,5 @@ NB_MODULE(_C, m) {
   py::bind_surface(m);
   py::bind_guards(m);
   py::bind_compile(m);
+  py::bind_eval_frame(m);
 }
