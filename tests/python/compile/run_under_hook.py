@@ -66,6 +66,8 @@ def make_callback(mode):
         return f(*pos, **kw)
 
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    # The project's own Python (not the virtual environment, which may live inside the checkout).
+    own_dirs = (os.path.join(repo, "python") + os.sep, os.path.join(repo, "tests") + os.sep)
     own = {check_then_default.__code__, run_copy.__code__, n_args.__code__}  # what the entries call
     entry = {"none": None, "run-default": check_then_default, "replace": run_copy}[mode]
 
@@ -73,7 +75,7 @@ def make_callback(mode):
         asked[0] += 1
         if code in own:
             return EF.SKIP
-        if mode == "replace" and not code.co_filename.startswith(repo):
+        if mode == "replace" and not code.co_filename.startswith(own_dirs):
             return None
         return entry
 
