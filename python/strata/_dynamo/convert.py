@@ -145,7 +145,7 @@ def _break_action(tx, inst):
     return ("eager", None, inst.offset, 0)
 
 
-def _make_action(kind, info, resume_call, nconsume):
+def _make_action(kind, info, resume_call, nconsume, opts):
     if kind == "call":
         n, kw = info
 
@@ -157,7 +157,7 @@ def _make_action(kind, info, resume_call, nconsume):
             else:
                 fn, args = items[0], items[1:]
             npos = len(args) - len(kw)
-            res = _call_user(fn, args[:npos], dict(zip(kw, args[npos:])))
+            res = _call_user(fn, args[:npos], dict(zip(kw, args[npos:])), opts)
             stack.append(res)
             return resume_call(stack, loc)
     elif kind == "call_ex":
@@ -170,7 +170,7 @@ def _make_action(kind, info, resume_call, nconsume):
                 items = items[1:]
             fn, args = items[0], items[1]
             kwargs = items[2] if has_kw else {}
-            stack.append(_call_user(fn, tuple(args), dict(kwargs)))
+            stack.append(_call_user(fn, tuple(args), dict(kwargs), opts))
             return resume_call(stack, loc)
     elif kind == "jump":
         jump_if_true, _ = info
@@ -192,17 +192,21 @@ def _make_action(kind, info, resume_call, nconsume):
     return act
 
 
-def _call_user(fn, args, kwargs):
-    """The breaking call, run in Python; a user function or module it calls is compiled in turn
-    (what the frame hook does for every frame)."""
-    from .eval_frame import compiled_callee
-    target = compiled_callee(fn)
-    return target(*args, **kwargs)
+def _call_user(fn, args, kwargs, opts):
+    """The breaking call, run in Python. The frame hook compiles the user functions it reaches;
+    without the hook (another Python version) a user function or module called directly is
+    compiled here."""
+    from .eval_frame import compiled_callee, region, _EF
+    with region(opts):
+        if _EF.supported:
+            return fn(*args, **kwargs)
+        return compiled_callee(fn)(*args, **kwargs)
 
 
-def capture(fn, args, options):
+def capture(fn, args, options, callee=False):
     """Captures one call of fn (args: the frame's arguments as a tuple). Returns an Entry, or
-    None when the frame must run eagerly."""
+    None when the frame must run eagerly (also when callee is set, for a frame reached through the
+    hook, and nothing in it is a strata op)."""
     code = fn.__code__
     arg_names = frame_arg_names(code)
     break_at = None
@@ -230,6 +234,8 @@ def capture(fn, args, options):
         finally:
             _C._set_grad_enabled(grad)
             eval_frame._tls.capturing -= 1
+        if callee and kind == "return" and out.graph.num_ops == 0 and not out.side_effects:
+            return None
         return _finish(out, tx, kind, r, reason, fn, args, options)
     return None
 
@@ -284,14 +290,14 @@ def _finish(out, tx, kind, r, reason, fn, args, options):
         elif akind == "with":
             after += ["value", "value"]
         try:
-            resume_fn = _resume(fn, akind, info, resume_off, after, live, tx)
+            resume_fn = _resume(fn, akind, info, resume_off, after, live, tx, options)
         except ResumeUnsupported as ex:
             logs.graph_break(code, f"{reason[0]} (and the frame cannot resume: {ex})", reason[1], eager_frame=True)
             return None
         e.kind = "break"
         e.break_reason, e.break_location = reason
         e.resume = resume_fn
-        act = _make_action(akind, info, resume_fn, nconsume)
+        act = _make_action(akind, info, resume_fn, nconsume, options)
         cg.consts.append(act)
         tail = effects + [f"S = [{', '.join(stack_exprs)}]", f"L = [{', '.join(local_exprs)}]",
                           f"return K[{len(cg.consts) - 1}](S, L)"]
@@ -319,30 +325,30 @@ def _finish(out, tx, kind, r, reason, fn, args, options):
 class _ResumeCall:
     """Calls the resume function with the rebuilt stack and locals (NULL slots dropped)."""
 
-    def __init__(self, targets, nlive):
+    def __init__(self, targets, opts):
+        from .eval_frame import _state
         self.targets = targets
-        self.nlive = nlive
+        self.states = tuple(_state(t.__code__) if t is not None else None for t in targets)
+        self.opts = opts
 
     def __call__(self, stack, loc, jump=None):
-        from .eval_frame import run_frame
-        fn = self.targets[0] if jump is None or not jump else self.targets[1]
-        if fn is None:
-            fn = self.targets[0]
+        from .eval_frame import _run
+        i = 1 if jump else 0
         args = tuple(s for s in stack if s is not NULL) + tuple(loc)
-        return run_frame(fn, args)
+        return _run(self.targets[i], self.states[i], args, self.opts)
 
 
-def _resume(fn, akind, info, resume_off, after, live, tx):
+def _resume(fn, akind, info, resume_off, after, live, tx, options):
     from .eval_frame import mark_eager
     if akind == "jump":
         _, target = info
         not_taken = make_resume_function(fn, resume_off, after, live)
         taken = make_resume_function(fn, target, after, live)
-        return _ResumeCall((not_taken, taken), len(live))
+        return _ResumeCall((not_taken, taken), options)
     f = make_resume_function(fn, resume_off, after, live)
     if akind == "eager":
         mark_eager(f.__code__)
-    return _ResumeCall((f, None), len(live))
+    return _ResumeCall((f, None), options)
 
 
 def _backend_compile(out, backend, example_args):

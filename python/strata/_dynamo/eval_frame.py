@@ -33,7 +33,7 @@ _tls = threading.local()
 
 def _options():
     stack = getattr(_tls, "options", None)
-    return stack[-1] if stack else {"backend": "eager", "fullgraph": False}
+    return stack[-1] if stack else _DEFAULT_OPTS
 
 
 def mark_eager(code):
@@ -45,8 +45,69 @@ def mark_eager(code):
 
 def reset():
     """Forgets every compiled entry (strata.compiler.reset / strata._dynamo.reset)."""
-    _states.clear()
+    for st in _states.values():
+        st.entries.clear()
+        st.eager = False
     _binders.clear()
+    if _EF.supported:
+        _EF.clear_all()
+
+
+# -- the frame hook -----------------------------------------------------------------------------
+# While some thread runs inside a compiled region, the PEP 523 hook (strata._C._eval_frame) is
+# installed: every Python frame a compiled region calls in Python (the breaking call at a graph
+# break, and everything below it) is offered to _hook_callback; user code gets _hook_entry, which
+# serves the frame from its own cache (capturing it on first sight), so a function called at a
+# graph break is compiled in turn, however deep. strata's own code, the standard library and
+# installed packages are marked SKIP. Outside compiled regions the hook is uninstalled and costs
+# nothing.
+_EF = _C._eval_frame
+_hook_lock = threading.Lock()
+_hook_users = 0
+
+
+def _skip_dirs():
+    import os
+    import sysconfig
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    paths = sysconfig.get_paths()
+    dirs = {here, paths["stdlib"], paths["platstdlib"], paths["purelib"], paths["platlib"]}
+    return tuple(sorted(d.rstrip(os.sep) + os.sep for d in dirs if d))
+
+
+_SKIP_DIRS = _skip_dirs()
+
+
+def _hook_callback(code, func):
+    if not getattr(_tls, "options", None):
+        return None  # this thread is outside any compiled region: ask again next time
+    f = code.co_filename
+    if f.startswith(_SKIP_DIRS) or f.startswith("<") or code.co_flags & 0x3a0:
+        return _EF.SKIP
+    return _hook_entry
+
+
+def _hook_entry(args, func):
+    stack = getattr(_tls, "options", None)
+    if not stack:
+        return _EF.RUN_DEFAULT
+    return _run(func, _state(func.__code__), args, stack[-1], hooked=True)
+
+
+def _install_hook():
+    global _hook_users
+    with _hook_lock:
+        _hook_users += 1
+        if _hook_users == 1:
+            _EF.set_callback(_hook_callback)
+
+
+def _uninstall_hook():
+    global _hook_users
+    with _hook_lock:
+        _hook_users -= 1
+        if _hook_users == 0:
+            _EF.set_callback(None)
 
 
 def call_eager(fn, args):
@@ -64,20 +125,38 @@ def call_eager(fn, args):
     return fn(*pos, **kw)
 
 
-def run_frame(fn, args):
-    code = fn.__code__
+_DEFAULT_OPTS = {"backend": "eager", "fullgraph": False}
+
+
+def _state(code):
     st = _states.get(code)
     if st is None:
         st = _states[code] = FrameState(code)
+    return st
+
+
+def run_frame(fn, args, opts=None, hooked=False):
+    """Runs one call of fn (args: its frame's arguments) from fn's cache. hooked: the frame hook
+    asked, and fn's own frame runs when the answer is RUN_DEFAULT."""
+    return _run(fn, _state(fn.__code__), args, opts or _options(), hooked)
+
+
+def _run(fn, st, args, opts, hooked=False):
     if st.eager:
-        return call_eager(fn, args)
+        return _EF.RUN_DEFAULT if hooked else call_eager(fn, args)
     g = fn.__globals__
     c = fn.__closure__
     for e in st.entries:
         a = args + e.extra if e.extra else args
         if e.guards.check(a, g, c):
             return e.run(a, g, c)
-    opts = _options()
+    return _miss(fn, st, args, opts, hooked)
+
+
+def _miss(fn, st, args, opts, hooked):
+    code = fn.__code__
+    g = fn.__globals__
+    c = fn.__closure__
     if st.entries:
         last = st.entries[-1]
         failed = last.guards.check_verbose(args + last.extra if last.extra else args, g, c)
@@ -85,42 +164,57 @@ def run_frame(fn, args):
         if len(st.entries) >= limit:
             warnings.warn(f"strata.compile: {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}) was "
                           f"recompiled {limit} times (cache_size_limit); it runs eagerly from now on. "
-                          f"Last guard that failed: {failed}", stacklevel=3)
+                          f"Last guard that failed: {failed}", stacklevel=4)
             st.eager = True
-            return call_eager(fn, args)
+            return _EF.RUN_DEFAULT if hooked else call_eager(fn, args)
         logs.recompile(code, failed, len(st.entries))
         _record("recompiles", (code.co_qualname, failed))
+    hook_was = _EF.set_enabled(False) if _EF.supported else False
     try:
-        e = capture(fn, args, opts)
+        e = capture(fn, args, opts, callee=hooked)
     except CompileError:
         raise
     except Exception as ex:
-        if config.suppress_errors:
-            warnings.warn(f"strata.compile: capture of {code.co_qualname} failed ({type(ex).__name__}: {ex}); "
-                          "running it eagerly")
-            st.eager = True
-            return call_eager(fn, args)
-        raise
+        if not config.suppress_errors:
+            raise
+        warnings.warn(f"strata.compile: capture of {code.co_qualname} failed ({type(ex).__name__}: {ex}); "
+                      "running it eagerly")
+        e = None
+    finally:
+        if _EF.supported:
+            _EF.set_enabled(hook_was)
     if e is None:
         st.eager = True
-        return call_eager(fn, args)
+        return _EF.RUN_DEFAULT if hooked else call_eager(fn, args)
     st.entries.append(e)
     _record("entries", e)
     a = args + e.extra if e.extra else args
     return e.run(a, g, c)
 
 
-def _enter(fn, args, opts):
-    if opts is None:  # a callee compiled at a graph break: the caller's options hold
-        return run_frame(fn, args)
-    stack = getattr(_tls, "options", None)
-    if stack is None:
-        stack = _tls.options = []
-    stack.append(opts)
-    try:
-        return run_frame(fn, args)
-    finally:
-        stack.pop()
+class region:
+    """Python code run by a compiled region (the breaking call at a graph break): inside, the
+    frame hook is installed for this thread and the frames it reaches are compiled with opts."""
+    __slots__ = ("opts", "prev")
+
+    def __init__(self, opts):
+        self.opts = opts
+
+    def __enter__(self):
+        stack = getattr(_tls, "options", None)
+        if stack is None:
+            stack = _tls.options = []
+        stack.append(self.opts)
+        if _EF.supported:
+            _install_hook()
+            self.prev = _EF.set_enabled(True)
+
+    def __exit__(self, *exc):
+        _tls.options.pop()
+        if _EF.supported:
+            _EF.set_enabled(self.prev)
+            _uninstall_hook()
+        return False
 
 
 def _make_binder(fn, opts):
@@ -144,8 +238,9 @@ def _make_binder(fn, opts):
     frame_args = frame_arg_names(code)
     tup = "(" + "".join(a + ", " for a in frame_args) + ")"
     src = f"def {code.co_name if code.co_name.isidentifier() else 'compiled'}({', '.join(params)}):\n" \
-          f"    return __strata_enter(__strata_fn, {tup}, __strata_opts)\n"
-    ns = {"__strata_enter": _enter, "__strata_fn": fn, "__strata_opts": opts}
+          f"    return __strata_run(__strata_fn, __strata_state, {tup}, __strata_opts)\n"
+    ns = {"__strata_run": _run, "__strata_fn": fn, "__strata_opts": opts or _DEFAULT_OPTS,
+          "__strata_state": _state(code)}
     exec(compile(src, f"<strata.compile wrapper of {code.co_qualname}>", "exec"), ns)
     w = ns[code.co_name if code.co_name.isidentifier() else "compiled"]
     w.__defaults__ = fn.__defaults__

@@ -420,3 +420,48 @@ def test_torch_names():
         return x * 2 if strata.compiler.is_compiling() else x * 3
 
     same(strata.compile(f)(strata.ones(1)), strata.full((1,), 2.0))
+
+
+def test_function_called_at_a_break_is_compiled_in_turn_by_the_frame_hook(capsys):
+    def inner(x):
+        return x.sin() * 2
+
+    def helper(x):
+        y = x + 1
+        print("hi")
+        return inner(y) + 1
+
+    def f(x):
+        z = x * 3
+        return helper(z) - 1
+
+    x = strata.randn(4)
+    ex = strata.compiler.explain(f)(x)
+    # f up to the call, helper up to print, the rest of helper (inner inlined), the rest of f.
+    assert ex.graph_count == 4 and ex.graph_break_count == 2
+    assert ex.ops_per_graph == [["mul"], ["add"], ["sin", "mul", "add"], ["sub"]]
+    same(strata.compile(f)(x), f(x))
+    assert not strata._C._eval_frame.get_callback()  # the hook is installed only inside compiled regions
+
+
+def test_strata_logs(capsys):
+    from strata._dynamo import logs
+
+    def f(x):
+        y = x.cos()
+        print("mid")
+        return y + 1
+
+    logs.set_logs(graph_breaks=True, recompiles=True, guards=True, graph_code=True)
+    try:
+        cf = strata.compile(f)
+        cf(strata.randn(2))
+        cf(strata.randn(3))
+    finally:
+        logs.set_logs(graph_breaks=False, recompiles=False, guards=False, graph_code=False)
+    err = capsys.readouterr().err
+    assert "[strata.compile:graph_breaks] graph break in test_strata_logs.<locals>.f: print() is a graph break" in err
+    assert "test_compile.py:" in err
+    assert "[strata.compile:recompiles] recompiling" in err and "L['x'].size()[0] == 2 (got 3)" in err
+    assert "[strata.compile:guards]" in err and "check_tensor(L['x']" in err
+    assert "cos: \"f32[2]\" = strata.ops.cos" in err
