@@ -220,10 +220,18 @@ void execute(const Plan& p, const IValue* inputs, size_t n, std::vector<IValue>&
         }
       }
     }
-    if (st.no_grad) {
-      ExcludeDispatchKeyGuard no_grad(DispatchKey::Autograd);
+    // Each node runs in the grad mode it was recorded in (the frame's guards pin the mode the
+    // graph starts in; a no_grad block or the end of one inside the frame changes it per node).
+    LocalDispatchKeySet& tls = tls_local_dispatch_key_set();
+    if (tls.excluded.has(DispatchKey::Autograd) == st.no_grad) {
       call_boxed(*st.op, stack);
     } else {
+      struct Restore {
+        LocalDispatchKeySet& tls;
+        DispatchKeySet prev;
+        ~Restore() { tls.excluded = prev; }
+      } restore{tls, tls.excluded};
+      tls.excluded = st.no_grad ? tls.excluded.add(DispatchKey::Autograd) : tls.excluded.remove(DispatchKey::Autograd);
       call_boxed(*st.op, stack);
     }
     if (st.list_return) {

@@ -88,8 +88,8 @@ struct Node {
   std::vector<Arg> args;
   std::vector<int> outputs;
   std::string source;
-  // Grad mode when the node was recorded: a node recorded under no_grad runs
-  // under no_grad (a node recorded with grad on follows the caller's mode).
+  // Grad mode when the node was recorded; the node runs in that mode (strata.compile's
+  // guards pin the mode a graph is entered in).
   bool grad_enabled = true;
   // The op returns Tensor[]: its elements are the outputs, in order.
   bool list_return = false;

@@ -270,7 +270,12 @@ def _finish(out, tx, kind, r, reason, fn, args, options):
     if kind == "return":
         ret = cg.rebuild(r)
         effects = _side_effect_lines(cg, out)
-        tail = effects + [f"return {ret}"]
+        tail = list(effects)
+        if tx.grad_at_end != tx.grad_enabled:
+            # The frame left grad mode changed (a resume function that ends a no_grad block).
+            cg.consts.append(_C._set_grad_enabled)
+            tail.append(f"K[{len(cg.consts) - 1}]({tx.grad_at_end!r})")
+        tail.append(f"return {ret}")
         e.kind = "return"
     else:
         inst = r
@@ -298,9 +303,14 @@ def _finish(out, tx, kind, r, reason, fn, args, options):
         e.break_reason, e.break_location = reason
         e.resume = resume_fn
         act = _make_action(akind, info, resume_fn, nconsume, options)
+        tail = effects + [f"S = [{', '.join(stack_exprs)}]", f"L = [{', '.join(local_exprs)}]"]
+        if tx.grad_at_break != tx.grad_enabled:
+            # Inside a grad-mode block at the break: the breaking instruction and the resume
+            # function run in that mode (the block's exit function restores the caller's).
+            cg.consts.append(_C._set_grad_enabled)
+            tail.append(f"K[{len(cg.consts) - 1}]({tx.grad_at_break!r})")
         cg.consts.append(act)
-        tail = effects + [f"S = [{', '.join(stack_exprs)}]", f"L = [{', '.join(local_exprs)}]",
-                          f"return K[{len(cg.consts) - 1}](S, L)"]
+        tail.append(f"return K[{len(cg.consts) - 1}](S, L)")
         logs.graph_break(code, reason[0], reason[1])
     out.graph.set_outputs(list(cg.outputs))
     inputs = ", ".join(S.expr(s) for s in out.input_sources)

@@ -78,8 +78,11 @@ def _is_tensor(v):
 
 def _is_strata_function(v):
     """A strata op or a function of strata's own Python layer: called for real on Meta tensors."""
-    if type(v).__name__ in ("op_function", "op_method"):
+    tn = type(v).__name__
+    if tn in ("op_function", "op_method"):
         return True
+    if tn in ("nb_func", "nb_method", "nb_bound_method"):
+        return (getattr(v, "__module__", None) or "").startswith("strata")
     mod = getattr(v, "__module__", None) or ""
     if isinstance(v, (types.FunctionType, types.BuiltinFunctionType)) and (mod == "strata" or mod.startswith("strata.")):
         return not mod.startswith("strata._dynamo")
@@ -239,6 +242,7 @@ class Translator:
                 n = self.counts.get(inst.offset, 0) + 1
                 self.counts[inst.offset] = n
                 if self.break_at == (inst.offset, n):
+                    self.grad_at_break = _C._is_grad_enabled()
                     return ("break", inst)
             handler = getattr(self, inst.opname, None)
             if handler is None:
@@ -251,6 +255,8 @@ class Translator:
                     e.location = self.location()
                 raise
             if r is not None:
+                if self.parent is None:
+                    self.grad_at_end = _C._is_grad_enabled()
                 return ("return", r)
 
     # -- wrapping real values --------------------------------------------------------------------
@@ -384,7 +390,7 @@ class Translator:
                                fn.qualname, None)
         if isinstance(fn, GradExitVar):
             _C._set_grad_enabled(fn.prev)
-            raise Unsupported("leaving a grad-mode block inside the compiled region")
+            return ConstVar(False)
         if isinstance(fn, ModuleVar):
             return self.call_module(fn, args, kwargs)
         if isinstance(fn, (FuncVar, ObjVar, ConstVar)):
@@ -1202,7 +1208,17 @@ class Translator:
         self.push(NestedFuncVar(code, self.f_globals, defaults, kwdefaults, closure, code.co_qualname))
 
     def BEFORE_WITH(self, inst):
-        raise Unsupported("entering a with block")
+        mgr = self.stack[-1]
+        if not isinstance(mgr, GradModeVar):
+            raise Unsupported(f"entering a with block of {mgr.describe()}")
+        prev = _C._is_grad_enabled()
+        if mgr.enabled and not prev:
+            # A node recorded with grad on follows the caller's mode at run time: not this case.
+            raise Unsupported("enable_grad() inside a region that runs without grad")
+        self.pop()
+        _C._set_grad_enabled(mgr.enabled)
+        self.push(GradExitVar(prev))
+        self.push(ConstVar(None))
 
     def RAISE_VARARGS(self, inst):
         raise Unsupported("raise statement")

@@ -465,3 +465,40 @@ def test_strata_logs(capsys):
     assert "[strata.compile:recompiles] recompiling" in err and "L['x'].size()[0] == 2 (got 3)" in err
     assert "[strata.compile:guards]" in err and "check_tensor(L['x']" in err
     assert "cos: \"f32[2]\" = strata.ops.cos" in err
+
+
+def test_no_grad_block_inside_the_region_with_a_break_in_it(capsys):
+    def f(x, w):
+        y = x * w
+        with strata.no_grad():
+            z = y * 2
+            print("in block")
+            z2 = z + 1
+        return y + z2, z2.requires_grad
+
+    x, w = strata.randn(3), strata.randn(3, requires_grad=True)
+    ex = strata.compiler.explain(f)(x, w)
+    assert ex.graph_count == 2 and ex.graph_break_count == 1
+    cf = strata.compile(f)
+    got, ref = cf(x, w), f(x, w)
+    same(got, ref)
+    assert got[0].requires_grad and strata.is_grad_enabled()
+
+
+def test_no_grad_block_without_break_and_inplace_update():
+    def g(x, w):
+        with strata.no_grad():
+            w.mul_(0.5)
+        return (x * w).sum()
+
+    x = strata.randn(3)
+    w1, w2 = strata.ones(3, requires_grad=True), strata.ones(3, requires_grad=True)
+    cg = strata.compile(g)
+    a = cg(x, w1)
+    a.backward()
+    b = g(x, w2)
+    b.backward()
+    same(a, b)
+    same(w1.grad, w2.grad)
+    same(w1.detach(), w2.detach())
+    assert strata.compiler.explain(g)(x, strata.ones(3, requires_grad=True)).graph_count == 1
