@@ -189,8 +189,7 @@ class Translator:
         self.fn_name = fn_name or code.co_name
         self.stack = []
         self.kw_names = None
-        self.instructions = list(dis.get_instructions(code))
-        self.index_of = {inst.offset: i for i, inst in enumerate(self.instructions)}
+        self.instructions, self.index_of = _decoded(code)
         self.ip = 0
         self.current = None
         self.break_at = break_at            # (offset, arrival) at which the root frame breaks
@@ -1235,6 +1234,16 @@ class Translator:
 
 
 _MISSING = object()
+_DECODED = {}
+
+
+def _decoded(code):
+    """The instructions of a code object and their index by offset (decoded once per code)."""
+    d = _DECODED.get(code)
+    if d is None:
+        insts = list(dis.get_instructions(code))
+        d = _DECODED[code] = (insts, {inst.offset: i for i, inst in enumerate(insts)})
+    return d
 
 
 def _cell_filled(c):
