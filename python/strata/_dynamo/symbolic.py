@@ -241,9 +241,9 @@ class Translator:
                 if self.break_at == (inst.offset, n):
                     return ("break", inst)
             handler = getattr(self, inst.opname, None)
-            if handler is None:
-                raise Unsupported(f"bytecode {inst.opname} is not supported by capture")
             try:
+                if handler is None:
+                    raise Unsupported(f"bytecode {inst.opname} is not supported by capture")
                 r = handler(inst)
             except Unsupported as e:
                 if self.parent is None and not hasattr(e, "root_point"):
