@@ -291,6 +291,11 @@ class Translator:
             if guard:
                 out.guard("id", source, value)
             return ObjVar(value, source)
+        if isinstance(value, (int, float, complex, str, bytes)):
+            # A subclass of a constant type (numpy scalar, IntEnum): folded by value, guarded by identity.
+            if guard:
+                out.guard("id", source, value)
+            return ObjVar(value, source)
         if isinstance(value, types.MethodType):
             if guard:
                 out.guard("id", S.attr(source, "__func__"), value.__func__)
