@@ -216,6 +216,7 @@ def capture(fn, args, options):
         try:
             tx = _root_translator(out, fn, args, break_at)
             kind, r = tx.run()
+            out.grad_at_end = _C._is_grad_enabled()
         except Unsupported as e:
             _C._set_grad_enabled(grad)
             loc = getattr(e, "location", None) or f"{code.co_filename}:{code.co_firstlineno} in {code.co_name}"
@@ -296,6 +297,11 @@ def _finish(out, tx, kind, r, reason, fn, args, options):
         tail = effects + [f"S = [{', '.join(stack_exprs)}]", f"L = [{', '.join(local_exprs)}]",
                           f"return K[{len(cg.consts) - 1}](S, L)"]
         logs.graph_break(code, reason[0], reason[1])
+    if out.grad_at_end != _C._is_grad_enabled():
+        # The frame changed the grad mode (a break inside a no_grad block, or a set_grad_enabled call):
+        # the breaking instruction and the caller see the mode as it was at that point.
+        cg.consts.append(_C._set_grad_enabled)
+        tail.insert(0, f"K[{len(cg.consts) - 1}]({out.grad_at_end!r})")
     out.graph.set_outputs(list(cg.outputs))
     inputs = ", ".join(S.expr(s) for s in out.input_sources)
     backend = options.get("backend", "eager")

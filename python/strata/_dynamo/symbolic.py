@@ -117,6 +117,7 @@ class OutputGraph:
         self.side_effects = []         # ("setattr", obj VT, name, value VT) / ("list", ListVar) / ("dict", DictVar)
         self.source_loc = None
         self.graph_breaks = []
+        self.grad_at_entry = _C._is_grad_enabled()    # guarded (global state)
         self.num_inlined = 0
 
     # -- guards ------------------------------------------------------------------------------
@@ -283,6 +284,10 @@ class Translator:
             out.guard("type", source, tp)
             out.guard("dict_keys", source, list(value))
             return DictVar({k: self.wrap(v, S.dict_item(source, k)) for k, v in value.items()}, source, cls=tp)
+        if isinstance(value, types.FunctionType) and hasattr(value, "_strata_grad_prev"):
+            # The exit of a grad-mode block entered before a graph break (variables._grad_exit).
+            out.guard("equals", S.attr(source, "_strata_grad_prev"), value._strata_grad_prev)
+            return GradExitVar(value._strata_grad_prev)
         if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type)) or _is_strata_function(value):
             if guard:
                 out.guard("id", source, value)
@@ -388,8 +393,11 @@ class Translator:
             return self.inline(fn.code, fn.globals, fn.defaults, fn.kwdefaults, fn.closure, args, kwargs,
                                fn.qualname, None)
         if isinstance(fn, GradExitVar):
+            # Leaving a grad-mode block: ops recorded from here on carry the restored mode.
+            if fn.prev and not self.out.grad_at_entry:
+                raise Unsupported("leaving a no_grad block entered before a graph break")
             _C._set_grad_enabled(fn.prev)
-            raise Unsupported("leaving a grad-mode block inside the compiled region")
+            return ConstVar(False)
         if isinstance(fn, ModuleVar):
             return self.call_module(fn, args, kwargs)
         if isinstance(fn, (FuncVar, ObjVar, ConstVar)):
@@ -403,6 +411,8 @@ class Translator:
         from . import eval_frame
         if getattr(f, "_strata_disable", False) is True:
             raise Unsupported(f"{getattr(f, '__qualname__', f)} is marked strata.compiler.disable")
+        if f is _C._is_grad_enabled:   # the grad mode is guarded: a constant of the graph
+            return ConstVar(_C._is_grad_enabled())
         hashable = _hashable(f)
         if hashable and f in _IS_COMPILING:
             return ConstVar(True)
@@ -1207,6 +1217,17 @@ class Translator:
         self.push(NestedFuncVar(code, self.f_globals, defaults, kwdefaults, closure, code.co_qualname))
 
     def BEFORE_WITH(self, inst):
+        mgr = self.stack[-1]
+        if isinstance(mgr, GradModeVar) and not (mgr.enabled and not self.out.grad_at_entry):
+            # Each recorded node keeps the grad mode it was recorded under (graph.h), so the block
+            # stays in the graph; a break inside it resumes under the block's mode (convert._finish).
+            # Turning grad on in a frame entered under no_grad is a break: a node recorded with grad on
+            # follows the caller's mode.
+            self.pop()
+            self.push(GradExitVar(_C._is_grad_enabled()))
+            _C._set_grad_enabled(mgr.enabled)
+            self.push(ConstVar(None))
+            return
         raise Unsupported("entering a with block")
 
     def RAISE_VARARGS(self, inst):

@@ -306,4 +306,5 @@ def _grad_exit(prev):
     def exit_(*_):
         _C._set_grad_enabled(prev)
         return False
+    exit_._strata_grad_prev = prev
     return exit_
