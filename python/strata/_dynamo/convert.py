@@ -15,7 +15,7 @@ import types
 from .. import _C
 from . import config, logs
 from . import sources as S
-from .bytecode import make_resume_function, ResumeUnsupported
+from .bytecode import make_resume_function, ResumeUnsupported, parse_exception_table
 from .symbolic import OutputGraph, Translator, Unsupported, _NULL, PY312
 from .variables import TensorVar, ConstVar, CellVar, NullVar, ListVar, DictVar
 
@@ -129,6 +129,10 @@ def _break_action(tx, inst):
     """What the run function does for the breaking instruction; returns (kind, info, resume offset,
     number of stack items the instruction consumes, whether it pushes a result)."""
     op = inst.opname
+    if any(e.start <= inst.offset < e.end for e in parse_exception_table(tx.code)):
+        # Inside a try or with block: what the instruction raises must reach the frame's own handlers,
+        # so it runs in the resume function, and the rest of the frame with it, eagerly.
+        return ("eager", None, inst.offset, 0)
     nxt = tx.instructions[tx.index_of[inst.offset] + 1].offset if tx.index_of[inst.offset] + 1 < len(
         tx.instructions) else None
     if op == "CALL":
