@@ -484,6 +484,14 @@ class Translator:
         if isinstance(obj, TensorVar):
             return self.call_tensor_method(obj, name, args, kwargs)
         if isinstance(obj, ModuleVar):
+            m = obj.value
+            if name == "forward" and func is not None and (type(m).__module__ or "").startswith("strata.nn") \
+                    and func is not Module.forward:
+                # module.forward(x) of strata's own module (Sequential calls its children so): as call_module,
+                # its parameters and buffers become graph inputs (without the hooks a module call runs).
+                self.guard_training(obj)
+                self.lift_module_state(m, obj.source)
+                return self.call_strata(func, [obj] + list(args), kwargs, name=f"{type(m).__name__}.forward")
             if func is not None:
                 return self.call_value(FuncVar(func), func, [obj] + list(args), kwargs)
             raise Unsupported(f"module method {name}")
