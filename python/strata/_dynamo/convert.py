@@ -235,7 +235,15 @@ def capture(fn, args, options):
         finally:
             _C._set_grad_enabled(grad)
             eval_frame._tls.capturing -= 1
-        return _finish(out, tx, kind, r, reason, fn, args, options)
+        try:
+            return _finish(out, tx, kind, r, reason, fn, args, options)
+        except Unsupported as e:   # a value live at the break (or returned) that cannot be rebuilt
+            if options.get("fullgraph"):
+                raise CompileError(f"strata.compile(fullgraph=True): {e.reason}") from None
+            why = f"{reason[0]} (and the frame cannot resume: {e.reason})" if reason else e.reason
+            logs.graph_break(code, why, reason[1] if reason else f"{code.co_filename}:{code.co_firstlineno}",
+                             eager_frame=True)
+            return None
     return None
 
 

@@ -195,6 +195,7 @@ class Translator:
         self.counts = counts if counts is not None else {}
         self.line = None
         self.grad_enabled = _C._is_grad_enabled()
+        self.yields = None                  # the items of a generator expression being run (inline)
 
     # -- helpers ------------------------------------------------------------------------------
     def push(self, v):
@@ -616,7 +617,11 @@ class Translator:
     def inline(self, code, f_globals, defaults, kwdefaults, closure, args, kwargs, qualname, fsource):
         if self.depth >= MAX_INLINE_DEPTH:
             raise Unsupported(f"calls nested deeper than {MAX_INLINE_DEPTH} levels")
-        if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+        # A generator expression runs to its end when it is created (its items are recorded then); other
+        # generators are not followed.
+        genexpr = code.co_name == "<genexpr>" and code.co_flags == code.co_flags & ~(
+            inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR) | inspect.CO_GENERATOR
+        if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR) and not genexpr:
             raise Unsupported(f"calling the generator {qualname}")
         locals_ = _bind_arguments(code, defaults, kwdefaults, args, kwargs, qualname)
         cells = {}
@@ -628,8 +633,10 @@ class Translator:
         tx = Translator(self.out, code, f_globals, locals_, cells, parent=self, fn_name=qualname,
                         globals_root=groot)
         self.out.num_inlined += 1
+        if genexpr:
+            tx.yields = []
         kind, r = tx.run()
-        return r
+        return IterVar(tx.yields) if genexpr else r
 
     # -- bytecodes -------------------------------------------------------------------------------
     def NOP(self, inst):
@@ -648,6 +655,17 @@ class Translator:
         cell = self.cells.setdefault(name, CellVar(None))
         if name in self.locals:
             cell.contents = self.locals[name]
+
+    def RETURN_GENERATOR(self, inst):
+        if self.yields is None:
+            raise Unsupported("a generator frame")
+        self.push(ConstVar(None))
+
+    def YIELD_VALUE(self, inst):
+        if self.yields is None:
+            raise Unsupported("yield")
+        self.yields.append(self.pop())
+        self.push(ConstVar(None))    # what the consumer sends back: next() sends None
 
     def POP_TOP(self, inst):
         self.pop()
