@@ -506,6 +506,10 @@ class Translator:
             return self.fold(getattr(obj.value, name), args, kwargs)
         if isinstance(obj, GradModeVar) and name in ("__enter__",):
             return ConstVar(None)
+        if isinstance(obj, ObjVar) and func is not None and _is_strata_function(func):
+            # A method of one of strata's own objects (optimizer.zero_grad(), scheduler.step()) would run on
+            # the real object during capture only, and not on the calls that reuse the graph.
+            raise Unsupported(f"{type(obj.value).__name__}.{name}() changes the object outside the graph")
         if func is not None and isinstance(func, types.FunctionType):
             return self.call_value(FuncVar(func), func, [obj] + list(args), kwargs)
         if isinstance(obj, (ObjVar, FuncVar)):
