@@ -5,10 +5,7 @@ einsum attention block), each trained for 3 steps compiled and eagerly from the 
 losses, gradients, parameters and buffers after every step agree bit for bit
 (backend="eager"). Also the recompiles a changing batch size costs today."""
 
-import contextlib
 import importlib.util
-import io
-import math
 import pathlib
 import sys
 import warnings
@@ -242,7 +239,6 @@ def _batch_size_sweep():
             x = st.randn(bs, 12)
             exact(cm(x), m(x), f"batch {bs}")
     from strata._dynamo import eval_frame
-    state = eval_frame._states[type(m).forward.__code__] if type(m).forward.__code__ in eval_frame._states else None
     fwd_states = [s for s in eval_frame._states.values() if s.entries or s.eager]
     return fwd_states, [w for w in caught if "recompiled" in str(w.message)]
 
