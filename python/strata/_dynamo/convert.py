@@ -15,7 +15,7 @@ import types
 from .. import _C
 from . import config, logs
 from . import sources as S
-from .bytecode import make_resume_function, ResumeUnsupported
+from .bytecode import make_resume_function, ResumeUnsupported, parse_exception_table
 from .symbolic import OutputGraph, Translator, Unsupported, _NULL, PY312
 from .variables import TensorVar, ConstVar, CellVar, NullVar, ListVar, DictVar
 
@@ -129,6 +129,10 @@ def _break_action(tx, inst):
     """What the run function does for the breaking instruction; returns (kind, info, resume offset,
     number of stack items the instruction consumes, whether it pushes a result)."""
     op = inst.opname
+    if any(e.start <= inst.offset < e.end for e in parse_exception_table(tx.code)):
+        # Inside a try or with block: what the instruction raises must reach the frame's own handlers,
+        # so it runs in the resume function, and the rest of the frame with it, eagerly.
+        return ("eager", None, inst.offset, 0)
     nxt = tx.instructions[tx.index_of[inst.offset] + 1].offset if tx.index_of[inst.offset] + 1 < len(
         tx.instructions) else None
     if op == "CALL":
@@ -236,7 +240,15 @@ def capture(fn, args, options, callee=False):
             eval_frame._tls.capturing -= 1
         if callee and kind == "return" and out.graph.num_ops == 0 and not out.side_effects:
             return None
-        return _finish(out, tx, kind, r, reason, fn, args, options)
+        try:
+            return _finish(out, tx, kind, r, reason, fn, args, options)
+        except Unsupported as e:   # a value live at the break (or returned) that cannot be rebuilt
+            if options.get("fullgraph"):
+                raise CompileError(f"strata.compile(fullgraph=True): {e.reason}") from None
+            why = f"{reason[0]} (and the frame cannot resume: {e.reason})" if reason else e.reason
+            logs.graph_break(code, why, reason[1] if reason else f"{code.co_filename}:{code.co_firstlineno}",
+                             eager_frame=True)
+            return None
     return None
 
 

@@ -120,6 +120,7 @@ class OutputGraph:
         self.side_effects = []         # ("setattr", obj VT, name, value VT) / ("list", ListVar) / ("dict", DictVar)
         self.source_loc = None
         self.graph_breaks = []
+        self.grad_at_entry = _C._is_grad_enabled()    # guarded (global state)
         self.num_inlined = 0
 
     # -- guards ------------------------------------------------------------------------------
@@ -196,6 +197,7 @@ class Translator:
         self.counts = counts if counts is not None else {}
         self.line = None
         self.grad_enabled = _C._is_grad_enabled()
+        self.yields = None                  # the items of a generator expression being run (inline)
 
     # -- helpers ------------------------------------------------------------------------------
     def push(self, v):
@@ -244,9 +246,9 @@ class Translator:
                     self.grad_at_break = _C._is_grad_enabled()
                     return ("break", inst)
             handler = getattr(self, inst.opname, None)
-            if handler is None:
-                raise Unsupported(f"bytecode {inst.opname} is not supported by capture")
             try:
+                if handler is None:
+                    raise Unsupported(f"bytecode {inst.opname} is not supported by capture")
                 r = handler(inst)
             except Unsupported as e:
                 if self.parent is None and not hasattr(e, "root_point"):
@@ -288,11 +290,20 @@ class Translator:
             out.guard("type", source, tp)
             out.guard("dict_keys", source, list(value))
             return DictVar({k: self.wrap(v, S.dict_item(source, k)) for k, v in value.items()}, source, cls=tp)
+        if isinstance(value, types.FunctionType) and hasattr(value, "_strata_grad_prev"):
+            # The exit of a grad-mode block entered before a graph break (variables._grad_exit).
+            out.guard("equals", S.attr(source, "_strata_grad_prev"), value._strata_grad_prev)
+            return GradExitVar(value._strata_grad_prev)
         if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type)) or _is_strata_function(value):
             if guard:
                 out.guard("id", source, value)
             return FuncVar(value, source)
         if isinstance(value, types.ModuleType):
+            if guard:
+                out.guard("id", source, value)
+            return ObjVar(value, source)
+        if isinstance(value, (int, float, complex, str, bytes)):
+            # A subclass of a constant type (numpy scalar, IntEnum): folded by value, guarded by identity.
             if guard:
                 out.guard("id", source, value)
             return ObjVar(value, source)
@@ -388,6 +399,7 @@ class Translator:
             return self.inline(fn.code, fn.globals, fn.defaults, fn.kwdefaults, fn.closure, args, kwargs,
                                fn.qualname, None)
         if isinstance(fn, GradExitVar):
+            # Leaving a grad-mode block: ops recorded from here on carry the restored mode.
             _C._set_grad_enabled(fn.prev)
             return ConstVar(False)
         if isinstance(fn, ModuleVar):
@@ -403,6 +415,8 @@ class Translator:
         from . import eval_frame
         if getattr(f, "_strata_disable", False) is True:
             raise Unsupported(f"{getattr(f, '__qualname__', f)} is marked strata.compiler.disable")
+        if f is _C._is_grad_enabled:   # the grad mode is guarded: a constant of the graph
+            return ConstVar(_C._is_grad_enabled())
         hashable = _hashable(f)
         if hashable and f in _IS_COMPILING:
             return ConstVar(True)
@@ -474,6 +488,14 @@ class Translator:
         if isinstance(obj, TensorVar):
             return self.call_tensor_method(obj, name, args, kwargs)
         if isinstance(obj, ModuleVar):
+            m = obj.value
+            if name == "forward" and func is not None and (type(m).__module__ or "").startswith("strata.nn") \
+                    and func is not Module.forward:
+                # module.forward(x) of strata's own module (Sequential calls its children so): as call_module,
+                # its parameters and buffers become graph inputs (without the hooks a module call runs).
+                self.guard_training(obj)
+                self.lift_module_state(m, obj.source)
+                return self.call_strata(func, [obj] + list(args), kwargs, name=f"{type(m).__name__}.forward")
             if func is not None:
                 return self.call_value(FuncVar(func), func, [obj] + list(args), kwargs)
             raise Unsupported(f"module method {name}")
@@ -487,6 +509,10 @@ class Translator:
             return self.fold(getattr(obj.value, name), args, kwargs)
         if isinstance(obj, GradModeVar) and name in ("__enter__",):
             return ConstVar(None)
+        if isinstance(obj, ObjVar) and func is not None and _is_strata_function(func):
+            # A method of one of strata's own objects (optimizer.zero_grad(), scheduler.step()) would run on
+            # the real object during capture only, and not on the calls that reuse the graph.
+            raise Unsupported(f"{type(obj.value).__name__}.{name}() changes the object outside the graph")
         if func is not None and isinstance(func, types.FunctionType):
             return self.call_value(FuncVar(func), func, [obj] + list(args), kwargs)
         if isinstance(obj, (ObjVar, FuncVar)):
@@ -598,7 +624,11 @@ class Translator:
     def inline(self, code, f_globals, defaults, kwdefaults, closure, args, kwargs, qualname, fsource):
         if self.depth >= MAX_INLINE_DEPTH:
             raise Unsupported(f"calls nested deeper than {MAX_INLINE_DEPTH} levels")
-        if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+        # A generator expression runs to its end when it is created (its items are recorded then); other
+        # generators are not followed.
+        genexpr = code.co_name == "<genexpr>" and code.co_flags == code.co_flags & ~(
+            inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR) | inspect.CO_GENERATOR
+        if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR) and not genexpr:
             raise Unsupported(f"calling the generator {qualname}")
         locals_ = _bind_arguments(code, defaults, kwdefaults, args, kwargs, qualname)
         cells = {}
@@ -610,8 +640,10 @@ class Translator:
         tx = Translator(self.out, code, f_globals, locals_, cells, parent=self, fn_name=qualname,
                         globals_root=groot)
         self.out.num_inlined += 1
+        if genexpr:
+            tx.yields = []
         kind, r = tx.run()
-        return r
+        return IterVar(tx.yields) if genexpr else r
 
     # -- bytecodes -------------------------------------------------------------------------------
     def NOP(self, inst):
@@ -630,6 +662,17 @@ class Translator:
         cell = self.cells.setdefault(name, CellVar(None))
         if name in self.locals:
             cell.contents = self.locals[name]
+
+    def RETURN_GENERATOR(self, inst):
+        if self.yields is None:
+            raise Unsupported("a generator frame")
+        self.push(ConstVar(None))
+
+    def YIELD_VALUE(self, inst):
+        if self.yields is None:
+            raise Unsupported("yield")
+        self.yields.append(self.pop())
+        self.push(ConstVar(None))    # what the consumer sends back: next() sends None
 
     def POP_TOP(self, inst):
         self.pop()
@@ -1210,10 +1253,9 @@ class Translator:
         mgr = self.stack[-1]
         if not isinstance(mgr, GradModeVar):
             raise Unsupported(f"entering a with block of {mgr.describe()}")
+        # Each recorded node runs in the grad mode it was recorded in (executor.cpp), so the block
+        # stays in the graph; a break inside it resumes under the block's mode (convert._finish).
         prev = _C._is_grad_enabled()
-        if mgr.enabled and not prev:
-            # A node recorded with grad on follows the caller's mode at run time: not this case.
-            raise Unsupported("enable_grad() inside a region that runs without grad")
         self.pop()
         _C._set_grad_enabled(mgr.enabled)
         self.push(GradExitVar(prev))

@@ -31,7 +31,9 @@ def is_constant_value(v):
     """Immutable Python values the interpreter may fold and guard by equality."""
     from .. import _C
     from .._size import Size
-    if isinstance(v, _CONST_TYPES) or type(v) in (_C.dtype, _C.device, Size):
+    # Exact types only, as the equality guard compares them: a subclass (a numpy scalar is a float,
+    # an IntEnum an int) is guarded by identity instead (Translator.wrap).
+    if type(v) in _CONST_TYPES or type(v) in (_C.dtype, _C.device, Size):
         return True
     if type(v) in (tuple, frozenset):
         return all(is_constant_value(e) for e in v)
@@ -304,4 +306,5 @@ def _grad_exit(prev):
     def exit_(*_):
         _C._set_grad_enabled(prev)
         return False
+    exit_._strata_grad_prev = prev
     return exit_

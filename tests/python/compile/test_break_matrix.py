@@ -1,0 +1,459 @@
+"""The graph-break matrix: one small function per construct that capture cannot (or can) follow,
+written once against a framework module T (strata, or torch when it is installed).
+
+For each construct:
+- strata.compile(f) gives what eager f gives, bit for bit (backend="eager"), on the capturing call
+  and on the cached one, and prints what eager prints;
+- strata.compiler.explain(f) gives the graph and graph-break counts recorded in CASES;
+- torch._dynamo.explain on the same source gives the torch counts recorded in CASES (the test
+  checks the record, so the table below stays true). Where the two differ the reason is in the
+  table.
+
+    construct            strata (graphs, breaks)   torch 2.13 (graphs, breaks)  why they differ
+    print                2, 1                      2, 1
+    item                 2, 1                      2, 1
+    if_tensor            2, 1                      2, 1
+    bool_tensor          2, 1                      2, 1
+    tolist               2, 1                      2, 1
+    numpy_call           2, 1                      1, 0   torch traces numpy calls; strata breaks at them
+    deepcopy             2, 1                      1, 0   torch inlines copy.deepcopy; strata does not inline libraries
+    random_call          2, 1                      2, 1
+    generator            2, 2                      1, 0   torch inlines generators; strata breaks at the call,
+                                                          and the loop over the real generator runs eagerly
+    with_unknown         3, 2                      1, 0   torch inlines user objects and context managers;
+                                                          strata breaks at Box() and at the with
+    unsupported_bytecode 1, 1                      1, 0   STORE_GLOBAL is traced by torch; for strata it is a
+                                                          break, and the rest of the frame runs eagerly
+    break_in_inlined     4, 2                      4, 3   both compile the callee on its own; torch also counts
+                                                          the break at the call site in the caller
+    break_in_loop        2, 2                      0, 0   torch runs a frame with a break inside a loop eagerly;
+                                                          strata breaks at print, then at the loop's real iterator
+                                                          (the rest of the loop runs eagerly)
+    break_in_submodule   4, 2                      4, 3   as break_in_inlined
+    two_breaks           3, 2                      2, 1   torch compiles no empty graph (nor counts its break);
+                                                          strata keeps an entry (guards) for the empty middle one
+    break_first          2, 1                      1, 0   the same: the graph before the print is empty
+    break_before_return  2, 1                      1, 0   the same: the graph after the print is empty
+    no_grad_block        1, 0                      1, 0
+    break_in_no_grad     1, 1                      2, 1   a break inside a with block runs the rest of the frame
+                                                          eagerly in strata (exceptions must reach the block's
+                                                          exit); torch resumes inside the block
+    try_except           1, 0                      1, 0
+    break_in_try         1, 1                      2, 1   the same for a try block (the except clause must see
+                                                          what the breaking call raises)
+    raise_in_try         1, 1                      1, 0   torch traces raise/except; strata breaks at the raise
+"""
+
+import contextlib
+import copy
+import io
+import random
+
+import numpy as np
+import pytest
+
+import strata as st
+
+try:
+    import torch
+    import torch._dynamo
+except ImportError:  # pragma: no cover - torch is optional
+    torch = None
+
+
+# -- helpers used by the cases ------------------------------------------------------------------
+
+class Box:
+    """A context manager capture knows nothing about."""
+
+    def __enter__(self):
+        return 3
+
+    def __exit__(self, *exc):
+        return False
+
+
+def helper_with_print(x):
+    y = x + 1
+    print("in helper")
+    return y * 2
+
+
+def gen(n):
+    for i in range(n):
+        yield i
+
+
+G_COUNTER = 0
+
+
+# -- the cases: make(T) returns f (or a module) written against T --------------------------------
+
+CASES = {}
+
+
+def case(strata_counts, torch_counts, note=""):
+    def deco(make):
+        CASES[make.__name__] = (make, strata_counts, torch_counts, note)
+        return make
+    return deco
+
+
+@case((2, 1), (2, 1))
+def print_(T):
+    def f(x):
+        y = x * 2
+        print("p")
+        return y + 1
+    return f
+
+
+@case((2, 1), (2, 1))
+def item(T):
+    def f(x):
+        s = (x * 2).sum().item()
+        return x + s
+    return f
+
+
+@case((2, 1), (2, 1))
+def if_tensor(T):
+    def f(x):
+        if x.sum() > 0:
+            return x * 2
+        return x - 1
+    return f
+
+
+@case((2, 1), (2, 1))
+def bool_tensor(T):
+    def f(x):
+        y = x.sum() * 0 + 1
+        if bool(y):
+            return x * 3
+        return x
+    return f
+
+
+@case((2, 1), (2, 1))
+def tolist(T):
+    def f(x):
+        values = (x * 2).tolist()
+        return x + len(values) + values[1]
+    return f
+
+
+@case((2, 1), (1, 0), "torch traces numpy calls")
+def numpy_call(T):
+    def f(x):
+        y = x * 2
+        s = float(np.sqrt(2.0))
+        return y + s
+    return f
+
+
+@case((2, 1), (1, 0), "torch inlines copy.deepcopy")
+def deepcopy(T):
+    def f(x):
+        y = copy.deepcopy(x) * 2
+        return y + 1
+    return f
+
+
+@case((2, 1), (2, 1))
+def random_call(T):
+    def f(x):
+        y = x * 2
+        return y + random.random()
+    return f
+
+
+@case((2, 2), (1, 0), "torch inlines generators")
+def generator(T):
+    def f(x):
+        for i in gen(3):
+            x = x + i
+        return x * 2
+    return f
+
+
+@case((3, 2), (1, 0), "torch inlines user context managers")
+def with_unknown(T):
+    def f(x):
+        y = x * 2
+        with Box() as k:
+            y = y + k
+        return y - 1
+    return f
+
+
+@case((1, 1), (1, 0), "torch traces STORE_GLOBAL")
+def unsupported_bytecode(T):
+    def f(x):
+        global G_COUNTER
+        y = x * 2
+        G_COUNTER = 5
+        return y + G_COUNTER
+    return f
+
+
+@case((4, 2), (4, 3), "torch also counts the caller's break")
+def break_in_inlined(T):
+    def f(x):
+        y = x - 1
+        z = helper_with_print(y)
+        return z + 1
+    return f
+
+
+@case((2, 2), (0, 0), "torch skips a frame with a break in a loop")
+def break_in_loop(T):
+    def f(x):
+        for i in range(3):
+            x = x + i
+            print(i)
+        return x * 2
+    return f
+
+
+@case((4, 2), (4, 3), "torch also counts the caller's break")
+def break_in_submodule(T):
+    class Inner(T.nn.Module):
+        def forward(self, x):
+            y = x * 2
+            print("inner")
+            return y + 1
+
+    class Outer(T.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Inner()
+
+        def forward(self, x):
+            return self.inner(x - 1) * 3
+    return Outer()
+
+
+@case((3, 2), (2, 1), "torch compiles no empty graph")
+def two_breaks(T):
+    def f(x):
+        y = x * 2
+        print("a")
+        print("b")
+        return y + 1
+    return f
+
+
+@case((2, 1), (1, 0), "torch compiles no empty graph")
+def break_first(T):
+    def f(x):
+        print("a")
+        return x * 2
+    return f
+
+
+@case((2, 1), (1, 0), "torch compiles no empty graph")
+def break_before_return(T):
+    def f(x):
+        y = x * 2
+        print("a")
+        return y
+    return f
+
+
+@case((1, 0), (1, 0))
+def no_grad_block(T):
+    def f(x):
+        with T.no_grad():
+            y = x * 2
+        return y + x, T.is_grad_enabled()
+    return f
+
+
+@case((1, 1), (2, 1), "strata runs the rest of a with block eagerly after a break")
+def break_in_no_grad(T):
+    def f(x):
+        y = x * 3
+        with T.no_grad():
+            z = y * 2
+            print("inside")
+            z = z + 1
+        return z * x, T.is_grad_enabled()
+    return f
+
+
+@case((1, 0), (1, 0))
+def try_except(T):
+    def f(x):
+        try:
+            y = x * 2
+        except RuntimeError:
+            y = x
+        return y + 1
+    return f
+
+
+@case((1, 1), (2, 1), "strata runs the rest of a try block eagerly after a break")
+def break_in_try(T):
+    def f(x):
+        y = x * 2
+        try:
+            z = helper_with_print(y)
+        except ValueError:
+            z = y
+        return z - 1
+    return f
+
+
+@case((1, 1), (1, 0), "torch traces raise/except")
+def raise_in_try(T):
+    def f(x):
+        y = x * 2
+        try:
+            raise ValueError("boom")
+        except ValueError:
+            y = y + 1
+        return y * 3
+    return f
+
+
+# -- running -------------------------------------------------------------------------------------
+
+@pytest.fixture(autouse=True)
+def _fresh_caches():
+    st.compiler.reset()
+    yield
+    st.compiler.reset()
+
+
+def _input(T, requires_grad=False):
+    x = T.arange(4.0) - 1.5
+    if requires_grad:
+        x.requires_grad_(True)
+    return x
+
+
+def _call(f, x):
+    """f(x) with its stdout; the Python RNG reseeded so random.random() agrees across calls."""
+    random.seed(7)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        r = f(x)
+    return r, buf.getvalue()
+
+
+def same(a, b):
+    if isinstance(a, (tuple, list)):
+        assert type(a) is type(b) and len(a) == len(b)
+        for x, y in zip(a, b):
+            same(x, y)
+        return
+    if isinstance(a, st.Tensor):
+        assert isinstance(b, st.Tensor)
+        assert a.shape == b.shape and a.dtype == b.dtype and a.requires_grad == b.requires_grad
+        assert st.equal(a, b), (a, b)
+        return
+    assert a == b, (a, b)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_compiled_matches_eager(name, requires_grad):
+    make = CASES[name][0]
+    f = make(st)
+    cf = st.compile(f, backend="eager")
+    expected, out_e = _call(f, _input(st, requires_grad))
+    for _ in range(2):   # the capturing call, then the cached entries
+        got, out_c = _call(cf, _input(st, requires_grad))
+        same(got, expected)
+        assert out_c == out_e
+        assert st.is_grad_enabled()
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_strata_counts(name):
+    make, expected, _, _ = CASES[name]
+    with contextlib.redirect_stdout(io.StringIO()):
+        e = st.compiler.explain(make(st))(_input(st))
+    assert (e.graph_count, e.graph_break_count) == expected, str(e)
+    assert all(b.reason for b in e.break_reasons)
+
+
+@pytest.mark.skipif(torch is None, reason="torch is not installed")
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_torch_counts_as_recorded(name):
+    make, _, expected, _ = CASES[name]
+    torch._dynamo.reset()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        e = torch._dynamo.explain(make(torch))(_input(torch))
+    torch._dynamo.reset()
+    assert (e.graph_count, max(e.graph_break_count, 0)) == expected
+
+
+def test_raise_propagates_after_the_graph_ran():
+    """A raise outside any try: the in-place write before it reaches the caller, then the
+    same exception."""
+    def f(x):
+        x.add_(1)
+        y = x * 2
+        if y.shape[0] == 4:
+            raise ValueError(f"boom {y.shape[0]}")
+        return y
+
+    cf = st.compile(f)
+    for fn in (f, cf, cf):
+        x = _input(st)
+        with pytest.raises(ValueError, match="boom 4"):
+            fn(x)
+        same(x, _input(st) + 1)
+
+
+def test_break_in_inlined_function_under_try_reaches_the_except():
+    def boom(x):
+        y = x * 2
+        raise ValueError("boom")
+
+    def f(x):
+        try:
+            z = boom(x)
+        except ValueError:
+            z = x - 1
+        return z + 1
+
+    x = _input(st)
+    same(st.compile(f)(x), f(x))
+
+
+def test_break_in_no_grad_keeps_grads_right():
+    make = CASES["break_in_no_grad"][0]
+    f = make(st)
+    cf = st.compile(f)
+    grads = []
+    for fn in (f, cf, cf):
+        x = _input(st, requires_grad=True)
+        with contextlib.redirect_stdout(io.StringIO()):
+            out, enabled = fn(x)
+        assert enabled and st.is_grad_enabled()
+        out.sum().backward()
+        grads.append(x.grad)
+    same(grads[1], grads[0])
+    same(grads[2], grads[0])
+
+
+def test_enable_grad_inside_a_no_grad_caller_still_records_grads():
+    """A node recorded with grad on follows the caller's mode, so turning grad on in a frame
+    entered under no_grad is a graph break (and the result still requires grad)."""
+    def f(x):
+        y = x * 3
+        with st.enable_grad():
+            z = y * x
+        return z
+
+    cf = st.compile(f)
+    with st.no_grad():
+        x = _input(st, requires_grad=True)
+        expected = f(x)
+        for _ in range(2):
+            got = cf(x)
+            same(got, expected)
+            assert got.requires_grad
