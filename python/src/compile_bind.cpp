@@ -268,6 +268,16 @@ void bind_compile(nb::module_& parent) {
       .def_prop_ro("grad_enabled", [](const NodeView& n) { return n.n->grad_enabled; })
       .def_prop_ro("has_side_effects", [](const NodeView& n) { return n.n->has_side_effects(); })
       .def_prop_ro("flags", [](const NodeView& n) { return n.n->op->flags(); })
+      .def_prop_ro("input_ids",
+                   [](const NodeView& n) {
+                     std::vector<int> ids;
+                     for (const Arg& a : n.n->args) {
+                       if (a.kind == Arg::Kind::Value) ids.push_back(a.value);
+                       for (const auto& e : a.elems)
+                         if (e.is_value()) ids.push_back(e.value);
+                     }
+                     return ids;
+                   })
       .def_prop_ro("list_return", [](const NodeView& n) { return n.n->list_return; })
       .def("__repr__", [](const NodeView& n) {
         std::string s = "Node(" + n.n->op->schema().full_name() + " -> [";

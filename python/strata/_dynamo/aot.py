@@ -49,8 +49,10 @@ node that a forward output or a saved value needs, plus every forward node with 
 (BatchNorm's running statistics, random draws), in the joint graph's order, so random ops
 draw in eager order.
 
-partition(joint, recompute=False) saves every forward value a backward node reads (no
-recomputation): what eager autograd keeps; the two decisions are compared in tests.
+partition(joint, recompute=False) is the baseline: the forward graph runs only what the
+forward outputs and side effects need, every other joint node runs in the backward, and every
+forward value a backward node reads is saved, which is what eager autograd keeps; tests and
+the report compare the two.
 
 Note [CompiledFunction]
 aot_compile(graph) returns a callable with the captured graph's calling convention (inputs
@@ -281,16 +283,6 @@ def _value_bytes(v):
     return n * v.dtype.itemsize
 
 
-def _node_inputs(node):
-    ids = []
-    for a in node.args:
-        if isinstance(a, _compile.Value):
-            ids.append(a.id)
-        elif isinstance(a, list):
-            ids.extend(e.id for e in a if isinstance(e, _compile.Value))
-    return ids
-
-
 class Partition:
     """The forward and backward graphs and what the forward saves for the backward.
 
@@ -328,7 +320,7 @@ def partition(joint, recompute=True):
     for i, n in enumerate(nodes):
         for o in n.outputs:
             producer[o] = i
-    reads = [_node_inputs(n) for n in nodes]
+    reads = [n.input_ids for n in nodes]
     tangent = set(joint.tangents)
     is_bwd = [False] * len(nodes)
     tangent_values = set(tangent)
@@ -338,6 +330,22 @@ def partition(joint, recompute=True):
             tangent_values.update(n.outputs)
     primals = list(joint.primals)
     grads = [v for v in joint.grad_values if v is not None]
+    if not recompute:
+        # What eager autograd keeps: the forward runs what the outputs and the side effects
+        # need; everything else (cos(x) for sin's derivative, transposes of weights) is
+        # backward work, and every forward value it reads is saved.
+        needed = [False] * len(nodes)
+        stack = list(joint.fwd_values)
+        for i, n in enumerate(nodes):
+            if not is_bwd[i] and n.has_side_effects:
+                needed[i] = True
+                stack.extend(reads[i])
+        while stack:
+            i = producer.get(stack.pop())
+            if i is not None and not needed[i]:
+                needed[i] = True
+                stack.extend(reads[i])
+        is_bwd = [b or not needed[i] for i, b in enumerate(is_bwd)]
 
     # Values the in-place / random ops of the forward read: their other readers are never
     # recomputed (the backward would read them after the write).
