@@ -29,12 +29,15 @@ recomputed in the backward graph from saved values. Which to save is a minimum c
   * network nodes: S, T, and for every primal input or forward node N a node N_in, and for
     every value v it produces a node v_out, with an edge N_in -> v_out of capacity
     bytes(v) (numel * element size; 8 for a number): cutting it means "save v";
-  * S -> N_in (infinite) for primal inputs, and for forward nodes that must not be
-    recomputed: random ops (the backward must reuse the forward's draw, never redraw),
-    in-place / side-effecting ops, readers of a value an in-place op writes, and every op
-    that is not cheap: an op is recomputable only if it is pointwise or fusible
-    (OpFlags kPointwise / kFusible), a view, or a factory, and never a reduction; so matmul,
-    conv, reductions, norms' statistics are always saved when the backward needs them;
+  * S -> N_in (infinite) for primal inputs, and for forward nodes that must not run in the
+    backward: random ops (the backward must reuse the forward's draw, never redraw),
+    in-place / side-effecting ops, and, among the nodes the forward needs anyway (those a
+    forward output or a side effect depends on), readers of a value an in-place op writes
+    and every op that is not cheap: such a node may be recomputed only if it is pointwise or
+    fusible (OpFlags kPointwise / kFusible), a view, or a factory, and never a reduction; so
+    matmul, conv, reductions, norms' statistics are saved when the backward needs them.
+    A forward node only the backward needs (cos(x) for sin's derivative, a weight's
+    transpose) is free to run on either side: it runs once either way;
   * v_out -> M_in (infinite) for every forward node M that reads v (M recomputed needs v);
   * v_out -> T (infinite) for every forward value a backward node reads or that is itself an
     input gradient.
@@ -330,21 +333,22 @@ def partition(joint, recompute=True):
             tangent_values.update(n.outputs)
     primals = list(joint.primals)
     grads = [v for v in joint.grad_values if v is not None]
+    # Forward nodes the forward outputs and side effects need; the other forward nodes
+    # (cos(x) for sin's derivative, transposes of weights) exist only for the backward.
+    needed = [False] * len(nodes)
+    stack = list(joint.fwd_values)
+    for i, n in enumerate(nodes):
+        if not is_bwd[i] and n.has_side_effects:
+            needed[i] = True
+            stack.extend(reads[i])
+    while stack:
+        i = producer.get(stack.pop())
+        if i is not None and not needed[i]:
+            needed[i] = True
+            stack.extend(reads[i])
     if not recompute:
-        # What eager autograd keeps: the forward runs what the outputs and the side effects
-        # need; everything else (cos(x) for sin's derivative, transposes of weights) is
-        # backward work, and every forward value it reads is saved.
-        needed = [False] * len(nodes)
-        stack = list(joint.fwd_values)
-        for i, n in enumerate(nodes):
-            if not is_bwd[i] and n.has_side_effects:
-                needed[i] = True
-                stack.extend(reads[i])
-        while stack:
-            i = producer.get(stack.pop())
-            if i is not None and not needed[i]:
-                needed[i] = True
-                stack.extend(reads[i])
+        # What eager autograd keeps: backward-only work runs in the backward, and every
+        # forward value it reads is saved.
         is_bwd = [b or not needed[i] for i, b in enumerate(is_bwd)]
 
     # Values the in-place / random ops of the forward read: their other readers are never
@@ -354,9 +358,16 @@ def partition(joint, recompute=True):
         if not is_bwd[i] and n.has_side_effects:
             written.update(reads[i])
 
-    def recomputable(i):
+    def movable(i):
+        """Whether forward node i may run in the backward graph: a node the forward needs
+        only if it is cheap (recomputing it), one only the backward needs whatever it is
+        (it runs once either way), never a random or side-effecting one."""
         n = nodes[i]
-        if not recompute or n.has_side_effects or (n.flags & _NEVER) or not (n.flags & _RECOMPUTABLE):
+        if not recompute or n.has_side_effects or (n.flags & _FLAGS["random"]):
+            return False
+        if not needed[i]:
+            return True
+        if (n.flags & _NEVER) or not (n.flags & _RECOMPUTABLE):
             return False
         return not any(v in written for v in reads[i])
 
@@ -379,7 +390,7 @@ def partition(joint, recompute=True):
             continue
         k = net.node()
         n_in[i] = k
-        if not recomputable(i):
+        if not movable(i):
             net.edge(S, k, _INF)
         for o in n.outputs:
             add_value(o, k)
@@ -420,7 +431,7 @@ def partition(joint, recompute=True):
             saved.append(v)
     order = {v: k for k, v in enumerate(g.inputs)}
     saved.sort(key=lambda v: (producer.get(v, -1), order.get(v, 0), v))
-    recomputed = [nodes[i].op for i in sorted(bwd_nodes) if not is_bwd[i]]
+    recomputed = [nodes[i].op for i in sorted(bwd_nodes) if not is_bwd[i] and needed[i]]
 
     # The forward graph: what outputs and saved values need, and every side effect.
     fwd_nodes = set()

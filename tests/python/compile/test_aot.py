@@ -102,11 +102,15 @@ def test_joint_graph_accumulates_and_sums_broadcast_gradients():
 
 
 def test_composite_ops_are_decomposed_in_the_joint_graph():
+    # expand_as is a composite without a derivative: autograd records the expand it calls
+    # (and saves nothing of its own), so the joint graph holds the expand, not expand_as.
     x, = leaves((4, 6))
-    g = capture(lambda x: F.softmax(x, dim=-1) * F.silu(x), x)
-    j = aot.make_joint(g)
-    assert set(n.op for n in g.nodes) <= {"softmax.int", "silu", "mul"} or g.num_ops <= j.graph.num_ops
-    check_same_grads(lambda x: F.softmax(x, dim=-1) * F.silu(x), [x])
+    fn = lambda x: F.normalize(x) * F.silu(x)  # noqa: E731
+    g = capture(fn, x)
+    assert "expand_as" in [n.op for n in g.nodes]
+    ops = [n.op for n in aot.make_joint(g).graph.nodes]
+    assert "expand_as" not in ops and "expand" in ops
+    check_same_grads(fn, [x])
 
 
 # -- the partition -------------------------------------------------------------------------------
@@ -172,7 +176,7 @@ def test_compiled_function_grad_fn_and_inputs_without_grad():
     w = strata.randn(3, 2)  # does not require grad
     f = check_same_grads(lambda x, w: (x @ w).tanh(), [x, w])
     out = f(x, w)[0]
-    assert type(out.grad_fn).__name__ == "CompiledFunctionBackward" or "CompiledFunctionBackward" in repr(out.grad_fn)
+    assert "CompiledFunctionBackward" in repr(out.grad_fn)
     assert out.requires_grad
 
 
@@ -299,6 +303,11 @@ def test_mlp_training_step_matches_eager_bit_for_bit(mode):
     # dropout's mask is made in the forward and saved, never redrawn in the backward
     assert not any(n.op.startswith("bernoulli") for n in p.backward.nodes)
     assert any(n.op.startswith("bernoulli") for n in p.forward.nodes) == (mode == "train")
+    # the min-cut keeps less than eager autograd does: the relu/add/gelu chain is recomputed
+    full = aot.partition(p.joint, recompute=False)
+    assert p.saved_bytes < full.saved_bytes and len(p.saved) < len(full.saved)
+    assert "relu" in p.recomputed
+    assert not any(op.startswith(("linear", "matmul", "mm", "addmm")) for op in p.recomputed)
 
 
 class ConvNet(nn.Module):
@@ -333,6 +342,9 @@ def test_conv_net_batchnorm_train_matches_eager_and_updates_running_stats():
     assert int(m.bn.num_batches_tracked) == eager_stats[2]
     for n in ref:
         assert strata.equal(got[n], ref[n]), (n, (got[n] - ref[n]).abs().max())
+    p = compiled_plan(step).partition
+    assert p.saved_bytes <= aot.partition(p.joint, recompute=False).saved_bytes
+    assert not any(op.startswith(("conv", "batch_norm", "max_pool")) for op in p.recomputed)
 
 
 class Block(nn.Module):
