@@ -526,8 +526,8 @@ class CompiledFunction(Function):
             gr = grads[i]
             if gr is None:
                 import strata
-                gr = strata.zeros(plan.joint.graph.value(plan.joint.fwd_values[i]).shape,
-                                  dtype=plan.joint.graph.value(plan.joint.fwd_values[i]).dtype)
+                v = plan.joint.graph.value(plan.joint.fwd_values[i])
+                gr = strata.zeros(v.shape, dtype=v.dtype, device=v.device)
             elif not gr.is_contiguous():
                 gr = gr.contiguous()
             tangents.append(gr)

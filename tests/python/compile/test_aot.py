@@ -113,6 +113,34 @@ def test_composite_ops_are_decomposed_in_the_joint_graph():
     check_same_grads(fn, [x])
 
 
+def test_graph_extract_and_aot_alias_resolution():
+    x, w = leaves((4, 3), (3, 5))
+    g = capture(lambda x, w: ((x @ w).relu() + 1).sum(1), x, w)
+    relu = g.nodes[1].outputs[0]
+    # the tail of the graph as its own graph: relu's result becomes an input
+    tail = g.extract([relu], [2, 3], [g.outputs[0]])
+    assert [n.op for n in tail.nodes] == ["add", "sum"]
+    assert [tail.value(v).name for v in tail.inputs] == ["relu"] and tail.value(tail.inputs[0]).is_input
+    r = (x @ w).relu().detach()
+    assert strata.equal(tail.run([r])[0], (r + 1).sum(1))
+    with pytest.raises(RuntimeError, match="neither an input of the new graph nor made by a chosen node"):
+        g.extract([], [1], [relu])
+    # record(aot=True): an exact alias of a bound tensor made outside the dispatcher stands
+    # for its value (autograd's saved outputs); plain recording refuses it
+    j = _compile.Graph()
+    m = strata.randn(3, device="meta")
+    j.add_input("m", m)
+    alias = m.detach()  # an alias made without the dispatcher
+    with _compile.record(j, aot=True):
+        y = alias * 2
+    assert j.nodes[0].input_ids == [j.inputs[0]]
+    j2 = _compile.Graph()
+    j2.add_input("m", m)
+    with _compile.record(j2), pytest.raises(RuntimeError, match="not part of the graph"):
+        alias * 2
+    assert y.shape == (3,)
+
+
 # -- the partition -------------------------------------------------------------------------------
 
 def test_partition_matmul_relu_sin_saves_one_intermediate():
