@@ -167,7 +167,11 @@ def make_joint(graph):
     except AOTUnsupported:
         raise
     except Exception as e:  # an op without a derivative, a tensor autograd made outside the dispatcher
-        raise AOTUnsupported(f"tracing the backward failed: {e}") from e
+        hint = ""
+        if "not part of the graph" in str(e):
+            hint = (" (autograd made that tensor outside the dispatcher: the old value of a tensor that "
+                    "requires grad written in place, which a derivative reads)")
+        raise AOTUnsupported(f"tracing the backward failed: {e}{hint}") from e
     grad_values = []
     for gr in grads:
         if gr is None:

@@ -435,3 +435,23 @@ def test_aot_eager_is_listed_and_grad_mode_off_call():
         out = f(x)
     assert not out.requires_grad
     assert strata.equal(out, lin(x).relu().detach())
+
+
+def test_aot_log_prints_the_decision_and_fallbacks(capsys):
+    from strata._dynamo import logs
+    logs.set_logs(aot=True)
+    try:
+        x, = leaves((4, 3))
+        aot.aot_compile(capture(lambda x: x.sin().cos().exp(), x))
+        err = capsys.readouterr().err
+        assert "[strata.compile:aot] joint graph of" in err and "saved 1 values, 48 bytes" in err
+
+        def fn(x):
+            y = x * 1
+            y.mul_(x)
+            return y
+
+        aot.aot_compile(capture(fn, x))
+        assert "runs as the eager backend" in capsys.readouterr().err
+    finally:
+        logs.set_logs(aot=False)
