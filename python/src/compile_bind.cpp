@@ -180,6 +180,7 @@ struct Runner {
 struct RecordContext {
   std::shared_ptr<Graph> g;
   std::unique_ptr<compile::RecordGuard> guard;
+  bool aot = false;
 };
 
 thread_local std::vector<std::unique_ptr<compile::RecordGuard>> t_begun;
@@ -222,6 +223,13 @@ void bind_compile(nb::module_& parent) {
       .def_prop_ro("requires_grad", [](const ValueView& v) { return v.v().requires_grad; })
       .def_prop_ro("is_input", [](const ValueView& v) { return v.v().origin == compile::ValueOrigin::Input; })
       .def_prop_ro("is_constant", [](const ValueView& v) { return v.v().origin == compile::ValueOrigin::Constant; })
+      .def_prop_ro("constant",
+                   [](const ValueView& v) -> nb::object {
+                     const auto& x = v.v();
+                     if (x.origin != compile::ValueOrigin::Constant) return nb::none();
+                     if (x.constant.is_tensor()) return wrap_tensor(x.constant.to_tensor());
+                     return constant_to_python(x.constant);
+                   })
       .def("__eq__",
            [](const ValueView& a, nb::handle b) {
              return nb::isinstance<ValueView>(b) && nb::cast<const ValueView&>(b).g == a.g &&
@@ -259,6 +267,18 @@ void bind_compile(nb::module_& parent) {
       .def_prop_ro("source", [](const NodeView& n) { return n.n->source; })
       .def_prop_ro("grad_enabled", [](const NodeView& n) { return n.n->grad_enabled; })
       .def_prop_ro("has_side_effects", [](const NodeView& n) { return n.n->has_side_effects(); })
+      .def_prop_ro("flags", [](const NodeView& n) { return n.n->op->flags(); })
+      .def_prop_ro("input_ids",
+                   [](const NodeView& n) {
+                     std::vector<int> ids;
+                     for (const Arg& a : n.n->args) {
+                       if (a.kind == Arg::Kind::Value) ids.push_back(a.value);
+                       for (const auto& e : a.elems)
+                         if (e.is_value()) ids.push_back(e.value);
+                     }
+                     return ids;
+                   })
+      .def_prop_ro("list_return", [](const NodeView& n) { return n.n->list_return; })
       .def("__repr__", [](const NodeView& n) {
         std::string s = "Node(" + n.n->op->schema().full_name() + " -> [";
         for (size_t i = 0; i < n.n->outputs.size(); ++i) s += (i ? ", " : "") + n.g->value(n.n->outputs[i]).name;
@@ -273,7 +293,7 @@ void bind_compile(nb::module_& parent) {
       .def("__enter__",
            [](RecordContext& c) {
              STRATA_CHECK(!c.guard, "compile: this record() context is already active");
-             c.guard = std::make_unique<compile::RecordGuard>(c.g);
+             c.guard = std::make_unique<compile::RecordGuard>(c.g, c.aot);
              return c.g;
            })
       .def("__exit__", [](RecordContext& c, nb::args) {
@@ -326,6 +346,15 @@ void bind_compile(nb::module_& parent) {
         return ValueView{g, vid};
       })
       .def("eliminate_dead_code", &Graph::eliminate_dead_code)
+      .def(
+          "extract",
+          [](const Graph& g, const std::vector<int>& inputs, const std::vector<int>& nodes,
+             const std::vector<int>& outputs, std::optional<bool> grad_enabled) {
+            return g.extract(inputs, nodes, outputs, grad_enabled);
+          },
+          nb::arg("inputs"), nb::arg("nodes"), nb::arg("outputs"), nb::arg("grad_enabled") = nb::none(),
+          "A new graph of the nodes at the given positions: inputs (value ids) become its inputs, constants "
+          "they read are copied, outputs are value ids of this graph.")
       .def("print_readable", &Graph::print_readable)
       .def("__str__", &Graph::print_readable)
       .def("run",
@@ -351,7 +380,11 @@ void bind_compile(nb::module_& parent) {
         return r;
       });
 
-  m.def("record", [](std::shared_ptr<Graph> g) { return RecordContext{std::move(g), nullptr}; }, nb::arg("graph"));
+  m.def(
+      "record", [](std::shared_ptr<Graph> g, bool aot) { return RecordContext{std::move(g), nullptr, aot}; },
+      nb::arg("graph"), nb::arg("aot") = false,
+      "Records strata calls into graph while the context is active. aot=True: record for AOT autograd "
+      "(composites as the ops they are made of; see Note [Recording for AOT autograd]).");
   m.def("begin_record", [](std::shared_ptr<Graph> g) { t_begun.push_back(std::make_unique<compile::RecordGuard>(g)); });
   m.def("end_record", [] {
     STRATA_CHECK(!t_begun.empty(), "compile: end_record() without a matching begin_record()");

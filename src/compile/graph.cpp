@@ -183,6 +183,86 @@ std::optional<int> Graph::value_of(const Tensor& t) const {
   return it->second.second;
 }
 
+std::optional<int> Graph::value_of_alias(const Tensor& t) const {
+  if (!t.defined()) return std::nullopt;
+  if (auto v = value_of(t)) return v;
+  const TensorImpl* ti = t.impl();
+  std::optional<int> best;
+  for (const auto& [impl, entry] : bindings_) {
+    if (impl->storage().get() != ti->storage().get() || impl->dtype() != ti->dtype() ||
+        impl->storage_offset() != ti->storage_offset())
+      continue;
+    if (!std::equal(impl->sizes().begin(), impl->sizes().end(), ti->sizes().begin(), ti->sizes().end()) ||
+        !std::equal(impl->strides().begin(), impl->strides().end(), ti->strides().begin(), ti->strides().end()))
+      continue;
+    if (!best || entry.second > *best) best = entry.second;
+  }
+  return best;
+}
+
+std::shared_ptr<Graph> Graph::extract(const std::vector<int>& inputs, const std::vector<int>& node_positions,
+                                      const std::vector<int>& outputs, std::optional<bool> grad_enabled) const {
+  auto g = std::make_shared<Graph>();
+  std::vector<int> map(values_.size(), -1);
+  for (int vid : inputs) {
+    const Value& v = value(vid);
+    STRATA_CHECK(map[vid] < 0, "compile: extract: value ", vid, " ('", v.name, "') is given twice as an input");
+    Value nv = v;
+    nv.origin = ValueOrigin::Input;
+    nv.constant = IValue();
+    int id = g->add_value(std::move(nv), v.name);
+    g->inputs_.push_back(id);
+    map[vid] = id;
+  }
+  auto ref = [&](int vid, const Node& n) {
+    if (map[vid] >= 0) return map[vid];
+    const Value& v = values_[vid];
+    STRATA_CHECK(v.origin == ValueOrigin::Constant, "compile: extract: node '", n.op->schema().full_name(),
+                 "' reads value '", v.name, "', which is neither an input of the new graph nor made by a chosen node");
+    int id = g->add_value(v, v.name);
+    g->constants_.push_back(id);
+    map[vid] = id;
+    return id;
+  };
+  int last = -1;
+  for (int pos : node_positions) {
+    STRATA_CHECK(pos > last && pos < static_cast<int>(nodes_.size()), "compile: extract: node positions must be "
+                 "increasing and below ", nodes_.size(), " (got ", pos, " after ", last, ")");
+    last = pos;
+    const Node& n = *nodes_[pos];
+    auto c = std::make_shared<Node>(n);
+    for (Arg& a : c->args) {
+      if (a.kind == Arg::Kind::Value) a.value = ref(a.value, n);
+      for (ArgElem& e : a.elems)
+        if (e.is_value()) e.value = ref(e.value, n);
+    }
+    for (int& o : c->outputs) {
+      STRATA_CHECK(map[o] < 0, "compile: extract: value '", values_[o].name, "' is both an input and made by node '",
+                   n.op->schema().full_name(), "'");
+      Value nv = values_[o];
+      int id = g->add_value(std::move(nv), values_[o].name);
+      map[o] = id;
+      o = id;
+    }
+    if (grad_enabled) c->grad_enabled = *grad_enabled;
+    g->append_node(std::move(c));
+  }
+  std::vector<int> outs;
+  for (int o : outputs) {
+    (void)value(o);
+    if (map[o] < 0) {
+      STRATA_CHECK(values_[o].origin == ValueOrigin::Constant, "compile: extract: output '", values_[o].name,
+                   "' is neither an input of the new graph nor made by a chosen node");
+      int id = g->add_value(values_[o], values_[o].name);
+      g->constants_.push_back(id);
+      map[o] = id;
+    }
+    outs.push_back(map[o]);
+  }
+  g->set_outputs(std::move(outs));
+  return g;
+}
+
 void Graph::set_outputs(std::vector<int> outs) {
   for (int o : outs) (void)value(o);
   outputs_ = std::move(outs);

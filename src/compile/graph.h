@@ -124,6 +124,11 @@ class Graph {
   // for another tensor while it is bound.
   void bind(const Tensor& t, int vid);
   std::optional<int> value_of(const Tensor& t) const;
+  // The value of a bound tensor that t is an exact alias of (same storage,
+  // offset, sizes, strides and dtype; the most recently bound when several
+  // are), or nullopt. Used by AOT recording, where autograd hands derivatives
+  // aliases it made outside the dispatcher (Note [Recording for AOT autograd]).
+  std::optional<int> value_of_alias(const Tensor& t) const;
   void clear_bindings() { bindings_.clear(); }
 
   void set_outputs(std::vector<int> outs);
@@ -145,6 +150,17 @@ class Graph {
   // Removes nodes none of whose outputs is used (by a later node or as a
   // graph output), except those with side effects. Returns how many.
   int eliminate_dead_code();
+
+  // A new graph made of some of this graph's nodes (positions in nodes(), in
+  // increasing order): `inputs` (any values of this graph: inputs or op
+  // results) become its inputs in that order, the constants the nodes read are
+  // copied, `outputs` are values of this graph the new one returns. Every
+  // value a node reads must be an input, a constant or the result of an
+  // earlier chosen node. grad_enabled: the grad mode every copied node runs
+  // under (nullopt keeps each node's). Note [Partitioning a joint graph] in
+  // python/strata/_dynamo/aot.py is its user.
+  std::shared_ptr<Graph> extract(const std::vector<int>& inputs, const std::vector<int>& node_positions,
+                                 const std::vector<int>& outputs, std::optional<bool> grad_enabled) const;
 
   // Python-like listing (Note [Readable graphs] in graph.cpp).
   std::string print_readable() const;
@@ -183,9 +199,13 @@ class Graph {
 // While alive on this thread: DispatchKey::Tracer is included and every
 // top-level op call is recorded into g and run on Meta. Nests (the innermost
 // graph records).
+// aot: record for AOT autograd (Note [Recording for AOT autograd] in
+// recorder.cpp): composite ops without a derivative of their own are recorded
+// as the ops they are made of, and a tensor that is not bound but is an exact
+// alias of a bound one stands for that value.
 class RecordGuard {
  public:
-  explicit RecordGuard(std::shared_ptr<Graph> g);
+  explicit RecordGuard(std::shared_ptr<Graph> g, bool aot = false);
   ~RecordGuard();
   RecordGuard(const RecordGuard&) = delete;
   RecordGuard& operator=(const RecordGuard&) = delete;

@@ -19,8 +19,29 @@
 // that writes `device=x.device` passes Meta while capturing; such an argument
 // is recorded as "the graph's device" and resolved at run time to the device
 // of the first tensor input of the graph (CPU when there is none).
+//
+// Note [Recording for AOT autograd]
+// AOT autograd (python/strata/_dynamo/aot.py) records a forward graph replayed
+// on Meta and then the autograd engine's backward pass over it into one joint
+// graph. Two things differ from capture there (RecordGuard(g, aot=true)):
+// - A composite op without a derivative of its own is not recorded as one
+//   node: it is called below Tracer with Tracer still on, so the ops it is made
+//   of are recorded. Autograd records those ops one by one (Note [The autograd
+//   layer]), and the tensors their backward nodes save are their results; had
+//   the composite been one node, those results would be made below Tracer and
+//   be unknown to the graph when a derivative reads them.
+// - Autograd keeps a saved output as an alias made without the dispatcher
+//   (alias_without_history), and a derivative reads that alias: a tensor that
+//   is not bound but is an exact alias of a bound one (same storage, offset,
+//   sizes, strides, dtype) stands for that value.
+// The backward pass itself needs nothing special: the engine runs derivatives
+// with grad mode off (recorded as such in each node) and every op it calls
+// itself (accumulating gradients with add, summing a broadcast gradient down
+// with sum_to, casting, zeros for outputs that got no gradient) goes through
+// the dispatcher, so Tracer sees it.
 #include <unordered_map>
 
+#include "autograd/derivative.h"
 #include "autograd/variable.h"
 #include "compile/graph.h"
 
@@ -30,6 +51,7 @@ namespace {
 
 struct RecordState {
   std::vector<std::shared_ptr<Graph>> graphs;  // innermost last
+  std::vector<char> aot;                       // per graph: Note [Recording for AOT autograd]
   std::string source;
 };
 
@@ -78,7 +100,7 @@ std::string base_name(const FunctionSchema& s) {
   return n;
 }
 
-void tracer_fallback(const OperatorEntry& op, DispatchKeySet, Stack& stack) {
+void tracer_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack) {
   RecordState& st = state();
   if (st.graphs.empty()) {
     // Tracer included by someone else with nothing to record into: be transparent.
@@ -87,11 +109,22 @@ void tracer_fallback(const OperatorEntry& op, DispatchKeySet, Stack& stack) {
     return;
   }
   Graph& g = *st.graphs.back();
+  const bool aot = st.aot.back();
   const FunctionSchema& schema = op.schema();
   const size_t nargs = schema.args.size();
   STRATA_CHECK(stack.size() >= nargs, "compile: op '", schema.full_name(), "' called with ", stack.size(),
                " arguments, its schema has ", nargs);
   const size_t base = stack.size() - nargs;
+  if (aot && !autograd::find_derivative(op.id()) &&
+      op.source_of(ks.highest_backend()) == DispatchKey::CompositeImplicit) {
+    bool writes = false;
+    for (size_t i = 0; i < nargs; ++i)
+      writes = writes || (schema.args[i].is_write && !stack[base + i].is_none());
+    if (!writes) {
+      redispatch_boxed(op, ks, DispatchKey::Tracer, stack);  // its ops record themselves
+      return;
+    }
+  }
 
   auto node = std::make_shared<Node>();
   node->op = &op;
@@ -103,7 +136,7 @@ void tracer_fallback(const OperatorEntry& op, DispatchKeySet, Stack& stack) {
   std::optional<Device> device_arg, first_tensor_device;
   bool any_tensor = false;
   auto bound = [&](const Argument& a, const Tensor& t) {
-    std::optional<int> vid = g.value_of(t);
+    std::optional<int> vid = aot ? g.value_of_alias(t) : g.value_of(t);
     if (!vid) unbound_tensor(op, a, t);
     if (!first_tensor_device) first_tensor_device = g.value(*vid).device;
     return *vid;
@@ -187,19 +220,19 @@ void tracer_fallback(const OperatorEntry& op, DispatchKeySet, Stack& stack) {
   }
   {
     ExcludeDispatchKeyGuard no_trace(DispatchKey::Tracer);
-    DispatchKeySet ks;
+    DispatchKeySet mks;
     for (size_t i = base; i < stack.size(); ++i) {
       const IValue& v = stack[i];
       if (v.is_tensor()) {
-        if (v.to_tensor().defined()) ks = ks | v.to_tensor().key_set();
+        if (v.to_tensor().defined()) mks = mks | v.to_tensor().key_set();
       } else if (v.is_tensor_list()) {
         for (const Tensor& t : v.to_tensor_list())
-          if (t.defined()) ks = ks | t.key_set();
+          if (t.defined()) mks = mks | t.key_set();
       }
     }
-    ks = apply_tls(ks, op).below(DispatchKey::Tracer);
-    ks = (ks - DispatchKeySet(uint64_t(0xff), 0)).add(DispatchKey::Meta);
-    op.lookup(ks).boxed(op, ks, stack);
+    mks = apply_tls(mks, op).below(DispatchKey::Tracer);
+    mks = (mks - DispatchKeySet(uint64_t(0xff), 0)).add(DispatchKey::Meta);
+    op.lookup(mks).boxed(op, mks, stack);
   }
 
   // Results: new values, bound to the meta results.
@@ -236,17 +269,19 @@ FallbackRegistrar g_tracer_layer(DispatchKey::Tracer, KernelFunction::make_boxed
 
 }  // namespace
 
-RecordGuard::RecordGuard(std::shared_ptr<Graph> g) {
+RecordGuard::RecordGuard(std::shared_ptr<Graph> g, bool aot) {
   STRATA_CHECK(g, "compile: record needs a graph");
   auto& tls = tls_local_dispatch_key_set();
   prev_included_ = tls.included.has(DispatchKey::Tracer);
   state().graphs.push_back(std::move(g));
+  state().aot.push_back(aot);
   tls.included = tls.included.add(DispatchKey::Tracer);
 }
 
 RecordGuard::~RecordGuard() {
   RecordState& st = state();
   if (!st.graphs.empty()) st.graphs.pop_back();
+  if (!st.aot.empty()) st.aot.pop_back();
   auto& tls = tls_local_dispatch_key_set();
   if (!prev_included_) tls.included = tls.included.remove(DispatchKey::Tracer);
   if (st.graphs.empty()) st.source.clear();

@@ -116,6 +116,10 @@ Tensor make_view(const Tensor& base, IntArrayRef sizes, IntArrayRef strides, int
 }
 
 Tensor scalar_to_tensor(const Scalar& s, ScalarType dtype, Device device, bool wrapped) {
+  // A wrapped number for a Meta computation lives on the CPU, as the Python
+  // binding's do: it keeps its value, which a graph recorded on Meta (the
+  // compiler's) must replay, and Meta kernels take CPU wrapped numbers.
+  if (wrapped && device.is_meta()) device = Device();
   Tensor t = empty_tensor({}, dtype, device);
   if (device.is_cpu()) {
     visit_dtype(dtype, [&]<typename T>() { *t.data_ptr<T>() = s.to<T>(); });

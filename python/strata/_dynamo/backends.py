@@ -49,6 +49,13 @@ def _eager(graph, out):
     return graph.runner()
 
 
+@register_backend("aot_eager")
+def _aot_eager(graph, out):
+    """Forward and backward traced ahead of time, partitioned with a min-cut (aot.py)."""
+    from .aot import aot_compile
+    return aot_compile(graph)
+
+
 def lookup_backend(backend):
     if callable(backend):
         user = backend

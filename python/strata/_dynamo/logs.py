@@ -1,13 +1,13 @@
 """STRATA_LOGS: what strata.compile prints as it works, like TORCH_LOGS.
 
-STRATA_LOGS=graph_breaks,recompiles,guards,graph_code,output_code (a comma list; "all" for
+STRATA_LOGS=graph_breaks,recompiles,guards,graph_code,output_code,aot (a comma list; "all" for
 every one; a leading "+" on a name is accepted and ignored). Messages go to stderr and name
 the user's file and line. Also settable from Python with strata._logging.set_logs(...)."""
 
 import os
 import sys
 
-KINDS = ("graph_breaks", "recompiles", "guards", "graph_code", "output_code")
+KINDS = ("graph_breaks", "recompiles", "guards", "graph_code", "output_code", "aot")
 _enabled = set()
 
 
@@ -65,3 +65,9 @@ def new_entry(code, entry):
         _emit("graph_code", f"graph of {code.co_qualname} ({entry.num_ops} ops):\n{entry.graph.print_readable()}")
     if "output_code" in _enabled:
         _emit("output_code", f"run function of {code.co_qualname}:\n{entry.source}")
+
+
+def aot(msg):
+    """AOT autograd's partition decisions and fallbacks (backend="aot_eager")."""
+    if "aot" in _enabled:
+        _emit("aot", msg)

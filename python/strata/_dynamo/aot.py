@@ -1,0 +1,567 @@
+"""AOT autograd: the backward of a captured graph as a graph, made ahead of time.
+
+The "eager" backend replays a captured forward graph op by op through the dispatcher, so
+autograd records a tape at run time and the backward is whatever that tape does. The
+"aot_eager" backend instead traces forward and backward once, at compile time, into one joint
+graph, splits it into a forward graph and a backward graph, and runs the pair as one
+strata.autograd.Function (CompiledFunction) whose backward is the backward graph.
+
+Note [The joint graph]
+make_joint(graph) replays the captured graph on Meta stand-ins of its inputs (requires_grad as
+the inputs') while recording into a new graph with record(aot=True), then runs Strata's own
+autograd engine on the Meta outputs (strata.autograd.grad, tangents given as grad_outputs,
+create_graph=False), still recording. The engine calls each derivative through the
+dispatcher, so the Tracer layer records the ops of src/autograd/derivatives_*.cpp; it runs
+them with grad mode off, which each recorded node keeps; the ops the engine calls itself
+(add to accumulate gradients, sum_to for a broadcast, casts, zeros for an output that got no
+gradient) go through the dispatcher too. Two things needed the recorder's AOT mode (Note
+[Recording for AOT autograd] in src/compile/recorder.cpp): composite ops without a derivative
+are recorded as the ops they are made of (autograd saves the results of those ops, so they
+must be graph values), and the alias autograd makes of a saved output stands for that output.
+Joint inputs: the primals (the captured graph's inputs) then one tangent per differentiable
+forward output. Joint outputs: the forward outputs then the gradient of each primal that
+requires grad (None where the engine gave none).
+
+Note [Partitioning a joint graph]
+Every joint node is forward (depends on no tangent) or backward (depends on one). The backward
+graph must get every forward value a backward node reads, either saved by the forward graph or
+recomputed in the backward graph from saved values. Which to save is a minimum cut:
+  * network nodes: S, T, and for every primal input or forward node N a node N_in, and for
+    every value v it produces a node v_out, with an edge N_in -> v_out of capacity
+    bytes(v) (numel * element size; 8 for a number): cutting it means "save v";
+  * S -> N_in (infinite) for primal inputs, and for forward nodes that must not run in the
+    backward: random ops (the backward must reuse the forward's draw, never redraw),
+    in-place / side-effecting ops, and, among the nodes the forward needs anyway (those a
+    forward output or a side effect depends on), readers of a value an in-place op writes
+    and every op that is not cheap: such a node may be recomputed only if it is pointwise or
+    fusible (OpFlags kPointwise / kFusible), a view, or a factory, and never a reduction; so
+    matmul, conv, reductions, norms' statistics are saved when the backward needs them.
+    A forward node only the backward needs (cos(x) for sin's derivative, a weight's
+    transpose) is free to run on either side: it runs once either way;
+  * v_out -> M_in (infinite) for every forward node M that reads v (M recomputed needs v);
+  * v_out -> T (infinite) for every forward value a backward node reads or that is itself an
+    input gradient.
+A finite cut separates the primals from every backward use; the cut edges are the saved
+values, and forward nodes on the T side are recomputed in the backward graph. The maximum
+flow is found with Dinic's algorithm (BFS levels, DFS blocking flows) over integer byte
+capacities; the S side is what the residual network reaches from S. The backward graph is
+then read off by walking back from the input gradients: tangents are inputs, a value made by
+a node on the T side (or by a backward node) is computed, any other value is saved (the walk
+asserts it is S-side, which the infinite edges guarantee). The forward graph is every forward
+node that a forward output or a saved value needs, plus every forward node with side effects
+(BatchNorm's running statistics, random draws), in the joint graph's order, so random ops
+draw in eager order.
+
+partition(joint, recompute=False) is the baseline: the forward graph runs only what the
+forward outputs and side effects need, every other joint node runs in the backward, and every
+forward value a backward node reads is saved, which is what eager autograd keeps; tests and
+the report compare the two.
+
+Note [CompiledFunction]
+aot_compile(graph) returns a callable with the captured graph's calling convention (inputs
+in, a tuple of outputs back). With grad mode on and an input that requires grad it calls
+CompiledFunction.apply(plan, *inputs): forward runs the forward graph's runner, saves the
+saved tensors (save_for_backward: version-checked like eager saved tensors) and marks the
+outputs that got no tangent non-differentiable; backward makes each incoming gradient
+contiguous (the joint trace used contiguous tangents, and views decided at trace time rely
+on it), runs the backward graph's runner and returns one gradient per input (None for inputs
+that do not require grad). Otherwise it runs the captured graph as the eager backend does.
+Double backward through a compiled function raises. A graph whose joint trace fails (an op
+without a derivative, an in-place write autograd must clone) runs as the eager backend and
+says why once (STRATA_LOGS=aot).
+"""
+
+from collections import deque
+
+from .. import _C
+from . import logs
+
+_compile = _C._compile
+
+__all__ = ["JointGraph", "Partition", "make_joint", "partition", "aot_compile", "CompiledFunction",
+           "AOTUnsupported"]
+
+_FLAGS = _C._op_flags()
+_RECOMPUTABLE = _FLAGS["pointwise"] | _FLAGS["fusible"] | _FLAGS["view"] | _FLAGS["factory"]
+_NEVER = _FLAGS["reduction"] | _FLAGS["random"] | _FLAGS["inplace"]
+_INF = 1 << 62
+
+
+class AOTUnsupported(RuntimeError):
+    """The joint graph cannot be made for this graph; the eager backend runs it instead."""
+
+
+# ---- the joint graph ---------------------------------------------------------------------------
+
+class JointGraph:
+    """graph: the joint graph; num_primals, num_tangents: its inputs are the primals then the
+    tangents; num_fwd_outputs: its outputs are the forward outputs, then one gradient per
+    primal in grad_inputs (positions of the primals that require grad); a gradient the engine
+    did not produce is None in grad_values (and not a graph output). diff_outputs: positions of
+    the forward outputs that have a tangent."""
+
+    def __init__(self, graph, num_primals, diff_outputs, fwd_values, grad_inputs, grad_values):
+        self.graph = graph
+        self.num_primals = num_primals
+        self.num_tangents = len(diff_outputs)
+        self.diff_outputs = diff_outputs
+        self.fwd_values = fwd_values
+        self.num_fwd_outputs = len(fwd_values)
+        self.grad_inputs = grad_inputs
+        self.grad_values = grad_values
+
+    @property
+    def primals(self):
+        return self.graph.inputs[:self.num_primals]
+
+    @property
+    def tangents(self):
+        return self.graph.inputs[self.num_primals:]
+
+
+def _meta_of(v, requires_grad):
+    import strata
+    m = strata.empty_strided(tuple(v.shape), tuple(v.stride), dtype=v.dtype, device="meta")
+    if requires_grad:
+        m.requires_grad_(True)
+    return m
+
+
+def make_joint(graph):
+    """Traces graph's forward and backward into a joint graph (Note [The joint graph])."""
+    import strata
+    j = _compile.Graph()
+    metas = []
+    for vid in graph.inputs:
+        v = graph.value(vid)
+        if v.kind != "tensor":
+            raise AOTUnsupported(f"input {v.name!r} is a {v.kind}; AOT autograd takes tensor inputs only")
+        m = _meta_of(v, v.requires_grad)
+        j.add_input(v.name, m, device=v.device)
+        metas.append(m)
+    for vid in graph.constants:
+        c = graph.value(vid)
+        if c.kind == "tensor":
+            j.add_constant(c.constant, c.name)
+    try:
+        with strata.enable_grad():
+            with _compile.record(j, aot=True):
+                outs = graph.run(metas)
+            for o in outs:
+                if not isinstance(o, strata.Tensor):
+                    raise AOTUnsupported(f"the graph returns a {type(o).__name__}; AOT autograd needs tensors")
+            fwd_values = [j.value_of(o) for o in outs]
+            diff = [i for i, o in enumerate(outs) if o.requires_grad and o.dtype.is_floating_point]
+            grad_inputs = [i for i, m in enumerate(metas) if m.requires_grad]
+            tangents = []
+            for i in diff:
+                o = outs[i]
+                t = strata.empty(tuple(o.shape), dtype=o.dtype, device="meta")
+                j.add_input(f"tangent_{i}", t, device=j.value(fwd_values[i]).device)
+                tangents.append(t)
+            grads = [None] * len(grad_inputs)
+            if diff and grad_inputs:
+                with _compile.record(j, aot=True):
+                    grads = strata.autograd.grad([outs[i] for i in diff], [metas[i] for i in grad_inputs],
+                                                 tangents, allow_unused=True)
+    except AOTUnsupported:
+        raise
+    except Exception as e:  # an op without a derivative, a tensor autograd made outside the dispatcher
+        hint = ""
+        if "not part of the graph" in str(e):
+            hint = (" (autograd made that tensor outside the dispatcher: the old value of a tensor that "
+                    "requires grad written in place, which a derivative reads)")
+        raise AOTUnsupported(f"tracing the backward failed: {e}{hint}") from e
+    grad_values = []
+    for gr in grads:
+        if gr is None:
+            grad_values.append(None)
+            continue
+        vid = j.value_of(gr)
+        if vid is None:
+            raise AOTUnsupported("a gradient is not a value of the joint graph")
+        grad_values.append(vid)
+    j.set_outputs(fwd_values + [v for v in grad_values if v is not None])
+    return JointGraph(j, len(metas), diff, fwd_values, grad_inputs, grad_values)
+
+
+# ---- max flow ----------------------------------------------------------------------------------
+
+class _FlowNetwork:
+    """Dinic's maximum flow over integer capacities."""
+
+    def __init__(self):
+        self.adj = []     # node -> list of edge ids
+        self.to = []
+        self.cap = []
+
+    def node(self):
+        self.adj.append([])
+        return len(self.adj) - 1
+
+    def edge(self, a, b, c):
+        self.adj[a].append(len(self.to))
+        self.to.append(b)
+        self.cap.append(c)
+        self.adj[b].append(len(self.to))
+        self.to.append(a)
+        self.cap.append(0)
+
+    def _levels(self, s, t):
+        level = [-1] * len(self.adj)
+        level[s] = 0
+        q = deque([s])
+        while q:
+            u = q.popleft()
+            for e in self.adj[u]:
+                if self.cap[e] > 0 and level[self.to[e]] < 0:
+                    level[self.to[e]] = level[u] + 1
+                    q.append(self.to[e])
+        return level if level[t] >= 0 else None
+
+    def max_flow(self, s, t):
+        total = 0
+        while True:
+            level = self._levels(s, t)
+            if level is None:
+                return total
+            it = [0] * len(self.adj)
+            while True:
+                pushed = self._push(s, t, _INF, level, it)
+                if not pushed:
+                    break
+                total += pushed
+                if total >= _INF:
+                    raise AssertionError("aot: infinite cut (a backward use no finite cut separates)")
+
+    def _push(self, s, t, limit, level, it):
+        # Iterative DFS along level-increasing edges with positive residual capacity.
+        path = []
+        u = s
+        while True:
+            if u == t:
+                f = min(self.cap[e] for e in path)
+                f = min(f, limit)
+                for e in path:
+                    self.cap[e] -= f
+                    self.cap[e ^ 1] += f
+                return f
+            adv = False
+            while it[u] < len(self.adj[u]):
+                e = self.adj[u][it[u]]
+                v = self.to[e]
+                if self.cap[e] > 0 and level[v] == level[u] + 1:
+                    path.append(e)
+                    u = v
+                    adv = True
+                    break
+                it[u] += 1
+            if not adv:
+                if not path:
+                    return 0
+                level[u] = -1  # dead end
+                e = path.pop()
+                u = self.to[e ^ 1]
+                it[u] += 1
+
+    def reachable(self, s):
+        seen = [False] * len(self.adj)
+        seen[s] = True
+        q = deque([s])
+        while q:
+            u = q.popleft()
+            for e in self.adj[u]:
+                if self.cap[e] > 0 and not seen[self.to[e]]:
+                    seen[self.to[e]] = True
+                    q.append(self.to[e])
+        return seen
+
+
+# ---- partition ---------------------------------------------------------------------------------
+
+def _value_bytes(v):
+    if v.kind != "tensor":
+        return 8
+    if v.dtype is None:
+        return 0
+    n = 1
+    for s in v.shape:
+        n *= s
+    return n * v.dtype.itemsize
+
+
+class Partition:
+    """The forward and backward graphs and what the forward saves for the backward.
+
+    forward: inputs = primals; outputs = forward outputs, then the saved values.
+    backward: inputs = saved values, then tangents; outputs = the gradients that exist.
+    saved: [(name, kind, shape, dtype, bytes)] in order; recomputed: names of forward ops the
+    backward graph computes again."""
+
+    def __init__(self, joint, forward, backward, saved, recomputed):
+        self.joint = joint
+        self.forward = forward
+        self.backward = backward
+        self.saved = saved
+        self.recomputed = recomputed
+
+    @property
+    def saved_bytes(self):
+        return sum(s[4] for s in self.saved)
+
+    def describe(self):
+        lines = [f"saved {len(self.saved)} values, {self.saved_bytes} bytes:"]
+        for name, kind, shape, dtype, nbytes in self.saved:
+            lines.append(f"  {name}: {kind} {dtype} {list(shape)} ({nbytes} bytes)")
+        if self.recomputed:
+            lines.append("recomputed in backward: " + ", ".join(self.recomputed))
+        return "\n".join(lines)
+
+
+def partition(joint, recompute=True):
+    """Splits a joint graph (Note [Partitioning a joint graph])."""
+    g = joint.graph
+    nodes = g.nodes
+    values = g.values
+    producer = {}                      # value id -> node position
+    for i, n in enumerate(nodes):
+        for o in n.outputs:
+            producer[o] = i
+    reads = [n.input_ids for n in nodes]
+    tangent = set(joint.tangents)
+    is_bwd = [False] * len(nodes)
+    tangent_values = set(tangent)
+    for i, n in enumerate(nodes):
+        if any(v in tangent_values for v in reads[i]):
+            is_bwd[i] = True
+            tangent_values.update(n.outputs)
+    primals = list(joint.primals)
+    grads = [v for v in joint.grad_values if v is not None]
+    # Forward nodes the forward outputs and side effects need; the other forward nodes
+    # (cos(x) for sin's derivative, transposes of weights) exist only for the backward.
+    needed = [False] * len(nodes)
+    stack = list(joint.fwd_values)
+    for i, n in enumerate(nodes):
+        if not is_bwd[i] and n.has_side_effects:
+            needed[i] = True
+            stack.extend(reads[i])
+    while stack:
+        i = producer.get(stack.pop())
+        if i is not None and not needed[i]:
+            needed[i] = True
+            stack.extend(reads[i])
+    if not recompute:
+        # What eager autograd keeps: backward-only work runs in the backward, and every
+        # forward value it reads is saved.
+        is_bwd = [b or not needed[i] for i, b in enumerate(is_bwd)]
+
+    # Values the in-place / random ops of the forward read: their other readers are never
+    # recomputed (the backward would read them after the write).
+    written = set()
+    for i, n in enumerate(nodes):
+        if not is_bwd[i] and n.has_side_effects:
+            written.update(reads[i])
+
+    def movable(i):
+        """Whether forward node i may run in the backward graph: a node the forward needs
+        only if it is cheap (recomputing it), one only the backward needs whatever it is
+        (it runs once either way), never a random or side-effecting one."""
+        n = nodes[i]
+        if not recompute or n.has_side_effects or (n.flags & _FLAGS["random"]):
+            return False
+        if not needed[i]:
+            return True
+        if (n.flags & _NEVER) or not (n.flags & _RECOMPUTABLE):
+            return False
+        return not any(v in written for v in reads[i])
+
+    net = _FlowNetwork()
+    S, T = net.node(), net.node()
+    n_in = {}                          # node position (or ("p", vid) for a primal) -> network node
+    v_out = {}                         # value id -> network node
+
+    def add_value(vid, src):
+        v_out[vid] = net.node()
+        net.edge(src, v_out[vid], _value_bytes(values[vid]))
+
+    for p in primals:
+        k = net.node()
+        n_in[("p", p)] = k
+        net.edge(S, k, _INF)
+        add_value(p, k)
+    for i, n in enumerate(nodes):
+        if is_bwd[i]:
+            continue
+        k = net.node()
+        n_in[i] = k
+        if not movable(i):
+            net.edge(S, k, _INF)
+        for o in n.outputs:
+            add_value(o, k)
+        for v in reads[i]:
+            if v in v_out:
+                net.edge(v_out[v], k, _INF)
+    for i, n in enumerate(nodes):
+        if is_bwd[i]:
+            for v in reads[i]:
+                if v in v_out:
+                    net.edge(v_out[v], T, _INF)
+    for v in grads:
+        if v in v_out:
+            net.edge(v_out[v], T, _INF)
+    net.max_flow(S, T)
+    s_side = net.reachable(S)
+
+    # The backward graph: walk back from the gradients.
+    bwd_nodes, saved, seen = set(), [], set()
+    stack = list(grads)
+    primal_set = set(primals)
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if v in tangent or values[v].is_constant:
+            continue
+        if v in primal_set:
+            saved.append(v)
+            continue
+        i = producer[v]
+        if is_bwd[i] or not s_side[n_in[i]]:
+            if i not in bwd_nodes:
+                bwd_nodes.add(i)
+                stack.extend(reads[i])
+        else:
+            saved.append(v)
+    order = {v: k for k, v in enumerate(g.inputs)}
+    saved.sort(key=lambda v: (producer.get(v, -1), order.get(v, 0), v))
+    recomputed = [nodes[i].op for i in sorted(bwd_nodes) if not is_bwd[i] and needed[i]]
+
+    # The forward graph: what outputs and saved values need, and every side effect.
+    fwd_nodes = set()
+    stack = list(joint.fwd_values) + saved
+    for i, n in enumerate(nodes):
+        if not is_bwd[i] and n.has_side_effects:
+            fwd_nodes.add(i)
+            stack.extend(reads[i])
+    seen = set()
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        i = producer.get(v)
+        if i is None:
+            continue
+        assert not is_bwd[i], "aot: a forward output depends on a tangent"
+        fwd_nodes.add(i)
+        stack.extend(reads[i])
+
+    forward = g.extract(primals, sorted(fwd_nodes), list(joint.fwd_values) + saved)
+    backward = g.extract(saved + list(joint.tangents), sorted(bwd_nodes), grads, grad_enabled=False)
+    info = []
+    for v in saved:
+        val = values[v]
+        info.append((val.name, val.kind, val.shape, val.dtype, _value_bytes(val)))
+    return Partition(joint, forward, backward, info, recomputed)
+
+
+# ---- runtime -----------------------------------------------------------------------------------
+
+from ..autograd.function import Function  # noqa: E402
+
+
+class _Plan:
+    """What a CompiledFunction call runs."""
+
+    def __init__(self, graph, joint, part):
+        self.graph = graph
+        self.joint = joint
+        self.partition = part
+        self.fwd = part.forward.runner()
+        self.bwd = part.backward.runner()
+        self.num_inputs = joint.num_primals
+        self.num_outputs = joint.num_fwd_outputs
+        self.diff_outputs = joint.diff_outputs
+        self.nondiff_outputs = [i for i in range(self.num_outputs) if i not in set(joint.diff_outputs)]
+        self.grad_slots = []           # per input: index into the backward outputs, or None
+        k = 0
+        has = {p: gv is not None for p, gv in zip(joint.grad_inputs, joint.grad_values)}
+        for i in range(self.num_inputs):
+            if has.get(i):
+                self.grad_slots.append(k)
+                k += 1
+            else:
+                self.grad_slots.append(None)
+        self.saved_kinds = [s[1] for s in part.saved]
+
+
+class CompiledFunction(Function):
+    """A compiled forward/backward pair (Note [CompiledFunction]); apply(plan, *inputs)."""
+
+    @staticmethod
+    def forward(ctx, plan, *inputs):
+        outs = plan.fwd(*inputs)
+        n = plan.num_outputs
+        fwd, saved = outs[:n], outs[n:]
+        tensors, others = [], []
+        for s, kind in zip(saved, plan.saved_kinds):
+            (tensors if kind == "tensor" else others).append(s)
+        ctx.save_for_backward(*tensors)
+        ctx.saved_numbers = others
+        ctx.plan = plan
+        if plan.nondiff_outputs:
+            ctx.mark_non_differentiable(*[fwd[i] for i in plan.nondiff_outputs])
+        return tuple(fwd)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        from .. import _C as C
+        plan = ctx.plan
+        if C._is_grad_enabled():
+            raise RuntimeError("strata.compile(backend='aot_eager'): double backward (create_graph=True) "
+                               "through a compiled function is not supported; compile with backend='eager' "
+                               "to differentiate the backward")
+        tensors = iter(ctx.saved_tensors)
+        numbers = iter(ctx.saved_numbers)
+        saved = [next(tensors) if k == "tensor" else next(numbers) for k in plan.saved_kinds]
+        tangents = []
+        for i in plan.diff_outputs:
+            gr = grads[i]
+            if gr is None:
+                import strata
+                v = plan.joint.graph.value(plan.joint.fwd_values[i])
+                gr = strata.zeros(v.shape, dtype=v.dtype, device=v.device)
+            elif not gr.is_contiguous():
+                gr = gr.contiguous()
+            tangents.append(gr)
+        res = plan.bwd(*saved, *tangents)
+        return (None,) + tuple(None if k is None else res[k] for k in plan.grad_slots)
+
+
+def aot_compile(graph):
+    """The aot_eager backend's callable for a captured graph (Note [CompiledFunction])."""
+    plain = graph.runner()
+    if not any(graph.value(v).requires_grad for v in graph.inputs) or not _C._is_grad_enabled():
+        return plain
+    try:
+        joint = make_joint(graph)
+        if joint.num_tangents == 0 or all(v is None for v in joint.grad_values):
+            return plain
+        part = partition(joint)
+    except AOTUnsupported as e:
+        logs.aot(f"the graph runs as the eager backend: {e}")
+        return plain
+    plan = _Plan(graph, joint, part)
+    logs.aot(f"joint graph of {joint.graph.num_ops} ops: forward {part.forward.num_ops} ops, backward "
+             f"{part.backward.num_ops} ops; " + part.describe())
+    apply = CompiledFunction.apply
+    is_grad = _C._is_grad_enabled
+
+    def run(*inputs):
+        if is_grad():
+            return apply(plan, *inputs)
+        return plain(*inputs)
+
+    run.plan = plan
+    return run
