@@ -33,6 +33,8 @@ struct PlanStep {
   std::vector<int> outs;
   std::vector<int> release;
   bool list_return = false;
+  // Grad mode: follow the caller's (the node was recorded in the graph's base mode) or force it.
+  bool force_grad = false;
   bool no_grad = false;
 };
 
@@ -75,6 +77,7 @@ std::shared_ptr<const Plan> build_plan(const Graph& g) {
     st.op = n.op;
     st.list_return = n.list_return;
     st.no_grad = !n.grad_enabled;
+    st.force_grad = n.grad_enabled != g.base_grad_enabled();
     st.outs = n.outputs;
     for (const Arg& a : n.args) {
       PlanArg pa;
@@ -220,10 +223,11 @@ void execute(const Plan& p, const IValue* inputs, size_t n, std::vector<IValue>&
         }
       }
     }
-    // Each node runs in the grad mode it was recorded in (the frame's guards pin the mode the
-    // graph starts in; a no_grad block or the end of one inside the frame changes it per node).
+    // A node recorded in the graph's base grad mode follows the caller's mode; one recorded in
+    // the other mode (inside a no_grad/enable_grad block, or after the end of a block the graph
+    // started in) runs in the mode it was recorded in.
     LocalDispatchKeySet& tls = tls_local_dispatch_key_set();
-    if (tls.excluded.has(DispatchKey::Autograd) == st.no_grad) {
+    if (!st.force_grad || tls.excluded.has(DispatchKey::Autograd) == st.no_grad) {
       call_boxed(*st.op, stack);
     } else {
       struct Restore {

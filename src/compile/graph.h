@@ -88,8 +88,8 @@ struct Node {
   std::vector<Arg> args;
   std::vector<int> outputs;
   std::string source;
-  // Grad mode when the node was recorded; the node runs in that mode (strata.compile's
-  // guards pin the mode a graph is entered in).
+  // Grad mode when the node was recorded. A node recorded in the graph's base mode follows the
+  // caller's mode at run time; one recorded in the other mode runs in that mode.
   bool grad_enabled = true;
   // The op returns Tensor[]: its elements are the outputs, in order.
   bool list_return = false;
@@ -176,7 +176,12 @@ class Graph {
   // tensor input, CPU when none.
   Device capture_device() const;
 
+  // The grad mode the graph was created in (what a node recorded without a grad-mode change
+  // has): see Node::grad_enabled.
+  bool base_grad_enabled() const { return base_grad_enabled_; }
+
  private:
+  bool base_grad_enabled_ = !tls_local_dispatch_key_set().excluded.has(DispatchKey::Autograd);
   int add_value(Value v, const std::string& base);
   std::string unique_name(const std::string& base);
   void changed() { version_.fetch_add(1, std::memory_order_acq_rel); }
