@@ -252,6 +252,9 @@ def capture_graph(fn, args, options=None):
         kind, r = tx.run()
     except Unsupported as e:
         loc = getattr(e, "location", None) or f"{code.co_filename}:{code.co_firstlineno} in {code.co_name}"
+        inner = getattr(e, "inner_location", None)
+        if inner and inner != loc:
+            loc = f"{inner}\n  called from {loc}"
         what = options.get("what", "strata.compile(fullgraph=True)")
         raise CompileError(f"{what}: {e.reason}\n  at {loc}") from None
     finally:

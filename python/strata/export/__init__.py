@@ -77,22 +77,59 @@ def _check_dynamic_shapes(dynamic_shapes, where="dynamic_shapes"):
                 _check_dynamic_shapes(v, f"{where}[{i}]")
 
 
+def _module_caller(mod):
+    """A function (self, <the parameters of mod.forward>) whose body calls self(...): the root
+    frame of the capture for a module whose forward capture cannot start from (strata's own
+    modules, which capture calls natively, and modules with hooks)."""
+    import inspect
+    sig = inspect.signature(mod.forward)
+    params, call, ns = ["self"], [], {}
+    star = False
+    plist = list(sig.parameters.values())
+    for i, p in enumerate(plist):
+        text = p.name
+        if p.default is not inspect.Parameter.empty:
+            ns[f"__strata_default_{i}"] = p.default
+            text += f"=__strata_default_{i}"
+        if p.kind is p.VAR_POSITIONAL:
+            text, star = "*" + p.name, True
+            call.append("*" + p.name)
+        elif p.kind is p.VAR_KEYWORD:
+            text = "**" + p.name
+            call.append("**" + p.name)
+        elif p.kind is p.KEYWORD_ONLY:
+            if not star:
+                params.append("*")
+                star = True
+            call.append(f"{p.name}={p.name}")
+        else:
+            call.append(p.name)
+        params.append(text)
+        if p.kind is p.POSITIONAL_ONLY and (i + 1 == len(plist) or plist[i + 1].kind is not p.POSITIONAL_ONLY):
+            params.append("/")
+    src = f"def forward({', '.join(params)}):\n    return self({', '.join(call)})\n"
+    exec(compile(src, f"<strata.export: {type(mod).__qualname__}>", "exec"), ns)
+    fn = ns["forward"]
+    fn.__qualname__ = f"{type(mod).__qualname__}.__call__"
+    return fn
+
+
 def _callable_parts(mod):
     """(function, self object or None, module owning the parameters or None)."""
     from ..nn import Module
-    owner = None
     if isinstance(mod, Module):
         from .._dynamo.symbolic import _has_hooks
-        if _has_hooks(mod):
-            raise ExportError(f"strata.export: {type(mod).__name__} has forward hooks or pre-hooks; exporting a "
-                              "module with hooks is not supported (call its forward from a function instead)")
-        owner = mod
         f = mod.forward
-    else:
-        f = mod
+        user_code = (isinstance(f, types.MethodType) and f.__self__ is mod and isinstance(f.__func__, types.FunctionType)
+                     and not (f.__func__.__module__ or "").startswith(("strata.", "torch.")))
+        if user_code and not _has_hooks(mod):
+            return f.__func__, mod, mod
+        return _module_caller(mod), mod, mod
+    owner = None
+    f = mod
     if isinstance(f, types.MethodType):
         fn, self_obj = f.__func__, f.__self__
-        if owner is None and isinstance(self_obj, Module):
+        if isinstance(self_obj, Module):
             owner = self_obj
     elif isinstance(f, types.FunctionType):
         fn, self_obj = f, None
@@ -142,6 +179,13 @@ def _write_args_by_op():
         if w:
             out[full] = w
     return out
+
+
+# Ops that write arguments their schema does not mark (a!): batch_norm in training mode updates
+# its running statistics.
+_WRITES_WITHOUT_ANNOTATION = {
+    "batch_norm": lambda a: [a[3], a[4]] if a[5] else [],
+}
 
 
 def _module_state(owner):
@@ -238,8 +282,11 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=True, preserve
     by_vid = {vid: s for vid, s in zip(graph.inputs, specs)}
     mutated = {}
     for n in graph.nodes:
-        for i in writes.get(n.op, ()):
-            a = n.args[i]
+        written = [n.args[i] for i in writes.get(n.op, ())]
+        extra = _WRITES_WITHOUT_ANNOTATION.get(n.op)
+        if extra is not None:
+            written += extra(n.args)
+        for a in written:
             if isinstance(a, _C._compile.Value) and a.id in by_vid and by_vid[a.id].kind == InputKind.BUFFER:
                 mutated[a.name] = by_vid[a.id].target
     out_specs = [OutputSpec(OutputKind.USER_OUTPUT, values[v].name) for v in out_ids]

@@ -345,7 +345,7 @@ def _batch_norm(e, n, a):
     c = e.shape(a[0])[1]
     w = e.operand(w, dt) if w is not None else e.const(np.ones(c), dt)
     b = e.operand(b, dt) if b is not None else e.const(np.zeros(c), dt)
-    return e.emit("BatchNormalization", [x, w, b, e.operand(mean, dt), e.operand(var, dt)], epsilon=float(eps),
+    return e.emit("BatchNormalization", [e.operand(x, dt), w, b, e.operand(mean, dt), e.operand(var, dt)], epsilon=float(eps),
                   momentum=float(1.0 - momentum))
 
 
@@ -366,6 +366,13 @@ def _conv(e, n, a):
     kernel = e.shape(a[1])[2:]
     return e.emit("Conv", [x, w] + b, strides=_pair(stride, k), pads=p + p, dilations=_pair(dilation, k),
                   group=int(groups), kernel_shape=kernel)
+
+
+@lowering("max_pool2d_with_indices", "max_pool1d_with_indices")
+def _max_pool_with_indices(e, n, a):
+    if n.outputs[1] in e.uses:
+        e.unsupported("the indices of max_pool (ONNX MaxPool numbers them differently)")
+    return _max_pool(e, n, a)
 
 
 @lowering("max_pool2d", "max_pool1d")
@@ -747,6 +754,12 @@ def lower(ep, *, opset=17, input_names=None, output_names=None, dynamic_axes=Non
         if vid not in first_out and vid not in e.names:
             first_out[vid] = nm
 
+    e.uses = set(outs)
+    for n in g.nodes:
+        for x in n.args:
+            for y in (x if isinstance(x, list) else [x]):
+                if isinstance(y, _compile.Value):
+                    e.uses.add(y.id)
     last_source = ""
     for n in g.nodes:
         e.node = n
