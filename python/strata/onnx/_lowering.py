@@ -571,6 +571,166 @@ def _reduce(e, n, a):
     return e.emit(op, [xin], axes=dims, keepdims=keep)
 
 
+def _full_slice(shape, dim, start, end, step):
+    return step == 1 and (start in (None, 0) or start <= -shape[dim]) and (end is None or end >= shape[dim])
+
+
+@lowering("slice.Tensor", "slice")
+def _slice(e, n, a):
+    x = a[0]
+    shape = e.shape(x)
+    dim = _norm(int(a[1]), len(shape))
+    start, end, step = a[2], a[3], int(a[4]) if len(a) > 4 else 1
+    sym = list(e.symof(x))
+    if _full_slice(shape, dim, start, end, step):
+        e.sym[n.outputs[0]] = sym
+        return e.emit("Identity", [e.name(x)])
+    sym[dim] = e.out().shape[dim]
+    e.sym[n.outputs[0]] = sym
+    start = 0 if start is None else int(start)
+    end = (1 << 62) if end is None else min(int(end), 1 << 62)
+    return e.emit("Slice", [e.name(x), e.ints([start]), e.ints([end]), e.ints([dim]), e.ints([step])])
+
+
+@lowering("narrow")
+def _narrow(e, n, a):
+    x = a[0]
+    shape = e.shape(x)
+    dim = _norm(int(a[1]), len(shape))
+    start = _norm(int(a[2]), shape[dim])
+    sym = list(e.symof(x))
+    sym[dim] = int(a[3])
+    e.sym[n.outputs[0]] = sym
+    return e.emit("Slice", [e.name(x), e.ints([start]), e.ints([start + int(a[3])]), e.ints([dim])])
+
+
+@lowering("select.int", "select")
+def _select(e, n, a):
+    x = a[0]
+    sym = list(e.symof(x))
+    dim = _norm(int(a[1]), len(sym))
+    del sym[dim]
+    e.sym[n.outputs[0]] = sym
+    return e.emit("Gather", [e.name(x), e.const(int(a[2]), "int64")], axis=dim)
+
+
+@lowering("chunk", "split.Tensor", "split", "split_with_sizes", "unbind.int", "unbind")
+def _split(e, n, a):
+    x = a[0]
+    shape = e.shape(x)
+    unbind = n.op.startswith("unbind")
+    dim = _norm(int(a[1] if unbind else a[2]) if len(a) > (1 if unbind else 2) else 0, len(shape))
+    sizes = [e.values[o].shape[dim] if not unbind else 1 for o in n.outputs]
+    sym = list(e.symof(x))
+    if isinstance(sym[dim], str):
+        e.unsupported("splitting along a dynamic dimension")
+    outs = e.emit("Split", [e.name(x), e.ints(sizes)], n_out=len(sizes), axis=dim)
+    outs = outs if isinstance(outs, list) else [outs]
+    for o in n.outputs:
+        s = list(sym)
+        s[dim] = e.values[o].shape[dim] if not unbind else 1
+        if unbind:
+            del s[dim]
+        e.sym[o] = s
+    if unbind:
+        outs = [e.emit("Squeeze", [o, e.ints([dim])]) for o in outs]
+    return outs
+
+
+def _compute_dtype(e, args):
+    """The dtype two operands of a comparison / where are compared in (type promotion)."""
+    import strata
+    vals = [x for x in args if e.is_value(x)]
+    dt = vals[0].dtype if vals else strata.get_default_dtype()
+    for v in vals[1:]:
+        dt = strata.promote_types(dt, v.dtype)
+    if not dt.is_floating_point and any(isinstance(x, float) for x in args):
+        dt = strata.get_default_dtype()
+    return dt
+
+
+def _compare(op_type, negate=False):
+    def lower(e, n, a):
+        dt = _compute_dtype(e, a[:2])
+        r = e.emit(op_type, [e.operand(a[0], dt), e.operand(a[1], dt)])
+        return e.emit("Not", [r]) if negate else r
+    return lower
+
+
+for _op, _t, _neg in (("gt", "Greater", False), ("lt", "Less", False), ("ge", "GreaterOrEqual", False),
+                      ("le", "LessOrEqual", False), ("eq", "Equal", False), ("ne", "Equal", True)):
+    lowering(_op, _op + ".Tensor", _op + ".Scalar")(_compare(_t, _neg))
+
+
+def _logical(op_type):
+    def lower(e, n, a):
+        if _dname(e.out().dtype) != "bool":
+            e.unsupported(f"integer operands (ONNX {op_type} is boolean; bitwise ops on integers need opset 18)")
+        return e.emit(op_type, [e.operand(a[0], "bool"), e.operand(a[1], "bool")])
+    return lower
+
+
+for _op, _t in (("bitwise_and", "And"), ("bitwise_or", "Or"), ("bitwise_xor", "Xor"), ("logical_and", "And"),
+                ("logical_or", "Or"), ("logical_xor", "Xor")):
+    lowering(_op, _op + ".Tensor")(_logical(_t))
+
+
+@lowering("logical_not")
+def _logical_not(e, n, a):
+    return e.emit("Not", [e.operand(a[0], "bool")])
+
+
+@lowering("where", "where.self")
+def _where(e, n, a):
+    dt = e.out().dtype
+    return e.emit("Where", [e.operand(a[0], "bool"), e.operand(a[1], dt), e.operand(a[2], dt)])
+
+
+@lowering("masked_fill", "masked_fill.Scalar", "masked_fill.Tensor")
+def _masked_fill(e, n, a):
+    dt = e.out().dtype
+    return e.emit("Where", [e.operand(a[1], "bool"), e.operand(a[2], dt), e.operand(a[0], dt)])
+
+
+@lowering("_to_copy", "to", "type_as")
+def _to_copy(e, n, a):
+    if _dname(e.dtype(a[0])) == _dname(e.out().dtype):
+        return e.emit("Identity", [e.name(a[0])])
+    return e.emit("Cast", [e.name(a[0])], to=onnx_dtype(e.out().dtype))
+
+
+@lowering("scaled_dot_product_attention")
+def _sdpa(e, n, a):
+    q, k, v, mask, dropout_p, is_causal = a[:6]
+    scale = a[6] if len(a) > 6 else None
+    if dropout_p:
+        e.unsupported("dropout_p > 0")
+    if len(a) > 7 and a[7]:
+        e.unsupported("enable_gqa=True")
+    dt = e.out().dtype
+    L, S, E = e.shape(q)[-2], e.shape(k)[-2], e.shape(q)[-1]
+    scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
+    rank = len(e.shape(k))
+    perm = list(range(rank - 2)) + [rank - 1, rank - 2]
+    kt = e.emit("Transpose", [e.operand(k, dt)], perm=perm)
+    scores = e.emit("Mul", [e.emit("MatMul", [e.operand(q, dt), kt]), e.const(scale, dt)])
+    if is_causal:
+        if isinstance(e.symof(q)[-2], str) or isinstance(e.symof(k)[-2], str):
+            e.unsupported("is_causal with a dynamic sequence length")
+        keep = np.tril(np.ones((L, S), dtype=bool))
+        scores = e.emit("Where", [e.const(keep, "bool"), scores, e.const(-np.inf, dt)])
+    if mask is not None:
+        if _dname(e.dtype(mask)) == "bool":
+            scores = e.emit("Where", [e.name(mask), scores, e.const(-np.inf, dt)])
+        else:
+            scores = e.emit("Add", [scores, e.operand(mask, dt)])
+    return e.emit("MatMul", [e.emit("Softmax", [scores], axis=-1), e.operand(v, dt)])
+
+
+def _sym_sdpa(e, n, a):
+    return list(e.symof(a[0]))[:-1] + [e.shape(a[2])[-1]]
+
+
 # Symbolic-dimension rules of ops whose output dimensions do not line up with their inputs'
 # from the right (everything else: _broadcast_sym).
 def _sym_reduce(e, n, a):
@@ -665,7 +825,7 @@ SYM_RULES = {"mean": _sym_reduce, "mean.dim": _sym_reduce, "sum": _sym_reduce, "
              "squeeze": _sym_squeeze, "squeeze.dim": _sym_squeeze, "squeeze.dims": _sym_squeeze,
              "matmul": _sym_matmul, "mm": _sym_matmul, "bmm": _sym_matmul, "linear": _sym_linear,
              "addmm": _sym_addmm, "embedding": _sym_embedding, "cat": _sym_cat, "concat": _sym_cat,
-             "concatenate": _sym_cat}
+             "concatenate": _sym_cat, "scaled_dot_product_attention": _sym_sdpa}
 for _op in ("conv1d", "conv2d", "conv3d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d",
             "adaptive_avg_pool1d", "adaptive_avg_pool2d"):
     SYM_RULES[_op] = _sym_conv
@@ -772,22 +932,19 @@ def lower(ep, *, opset=17, input_names=None, output_names=None, dynamic_axes=Non
         e.node_base = values[n.outputs[0]].name if n.outputs else "t"
         args = n.args
         result = fn(e, n, args)
-        vid = n.outputs[0]
-        if vid not in e.sym:
+        results = list(result) if isinstance(result, (list, tuple)) else [result]
+        if len(results) == 1 and n.outputs[0] not in e.sym:
             rule = SYM_RULES.get(n.op, _broadcast_sym)
-            e.sym[vid] = rule(e, n, args)
-        want = first_out.get(vid)
-        if want is not None:
-            last = e.nodes[-1]
-            if result in last.output:
-                last.output[list(last.output).index(result)] = want
+            e.sym[n.outputs[0]] = rule(e, n, args)
+        for vid, res in zip(n.outputs, results):
+            if res is None:
+                continue
+            want = first_out.get(vid)
+            if want is not None:
+                e.nodes.append(helper.make_node("Identity", [res], [want], name=e.fresh("n_output")))
                 e.used.add(want)
-                result = want
-            else:
-                result = e.emit("Identity", [result])
-                e.nodes[-1].output[0] = want
-                result = want
-        e.names[vid] = result
+                res = want
+            e.names[vid] = res
 
     graph_outputs = []
     for vid, nm in zip(outs, out_names):

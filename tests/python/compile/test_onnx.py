@@ -306,3 +306,58 @@ def test_kwargs_and_trailing_dict():
     proto, sess = to_onnx(m, (x, {"scale": 2.0, "shift": s}), input_names=["x", "shift"])
     got = sess.run(None, {"x": x.numpy(), "shift": s.numpy()})[0]
     np.testing.assert_allclose(got, m(x, scale=2.0, shift=s).detach().numpy(), atol=1e-6)
+
+
+def test_indexing_comparisons_and_casts():
+    def f(x, m):
+        a, b = x.chunk(2, -1)
+        p, q = x.split(3, 0)
+        return (x[:, 1:3], x[0], x[..., :2], x[:, -1], a * b, p - q[:3], x[:, ::2], x.narrow(1, 1, 2),
+                strata.where(x > 0, x, 0.0), x.masked_fill(m, -1.0), (x < 0.5).float(), x.to(strata.float64),
+                x.ge(x.t()) & m, (x != 0.25) | (x == x), x[:, None, 2])
+
+    x = strata.randn(6, 6)
+    m = x.abs() > 0.7
+    proto, sess = to_onnx(f, (x, m), input_names=["x", "m"])
+    run_and_compare(sess, f, [x, m], ["x", "m"])
+
+
+class SDPABlock(nn.Module):
+    def __init__(self, d=24, heads=3, causal=False):
+        super().__init__()
+        self.qkv = nn.Linear(d, 3 * d)
+        self.out = nn.Linear(d, d)
+        self.heads, self.causal = heads, causal
+
+    def forward(self, x, mask=None):
+        B, T, D = x.shape
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        q, k, v = [t.reshape(B, T, self.heads, D // self.heads).transpose(1, 2) for t in (q, k, v)]
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=self.causal)
+        return self.out(y.transpose(1, 2).reshape(B, T, D))
+
+
+def test_scaled_dot_product_attention_dynamic_batch():
+    strata.manual_seed(5)
+    m = SDPABlock().eval()
+    x = strata.randn(2, 5, 24)
+    proto, sess = to_onnx(m, (x,), input_names=["x"], dynamic_axes={"x": {0: "B", 1: "T"}})
+    for b, t in ((2, 5), (4, 3), (1, 8)):
+        run_and_compare(sess, m, [strata.randn(b, t, 24)], ["x"])
+
+
+def test_scaled_dot_product_attention_causal_and_masks():
+    strata.manual_seed(6)
+    x = strata.randn(2, 5, 24)
+    m = SDPABlock(causal=True).eval()
+    proto, sess = to_onnx(m, (x,), input_names=["x"], dynamic_axes={"x": {0: "B"}})
+    for b in (2, 3):
+        run_and_compare(sess, m, [strata.randn(b, 5, 24)], ["x"])
+    with pytest.raises(strata.onnx.UnsupportedOperatorError, match="is_causal with a dynamic sequence"):
+        strata.onnx.export(m, (x,), io.BytesIO(), input_names=["x"], dynamic_axes={"x": {1: "T"}})
+    m = SDPABlock().eval()
+    for mask in (strata.rand(5, 5) > 0.3, strata.randn(5, 5)):
+        if mask.dtype == strata.bool:
+            mask[:, 0] = True  # no fully masked row
+        proto, sess = to_onnx(m, (x, mask), input_names=["x", "mask"])
+        run_and_compare(sess, m, [x, mask], ["x", "mask"])
