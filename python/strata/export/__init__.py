@@ -120,7 +120,8 @@ def _callable_parts(mod):
     if isinstance(mod, Module):
         from .._dynamo.symbolic import _has_hooks
         f = mod.forward
-        user_code = (isinstance(f, types.MethodType) and f.__self__ is mod and isinstance(f.__func__, types.FunctionType)
+        user_code = (isinstance(f, types.MethodType) and f.__self__ is mod
+                     and isinstance(f.__func__, types.FunctionType)
                      and not (f.__func__.__module__ or "").startswith(("strata.", "torch.")))
         if user_code and not _has_hooks(mod):
             return f.__func__, mod, mod

@@ -345,7 +345,8 @@ def _batch_norm(e, n, a):
     c = e.shape(a[0])[1]
     w = e.operand(w, dt) if w is not None else e.const(np.ones(c), dt)
     b = e.operand(b, dt) if b is not None else e.const(np.zeros(c), dt)
-    return e.emit("BatchNormalization", [e.operand(x, dt), w, b, e.operand(mean, dt), e.operand(var, dt)], epsilon=float(eps),
+    return e.emit("BatchNormalization", [e.operand(x, dt), w, b, e.operand(mean, dt), e.operand(var, dt)],
+                  epsilon=float(eps),
                   momentum=float(1.0 - momentum))
 
 

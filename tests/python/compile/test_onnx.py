@@ -3,7 +3,6 @@ onnxruntime against eager strata, with dynamic axes run at other sizes."""
 
 import io
 import math
-import os
 
 import numpy as np
 import pytest
