@@ -29,6 +29,10 @@ std::optional<Device> to_device(nb::handle h);
 Tensor wrap_number(nb::handle h);
 bool is_number(nb::handle h);
 
+// A Python value as the IValue for schema argument a (numbers for a Tensor
+// argument become wrapped numbers); false when it does not fit the type.
+bool convert_arg(const Argument& a, nb::handle h, IValue* out);
+
 nb::object wrap_tensor(Tensor t);
 nb::object tensor_to_list(const Tensor& t);
 Tensor tensor_from_data(nb::handle data, std::optional<ScalarType> dtype, std::optional<Device> device);

@@ -5,6 +5,7 @@
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/unique_ptr.h>
 
+#include "autograd/variable.h"
 #include "bind.h"
 #include "compile/graph.h"
 
@@ -177,6 +178,100 @@ struct Runner {
   }
 };
 
+// Note [Graph.add_node]
+// Rebuilds a node from a description (strata.export.load): the op by its full
+// name, its arguments in schema order. A Value stands for its tensor, the
+// GraphDevice object for "the graph's device", a list may mix Values and
+// None (Tensor[]), and anything else is a constant converted against the
+// schema's type (a number for a Tensor argument is a wrapped number, as in
+// the binding). The node is made by the recorder itself: each Value becomes a
+// meta tensor of its recorded geometry bound to it, and the op is called with
+// Tracer included, so the node, its constants, devices and result values are
+// exactly what recording the same call produces.
+Tensor meta_for_value(Graph& g, int vid, const OperatorEntry& op, const Argument& a) {
+  const compile::Value& v = g.value(vid);
+  if (v.kind != ValueKind::Tensor || v.dtype == ScalarType::Undefined)
+    throw TypeError(str("Graph.add_node: argument '", a.name, "' of ", op.schema().full_name(), " refers to value ",
+                        v.name, ", which is not a defined tensor"));
+  const int64_t es = static_cast<int64_t>(element_size(v.dtype));
+  int64_t extent = 1;
+  for (size_t d = 0; d < v.sizes.size(); ++d) {
+    if (v.sizes[d] == 0) extent = 0;
+  }
+  if (extent) {
+    for (size_t d = 0; d < v.sizes.size(); ++d) extent += (v.sizes[d] - 1) * v.strides[d];
+  }
+  Tensor m(make_intrusive<TensorImpl>(make_storage(static_cast<size_t>(extent * es), Device(DeviceType::Meta)), 0,
+                                       IntArrayRef(v.sizes), IntArrayRef(v.strides), v.dtype));
+  if (v.requires_grad) autograd::set_requires_grad(m, true);
+  g.bind(m, vid);
+  return m;
+}
+
+std::vector<int> add_node(const std::shared_ptr<Graph>& g, const std::string& name, nb::sequence args,
+                          const std::string& source, bool grad_enabled) {
+  const OperatorEntry* op = Dispatcher::get().find(name);
+  if (!op) throw ValueError(str("Graph.add_node: no op named '", name, "'"));
+  const FunctionSchema& schema = op->schema();
+  const size_t n = nb::len(args);
+  if (n != schema.args.size())
+    throw ValueError(str("Graph.add_node: ", schema.full_name(), " takes ", schema.args.size(),
+                         " arguments in schema order (", schema.text, "), got ", n));
+  Stack stack;
+  stack.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Argument& a = schema.args[i];
+    nb::handle h = args[i];
+    if (nb::isinstance<ValueView>(h)) {
+      const auto& vv = nb::cast<const ValueView&>(h);
+      if (vv.g != g) throw ValueError(str("Graph.add_node: argument '", a.name, "' is a value of another graph"));
+      stack.emplace_back(meta_for_value(*g, vv.id, *op, a));
+    } else if (nb::isinstance<GraphDeviceArg>(h)) {
+      if (a.type != ArgType::OptDevice)
+        throw TypeError(str("Graph.add_node: argument '", a.name, "' of ", schema.full_name(), " is not a device"));
+      stack.emplace_back(Device(DeviceType::Meta));
+    } else if (a.type == ArgType::TensorList) {
+      if (!PyList_Check(h.ptr()) && !PyTuple_Check(h.ptr()))
+        throw TypeError(str("Graph.add_node: argument '", a.name, "' of ", schema.full_name(), " must be a list"));
+      std::vector<Tensor> l;
+      for (nb::handle e : nb::borrow<nb::sequence>(h)) {
+        if (e.is_none()) {
+          l.emplace_back();
+        } else if (nb::isinstance<ValueView>(e)) {
+          const auto& vv = nb::cast<const ValueView&>(e);
+          if (vv.g != g) throw ValueError(str("Graph.add_node: argument '", a.name, "' has a value of another graph"));
+          l.push_back(meta_for_value(*g, vv.id, *op, a));
+        } else {
+          throw TypeError(str("Graph.add_node: the elements of argument '", a.name, "' of ", schema.full_name(),
+                              " must be Values or None"));
+        }
+      }
+      stack.emplace_back(std::move(l));
+    } else {
+      if (nb::isinstance<Tensor>(h))
+        throw TypeError(str("Graph.add_node: argument '", a.name, "' of ", schema.full_name(),
+                            " is a tensor: add it with add_constant and pass its Value"));
+      IValue v;
+      if (!convert_arg(a, h, &v))
+        throw TypeError(str("Graph.add_node: argument '", a.name, "' of ", schema.full_name(), " expects ",
+                            arg_type_name(a.type), ", got ",
+                            nb::cast<std::string>(nb::repr(h))));
+      stack.push_back(std::move(v));
+    }
+  }
+  const size_t before = g->nodes().size();
+  {
+    autograd::GradModeGuard grad(grad_enabled);
+    compile::RecordGuard rec(g);
+    compile::set_source(source);
+    call_boxed(*op, stack);
+    compile::set_source("");
+  }
+  STRATA_CHECK(g->nodes().size() == before + 1, "Graph.add_node: recording ", schema.full_name(), " added ",
+               g->nodes().size() - before, " nodes, expected one");
+  return g->nodes().back()->outputs;
+}
+
 struct RecordContext {
   std::shared_ptr<Graph> g;
   std::unique_ptr<compile::RecordGuard> guard;
@@ -191,6 +286,7 @@ void bind_compile(nb::module_& parent) {
   nb::module_ m = parent.def_submodule("_compile", "Graph IR of strata.compile (capture, print, run).");
 
   nb::class_<GraphDeviceArg>(m, "GraphDevice")
+      .def(nb::init<>())
       .def("__repr__", [](const GraphDeviceArg&) { return std::string("<graph device>"); });
 
   nb::class_<ValueView>(m, "Value")
@@ -345,6 +441,8 @@ void bind_compile(nb::module_& parent) {
         (void)g->value(vid);
         return ValueView{g, vid};
       })
+      .def("add_node", &add_node, nb::arg("op"), nb::arg("args"), nb::arg("source") = "",
+           nb::arg("grad_enabled") = true)
       .def("eliminate_dead_code", &Graph::eliminate_dead_code)
       .def(
           "extract",

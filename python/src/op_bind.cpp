@@ -123,7 +123,10 @@ bool to_int_list(nb::handle h, int list_size, std::vector<int64_t>* out) {
   return true;
 }
 
+}  // namespace
+
 // Converts one Python value to the schema's type; false on a type mismatch.
+// Declared in bind.h: Graph.add_node converts constants with it too.
 bool convert_arg(const Argument& a, nb::handle h, IValue* out) {
   switch (a.type) {
     case ArgType::OptTensor:
@@ -208,6 +211,8 @@ bool convert_arg(const Argument& a, nb::handle h, IValue* out) {
       return false;
   }
 }
+
+namespace {
 
 std::string py_type_name(nb::handle h) {
   if (nb::isinstance<Tensor>(h)) return "Tensor";

@@ -73,6 +73,7 @@ from ._vmap import vmap  # noqa: E402,F401  (one call per batch entry, results s
 from . import hub, futures  # noqa: E402,F401  (strata.hub: the hub cache, no downloads; strata.futures)
 
 from . import _dynamo  # noqa: E402,F401  (strata.compile's capture: strata._dynamo, as torch._dynamo)
+from . import export, onnx  # noqa: E402,F401  (strata.export: ahead-of-time graphs; strata.onnx: ONNX export)
 
 
 def compile(model=None, *, fullgraph=False, dynamic=None, backend="eager", mode=None, options=None,

@@ -21,7 +21,7 @@ from .variables import TensorVar, ConstVar, CellVar, NullVar, ListVar, DictVar
 
 _compile = _C._compile
 
-__all__ = ["CompileError", "capture", "frame_arg_names", "NULL"]
+__all__ = ["CompileError", "capture", "capture_graph", "frame_arg_names", "NULL"]
 
 NULL = object()   # a NULL stack slot in a rebuilt frame state
 
@@ -250,6 +250,38 @@ def capture(fn, args, options, callee=False):
                              eager_frame=True)
             return None
     return None
+
+
+def capture_graph(fn, args, options=None):
+    """Captures one call of fn as a single graph, with fullgraph semantics and no runtime entry
+    (strata.export): returns (OutputGraph, the return value's variable). A graph break raises
+    CompileError naming the reason and the line; so does a frame that returns by any other route.
+    The graph's outputs are not set: the caller flattens the return value."""
+    options = dict(options or {})
+    options["fullgraph"] = True
+    code = fn.__code__
+    grad = _C._is_grad_enabled()
+    out = OutputGraph(fn, frame_arg_names(code), len(args))
+    out.backend_options = options
+    from . import eval_frame
+    eval_frame._tls.capturing = getattr(eval_frame._tls, "capturing", 0) + 1
+    try:
+        tx = _root_translator(out, fn, args, None)
+        kind, r = tx.run()
+    except Unsupported as e:
+        loc = getattr(e, "location", None) or f"{code.co_filename}:{code.co_firstlineno} in {code.co_name}"
+        inner = getattr(e, "inner_location", None)
+        if inner and inner != loc:
+            loc = f"{inner}\n  called from {loc}"
+        what = options.get("what", "strata.compile(fullgraph=True)")
+        raise CompileError(f"{what}: {e.reason}\n  at {loc}") from None
+    finally:
+        _C._set_grad_enabled(grad)
+        eval_frame._tls.capturing -= 1
+    if kind != "return":
+        raise CompileError(f"{options.get('what', 'strata.compile(fullgraph=True)')}: the frame of "
+                           f"{code.co_qualname} does not return normally\n  at {code.co_filename}:{code.co_firstlineno}")
+    return out, r
 
 
 def _root_translator(out, fn, args, break_at):

@@ -251,6 +251,8 @@ class Translator:
                     raise Unsupported(f"bytecode {inst.opname} is not supported by capture")
                 r = handler(inst)
             except Unsupported as e:
+                if not hasattr(e, "inner_location"):  # where it happened, inside inlined calls too
+                    e.inner_location = self.location()
                 if self.parent is None and not hasattr(e, "root_point"):
                     e.root_point = (inst.offset, self.counts[inst.offset])
                     e.location = self.location()

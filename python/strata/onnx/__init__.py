@@ -1,0 +1,83 @@
+"""strata.onnx: exports a model to ONNX (torch.onnx.export's signature).
+
+The model is captured with strata.export (one graph, fullgraph semantics: a graph break
+raises), then each graph node is lowered to ONNX operators (_lowering.py) with the `onnx`
+package: parameters and buffers become initializers named by their fully qualified names,
+user inputs the graph inputs, dtypes are mapped, and dynamic_axes become symbolic dimensions
+(dim_param) of the inputs' and outputs' shapes. The `onnx` package is imported only when
+export is called."""
+
+__all__ = ["export", "is_in_onnx_export", "UnsupportedOperatorError", "OnnxExporterError"]
+
+_exporting = False
+
+
+class OnnxExporterError(RuntimeError):
+    """The model cannot be exported to ONNX."""
+
+
+class UnsupportedOperatorError(OnnxExporterError):
+    """A captured op has no ONNX lowering."""
+
+
+def is_in_onnx_export():
+    return _exporting
+
+
+def export(model, args=(), f=None, *, kwargs=None, export_params=True, verbose=None, input_names=None,
+           output_names=None, opset_version=None, dynamic_axes=None, keep_initializers_as_inputs=False,
+           training=None, do_constant_folding=True, dynamo=False, **unsupported):
+    """Exports model(*args, **kwargs) to ONNX and writes it to f (a path or a binary file
+    object); with f=None returns the onnx.ModelProto instead.
+
+    args: a tuple of example inputs (a single Tensor is accepted; a trailing dict in args is
+    taken as keyword arguments, as torch does). input_names / output_names name the graph's
+    user inputs and flattened outputs in order (default: the captured values' names).
+    dynamic_axes: {name: {axis: "dim_name"}} or {name: [axis, ...]} for inputs and outputs; those
+    dimensions are written as symbolic and reshapes along them are lowered with Shape/Gather so
+    the model runs at other sizes. opset_version defaults to 17 (the lowest supported: the
+    lowering uses LayerNormalization). A module is exported in eval mode (training=None or
+    "eval"), its mode restored afterwards. export_params=False writes no initializer data: the
+    parameters become extra graph inputs named by their FQNs."""
+    global _exporting
+    if unsupported:
+        raise TypeError(f"strata.onnx.export: unsupported arguments: {', '.join(sorted(unsupported))}")
+    from .. import Tensor
+    from ..nn import Module
+    if isinstance(args, Tensor):
+        args = (args,)
+    elif not isinstance(args, tuple):
+        args = tuple(args) if isinstance(args, list) else (args,)
+    if args and isinstance(args[-1], dict) and kwargs is None:
+        args, kwargs = args[:-1], args[-1]
+    opset = 17 if opset_version is None else int(opset_version)
+    if opset < 17:
+        raise OnnxExporterError(f"strata.onnx.export: opset_version {opset} is not supported; the lowering needs "
+                                "opset 17 or later (LayerNormalization)")
+    train_mode = str(training).lower().split(".")[-1] if training is not None else "eval"
+    if train_mode not in ("eval", "preserve", "training", "false", "true"):
+        raise ValueError(f"strata.onnx.export: unknown training mode {training!r}")
+    from ..export import export as _export_program
+    from ._lowering import lower
+    was_training = model.training if isinstance(model, Module) else None
+    if isinstance(model, Module) and train_mode in ("eval", "false"):
+        model.eval()
+    elif isinstance(model, Module) and train_mode in ("training", "true"):
+        model.train()
+    _exporting = True
+    try:
+        ep = _export_program(model, tuple(args), kwargs)
+        proto = lower(ep, opset=opset, input_names=input_names, output_names=output_names,
+                      dynamic_axes=dynamic_axes, export_params=export_params,
+                      params_as_inputs=not export_params or keep_initializers_as_inputs)
+    finally:
+        _exporting = False
+        if was_training is not None:
+            model.train(was_training)
+    if verbose:
+        print(ep.graph.print_readable())
+    if f is None:
+        return proto
+    import onnx
+    onnx.save_model(proto, f)
+    return None
