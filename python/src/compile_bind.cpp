@@ -8,6 +8,7 @@
 #include "autograd/variable.h"
 #include "bind.h"
 #include "compile/graph.h"
+#include "guards_bind.h"
 
 namespace strata::py {
 
@@ -282,6 +283,131 @@ thread_local std::vector<std::unique_ptr<compile::RecordGuard>> t_begun;
 
 }  // namespace
 
+// Note [The frame cache]
+// strata.compile's per-code cache of entries, checked and run from C++: for
+// each entry, the guards (GuardSet::check, no Python), the graph inputs (the
+// frame's arguments by position, or a generated Python fetch function for
+// inputs reached through attributes), the backend's callable (the graph's own
+// Runner is called directly), and the result (one graph output, a tuple of
+// them, or a generated Python finish function that rebuilds anything else and
+// runs a graph break's instruction and resume function). A miss calls back
+// into Python (eval_frame.py), which captures a new entry and adds it here.
+struct CacheEntry {
+  nb::object guards_obj;
+  guards::GuardSet* gs = nullptr;
+  nb::object extra;  // tuple appended to the arguments (globals of other modules), or None
+  bool simple_inputs = false;
+  std::vector<Py_ssize_t> arg_inputs;
+  nb::object fetch;
+  nb::object runner_obj;
+  Runner* runner = nullptr;
+  int ret_kind = 0;  // 0: finish(O, A, G, C); 1: O[i]; 2: tuple(O[i]...)
+  std::vector<Py_ssize_t> ret_idx;
+  nb::object finish;
+};
+
+nb::object& cache_miss_sentinel() {
+  static nb::object* s = new nb::object(nb::steal(PyObject_CallNoArgs(reinterpret_cast<PyObject*>(&PyBaseObject_Type))));
+  return *s;
+}
+
+struct FrameCache {
+  std::vector<std::shared_ptr<CacheEntry>> entries;
+  nb::object miss;
+
+  // The result of the first entry whose guards hold, or the miss sentinel.
+  nb::object lookup(nb::handle fn, nb::handle args) {
+    if (!PyFunction_Check(fn.ptr())) throw TypeError("FrameCache: expected a function");
+    if (!PyTuple_Check(args.ptr())) throw TypeError("FrameCache: expected the arguments as a tuple");
+    PyObject* g = PyFunction_GET_GLOBALS(fn.ptr());
+    PyObject* c = PyFunction_GET_CLOSURE(fn.ptr());
+    if (!c) c = Py_None;
+    for (size_t k = 0; k < entries.size(); ++k) {
+      std::shared_ptr<CacheEntry> keep = entries[k];  // clear() may run while the entry does
+      CacheEntry& e = *keep;
+      nb::object ext;
+      PyObject* a = args.ptr();
+      if (!e.extra.is_none()) {
+        ext = nb::steal(PySequence_Concat(a, e.extra.ptr()));
+        if (!ext.is_valid()) throw nb::python_error();
+        a = ext.ptr();
+      }
+      if (!e.gs->check(a, g, c)) continue;
+      nb::object ins;
+      if (e.simple_inputs) {
+        ins = nb::steal(PyTuple_New(static_cast<Py_ssize_t>(e.arg_inputs.size())));
+        for (size_t i = 0; i < e.arg_inputs.size(); ++i) {
+          PyObject* v = PyTuple_GET_ITEM(a, e.arg_inputs[i]);
+          Py_INCREF(v);
+          PyTuple_SET_ITEM(ins.ptr(), static_cast<Py_ssize_t>(i), v);
+        }
+      } else {
+        ins = e.fetch(nb::handle(a), nb::handle(g), nb::handle(c));
+      }
+      nb::tuple outs;
+      if (e.runner) {
+        outs = e.runner->call(nb::borrow<nb::args>(ins));
+      } else {
+        nb::object r = nb::steal(PyObject_Call(e.runner_obj.ptr(), ins.ptr(), nullptr));
+        if (!r.is_valid()) throw nb::python_error();
+        outs = nb::borrow<nb::tuple>(r);
+      }
+      if (e.ret_kind == 1) return outs[e.ret_idx[0]];
+      if (e.ret_kind == 2) {
+        nb::object t = nb::steal(PyTuple_New(static_cast<Py_ssize_t>(e.ret_idx.size())));
+        for (size_t i = 0; i < e.ret_idx.size(); ++i) {
+          PyObject* v = PyTuple_GET_ITEM(outs.ptr(), e.ret_idx[i]);
+          Py_INCREF(v);
+          PyTuple_SET_ITEM(t.ptr(), static_cast<Py_ssize_t>(i), v);
+        }
+        return t;
+      }
+      return e.finish(outs, nb::handle(a), nb::handle(g), nb::handle(c));
+    }
+    return cache_miss_sentinel();
+  }
+
+  nb::object call(nb::handle fn, nb::handle args) {
+    nb::object r = lookup(fn, args);
+    if (r.is(cache_miss_sentinel())) return miss(fn, args);
+    return r;
+  }
+};
+
+void bind_frame_cache(nb::module_& m) {
+  m.attr("CACHE_MISS") = cache_miss_sentinel();
+  nb::class_<FrameCache>(m, "FrameCache", "A frame's compiled entries, checked and run from C++ (Note [The frame cache]).")
+      .def("__init__", [](FrameCache* self, nb::object miss) { new (self) FrameCache{{}, std::move(miss)}; })
+      .def("__call__", &FrameCache::call)
+      .def("lookup", &FrameCache::lookup, "The result of the first entry whose guards hold, or CACHE_MISS.")
+      .def(
+          "add",
+          [](FrameCache& fc, nb::object guards_obj, nb::object extra, nb::object arg_inputs, nb::object fetch,
+             nb::object runner, int ret_kind, std::vector<Py_ssize_t> ret_idx, nb::object finish) {
+            auto e = std::make_shared<CacheEntry>();
+            e->guards_obj = guards_obj;
+            e->gs = nb::inst_ptr<guards::GuardSet>(guards_obj);
+            e->extra = (extra.is_none() || nb::len(extra) == 0) ? nb::none() : nb::object(nb::tuple(extra));
+            if (!arg_inputs.is_none()) {
+              e->simple_inputs = true;
+              e->arg_inputs = nb::cast<std::vector<Py_ssize_t>>(arg_inputs);
+            }
+            e->fetch = fetch;
+            e->runner_obj = runner;
+            if (nb::isinstance<Runner>(runner)) e->runner = nb::inst_ptr<Runner>(runner);
+            STRATA_CHECK_VALUE(ret_kind >= 0 && ret_kind <= 2, "FrameCache.add: bad ret_kind");
+            STRATA_CHECK_VALUE(ret_kind != 1 || ret_idx.size() == 1, "FrameCache.add: ret_kind 1 takes one index");
+            e->ret_kind = ret_kind;
+            e->ret_idx = std::move(ret_idx);
+            e->finish = finish;
+            fc.entries.push_back(std::move(e));
+          },
+          nb::arg("guards"), nb::arg("extra").none(), nb::arg("arg_inputs").none(), nb::arg("fetch").none(),
+          nb::arg("runner"), nb::arg("ret_kind"), nb::arg("ret_idx"), nb::arg("finish").none())
+      .def("clear", [](FrameCache& fc) { fc.entries.clear(); })
+      .def("__len__", [](const FrameCache& fc) { return fc.entries.size(); });
+}
+
 void bind_compile(nb::module_& parent) {
   nb::module_ m = parent.def_submodule("_compile", "Graph IR of strata.compile (capture, print, run).");
 
@@ -384,6 +510,7 @@ void bind_compile(nb::module_& parent) {
   nb::class_<Runner>(m, "GraphRunner")
       .def("__call__", [](Runner& r, nb::args args) { return r.call(std::move(args)); })
       .def_prop_ro("graph", [](const Runner& r) { return r.g; });
+  bind_frame_cache(m);
 
   nb::class_<RecordContext>(m, "_RecordContext")
       .def("__enter__",

@@ -17,7 +17,7 @@ from . import config, logs
 from . import sources as S
 from .bytecode import make_resume_function, ResumeUnsupported, parse_exception_table
 from .symbolic import OutputGraph, Translator, Unsupported, _NULL, PY312
-from .variables import TensorVar, ConstVar, CellVar, NullVar, ListVar, DictVar
+from .variables import TensorVar, TupleVar, ConstVar, CellVar, NullVar, ListVar, DictVar
 
 _compile = _C._compile
 
@@ -309,7 +309,6 @@ def _finish(out, tx, kind, r, reason, fn, args, options):
     code = fn.__code__
     cg = _CodeGen(out)
     e = Entry()
-    lines = ["def __run(A, G, C):"]
     body = []
     if kind == "return":
         ret = cg.rebuild(r)
@@ -357,14 +356,28 @@ def _finish(out, tx, kind, r, reason, fn, args, options):
         tail.append(f"return K[{len(cg.consts) - 1}](S, L)")
         logs.graph_break(code, reason[0], reason[1])
     out.graph.set_outputs(list(cg.outputs))
-    inputs = ", ".join(S.expr(s) for s in out.input_sources)
+    inputs = "".join(S.expr(s) + ", " for s in out.input_sources)
     backend = options.get("backend", "eager")
     runner = _backend_compile(out, backend, args)
-    lines.append(f"    O = R({inputs})")
-    lines += ["    " + ln for ln in tail]
-    src = "\n".join(lines)
+    src = "\n".join([
+        "def __fetch(A, G, C):", f"    return ({inputs})",
+        "def __finish(O, A, G, C):"] + ["    " + ln for ln in tail] + [
+        "def __run(A, G, C):", f"    return __finish(R({inputs}), A, G, C)"])
     ns = {"R": runner, "K": cg.consts, "NULL": NULL}
     exec(compile(src, f"<strata.compile entry for {code.co_qualname}>", "exec"), ns)
+    # What the C++ frame cache runs without Python (Note [The frame cache]): inputs that are
+    # arguments by position, and a result that is one graph output or a tuple of them.
+    e.runner = runner
+    e.fetch = ns["__fetch"]
+    e.finish = ns["__finish"]
+    e.arg_inputs = [s[0][1] for s in out.input_sources] if all(
+        len(s) == 1 and s[0][0] == "arg" for s in out.input_sources) else None
+    e.ret_kind, e.ret_idx = 0, []
+    if kind == "return" and len(tail) == 1:
+        if isinstance(r, TensorVar):
+            e.ret_kind, e.ret_idx = 1, [cg.out_index[r.vid]]
+        elif type(r) is TupleVar and r.items and all(isinstance(v, TensorVar) for v in r.items):
+            e.ret_kind, e.ret_idx = 2, [cg.out_index[v.vid] for v in r.items]
     e.run = ns["__run"]
     e.source = src
     e.graph = out.graph
@@ -382,7 +395,7 @@ class _ResumeCall:
     def __init__(self, targets, opts):
         from .eval_frame import _state
         self.targets = targets
-        self.states = tuple(_state(t.__code__) if t is not None else None for t in targets)
+        self.states = tuple(_state(t.__code__, opts) if t is not None else None for t in targets)
         self.opts = opts
 
     def __call__(self, stack, loc, jump=None):

@@ -19,12 +19,19 @@ __all__ = ["run_frame", "compile_function", "optimized_module", "reset", "mark_e
 
 
 class FrameState:
-    __slots__ = ("entries", "eager", "code")
+    """A code object's compiled entries: `cache` (C++, Note [The frame cache] in compile_bind.cpp)
+    checks and runs them; `entries` keeps the Python side (graphs, guards, explain)."""
+    __slots__ = ("entries", "eager", "code", "cache", "opts", "__weakref__")
 
-    def __init__(self, code):
+    def __init__(self, code, opts):
         self.code = code
         self.entries = []
         self.eager = False
+        self.opts = opts
+        self.cache = _C._compile.FrameCache(self.miss)
+
+    def miss(self, fn, args):
+        return _miss(fn, self, args, self.opts, False)
 
 
 _states = {}
@@ -37,16 +44,14 @@ def _options():
 
 
 def mark_eager(code):
-    st = _states.get(code)
-    if st is None:
-        st = _states[code] = FrameState(code)
-    st.eager = True
+    _state(code).eager = True
 
 
 def reset():
     """Forgets every compiled entry (strata.compiler.reset / strata._dynamo.reset)."""
     for st in _states.values():
         st.entries.clear()
+        st.cache.clear()
         st.eager = False
     _binders.clear()
     if _EF.supported:
@@ -128,10 +133,10 @@ def call_eager(fn, args):
 _DEFAULT_OPTS = {"backend": "eager", "fullgraph": False}
 
 
-def _state(code):
+def _state(code, opts=None):
     st = _states.get(code)
     if st is None:
-        st = _states[code] = FrameState(code)
+        st = _states[code] = FrameState(code, opts or _DEFAULT_OPTS)
     return st
 
 
@@ -142,18 +147,18 @@ def run_frame(fn, args, opts=None, hooked=False):
 
 
 def _run(fn, st, args, opts, hooked=False):
-    if st.eager:
-        return _EF.RUN_DEFAULT if hooked else call_eager(fn, args)
-    g = fn.__globals__
-    c = fn.__closure__
-    for e in st.entries:
-        a = args + e.extra if e.extra else args
-        if e.guards.check(a, g, c):
-            return e.run(a, g, c)
-    return _miss(fn, st, args, opts, hooked)
+    r = st.cache.lookup(fn, args)
+    if r is _CACHE_MISS:
+        return _miss(fn, st, args, opts, hooked)
+    return r
+
+
+_CACHE_MISS = _C._compile.CACHE_MISS
 
 
 def _miss(fn, st, args, opts, hooked):
+    if st.eager:
+        return _EF.RUN_DEFAULT if hooked else call_eager(fn, args)
     code = fn.__code__
     g = fn.__globals__
     c = fn.__closure__
@@ -187,6 +192,7 @@ def _miss(fn, st, args, opts, hooked):
         st.eager = True
         return _EF.RUN_DEFAULT if hooked else call_eager(fn, args)
     st.entries.append(e)
+    st.cache.add(e.guards, e.extra, e.arg_inputs, e.fetch, e.runner, e.ret_kind, e.ret_idx, e.finish)
     _record("entries", e)
     a = args + e.extra if e.extra else args
     return e.run(a, g, c)
@@ -238,9 +244,8 @@ def _make_binder(fn, opts):
     frame_args = frame_arg_names(code)
     tup = "(" + "".join(a + ", " for a in frame_args) + ")"
     src = f"def {code.co_name if code.co_name.isidentifier() else 'compiled'}({', '.join(params)}):\n" \
-          f"    return __strata_run(__strata_fn, __strata_state, {tup}, __strata_opts)\n"
-    ns = {"__strata_run": _run, "__strata_fn": fn, "__strata_opts": opts or _DEFAULT_OPTS,
-          "__strata_state": _state(code)}
+          f"    return __strata_cache(__strata_fn, {tup})\n"
+    ns = {"__strata_cache": _state(code, opts).cache, "__strata_fn": fn}
     exec(compile(src, f"<strata.compile wrapper of {code.co_qualname}>", "exec"), ns)
     w = ns[code.co_name if code.co_name.isidentifier() else "compiled"]
     w.__defaults__ = fn.__defaults__
