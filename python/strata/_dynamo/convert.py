@@ -230,7 +230,15 @@ def capture(fn, args, options):
         finally:
             _C._set_grad_enabled(grad)
             eval_frame._tls.capturing -= 1
-        return _finish(out, tx, kind, r, reason, fn, args, options)
+        try:
+            return _finish(out, tx, kind, r, reason, fn, args, options)
+        except Unsupported as e:  # a value the entry would have to rebuild cannot be rebuilt
+            where = reason[1] if reason else f"{code.co_filename}:{code.co_firstlineno} in {code.co_name}"
+            if options.get("fullgraph"):
+                raise CompileError(f"strata.compile(fullgraph=True): {e.reason}\n  at {where}") from None
+            logs.graph_break(code, e.reason if reason is None else f"{reason[0]} (and the frame cannot resume: "
+                             f"{e.reason})", where, eager_frame=True)
+            return None
     return None
 
 
