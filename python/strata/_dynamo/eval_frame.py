@@ -126,7 +126,8 @@ def _enter(fn, args, opts):
 def _make_binder(fn, opts):
     """A function with fn's signature whose body hands the bound arguments to run_frame."""
     code = fn.__code__
-    names = code.co_varnames
+    # A 3.11 comprehension's argument is named ".0": any name that is not an identifier is renamed.
+    names = tuple(a if a.isidentifier() else f"__strata_arg{i}" for i, a in enumerate(code.co_varnames))
     n, k, po = code.co_argcount, code.co_kwonlyargcount, code.co_posonlyargcount
     params = list(names[:n])
     if po:
@@ -141,7 +142,7 @@ def _make_binder(fn, opts):
     params += list(names[n:n + k])
     if code.co_flags & 0x08:
         params.append("**" + names[i])
-    frame_args = frame_arg_names(code)
+    frame_args = names[:len(frame_arg_names(code))]
     tup = "(" + "".join(a + ", " for a in frame_args) + ")"
     src = f"def {code.co_name if code.co_name.isidentifier() else 'compiled'}({', '.join(params)}):\n" \
           f"    return __strata_enter(__strata_fn, {tup}, __strata_opts)\n"
