@@ -237,7 +237,20 @@ class NestedFuncVar(VT):
         return types.FunctionType
 
     def reconstruct(self, cg):
-        raise Unsupported("a function defined inside the compiled region is live across a graph break")
+        # A function without a closure (a lambda, a nested def, and on 3.11 a comprehension, which is a
+        # function of its own) is made again from its code; a closure's cells belong to the frame.
+        if self.closure:
+            raise Unsupported("a closure defined inside the compiled region is live across a graph break")
+        defaults = "None" if self.defaults is None else "(" + "".join(cg.rebuild(v) + ", " for v in self.defaults) + ")"
+        return (f"{cg.const(_make_function)}({cg.const(self.code)}, {cg.const(self.globals)}, {defaults}, "
+                f"{cg.const(self.kwdefaults)}, {cg.const(self.qualname)})")
+
+
+def _make_function(code, globals_, defaults, kwdefaults, qualname):
+    f = types.FunctionType(code, globals_, code.co_name, defaults)
+    f.__kwdefaults__ = kwdefaults
+    f.__qualname__ = qualname
+    return f
 
 
 class CellVar(VT):
