@@ -221,7 +221,25 @@ class BoundMethodVar(VT):
         return types.MethodType
 
     def reconstruct(self, cg):
+        if self.func is not None:  # the function capture called (also one found through super())
+            return f"{cg.const(types.MethodType)}({cg.const(self.func)}, {cg.rebuild(self.obj)})"
         return f"getattr({cg.rebuild(self.obj)}, {self.name!r})"
+
+
+class SuperVar(VT):
+    """super(cls, obj): attributes are looked up in type(obj)'s MRO after cls."""
+    __slots__ = ("cls", "obj")
+
+    def __init__(self, cls, obj):
+        super().__init__(None)
+        self.cls = cls
+        self.obj = obj
+
+    def python_type(self):
+        return super
+
+    def reconstruct(self, cg):
+        return f"super({cg.const(self.cls)}, {cg.rebuild(self.obj)})"
 
 
 class NestedFuncVar(VT):
