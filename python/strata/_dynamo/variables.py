@@ -255,17 +255,25 @@ class NestedFuncVar(VT):
         return types.FunctionType
 
     def reconstruct(self, cg):
-        # A function without a closure (a lambda, a nested def, and on 3.11 a comprehension, which is a
-        # function of its own) is made again from its code; a closure's cells belong to the frame.
+        # A function made inside the frame (a lambda, a nested def, and on 3.11 a comprehension, which is
+        # a function of its own) is made again from its code. Its closure may hold the compiled
+        # function's own closure cells (C[i]); a cell of the frame itself cannot be rebuilt.
+        closure = "None"
         if self.closure:
-            raise Unsupported("a closure defined inside the compiled region is live across a graph break")
+            cells = []
+            for c in self.closure:
+                src = c.source
+                if not (isinstance(c, CellVar) and src is not None and len(src) == 1 and src[0][0] == "closure"):
+                    raise Unsupported("a closure over the frame's own variables is live across a graph break")
+                cells.append(f"C[{src[0][1]}], ")
+            closure = "(" + "".join(cells) + ")"
         defaults = "None" if self.defaults is None else "(" + "".join(cg.rebuild(v) + ", " for v in self.defaults) + ")"
         return (f"{cg.const(_make_function)}({cg.const(self.code)}, {cg.const(self.globals)}, {defaults}, "
-                f"{cg.const(self.kwdefaults)}, {cg.const(self.qualname)})")
+                f"{cg.const(self.kwdefaults)}, {cg.const(self.qualname)}, {closure})")
 
 
-def _make_function(code, globals_, defaults, kwdefaults, qualname):
-    f = types.FunctionType(code, globals_, code.co_name, defaults)
+def _make_function(code, globals_, defaults, kwdefaults, qualname, closure):
+    f = types.FunctionType(code, globals_, code.co_name, defaults, closure)
     f.__kwdefaults__ = kwdefaults
     f.__qualname__ = qualname
     return f

@@ -427,3 +427,18 @@ def test_fullgraph_break_reason_is_the_same_on_both_versions():
 
     with pytest.raises(CompileError, match=r"Tensor.item\(\) needs the tensor's data"):
         strata.compile(f, fullgraph=True)([strata.randn(())])
+
+
+def test_break_inside_a_comprehension_that_reads_a_closure_cell():
+    # On 3.11 the comprehension function's closure holds the compiled function's own closure
+    # cell (k): the entry rebuilds the function with that cell and the frame resumes.
+    k = strata.ones(2)
+
+    def f(xs):
+        y = xs[0] * 2
+        return [x * k + x.sum().item() for x in xs], y
+
+    xs = [strata.randn(2), strata.randn(2)]
+    same(strata.compile(f)(xs), f(xs))
+    ex = strata.compiler.explain(f)(xs)
+    assert ex.graph_count >= 1
