@@ -47,3 +47,35 @@ echo "[setup] building (ninja, $(nproc) jobs)"
 # Make `import strata` work from .venv (editable, points at python/).
 SITE=$(.venv/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 echo "$ROOT/python" > "$SITE/strata-dev.pth"
+
+# --- CPython 3.12: a second extension, for the compile tests --------------------------
+# strata.compile interprets bytecode, which differs between 3.11 and 3.12, so scripts/test.sh
+# runs tests/python/compile under 3.12 too. A small venv (.venv312: nanobind, numpy, pytest)
+# and a second build dir (build-py312) that builds only _C against the libstrata.so above
+# (STRATA_PREBUILT_CORE); the extension lands beside the 3.11 one in python/strata (its file
+# name carries the ABI tag). STRATA_PY312 names another interpreter, STRATA_SKIP_PY312=1 skips.
+PY312=${STRATA_PY312:-$HOME/.pyenv/versions/3.12.1/bin/python3}
+if [ "${STRATA_SKIP_PY312:-0}" = "1" ]; then
+  echo "[setup] STRATA_SKIP_PY312=1: no CPython 3.12 extension"
+elif [ ! -x "$PY312" ]; then
+  echo "[setup] $PY312 not found: no CPython 3.12 extension, the compile tests run under 3.11 only"
+else
+  if [ ! -x .venv312/bin/python ]; then
+    echo "[setup] creating .venv312 ($("$PY312" -V))"
+    "$PY312" -m venv .venv312
+  fi
+  if ! .venv312/bin/python -c "import nanobind, numpy, pytest" >/dev/null 2>&1; then
+    echo "[setup] installing Python packages for 3.12"
+    .venv312/bin/pip install -q --disable-pip-version-check $(grep -E '^(nanobind|numpy|pytest)\b' requirements-dev.txt)
+  fi
+  if [ ! -f build-py312/build.ninja ]; then
+    "$BIN/cmake" -S . -B build-py312 -G Ninja -DCMAKE_MAKE_PROGRAM="$BIN/ninja" \
+      -DPython_EXECUTABLE="$ROOT/.venv312/bin/python" -DSTRATA_INPLACE_PYTHON=ON \
+      -DSTRATA_PREBUILT_CORE="$ROOT/python/strata/libstrata.so" -DSTRATA_BUILD_TESTS=OFF -DSTRATA_BUILD_BENCH=OFF >/dev/null
+  fi
+  echo "[setup] building the 3.12 extension"
+  "$BIN/cmake" --build build-py312 --target _C -j "$(nproc)" | { grep -vE '^\[[0-9]+/[0-9]+\] (Building|Linking)' || true; } \
+    || { echo "[setup] 3.12 build failed"; exit 1; }
+  SITE312=$(.venv312/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+  echo "$ROOT/python" > "$SITE312/strata-dev.pth"
+fi

@@ -242,12 +242,12 @@ def capture(fn, args, options, callee=False):
             return None
         try:
             return _finish(out, tx, kind, r, reason, fn, args, options)
-        except Unsupported as e:   # a value live at the break (or returned) that cannot be rebuilt
+        except Unsupported as e:  # a value the entry would have to rebuild cannot be rebuilt
+            where = reason[1] if reason else f"{code.co_filename}:{code.co_firstlineno} in {code.co_name}"
             if options.get("fullgraph"):
-                raise CompileError(f"strata.compile(fullgraph=True): {e.reason}") from None
-            why = f"{reason[0]} (and the frame cannot resume: {e.reason})" if reason else e.reason
-            logs.graph_break(code, why, reason[1] if reason else f"{code.co_filename}:{code.co_firstlineno}",
-                             eager_frame=True)
+                raise CompileError(f"strata.compile(fullgraph=True): {e.reason}\n  at {where}") from None
+            logs.graph_break(code, e.reason if reason is None else f"{reason[0]} (and the frame cannot resume: "
+                             f"{e.reason})", where, eager_frame=True)
             return None
     return None
 
@@ -414,7 +414,7 @@ def _resume(fn, akind, info, resume_off, after, live, tx, options):
         return _ResumeCall((not_taken, taken), options)
     f = make_resume_function(fn, resume_off, after, live)
     if akind == "eager":
-        mark_eager(f.__code__)
+        mark_eager(f.__code__, options)
     return _ResumeCall((f, None), options)
 
 

@@ -43,8 +43,8 @@ def _options():
     return stack[-1] if stack else _DEFAULT_OPTS
 
 
-def mark_eager(code):
-    _state(code).eager = True
+def mark_eager(code, opts=None):
+    _state(code, opts).eager = True
 
 
 def reset():
@@ -96,7 +96,7 @@ def _hook_entry(args, func):
     stack = getattr(_tls, "options", None)
     if not stack:
         return _EF.RUN_DEFAULT
-    return _run(func, _state(func.__code__), args, stack[-1], hooked=True)
+    return _run(func, _state(func.__code__, stack[-1]), args, stack[-1], hooked=True)
 
 
 def _install_hook():
@@ -133,17 +133,32 @@ def call_eager(fn, args):
 _DEFAULT_OPTS = {"backend": "eager", "fullgraph": False}
 
 
+def states_of(code):
+    """Every cache of a code object (one per set of options it was compiled with)."""
+    return [st for (c, _), st in _states.items() if c == code]
+
+
+def _opts_key(opts):
+    b = opts.get("backend", "eager")
+    return (b if isinstance(b, str) else id(b), bool(opts.get("fullgraph")))
+
+
 def _state(code, opts=None):
-    st = _states.get(code)
+    """The cache of one code object under one set of options (backend, fullgraph): the same
+    function compiled twice with different options keeps two caches."""
+    opts = opts or _DEFAULT_OPTS
+    key = (code, _opts_key(opts))
+    st = _states.get(key)
     if st is None:
-        st = _states[code] = FrameState(code, opts or _DEFAULT_OPTS)
+        st = _states[key] = FrameState(code, opts)
     return st
 
 
 def run_frame(fn, args, opts=None, hooked=False):
     """Runs one call of fn (args: its frame's arguments) from fn's cache. hooked: the frame hook
     asked, and fn's own frame runs when the answer is RUN_DEFAULT."""
-    return _run(fn, _state(fn.__code__), args, opts or _options(), hooked)
+    opts = opts or _options()
+    return _run(fn, _state(fn.__code__, opts), args, opts, hooked)
 
 
 def _run(fn, st, args, opts, hooked=False):
@@ -226,7 +241,8 @@ class region:
 def _make_binder(fn, opts):
     """A function with fn's signature whose body hands the bound arguments to run_frame."""
     code = fn.__code__
-    names = code.co_varnames
+    # A 3.11 comprehension's argument is named ".0": any name that is not an identifier is renamed.
+    names = tuple(a if a.isidentifier() else f"__strata_arg{i}" for i, a in enumerate(code.co_varnames))
     n, k, po = code.co_argcount, code.co_kwonlyargcount, code.co_posonlyargcount
     params = list(names[:n])
     if po:
@@ -241,7 +257,7 @@ def _make_binder(fn, opts):
     params += list(names[n:n + k])
     if code.co_flags & 0x08:
         params.append("**" + names[i])
-    frame_args = frame_arg_names(code)
+    frame_args = names[:len(frame_arg_names(code))]
     tup = "(" + "".join(a + ", " for a in frame_args) + ")"
     src = f"def {code.co_name if code.co_name.isidentifier() else 'compiled'}({', '.join(params)}):\n" \
           f"    return __strata_cache(__strata_fn, {tup})\n"

@@ -23,7 +23,7 @@ from .. import _C
 from . import sources as S
 from .variables import (Unsupported, VT, TensorVar, ConstVar, ListVar, TupleVar, NamedTupleVar, DictVar,
                         ModuleVar, ObjVar, FuncVar, BoundMethodVar, NestedFuncVar, IterVar, NullVar, GradModeVar,
-                        GradExitVar, CellVar, is_constant_value)
+                        GradExitVar, CellVar, SuperVar, is_constant_value)
 
 _compile = _C._compile
 PY312 = sys.version_info >= (3, 12)
@@ -499,6 +499,9 @@ class Translator:
                 self.lift_module_state(m, obj.source)
                 return self.call_strata(func, [obj] + list(args), kwargs, name=f"{type(m).__name__}.forward")
             if func is not None:
+                if _is_strata_function(func):  # e.g. super().forward of a subclass of a strata module
+                    self.guard_training(obj)
+                    self.lift_module_state(obj.value, obj.source)
                 return self.call_value(FuncVar(func), func, [obj] + list(args), kwargs)
             raise Unsupported(f"module method {name}")
         if isinstance(obj, ListVar):
@@ -755,6 +758,41 @@ class Translator:
             self.push(_NULL)
         self.push(self.getattr(obj, inst.argval))
 
+    def LOAD_SUPER_ATTR(self, inst):
+        # 3.12: super().name with the stack [super, class, self]; the low bit is a method load, as in
+        # LOAD_ATTR (3.11 calls super() and then loads the attribute).
+        obj = self.pop()
+        cls = self.pop()
+        sup = self.pop()
+        if not (isinstance(sup, FuncVar) and sup.value is super):
+            raise Unsupported("super is not the builtin super")
+        if inst.arg & 1:
+            self.push(_NULL)
+        self.push(self.getattr(self.make_super(self.const_value(cls, "class"), obj), inst.argval))
+
+    def make_super(self, cls, obj):
+        if not isinstance(cls, type):
+            raise Unsupported("super() with a first argument that is not a class")
+        if not isinstance(obj, (ModuleVar, ObjVar)) or not isinstance(obj.value, cls):
+            raise Unsupported(f"super() of {obj.describe()}")
+        return SuperVar(cls, obj)
+
+    def super_attr(self, sv, name):
+        mro = type(sv.obj.value).__mro__
+        for klass in mro[mro.index(sv.cls) + 1:]:
+            if name in klass.__dict__:
+                attr = klass.__dict__[name]
+                break
+        else:
+            raise Unsupported(f"super() has no attribute {name}")
+        if isinstance(attr, types.FunctionType):
+            return BoundMethodVar(sv.obj, name, attr)
+        if isinstance(attr, staticmethod):
+            return self.wrap(attr.__func__, None, guard=False)
+        if isinstance(attr, classmethod):
+            return BoundMethodVar(self.wrap(type(sv.obj.value), None, False), name, attr.__func__)
+        raise Unsupported(f"super().{name} is a {type(attr).__name__}")
+
     def LOAD_METHOD(self, inst):
         obj = self.pop()
         self.push(_NULL)
@@ -798,6 +836,8 @@ class Translator:
             if isinstance(v, types.MethodType) and v.__self__ is obj.value:
                 return BoundMethodVar(obj, name, v.__func__)
             return self.wrap(v, S.attr(obj.source, name), guard=guard)
+        if isinstance(obj, SuperVar):
+            return self.super_attr(obj, name)
         if isinstance(obj, BoundMethodVar) and name == "__self__":
             return obj.obj
         raise Unsupported(f"attribute {name} of {obj.describe()}")
@@ -1184,27 +1224,31 @@ class Translator:
         key = self.pop()
         obj = self.pop()
         val = self.pop()
-        if isinstance(obj, TensorVar):
-            self.call_strata(operator.setitem, [obj, key, val], {}, name="Tensor.__setitem__")
-        elif isinstance(obj, ListVar):
-            obj.items[self.const_value(key, "index")] = val
-            self.mark_mutated(obj)
-        elif isinstance(obj, DictVar):
-            obj.items[self.const_value(key, "key")] = val
-            self.mark_mutated(obj)
-        else:
-            raise Unsupported(f"item assignment on {obj.describe()}")
+        self.setitem(obj, key, val)
 
     def STORE_SLICE(self, inst):
         end = self.pop()
         start = self.pop()
         obj = self.pop()
         val = self.pop()
-        sl = ConstVar(slice(self.const_value(start), self.const_value(end)))
+        self.setitem(obj, ConstVar(slice(self.const_value(start, "slice bound"), self.const_value(end, "slice bound"))),
+                     val)
+
+    def setitem(self, obj, key, val):
         if isinstance(obj, TensorVar):
-            self.call_strata(operator.setitem, [obj, sl, val], {}, name="Tensor.__setitem__")
+            self.call_strata(operator.setitem, [obj, key, val], {}, name="Tensor.__setitem__")
+        elif isinstance(obj, ListVar):
+            k = self.const_value(key, "index")
+            try:
+                obj.items[k] = self.iterate(val).items if isinstance(k, slice) else val
+            except (IndexError, TypeError, ValueError) as e:
+                raise Unsupported(f"list item assignment raised during capture ({type(e).__name__}: {e})")
+            self.mark_mutated(obj)
+        elif isinstance(obj, DictVar):
+            obj.items[self.const_value(key, "key")] = val
+            self.mark_mutated(obj)
         else:
-            raise Unsupported(f"slice assignment on {obj.describe()}")
+            raise Unsupported(f"item assignment on {obj.describe()}")
 
     def DELETE_SUBSCR(self, inst):
         raise Unsupported("del on an item")
@@ -1524,7 +1568,22 @@ def _builtin_type(tx, args, kwargs):
 
 
 def _builtin_super(tx, args, kwargs):
-    raise Unsupported("super() inside the compiled region")
+    if kwargs or len(args) not in (0, 2):
+        raise Unsupported("super() with other than zero or two arguments")
+    if args:
+        return tx.make_super(tx.const_value(args[0], "class"), args[1])
+    # The zero-argument form: the method's __class__ cell and its first argument.
+    cell = tx.cells.get("__class__")
+    code = tx.code
+    if cell is None or cell.contents is None or not code.co_argcount:
+        raise Unsupported("super() outside a method")
+    first = code.co_varnames[0]
+    obj = tx.locals.get(first)
+    if obj is None and first in tx.cells:
+        obj = tx.cells[first].contents
+    if obj is None:
+        raise Unsupported("super() after the method's first argument was deleted")
+    return tx.make_super(tx.const_value(cell.contents, "class"), obj)
 
 
 def _builtin_int_float(fn):

@@ -223,7 +223,25 @@ class BoundMethodVar(VT):
         return types.MethodType
 
     def reconstruct(self, cg):
+        if self.func is not None:  # the function capture called (also one found through super())
+            return f"{cg.const(types.MethodType)}({cg.const(self.func)}, {cg.rebuild(self.obj)})"
         return f"getattr({cg.rebuild(self.obj)}, {self.name!r})"
+
+
+class SuperVar(VT):
+    """super(cls, obj): attributes are looked up in type(obj)'s MRO after cls."""
+    __slots__ = ("cls", "obj")
+
+    def __init__(self, cls, obj):
+        super().__init__(None)
+        self.cls = cls
+        self.obj = obj
+
+    def python_type(self):
+        return super
+
+    def reconstruct(self, cg):
+        return f"super({cg.const(self.cls)}, {cg.rebuild(self.obj)})"
 
 
 class NestedFuncVar(VT):
@@ -239,7 +257,28 @@ class NestedFuncVar(VT):
         return types.FunctionType
 
     def reconstruct(self, cg):
-        raise Unsupported("a function defined inside the compiled region is live across a graph break")
+        # A function made inside the frame (a lambda, a nested def, and on 3.11 a comprehension, which is
+        # a function of its own) is made again from its code. Its closure may hold the compiled
+        # function's own closure cells (C[i]); a cell of the frame itself cannot be rebuilt.
+        closure = "None"
+        if self.closure:
+            cells = []
+            for c in self.closure:
+                src = c.source
+                if not (isinstance(c, CellVar) and src is not None and len(src) == 1 and src[0][0] == "closure"):
+                    raise Unsupported("a closure over the frame's own variables is live across a graph break")
+                cells.append(f"C[{src[0][1]}], ")
+            closure = "(" + "".join(cells) + ")"
+        defaults = "None" if self.defaults is None else "(" + "".join(cg.rebuild(v) + ", " for v in self.defaults) + ")"
+        return (f"{cg.const(_make_function)}({cg.const(self.code)}, {cg.const(self.globals)}, {defaults}, "
+                f"{cg.const(self.kwdefaults)}, {cg.const(self.qualname)}, {closure})")
+
+
+def _make_function(code, globals_, defaults, kwdefaults, qualname, closure):
+    f = types.FunctionType(code, globals_, code.co_name, defaults, closure)
+    f.__kwdefaults__ = kwdefaults
+    f.__qualname__ = qualname
+    return f
 
 
 class CellVar(VT):

@@ -310,7 +310,7 @@ def compare_training(model, step, exact=True):
 
 def compiled_plan(step):
     from strata._dynamo import eval_frame
-    st = eval_frame._states.get(step.__code__)
+    [st] = eval_frame.states_of(step.__code__)
     [entry] = st.entries
     return entry.run.__globals__["R"].plan
 

@@ -42,8 +42,7 @@ def same(a, b):
 def entries(fn):
     from strata._dynamo import eval_frame
     f = getattr(fn, "__wrapped__", fn)
-    st = eval_frame._states.get(f.__code__)
-    return 0 if st is None else len(st.entries)
+    return sum(len(st.entries) for st in eval_frame.states_of(f.__code__))
 
 
 # -- basics -------------------------------------------------------------------------------------
