@@ -68,7 +68,7 @@ def main():
             f = strata.compile(step_fn, backend=backend)
             res[f"compile({backend})"] = timed(lambda f=f: run(f), args.reps)
         from strata._dynamo import eval_frame
-        [entry] = eval_frame._states[step_fn.__code__].entries
+        [entry] = next(st for st in eval_frame.states_of(step_fn.__code__) if st.entries).entries
         p = entry.run.__globals__["R"].plan.partition
         strata.compiler.reset()
         base = aot.partition(p.joint, recompute=False)

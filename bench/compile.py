@@ -70,7 +70,7 @@ def chain(x, n_ops=200):
 def entry_of(fn):
     from strata._dynamo import eval_frame
     code = getattr(fn, "__wrapped__", fn).__code__
-    return eval_frame._states[code].entries[0]
+    return next(st for st in eval_frame.states_of(code) if st.entries).entries[0]
 
 
 def guard_cost(entry, args, g, c, n):
@@ -177,7 +177,7 @@ def main():
     rows.append(("d", "guard check, 20-op function (2 tensors)", g_a, ""))
     from strata._dynamo import eval_frame
     fwd_code = type(m).forward
-    ent = eval_frame._states[fwd_code.__code__].entries[0]
+    ent = next(st for st in eval_frame.states_of(fwd_code.__code__) if st.entries).entries[0]
     g_t = guard_cost(ent, (m, idx), fwd_code.__globals__, fwd_code.__closure__, n)
     rows.append(("d", f"guard check, transformer forward ({len(ent.guard_descriptions)} guards)", g_t,
                  f"{g_t / max(len(ent.guard_descriptions), 1) * 1e9:.0f} ns/guard"))
