@@ -207,26 +207,43 @@ def _call_user(fn, args, kwargs, opts):
         return compiled_callee(fn)(*args, **kwargs)
 
 
+def _attempt(fn, args, options, break_at):
+    """One run of the interpreter over fn's frame (stopping at break_at): (OutputGraph, translator,
+    "return" | "break", the returned variable or the breaking instruction). Grad mode is restored
+    whatever happens; Unsupported propagates."""
+    from . import eval_frame
+    grad = _C._is_grad_enabled()
+    out = OutputGraph(fn, frame_arg_names(fn.__code__), len(args))
+    out.backend_options = options
+    eval_frame._tls.capturing = getattr(eval_frame._tls, "capturing", 0) + 1
+    try:
+        tx = _root_translator(out, fn, args, break_at)
+        kind, r = tx.run()
+        return out, tx, kind, r
+    finally:
+        _C._set_grad_enabled(grad)
+        eval_frame._tls.capturing -= 1
+
+
+def _where(e, code):
+    """The line a capture error names: the root frame's, with the inlined line it came from."""
+    loc = getattr(e, "location", None) or f"{code.co_filename}:{code.co_firstlineno} in {code.co_name}"
+    inner = getattr(e, "inner_location", None)
+    return f"{inner}\n  called from {loc}" if inner and inner != loc else loc
+
+
 def capture(fn, args, options, callee=False):
     """Captures one call of fn (args: the frame's arguments as a tuple). Returns an Entry, or
     None when the frame must run eagerly (also when callee is set, for a frame reached through the
     hook, and nothing in it is a strata op)."""
     code = fn.__code__
-    arg_names = frame_arg_names(code)
     break_at = None
     reason = None
-    grad = _C._is_grad_enabled()
-    for _attempt in range(64):
-        out = OutputGraph(fn, arg_names, len(args))
-        out.backend_options = options
-        from . import eval_frame
-        eval_frame._tls.capturing = getattr(eval_frame._tls, "capturing", 0) + 1
+    for _ in range(64):
         try:
-            tx = _root_translator(out, fn, args, break_at)
-            kind, r = tx.run()
+            out, tx, kind, r = _attempt(fn, args, options, break_at)
         except Unsupported as e:
-            _C._set_grad_enabled(grad)
-            loc = getattr(e, "location", None) or f"{code.co_filename}:{code.co_firstlineno} in {code.co_name}"
+            loc = _where(e, code)
             if options.get("fullgraph"):
                 raise CompileError(f"strata.compile(fullgraph=True): {e.reason}\n  at {loc}") from None
             point = getattr(e, "root_point", None)
@@ -235,9 +252,6 @@ def capture(fn, args, options, callee=False):
                 return None
             break_at, reason = point, (e.reason, loc)
             continue
-        finally:
-            _C._set_grad_enabled(grad)
-            eval_frame._tls.capturing -= 1
         if callee and kind == "return" and out.graph.num_ops == 0 and not out.side_effects:
             return None
         try:
@@ -260,27 +274,14 @@ def capture_graph(fn, args, options=None):
     options = dict(options or {})
     options["fullgraph"] = True
     code = fn.__code__
-    grad = _C._is_grad_enabled()
-    out = OutputGraph(fn, frame_arg_names(code), len(args))
-    out.backend_options = options
-    from . import eval_frame
-    eval_frame._tls.capturing = getattr(eval_frame._tls, "capturing", 0) + 1
+    what = options.get("what", "strata.compile(fullgraph=True)")
     try:
-        tx = _root_translator(out, fn, args, None)
-        kind, r = tx.run()
+        out, tx, kind, r = _attempt(fn, args, options, None)
     except Unsupported as e:
-        loc = getattr(e, "location", None) or f"{code.co_filename}:{code.co_firstlineno} in {code.co_name}"
-        inner = getattr(e, "inner_location", None)
-        if inner and inner != loc:
-            loc = f"{inner}\n  called from {loc}"
-        what = options.get("what", "strata.compile(fullgraph=True)")
-        raise CompileError(f"{what}: {e.reason}\n  at {loc}") from None
-    finally:
-        _C._set_grad_enabled(grad)
-        eval_frame._tls.capturing -= 1
+        raise CompileError(f"{what}: {e.reason}\n  at {_where(e, code)}") from None
     if kind != "return":
-        raise CompileError(f"{options.get('what', 'strata.compile(fullgraph=True)')}: the frame of "
-                           f"{code.co_qualname} does not return normally\n  at {code.co_filename}:{code.co_firstlineno}")
+        raise CompileError(f"{what}: the frame of {code.co_qualname} does not return normally\n"
+                           f"  at {code.co_filename}:{code.co_firstlineno}")
     return out, r
 
 

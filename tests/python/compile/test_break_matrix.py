@@ -54,6 +54,8 @@ import pytest
 
 import strata as st
 
+from compile_testutil import same as _same
+
 try:
     import torch
     import torch._dynamo
@@ -343,17 +345,7 @@ def _call(f, x):
 
 
 def same(a, b):
-    if isinstance(a, (tuple, list)):
-        assert type(a) is type(b) and len(a) == len(b)
-        for x, y in zip(a, b):
-            same(x, y)
-        return
-    if isinstance(a, st.Tensor):
-        assert isinstance(b, st.Tensor)
-        assert a.shape == b.shape and a.dtype == b.dtype and a.requires_grad == b.requires_grad
-        assert st.equal(a, b), (a, b)
-        return
-    assert a == b, (a, b)
+    _same(a, b, requires_grad=True)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

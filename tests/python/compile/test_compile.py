@@ -12,31 +12,14 @@ import strata.nn as nn
 import strata.nn.functional as F
 from strata._dynamo.convert import CompileError
 
+from compile_testutil import same
+
 
 @pytest.fixture(autouse=True)
 def _fresh_caches():
     strata.compiler.reset()
     yield
     strata.compiler.reset()
-
-
-def same(a, b):
-    if isinstance(a, (tuple, list)):
-        assert type(a) is type(b) and len(a) == len(b)
-        for x, y in zip(a, b):
-            same(x, y)
-        return
-    if isinstance(a, dict):
-        assert a.keys() == b.keys()
-        for k in a:
-            same(a[k], b[k])
-        return
-    if isinstance(a, strata.Tensor):
-        assert isinstance(b, strata.Tensor)
-        assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, b.shape, a.dtype, b.dtype)
-        assert strata.equal(a, b), (a, b)
-        return
-    assert a == b, (a, b)
 
 
 def entries(fn):

@@ -14,6 +14,8 @@ import strata
 import strata.nn as nn
 from strata._dynamo.convert import CompileError
 
+from compile_testutil import same
+
 PY312 = sys.version_info >= (3, 12)
 
 
@@ -22,25 +24,6 @@ def _fresh_caches():
     strata.compiler.reset()
     yield
     strata.compiler.reset()
-
-
-def same(a, b):
-    if isinstance(a, (tuple, list)):
-        assert type(a) is type(b) and len(a) == len(b), (a, b)
-        for x, y in zip(a, b):
-            same(x, y)
-        return
-    if isinstance(a, dict):
-        assert type(a) is type(b) and list(a) == list(b), (a, b)
-        for k in a:
-            same(a[k], b[k])
-        return
-    if isinstance(a, strata.Tensor):
-        assert isinstance(b, strata.Tensor)
-        assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, b.shape, a.dtype, b.dtype)
-        assert strata.equal(a, b), (a, b)
-        return
-    assert a == b, (a, b)
 
 
 def opnames(fn):

@@ -1,0 +1,28 @@
+"""Helpers shared by the strata.compile tests (imported by module name: pytest puts this folder
+on sys.path)."""
+
+import strata
+
+
+def same(a, b, *, requires_grad=False):
+    """a and b are equal the way a compiled result must equal eager's: same container types and
+    keys in the same order, tensors of the same shape and dtype that are bit for bit equal (and,
+    with requires_grad=True, the same requires_grad flag), other values ==."""
+    if isinstance(a, (tuple, list)):
+        assert type(a) is type(b) and len(a) == len(b), (a, b)
+        for x, y in zip(a, b):
+            same(x, y, requires_grad=requires_grad)
+        return
+    if isinstance(a, dict):
+        assert type(a) is type(b) and list(a) == list(b), (a, b)
+        for k in a:
+            same(a[k], b[k], requires_grad=requires_grad)
+        return
+    if isinstance(a, strata.Tensor):
+        assert isinstance(b, strata.Tensor), (a, b)
+        assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, b.shape, a.dtype, b.dtype)
+        if requires_grad:
+            assert a.requires_grad == b.requires_grad, (a.requires_grad, b.requires_grad)
+        assert strata.equal(a, b), (a, b)
+        return
+    assert a == b, (a, b)
