@@ -486,3 +486,21 @@ def test_no_grad_block_without_break_and_inplace_update():
     same(w1.grad, w2.grad)
     same(w1.detach(), w2.detach())
     assert strata.compiler.explain(g)(x, strata.ones(3, requires_grad=True)).graph_count == 1
+
+
+def test_allow_in_graph_calls_the_function_on_meta_instead_of_inlining():
+    import numpy as np
+
+    def scaled(x):
+        return x * float(np.sqrt(x.shape[-1]))
+
+    def f(x):
+        return scaled(x).relu()
+
+    x = strata.randn(3, 4)
+    # numpy is not followed: f breaks at the call, and scaled (compiled in turn) at np.sqrt.
+    assert strata.compiler.explain(f)(x).graph_break_count == 2
+    strata.compiler.allow_in_graph(scaled)
+    ex = strata.compiler.explain(f)(x)
+    assert ex.graph_count == 1 and ex.graph_break_count == 0 and ex.ops_per_graph == [["mul", "relu"]]
+    same(strata.compile(f)(x), f(x))
