@@ -491,6 +491,9 @@ void bind_compile(nb::module_& parent) {
   m.def("set_source", [](std::string s) { compile::set_source(std::move(s)); });
   m.def("get_source", [] { return compile::current_source(); });
   m.def("is_recording", [] { return compile::is_recording(); });
+  m.def("set_note_symints", [](bool on) { return py::set_note_symints(on); }, nb::arg("on"),
+        "Note [Symbolic ints in recorded nodes]: while on, an int subclass with _strata_vid passed to an op "
+        "becomes a reference to that graph value in the recorded node. Returns the previous setting.");
 }
 
 }  // namespace strata::py

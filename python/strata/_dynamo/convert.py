@@ -17,6 +17,7 @@ from . import config, logs
 from . import sources as S
 from .bytecode import make_resume_function, ResumeUnsupported, parse_exception_table
 from .symbolic import OutputGraph, Translator, Unsupported, _NULL, PY312
+from .symshape import SymExpr, SymbolicFallback, value_at, contiguous_strides
 from .variables import TensorVar, ConstVar, CellVar, NullVar, ListVar, DictVar
 
 _compile = _C._compile
@@ -99,6 +100,8 @@ class Entry:
         self.num_ops = 0
         self.guard_descriptions = []
         self.resume = None
+        self.input_shapes = []      # (source, sizes) of each tensor input at capture (automatic dynamic)
+        self.dynamic = False        # sizes of some inputs are symbols
 
 
 def _build_guards(out, arg_names):
@@ -120,6 +123,8 @@ def _build_guards(out, arg_names):
             gs.add_dict_keys(src, list(g[2]))
         else:
             raise AssertionError(kind)
+    for lhs, op, rhs in out.relations:
+        gs.add_dim_relation(lhs, op, rhs)
     from .. import get_default_dtype
     gs.add_global_state(_C._is_grad_enabled(), get_default_dtype())
     return gs
@@ -216,14 +221,21 @@ def capture(fn, args, options, callee=False):
     break_at = None
     reason = None
     grad = _C._is_grad_enabled()
+    dyn = options.get("_dynamic_spec")
     for _attempt in range(64):
         out = OutputGraph(fn, arg_names, len(args))
         out.backend_options = options
+        if dyn is not None:
+            out.enable_dynamic(dyn)
         from . import eval_frame
         eval_frame._tls.capturing = getattr(eval_frame._tls, "capturing", 0) + 1
         try:
             tx = _root_translator(out, fn, args, break_at)
             kind, r = tx.run()
+        except SymbolicFallback as e:
+            _C._set_grad_enabled(grad)
+            dyn, break_at, reason = _static_again(code, options, e), None, None
+            continue
         except Unsupported as e:
             _C._set_grad_enabled(grad)
             loc = getattr(e, "location", None) or f"{code.co_filename}:{code.co_firstlineno} in {code.co_name}"
@@ -242,6 +254,9 @@ def capture(fn, args, options, callee=False):
             return None
         try:
             return _finish(out, tx, kind, r, reason, fn, args, options)
+        except SymbolicFallback as e:
+            dyn, break_at, reason = _static_again(code, options, e), None, None
+            continue
         except Unsupported as e:   # a value live at the break (or returned) that cannot be rebuilt
             if options.get("fullgraph"):
                 raise CompileError(f"strata.compile(fullgraph=True): {e.reason}") from None
@@ -250,6 +265,47 @@ def capture(fn, args, options, callee=False):
                              eager_frame=True)
             return None
     return None
+
+
+def _static_again(code, options, e):
+    """Symbolic sizes failed for this frame: log why; the capture restarts with static sizes."""
+    logs.dynamic_fallback(code, e.reason)
+    fb = options.get("_dynamic_failed")
+    if fb is not None:
+        fb.append(e.reason)
+    return None
+
+
+def validate_dynamic(out):
+    """Replays the graph on Meta at a third size (each symbol at its check value) and compares every
+    output's shape with its symbolic shape there (Note [Symbolic shapes] in symshape.py)."""
+    ins = []
+    for vid, src, ex in zip(out.graph.inputs, out.input_sources, out.input_examples):
+        if isinstance(src, SymExpr):
+            ins.append(src.eval("check"))
+            continue
+        shape = out.sym_by_vid.get(vid, tuple(ex.shape))
+        sizes = tuple(value_at(d, "check") for d in shape)
+        dyn = any(isinstance(d, SymExpr) for d in shape)
+        strides = contiguous_strides(sizes) if dyn else tuple(ex.stride())
+        t = _C._ops.empty_strided(sizes, strides, dtype=ex.dtype, device="meta")
+        if ex.requires_grad:
+            t.requires_grad_(True)
+        ins.append(t)
+    try:
+        res = out.graph.run(ins)
+    except Exception as e:
+        raise SymbolicFallback(f"the graph fails when replayed at another size ({type(e).__name__}: {e})")
+    for i, (vid, r) in enumerate(zip(out.graph.outputs, res)):
+        if not isinstance(r, _C.Tensor):
+            continue
+        shape = out.sym_by_vid.get(vid)
+        if shape is None:
+            shape = tuple(out.graph.value(vid).shape)
+        want = tuple(value_at(d, "check") for d in shape)
+        if tuple(r.shape) != want:
+            raise SymbolicFallback(f"output {i} of the graph has the shape {tuple(r.shape)} at another size where "
+                                   f"its symbolic shape {shape} gives {want} (a size was baked into an op)")
 
 
 def capture_graph(fn, args, options=None):
@@ -357,7 +413,9 @@ def _finish(out, tx, kind, r, reason, fn, args, options):
         tail.append(f"return K[{len(cg.consts) - 1}](S, L)")
         logs.graph_break(code, reason[0], reason[1])
     out.graph.set_outputs(list(cg.outputs))
-    inputs = ", ".join(S.expr(s) for s in out.input_sources)
+    if out.symbols:
+        validate_dynamic(out)
+    inputs = ", ".join(s.py() if isinstance(s, SymExpr) else S.expr(s) for s in out.input_sources)
     backend = options.get("backend", "eager")
     runner = _backend_compile(out, backend, args)
     lines.append(f"    O = R({inputs})")
@@ -371,6 +429,9 @@ def _finish(out, tx, kind, r, reason, fn, args, options):
     e.num_ops = out.graph.num_ops
     e.extra = tuple(out.extra_roots)
     e.guards = _build_guards(out, frame_arg_names(code))
+    e.dynamic = bool(out.symbols)
+    e.input_shapes = [(s, tuple(t.shape)) for s, t in zip(out.input_sources, out.input_examples)
+                      if not isinstance(s, SymExpr)]
     e.guard_descriptions = e.guards.describe()
     logs.new_entry(code, e)
     return e

@@ -19,12 +19,14 @@ __all__ = ["run_frame", "compile_function", "optimized_module", "reset", "mark_e
 
 
 class FrameState:
-    __slots__ = ("entries", "eager", "code")
+    __slots__ = ("entries", "eager", "code", "dynamic", "static_only")
 
     def __init__(self, code):
         self.code = code
         self.entries = []
         self.eager = False
+        self.dynamic = {}           # source -> dims seen changing (automatic dynamic)
+        self.static_only = False    # symbolic sizes failed for this frame once
 
 
 _states = {}
@@ -48,6 +50,8 @@ def reset():
     for st in _states.values():
         st.entries.clear()
         st.eager = False
+        st.dynamic.clear()
+        st.static_only = False
     _binders.clear()
     if _EF.supported:
         _EF.clear_all()
@@ -169,9 +173,14 @@ def _miss(fn, st, args, opts, hooked):
             return _EF.RUN_DEFAULT if hooked else call_eager(fn, args)
         logs.recompile(code, failed, len(st.entries))
         _record("recompiles", (code.co_qualname, failed))
+    spec = _dynamic_spec(fn, st, args, opts)
+    if spec is not None:
+        opts = dict(opts, _dynamic_spec=spec, _dynamic_failed=[])
     hook_was = _EF.set_enabled(False) if _EF.supported else False
     try:
         e = capture(fn, args, opts, callee=hooked)
+        if spec is not None and opts["_dynamic_failed"]:
+            st.static_only = True
     except CompileError:
         raise
     except Exception as ex:
@@ -190,6 +199,46 @@ def _miss(fn, st, args, opts, hooked):
     _record("entries", e)
     a = args + e.extra if e.extra else args
     return e.run(a, g, c)
+
+
+def _fetch(src, a, g, c):
+    from . import sources as S
+    return eval(S.expr(src), {"A": a, "G": g, "C": c})
+
+
+def _has_marked_dims(v, depth=0):
+    if isinstance(v, _C.Tensor):
+        return bool(getattr(v, "_strata_dynamic_dims", None))
+    if isinstance(v, (list, tuple)) and depth < 2:
+        return any(_has_marked_dims(x, depth + 1) for x in v)
+    return False
+
+
+def _dynamic_spec(fn, st, args, opts):
+    """Which sizes the next capture of fn makes symbolic (Note [Symbolic shapes] in symshape.py), or
+    None for static sizes: dynamic=True makes every dim of every tensor argument symbolic; with
+    dynamic=None (the default), a dim that differs from the previous entry's (automatic dynamic) and
+    dims marked with mark_dynamic are. dynamic=False, a frame where symbolic sizes failed once, and
+    backends other than eager (AOT autograd specializes sizes) keep sizes static."""
+    mode = opts.get("dynamic")
+    backend = opts.get("backend", "eager")
+    if mode is False or st.static_only or not (backend == "eager" or callable(backend)):
+        return None
+    if st.entries and config.automatic_dynamic_shapes and mode is None or mode is True and st.entries:
+        last = st.entries[-1]
+        a = args + last.extra if last.extra else args
+        for src, shape in last.input_shapes:
+            try:
+                v = _fetch(src, a, fn.__globals__, fn.__closure__)
+            except Exception:
+                continue
+            if isinstance(v, _C.Tensor) and v.dim() == len(shape):
+                for d, (x, y) in enumerate(zip(v.shape, shape)):
+                    if x != y:
+                        st.dynamic.setdefault(src, set()).add(d)
+    if mode is not True and not st.dynamic and not any(_has_marked_dims(v) for v in args):
+        return None
+    return {"all": mode is True, "dims": st.dynamic}
 
 
 class region:
