@@ -470,6 +470,18 @@ void bind_compile(nb::module_& parent) {
              for (nb::handle h : t) l.append(h);
              return l;
            })
+      .def(
+          "run_meta",
+          [](const Graph& g, nb::sequence inputs) {
+            std::vector<IValue> in;
+            for (nb::handle h : inputs) in.push_back(to_ivalue(h, "Graph.run_meta"));
+            std::vector<IValue> outs = g.run_meta(in);
+            nb::list l;
+            for (const IValue& v : outs) l.append(v.is_tensor() ? wrap_tensor(v.to_tensor()) : nb::none());
+            return l;
+          },
+          "Runs the graph on Meta inputs with every device argument Meta and constant tensors made Meta "
+          "(Note [Replaying a graph on Meta]); tensor outputs, None for others.")
       .def("runner", [](std::shared_ptr<Graph> g) {
         auto r = std::make_unique<Runner>();
         r->g = g;

@@ -168,6 +168,9 @@ class Graph {
   // Executes the graph with one real input per graph input, in order; returns
   // one IValue per output.
   std::vector<IValue> run(const std::vector<IValue>& inputs) const;
+  // The same on Meta inputs, with devices and constants made Meta (Note
+  // [Replaying a graph on Meta] in executor.cpp).
+  std::vector<IValue> run_meta(const std::vector<IValue>& inputs) const;
   // The executable form, built on first use and after every change.
   std::shared_ptr<const Plan> plan() const;
   uint64_t version() const { return version_.load(std::memory_order_acquire); }

@@ -293,7 +293,7 @@ def validate_dynamic(out):
             t.requires_grad_(True)
         ins.append(t)
     try:
-        res = out.graph.run(ins)
+        res = out.graph.run_meta(ins)
     except Exception as e:
         raise SymbolicFallback(f"the graph fails when replayed at another size ({type(e).__name__}: {e})")
     for i, (vid, r) in enumerate(zip(out.graph.outputs, res)):
