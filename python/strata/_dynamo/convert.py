@@ -234,7 +234,7 @@ def capture(fn, args, options, callee=False):
             kind, r = tx.run()
         except SymbolicFallback as e:
             _C._set_grad_enabled(grad)
-            dyn, break_at, reason = _static_again(code, options, e), None, None
+            dyn, break_at, reason = _static_again(code, options, e, dyn), None, None
             continue
         except Unsupported as e:
             _C._set_grad_enabled(grad)
@@ -255,7 +255,7 @@ def capture(fn, args, options, callee=False):
         try:
             return _finish(out, tx, kind, r, reason, fn, args, options)
         except SymbolicFallback as e:
-            dyn, break_at, reason = _static_again(code, options, e), None, None
+            dyn, break_at, reason = _static_again(code, options, e, dyn), None, None
             continue
         except Unsupported as e:   # a value live at the break (or returned) that cannot be rebuilt
             if options.get("fullgraph"):
@@ -267,8 +267,12 @@ def capture(fn, args, options, callee=False):
     return None
 
 
-def _static_again(code, options, e):
-    """Symbolic sizes failed for this frame: log why; the capture restarts with static sizes."""
+def _static_again(code, options, e, dyn):
+    """Symbolic sizes failed for this frame: log why; the capture restarts with static sizes (or,
+    for SpecializeSizes, with the sizes it names static)."""
+    dims = getattr(e, "dims", None)
+    if dims and dyn is not None:
+        return dict(dyn, static=set(dyn.get("static", ())) | set(dims))
     logs.dynamic_fallback(code, e.reason)
     fb = options.get("_dynamic_failed")
     if fb is not None:

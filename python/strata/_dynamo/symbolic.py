@@ -151,7 +151,9 @@ class OutputGraph:
         marked |= set(getattr(t, "_strata_dynamic_dims", None) or ())
         if self.dyn["all"] and all(k in ("arg", "item", "dict_item") for k, _ in source) and source[0][1] < self.nargs:
             marked |= set(range(t.dim()))
-        return sorted(d % t.dim() for d in marked if t.dim() and -t.dim() <= d < t.dim() and t.shape[d % t.dim()] >= 2)
+        static = self.dyn.get("static", ())
+        return sorted(d % t.dim() for d in marked if t.dim() and -t.dim() <= d < t.dim() and t.shape[d % t.dim()] >= 2
+                      and (source, d % t.dim()) not in static)
 
     def relation(self, lhs, op, rhs):
         rel = (Y.sym_const(lhs).guard_tree(), op, Y.sym_const(rhs).guard_tree())
@@ -210,6 +212,12 @@ class OutputGraph:
                 raise SymbolicFallback(f"the dynamic input {S.name(source, self.arg_names)} is not contiguous")
             shape = list(shape)
             for d in dims:
+                same = next((y for y in self.symbols if y.hint == shape[d]), None)
+                if same is not None:
+                    # Equal sizes share a symbol (duck sizing), under an equality guard.
+                    self.relations.append((("size", source, d), "==", SymExpr("sym", same).guard_tree()))
+                    shape[d] = SymExpr("sym", same)
+                    continue
                 sym = Y.Symbol(source, d, shape[d], len(self.symbols))
                 self.symbols.append(sym)
                 shape[d] = SymExpr("sym", sym)
@@ -502,6 +510,29 @@ class Translator:
             self.probe_call(fn, args, kwargs, res, name)
         return self.wrap_result(res)
 
+    def specialize_for(self, args, kwargs, reason):
+        """An op failed at the probe: the dynamic input sizes among its arguments that equal a static size
+        there are made static (SpecializeSizes), else the frame falls back to static sizes."""
+        shapes = []
+
+        def collect(v):
+            if isinstance(v, TensorVar):
+                shapes.append(self.out.sym_shape(v))
+            elif isinstance(v, (ListVar, TupleVar, NamedTupleVar)):
+                for e in v.items:
+                    collect(e)
+        for v in list(args) + list(kwargs.values()):
+            collect(v)
+        statics = {d for sh in shapes for d in sh if not isinstance(d, SymExpr)}
+        dims = set()
+        for sh in shapes:
+            for d in sh:
+                if isinstance(d, SymExpr) and d.op == "sym" and d.a.hint in statics:
+                    dims.add((d.a.source, d.a.dim))
+        if dims:
+            raise Y.SpecializeSizes(reason, dims)
+        raise SymbolicFallback(reason)
+
     def probe_call(self, fn, args, kwargs, res, name):
         """Runs the call again in the probe world and gives its tensor results symbolic shapes."""
         out = self.out
@@ -511,7 +542,7 @@ class Translator:
             with _compile.record(out.probe_graph):
                 res_p = fn(*a, **k)
         except Exception as e:
-            raise SymbolicFallback(f"{name} fails at another size ({type(e).__name__}: {e})")
+            self.specialize_for(args, kwargs, f"{name} fails at another size ({type(e).__name__}: {e})")
         cache = []
 
         def cands():

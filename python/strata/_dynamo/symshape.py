@@ -33,6 +33,15 @@ class SymbolicFallback(Unsupported):
     """Capture with symbolic sizes cannot go on: the frame is captured again with static sizes."""
 
 
+class SpecializeSizes(SymbolicFallback):
+    """An op fails at the probe because a dynamic size must equal a static one (x @ w with a dynamic
+    feature dim): capture again with those (source, dim) static."""
+
+    def __init__(self, reason, dims):
+        super().__init__(reason)
+        self.dims = dims
+
+
 class Symbol:
     __slots__ = ("source", "dim", "hint", "probe", "check", "index")
 
