@@ -524,6 +524,9 @@ class Translator:
         for v in list(args) + list(kwargs.values()):
             collect(v)
         statics = {d for sh in shapes for d in sh if not isinstance(d, SymExpr)}
+        if any(isinstance(v, ModuleVar) for v in args) or not statics:
+            # A module's parameters are graph inputs already: their sizes are the static ones it may need.
+            statics |= {d for sh in self.out.sym_by_vid.values() for d in sh if not isinstance(d, SymExpr)}
         dims = set()
         for sh in shapes:
             for d in sh:

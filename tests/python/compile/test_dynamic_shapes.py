@@ -194,3 +194,16 @@ def test_symbolic_size_returned_and_in_run_function():
         t, k = cf(st.ones(n, 2))
         assert k == 2 * n and t.tolist() == [float(n), float(n)]
     assert len(entries(f)) == 1
+
+
+def test_dynamic_true_transformer_block_specializes_the_feature_dim_once():
+    """dynamic=True makes C symbolic too; LayerNorm needs it equal to its weight's size, so capture
+    specializes it and restarts: one entry, dynamic in B and T."""
+    st.manual_seed(0)
+    blk = Block().eval()
+    cb = st.compile(blk, dynamic=True)
+    for B, T in ((8, 6), (5, 9), (12, 3), (7, 7)):
+        x = st.randn(B, T, 16)
+        exact(cb(x), blk(x), (B, T))
+    es = entries(blk)
+    assert es[0].dynamic and len(es) <= 2
