@@ -32,6 +32,9 @@ bool is_number(nb::handle h);
 // A Python value as the IValue for schema argument a (numbers for a Tensor
 // argument become wrapped numbers); false when it does not fit the type.
 bool convert_arg(const Argument& a, nb::handle h, IValue* out);
+// Note [Symbolic ints in recorded nodes] (src/compile/graph.h): turns noting
+// of int subclasses on or off for this thread; returns the previous setting.
+bool set_note_symints(bool on);
 
 nb::object wrap_tensor(Tensor t);
 nb::object tensor_to_list(const Tensor& t);

@@ -597,6 +597,18 @@ void bind_compile(nb::module_& parent) {
              for (nb::handle h : t) l.append(h);
              return l;
            })
+      .def(
+          "run_meta",
+          [](const Graph& g, nb::sequence inputs) {
+            std::vector<IValue> in;
+            for (nb::handle h : inputs) in.push_back(to_ivalue(h, "Graph.run_meta"));
+            std::vector<IValue> outs = g.run_meta(in);
+            nb::list l;
+            for (const IValue& v : outs) l.append(v.is_tensor() ? wrap_tensor(v.to_tensor()) : nb::none());
+            return l;
+          },
+          "Runs the graph on Meta inputs with every device argument Meta and constant tensors made Meta "
+          "(Note [Replaying a graph on Meta]); tensor outputs, None for others.")
       .def("runner", [](std::shared_ptr<Graph> g) {
         auto r = std::make_unique<Runner>();
         r->g = g;
@@ -618,6 +630,9 @@ void bind_compile(nb::module_& parent) {
   m.def("set_source", [](std::string s) { compile::set_source(std::move(s)); });
   m.def("get_source", [] { return compile::current_source(); });
   m.def("is_recording", [] { return compile::is_recording(); });
+  m.def("set_note_symints", [](bool on) { return py::set_note_symints(on); }, nb::arg("on"),
+        "Note [Symbolic ints in recorded nodes]: while on, an int subclass with _strata_vid passed to an op "
+        "becomes a reference to that graph value in the recorded node. Returns the previous setting.");
 }
 
 }  // namespace strata::py

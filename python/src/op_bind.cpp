@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "bind.h"
+#include "compile/graph.h"
 
 namespace strata::py {
 
@@ -19,6 +20,44 @@ namespace {
 // to numbers (so max(x, y) with a 0-d tensor y picks the tensor overload, as in
 // torch), then, if nothing matched, with that conversion.
 thread_local bool t_tensors_as_numbers = false;
+
+// Note [Symbolic ints in recorded nodes] (src/compile/graph.h): set by the
+// capture while it records with symbolic sizes. Off, parse() pays one branch.
+thread_local bool t_note_symints = false;
+
+// The graph value an int subclass stands for (its _strata_vid), or -1.
+int symint_vid(PyObject* o) {
+  if (PyLong_CheckExact(o) || !PyLong_Check(o) || PyBool_Check(o)) return -1;
+  PyObject* v = PyObject_GetAttrString(o, "_strata_vid");
+  if (!v) {
+    PyErr_Clear();
+    return -1;
+  }
+  long r = PyLong_Check(v) ? PyLong_AsLong(v) : -1;
+  Py_DECREF(v);
+  if (r == -1 && PyErr_Occurred()) PyErr_Clear();
+  return static_cast<int>(r);
+}
+
+void note_symints(PyObject* const* slots, size_t nargs) {
+  auto& notes = compile::symint_notes();
+  notes.clear();
+  auto note = [&](PyObject* o, size_t i, int elem) {
+    int vid = symint_vid(o);
+    if (vid >= 0) notes.push_back({static_cast<int>(i), elem, vid, PyLong_AsLongLong(o)});
+  };
+  for (size_t i = 0; i < nargs; ++i) {
+    PyObject* o = slots[i];
+    if (!o) continue;
+    if (PyList_Check(o) || PyTuple_Check(o)) {
+      nb::sequence seq = nb::borrow<nb::sequence>(o);
+      size_t n = nb::len(seq);
+      for (size_t j = 0; j < n; ++j) note(nb::object(seq[j]).ptr(), i, static_cast<int>(j));
+    } else {
+      note(o, i, -1);
+    }
+  }
+}
 
 bool is_index_like(nb::handle h) {
   return PyLong_Check(h.ptr()) || (!PyFloat_Check(h.ptr()) && PyIndex_Check(h.ptr()) && !nb::isinstance<Tensor>(h));
@@ -124,6 +163,13 @@ bool to_int_list(nb::handle h, int list_size, std::vector<int64_t>* out) {
 }
 
 }  // namespace
+
+bool set_note_symints(bool on) {
+  bool prev = t_note_symints;
+  t_note_symints = on;
+  if (!on) compile::symint_notes().clear();
+  return prev;
+}
 
 // Converts one Python value to the schema's type; false on a type mismatch.
 // Declared in bind.h: Graph.add_node converts constants with it too.
@@ -338,6 +384,7 @@ std::string parse(const OverloadInfo& o, PyObject* const* args, size_t ngiven, P
     }
     stack.push_back(std::move(v));
   }
+  if (t_note_symints) note_symints(slots, nargs);
   return "";
 }
 

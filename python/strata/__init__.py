@@ -84,7 +84,9 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="eager", mode=
     the function at a graph break (or raises with fullgraph=True). backend: "eager" (the graph's
     node-by-node C++ runner; "inductor" is accepted as the same until the fusing backend exists)
     or a callable (graph_module, example_inputs) -> callable. mode/options are accepted and have
-    no effect yet; dynamic=True is accepted but sizes are still specialized."""
+    no effect yet. dynamic: None (sizes that change become symbolic on the second compile), True
+    (every dim of every tensor argument symbolic from the first call), False (sizes specialized);
+    see docs/COMPILE.md, "Symbolic sizes"."""
     from ._dynamo import eval_frame as _ef
     from ._dynamo.backends import lookup_backend as _lookup
     if model is None:

@@ -60,7 +60,8 @@ def _size(size, name):
         if isinstance(s, builtins.float) or isinstance(s, builtins.bool) or not hasattr(s, "__index__"):
             raise TypeError(f"{name}(): argument 'size' must be tuple of ints, but found element of type "
                             f"{type(s).__name__}")
-        out.append(s.__index__())
+        # An int (subclass) is kept as it is: a symbolic size of strata.compile is one (symshape.SymInt).
+        out.append(s if isinstance(s, builtins.int) else s.__index__())
     return tuple(out)
 
 

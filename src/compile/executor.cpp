@@ -263,4 +263,45 @@ std::vector<IValue> Graph::run(const std::vector<IValue>& inputs) const {
   return outs;
 }
 
+// Note [Replaying a graph on Meta]
+// strata.compile checks that a graph captured with symbolic sizes holds at
+// other sizes by running it on Meta tensors of those sizes (symshape.py). A
+// factory recorded without a device (CPU at run time) or with a real device,
+// and the graph's constant tensors, would mix real and meta tensors there: in
+// this copy of the plan every device argument is the graph's device (Meta,
+// from the inputs) and every constant tensor a meta tensor of its geometry.
+std::vector<IValue> Graph::run_meta(const std::vector<IValue>& inputs) const {
+  Plan p = *plan();
+  auto to_meta = [](const IValue& v) -> IValue {
+    if (!v.is_tensor() || !v.to_tensor().defined() || v.to_tensor().device().is_meta()) return v;
+    const Tensor& t = v.to_tensor();
+    if (t.impl()->is_wrapped_number()) return v;
+    int64_t extent = 0;
+    if (t.numel() > 0) {
+      extent = t.storage_offset() + 1;
+      for (int64_t d = 0; d < t.dim(); ++d) extent += (t.size(d) - 1) * t.stride(d);
+    }
+    const auto bytes = static_cast<size_t>(extent * static_cast<int64_t>(element_size(t.dtype())));
+    return IValue(Tensor(make_intrusive<TensorImpl>(make_storage(bytes, Device(DeviceType::Meta)), t.storage_offset(),
+                                                    t.sizes(), t.strides(), t.dtype())));
+  };
+  for (auto& c : p.constants) c.second = to_meta(c.second);
+  for (PlanStep& st : p.steps) {
+    const auto& args = st.op->schema().args;
+    for (size_t i = 0; i < st.args.size() && i < args.size(); ++i) {
+      PlanArg& a = st.args[i];
+      if (a.kind != PlanArg::Const) continue;
+      if (a.constant.is_device() || (a.constant.is_none() && args[i].type == ArgType::OptDevice)) {
+        a.kind = PlanArg::GraphDevice;
+      } else {
+        a.constant = to_meta(a.constant);
+      }
+    }
+  }
+  std::vector<IValue> env, outs;
+  Stack stack;
+  execute(p, inputs.data(), inputs.size(), env, stack, outs);
+  return outs;
+}
+
 }  // namespace strata::compile

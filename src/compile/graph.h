@@ -168,6 +168,9 @@ class Graph {
   // Executes the graph with one real input per graph input, in order; returns
   // one IValue per output.
   std::vector<IValue> run(const std::vector<IValue>& inputs) const;
+  // The same on Meta inputs, with devices and constants made Meta (Note
+  // [Replaying a graph on Meta] in executor.cpp).
+  std::vector<IValue> run_meta(const std::vector<IValue>& inputs) const;
   // The executable form, built on first use and after every change.
   std::shared_ptr<const Plan> plan() const;
   uint64_t version() const { return version_.load(std::memory_order_acquire); }
@@ -228,6 +231,22 @@ bool is_recording();
 const Tensor& adopt_literal(const Tensor& t);
 // The graph being recorded on this thread, or null.
 Graph* recording_graph();
+// Note [Symbolic ints in recorded nodes]
+// strata.compile with symbolic shapes passes a size that depends on an input's
+// size to an op as a Python int subclass carrying the id of the int graph
+// value that computes it. While noting is on (the Python binding's flag, set
+// by the capture), the binding notes, for the overload it finally matched,
+// each such int it converted: argument index, list element (-1: the argument
+// itself), graph value, and the int itself. The next recorded node reads the
+// notes and makes those arguments (list elements) references to the value
+// instead of constants; every parse starts a fresh table.
+struct SymIntNote {
+  int arg = -1;
+  int elem = -1;
+  int vid = -1;
+  int64_t value = 0;
+};
+std::vector<SymIntNote>& symint_notes();
 // Source text attached to the nodes recorded next on this thread.
 void set_source(std::string s);
 const std::string& current_source();

@@ -60,6 +60,65 @@ RecordState& state() {
   return s;
 }
 
+// Note [Symbolic ints in recorded nodes] (graph.h): the note for argument i,
+// element elem, or null.
+const SymIntNote* find_note(const std::vector<SymIntNote>& notes, size_t i, int elem) {
+  for (const SymIntNote& n : notes)
+    if (n.arg == static_cast<int>(i) && n.elem == elem) return &n;
+  return nullptr;
+}
+
+[[noreturn]] void bad_symint(const OperatorEntry& op, const Argument& a, const std::string& why) {
+  throw Error(str("compile: no symbolic shape support for argument '", a.name, "' of op '", op.schema().full_name(),
+                  "': ", why));
+}
+
+// Argument i as a reference to the noted int value(s), if any note names it.
+bool symint_arg(const OperatorEntry& op, const Argument& a, size_t i, const IValue& v,
+                const std::vector<SymIntNote>& notes, Graph& g, Arg* out) {
+  bool any = false;
+  for (const SymIntNote& n : notes) any = any || n.arg == static_cast<int>(i);
+  if (!any) return false;
+  auto check_vid = [&](const SymIntNote& n) {
+    if (n.vid < 0 || n.vid >= static_cast<int>(g.values().size()) || g.value(n.vid).kind != ValueKind::Int)
+      bad_symint(op, a, str("value ", n.vid, " is not an int value of the graph"));
+  };
+  const auto* iv = std::get_if<int64_t>(&v.raw());
+  const auto* sv = std::get_if<Scalar>(&v.raw());
+  if (iv || (sv && sv->is_integral(false))) {
+    const int64_t x = iv ? *iv : sv->to_int();
+    const SymIntNote* n = find_note(notes, i, -1);
+    if (!n) bad_symint(op, a, "a list element was noted for an int argument");
+    if (n->value != x) bad_symint(op, a, str("the noted int ", n->value, " is not the argument ", x));
+    check_vid(*n);
+    *out = Arg::make_value(n->vid, a.type);
+    return true;
+  }
+  if (const auto* lp = std::get_if<std::vector<int64_t>>(&v.raw())) {
+    const std::vector<int64_t>& l = *lp;
+    Arg arg;
+    arg.kind = Arg::Kind::List;
+    arg.type = a.type;
+    const SymIntNote* whole = find_note(notes, i, -1);  // one int given for an int[N]
+    for (size_t j = 0; j < l.size(); ++j) {
+      ArgElem e;
+      const SymIntNote* n = whole ? whole : find_note(notes, i, static_cast<int>(j));
+      if (n) {
+        if (n->value != l[j]) bad_symint(op, a, str("the noted int ", n->value, " is not element ", j, " (", l[j], ")"));
+        check_vid(*n);
+        e.value = n->vid;
+      } else {
+        e.constant = IValue(l[j]);
+      }
+      arg.elems.push_back(std::move(e));
+    }
+    *out = std::move(arg);
+    return true;
+  }
+  bad_symint(op, a, str("a symbolic size cannot be passed as ", arg_type_name(a.type),
+                        " (only int and int[] arguments take one)"));
+}
+
 Tensor meta_like(const Tensor& t) {
   const int64_t es = static_cast<int64_t>(element_size(t.dtype()));
   int64_t extent = 0;
@@ -142,10 +201,15 @@ void tracer_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack) {
     return *vid;
   };
 
+  std::vector<SymIntNote> notes;
+  notes.swap(symint_notes());
   for (size_t i = 0; i < nargs; ++i) {
     const Argument& a = schema.args[i];
     const IValue& v = stack[base + i];
-    if (v.is_tensor()) {
+    Arg sym;
+    if (!notes.empty() && symint_arg(op, a, i, v, notes, g, &sym)) {
+      node->args.push_back(std::move(sym));
+    } else if (v.is_tensor()) {
       const Tensor& t = v.to_tensor();
       if (!t.defined()) {
         node->args.push_back(Arg::make_constant(IValue(), a.type));
@@ -303,6 +367,11 @@ Graph* recording_graph() {
 }
 
 void set_source(std::string s) { state().source = std::move(s); }
+
+std::vector<SymIntNote>& symint_notes() {
+  thread_local std::vector<SymIntNote> notes;
+  return notes;
+}
 const std::string& current_source() { return state().source; }
 
 }  // namespace strata::compile

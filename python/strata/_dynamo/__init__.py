@@ -11,8 +11,8 @@ from .backends import register_backend, list_backends  # noqa: F401
 
 
 def mark_dynamic(t, index, *, min=None, max=None):
-    """Marks dimension(s) of t as dynamic. Sizes are still specialized (symbolic shapes are not
-    implemented yet): a different size recompiles."""
+    """Marks dimension(s) of t as dynamic: strata.compile captures them as symbolic sizes from the
+    first call (sizes 0 and 1 stay specialized). min/max are accepted and not used."""
     dims = getattr(t, "_strata_dynamic_dims", None)
     if dims is None:
         dims = set()

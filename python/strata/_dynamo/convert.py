@@ -17,6 +17,7 @@ from . import config, logs
 from . import sources as S
 from .bytecode import make_resume_function, ResumeUnsupported, parse_exception_table
 from .symbolic import OutputGraph, Translator, Unsupported, _NULL, PY312
+from .symshape import SymExpr, SymbolicFallback, value_at, contiguous_strides
 from .variables import TensorVar, TupleVar, ConstVar, CellVar, NullVar, ListVar, DictVar
 
 _compile = _C._compile
@@ -99,6 +100,8 @@ class Entry:
         self.num_ops = 0
         self.guard_descriptions = []
         self.resume = None
+        self.input_shapes = []      # (source, sizes) of each tensor input at capture (automatic dynamic)
+        self.dynamic = False        # sizes of some inputs are symbols
 
 
 def _build_guards(out, arg_names):
@@ -120,6 +123,8 @@ def _build_guards(out, arg_names):
             gs.add_dict_keys(src, list(g[2]))
         else:
             raise AssertionError(kind)
+    for lhs, op, rhs in out.relations:
+        gs.add_dim_relation(lhs, op, rhs)
     from .. import get_default_dtype
     gs.add_global_state(_C._is_grad_enabled(), get_default_dtype())
     return gs
@@ -207,7 +212,7 @@ def _call_user(fn, args, kwargs, opts):
         return compiled_callee(fn)(*args, **kwargs)
 
 
-def _attempt(fn, args, options, break_at):
+def _attempt(fn, args, options, break_at, dyn=None):
     """One run of the interpreter over fn's frame (stopping at break_at): (OutputGraph, translator,
     "return" | "break", the returned variable or the breaking instruction). Grad mode is restored
     whatever happens; Unsupported propagates."""
@@ -215,6 +220,8 @@ def _attempt(fn, args, options, break_at):
     grad = _C._is_grad_enabled()
     out = OutputGraph(fn, frame_arg_names(fn.__code__), len(args))
     out.backend_options = options
+    if dyn is not None:
+        out.enable_dynamic(dyn)
     eval_frame._tls.capturing = getattr(eval_frame._tls, "capturing", 0) + 1
     try:
         tx = _root_translator(out, fn, args, break_at)
@@ -239,9 +246,13 @@ def capture(fn, args, options, callee=False):
     code = fn.__code__
     break_at = None
     reason = None
+    dyn = options.get("_dynamic_spec")
     for _ in range(64):
         try:
-            out, tx, kind, r = _attempt(fn, args, options, break_at)
+            out, tx, kind, r = _attempt(fn, args, options, break_at, dyn)
+        except SymbolicFallback as e:
+            dyn, break_at, reason = _static_again(code, options, e, dyn), None, None
+            continue
         except Unsupported as e:
             loc = _where(e, code)
             if options.get("fullgraph"):
@@ -256,6 +267,9 @@ def capture(fn, args, options, callee=False):
             return None
         try:
             return _finish(out, tx, kind, r, reason, fn, args, options)
+        except SymbolicFallback as e:
+            dyn, break_at, reason = _static_again(code, options, e, dyn), None, None
+            continue
         except Unsupported as e:  # a value the entry would have to rebuild cannot be rebuilt
             where = reason[1] if reason else f"{code.co_filename}:{code.co_firstlineno} in {code.co_name}"
             if options.get("fullgraph"):
@@ -264,6 +278,51 @@ def capture(fn, args, options, callee=False):
                              f"{e.reason})", where, eager_frame=True)
             return None
     return None
+
+
+def _static_again(code, options, e, dyn):
+    """Symbolic sizes failed for this frame: log why; the capture restarts with static sizes (or,
+    for SpecializeSizes, with the sizes it names static)."""
+    dims = getattr(e, "dims", None)
+    if dims and dyn is not None:
+        return dict(dyn, static=set(dyn.get("static", ())) | set(dims))
+    logs.dynamic_fallback(code, e.reason)
+    fb = options.get("_dynamic_failed")
+    if fb is not None:
+        fb.append(e.reason)
+    return None
+
+
+def validate_dynamic(out):
+    """Replays the graph on Meta at a third size (each symbol at its check value) and compares every
+    output's shape with its symbolic shape there (Note [Symbolic shapes] in symshape.py)."""
+    ins = []
+    for vid, src, ex in zip(out.graph.inputs, out.input_sources, out.input_examples):
+        if isinstance(src, SymExpr):
+            ins.append(src.eval("check"))
+            continue
+        shape = out.sym_by_vid.get(vid, tuple(ex.shape))
+        sizes = tuple(value_at(d, "check") for d in shape)
+        dyn = any(isinstance(d, SymExpr) for d in shape)
+        strides = contiguous_strides(sizes) if dyn else tuple(ex.stride())
+        t = _C._ops.empty_strided(sizes, strides, dtype=ex.dtype, device="meta")
+        if ex.requires_grad:
+            t.requires_grad_(True)
+        ins.append(t)
+    try:
+        res = out.graph.run_meta(ins)
+    except Exception as e:
+        raise SymbolicFallback(f"the graph fails when replayed at another size ({type(e).__name__}: {e})")
+    for i, (vid, r) in enumerate(zip(out.graph.outputs, res)):
+        if not isinstance(r, _C.Tensor):
+            continue
+        shape = out.sym_by_vid.get(vid)
+        if shape is None:
+            shape = tuple(out.graph.value(vid).shape)
+        want = tuple(value_at(d, "check") for d in shape)
+        if tuple(r.shape) != want:
+            raise SymbolicFallback(f"output {i} of the graph has the shape {tuple(r.shape)} at another size where "
+                                   f"its symbolic shape {shape} gives {want} (a size was baked into an op)")
 
 
 def capture_graph(fn, args, options=None):
@@ -357,7 +416,9 @@ def _finish(out, tx, kind, r, reason, fn, args, options):
         tail.append(f"return K[{len(cg.consts) - 1}](S, L)")
         logs.graph_break(code, reason[0], reason[1])
     out.graph.set_outputs(list(cg.outputs))
-    inputs = "".join(S.expr(s) + ", " for s in out.input_sources)
+    if out.symbols:
+        validate_dynamic(out)
+    inputs = "".join((s.py() if isinstance(s, SymExpr) else S.expr(s)) + ", " for s in out.input_sources)
     backend = options.get("backend", "eager")
     runner = _backend_compile(out, backend, args)
     src = "\n".join([
@@ -372,7 +433,7 @@ def _finish(out, tx, kind, r, reason, fn, args, options):
     e.fetch = ns["__fetch"]
     e.finish = ns["__finish"]
     e.arg_inputs = [s[0][1] for s in out.input_sources] if all(
-        len(s) == 1 and s[0][0] == "arg" for s in out.input_sources) else None
+        type(s) is tuple and len(s) == 1 and s[0][0] == "arg" for s in out.input_sources) else None
     e.ret_kind, e.ret_idx = 0, []
     if kind == "return" and len(tail) == 1:
         if isinstance(r, TensorVar):
@@ -385,6 +446,9 @@ def _finish(out, tx, kind, r, reason, fn, args, options):
     e.num_ops = out.graph.num_ops
     e.extra = tuple(out.extra_roots)
     e.guards = _build_guards(out, frame_arg_names(code))
+    e.dynamic = bool(out.symbols)
+    e.input_shapes = [(s, tuple(t.shape)) for s, t in zip(out.input_sources, out.input_examples)
+                      if not isinstance(s, SymExpr)]
     e.guard_descriptions = e.guards.describe()
     logs.new_entry(code, e)
     return e

@@ -21,7 +21,7 @@ __all__ = ["run_frame", "compile_function", "optimized_module", "reset", "mark_e
 class FrameState:
     """A code object's compiled entries: `cache` (C++, Note [The frame cache] in compile_bind.cpp)
     checks and runs them; `entries` keeps the Python side (graphs, guards, explain)."""
-    __slots__ = ("entries", "eager", "code", "cache", "opts", "__weakref__")
+    __slots__ = ("entries", "eager", "code", "cache", "opts", "dynamic", "static_only", "__weakref__")
 
     def __init__(self, code, opts):
         self.code = code
@@ -29,6 +29,8 @@ class FrameState:
         self.eager = False
         self.opts = opts
         self.cache = _C._compile.FrameCache(self.miss)
+        self.dynamic = {}           # source -> dims seen changing (automatic dynamic)
+        self.static_only = False    # symbolic sizes failed for this frame once
 
     def miss(self, fn, args):
         return _miss(fn, self, args, self.opts, False)
@@ -53,6 +55,8 @@ def reset():
         st.entries.clear()
         st.cache.clear()
         st.eager = False
+        st.dynamic.clear()
+        st.static_only = False
     _binders.clear()
     if _EF.supported:
         _EF.clear_all()
@@ -140,12 +144,12 @@ def states_of(code):
 
 def _opts_key(opts):
     b = opts.get("backend", "eager")
-    return (b if isinstance(b, str) else id(b), bool(opts.get("fullgraph")))
+    return (b if isinstance(b, str) else id(b), bool(opts.get("fullgraph")), opts.get("dynamic"))
 
 
 def _state(code, opts=None):
-    """The cache of one code object under one set of options (backend, fullgraph): the same
-    function compiled twice with different options keeps two caches."""
+    """The cache of one code object under one set of options (backend, fullgraph, dynamic): the
+    same function compiled twice with different options keeps two caches."""
     opts = opts or _DEFAULT_OPTS
     key = (code, _opts_key(opts))
     st = _states.get(key)
@@ -189,9 +193,14 @@ def _miss(fn, st, args, opts, hooked):
             return _EF.RUN_DEFAULT if hooked else call_eager(fn, args)
         logs.recompile(code, failed, len(st.entries))
         _record("recompiles", (code.co_qualname, failed))
+    spec = _dynamic_spec(fn, st, args, opts)
+    if spec is not None:
+        opts = dict(opts, _dynamic_spec=spec, _dynamic_failed=[])
     hook_was = _EF.set_enabled(False) if _EF.supported else False
     try:
         e = capture(fn, args, opts, callee=hooked)
+        if spec is not None and opts["_dynamic_failed"]:
+            st.static_only = True
     except CompileError:
         raise
     except Exception as ex:
@@ -211,6 +220,46 @@ def _miss(fn, st, args, opts, hooked):
     _record("entries", e)
     a = args + e.extra if e.extra else args
     return e.run(a, g, c)
+
+
+def _fetch(src, a, g, c):
+    from . import sources as S
+    return eval(S.expr(src), {"A": a, "G": g, "C": c})
+
+
+def _has_marked_dims(v, depth=0):
+    if isinstance(v, _C.Tensor):
+        return bool(getattr(v, "_strata_dynamic_dims", None))
+    if isinstance(v, (list, tuple)) and depth < 2:
+        return any(_has_marked_dims(x, depth + 1) for x in v)
+    return False
+
+
+def _dynamic_spec(fn, st, args, opts):
+    """Which sizes the next capture of fn makes symbolic (Note [Symbolic shapes] in symshape.py), or
+    None for static sizes: dynamic=True makes every dim of every tensor argument symbolic; with
+    dynamic=None (the default), a dim that differs from the previous entry's (automatic dynamic) and
+    dims marked with mark_dynamic are. dynamic=False, a frame where symbolic sizes failed once, and
+    backends other than eager (AOT autograd specializes sizes) keep sizes static."""
+    mode = opts.get("dynamic")
+    backend = opts.get("backend", "eager")
+    if mode is False or st.static_only or not (backend == "eager" or callable(backend)):
+        return None
+    if st.entries and config.automatic_dynamic_shapes and mode is None or mode is True and st.entries:
+        last = st.entries[-1]
+        a = args + last.extra if last.extra else args
+        for src, shape in last.input_shapes:
+            try:
+                v = _fetch(src, a, fn.__globals__, fn.__closure__)
+            except Exception:
+                continue
+            if isinstance(v, _C.Tensor) and v.dim() == len(shape):
+                for d, (x, y) in enumerate(zip(v.shape, shape)):
+                    if x != y:
+                        st.dynamic.setdefault(src, set()).add(d)
+    if mode is not True and not st.dynamic and not any(_has_marked_dims(v) for v in args):
+        return None
+    return {"all": mode is True, "dims": st.dynamic}
 
 
 class region:

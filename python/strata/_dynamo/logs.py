@@ -58,6 +58,13 @@ def recompile(code, failed_guard, n):
                             f"version {n + 1}: guard failed: {failed_guard}")
 
 
+def dynamic_fallback(code, reason):
+    """Symbolic sizes were given up for a frame: it is captured with static sizes."""
+    if "recompiles" in _enabled:
+        _emit("recompiles", f"{code.co_qualname} ({code.co_filename}:{code.co_firstlineno}): dynamic shapes "
+                            f"fall back to static sizes: {reason}")
+
+
 def new_entry(code, entry):
     if "guards" in _enabled:
         _emit("guards", f"guards of {code.co_qualname}:\n    " + "\n    ".join(entry.guard_descriptions))

@@ -23,7 +23,9 @@ from .. import _C
 from . import sources as S
 from .variables import (Unsupported, VT, TensorVar, ConstVar, ListVar, TupleVar, NamedTupleVar, DictVar,
                         ModuleVar, ObjVar, FuncVar, BoundMethodVar, NestedFuncVar, IterVar, NullVar, GradModeVar,
-                        GradExitVar, CellVar, SuperVar, is_constant_value)
+                        GradExitVar, CellVar, SuperVar, SymIntVar, SliceVar, is_constant_value)
+from . import symshape as Y
+from .symshape import SymExpr, SymbolicFallback
 
 _compile = _C._compile
 PY312 = sys.version_info >= (3, 12)
@@ -122,6 +124,60 @@ class OutputGraph:
         self.graph_breaks = []
         self.grad_at_entry = _C._is_grad_enabled()    # guarded (global state)
         self.num_inlined = 0
+        # Symbolic sizes (Note [Symbolic shapes] in symshape.py); all empty while sizes are static.
+        self.dyn = None                # {"all": bool, "dims": {source: set of dims}}
+        self.probe_graph = None        # the probe world's scratch graph
+        self.symbols = []
+        self.sym_shapes = {}           # id(meta tensor) -> (meta tensor, probe tensor, symbolic shape)
+        self.sym_by_vid = {}           # graph value -> symbolic shape
+        self.sym_inputs = {}           # SymExpr -> int graph input
+        self.relations = []            # (lhs, op, rhs) guard trees for add_dim_relation
+
+    # -- symbolic sizes ----------------------------------------------------------------------------
+    def enable_dynamic(self, spec):
+        self.dyn = spec
+        self.probe_graph = _compile.Graph()
+
+    @property
+    def dynamic(self):
+        return self.probe_graph is not None
+
+    def _dynamic_dims(self, t, source):
+        """Dims of a graph input that get a symbol: marked (dynamic=True, automatic dynamic, mark_dynamic)
+        and of size >= 2 (0 and 1 stay specialized)."""
+        if source is None:
+            return []
+        marked = set(self.dyn["dims"].get(source, ()))
+        marked |= set(getattr(t, "_strata_dynamic_dims", None) or ())
+        if self.dyn["all"] and all(k in ("arg", "item", "dict_item") for k, _ in source) and source[0][1] < self.nargs:
+            marked |= set(range(t.dim()))
+        static = self.dyn.get("static", ())
+        return sorted(d % t.dim() for d in marked if t.dim() and -t.dim() <= d < t.dim() and t.shape[d % t.dim()] >= 2
+                      and (source, d % t.dim()) not in static)
+
+    def relation(self, lhs, op, rhs):
+        rel = (Y.sym_const(lhs).guard_tree(), op, Y.sym_const(rhs).guard_tree())
+        if rel not in self.relations:
+            self.relations.append(rel)
+
+    def sym_shape(self, var):
+        e = self.sym_shapes.get(id(var.fake))
+        return e[2] if e is not None else tuple(var.fake.shape)
+
+    def register_sym(self, fake, probe, shape):
+        self.sym_shapes[id(fake)] = (fake, probe, shape)
+        vid = self.graph.value_of(fake)
+        if vid is not None:
+            self.sym_by_vid[vid] = shape
+
+    def sym_input(self, expr):
+        """The int graph input that carries expr's value (computed by the run function)."""
+        vid = self.sym_inputs.get(expr)
+        if vid is None:
+            vid = self.sym_inputs[expr] = self.graph.add_input(f"sym{len(self.sym_inputs)}", expr.eval("hint"))
+            self.input_sources.append(expr)
+            self.input_examples.append(expr.eval("hint"))
+        return vid
 
     # -- guards ------------------------------------------------------------------------------
     def guard(self, kind, source, *payload):
@@ -149,6 +205,24 @@ class OutputGraph:
         var = self.tensor_vars.get(key)
         if var is not None:
             return var
+        dims = self._dynamic_dims(t, source) if self.dynamic else []
+        shape = tuple(t.shape)
+        if dims:
+            if tuple(t.stride()) != Y.contiguous_strides(shape):
+                raise SymbolicFallback(f"the dynamic input {S.name(source, self.arg_names)} is not contiguous")
+            shape = list(shape)
+            for d in dims:
+                same = next((y for y in self.symbols if y.hint == shape[d]), None)
+                if same is not None:
+                    # Equal sizes share a symbol (duck sizing), under an equality guard.
+                    self.relations.append((("size", source, d), "==", SymExpr("sym", same).guard_tree()))
+                    shape[d] = SymExpr("sym", same)
+                    continue
+                sym = Y.Symbol(source, d, shape[d], len(self.symbols))
+                self.symbols.append(sym)
+                shape[d] = SymExpr("sym", sym)
+                self.relation(shape[d], ">=", 2)
+            shape = tuple(shape)
         if source is None:
             vid = self.graph.add_constant(t)
         else:
@@ -156,11 +230,29 @@ class OutputGraph:
             vid = self.graph.add_input(name, t)
             self.input_sources.append(source)
             self.input_examples.append(t)
-            self.guard("tensor", source, t.dtype, str(t.device), t.requires_grad, tuple(t.shape), tuple(t.stride()))
+            sizes = tuple(None if d in dims else n for d, n in enumerate(t.shape))
+            strides = list(t.stride())
+            for d in range(t.dim()):
+                if any(k > d for k in dims):
+                    # Contiguity instead of the stride itself: stride[d] == size[d+1] * stride[d+1].
+                    strides[d] = None
+                    self.relations.append((("stride", source, d), "==",
+                                           ("mul", ("size", source, d + 1), ("stride", source, d + 1))))
+            self.guard("tensor", source, t.dtype, str(t.device), t.requires_grad, sizes, tuple(strides))
         fake = _C._ops.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="meta")
         if t.requires_grad:
             fake.requires_grad_(True)
         self.graph.bind(fake, vid)
+        if self.dynamic:
+            psizes = tuple(Y.value_at(d, "probe") for d in shape)
+            pstrides = Y.contiguous_strides(psizes) if dims else tuple(t.stride())
+            pf = _C._ops.empty_strided(psizes, pstrides, dtype=t.dtype, device="meta")
+            if t.requires_grad:
+                pf.requires_grad_(True)
+            pvid = self.probe_graph.add_constant(t) if source is None else self.probe_graph.add_input(
+                S.ident(source, self.arg_names), t)
+            self.probe_graph.bind(pf, pvid)
+            self.register_sym(fake, pf, shape)
         var = TensorVar(fake, self.graph, source)
         var_real_device[id(fake)] = t.device
         self.tensor_vars[key] = var
@@ -342,21 +434,31 @@ class Translator:
             return ModuleVar(res)
         raise Unsupported(f"a strata call returned a {type(res).__name__}, which capture does not follow")
 
-    def to_real(self, v):
-        """A variable as the value a strata call receives during capture (Meta tensors for tensors)."""
+    def to_real(self, v, probe=False):
+        """A variable as the value a strata call receives during capture (Meta tensors for tensors;
+        probe: the probe world's, Note [Symbolic shapes])."""
         if isinstance(v, TensorVar):
+            if probe:
+                e = self.out.sym_shapes.get(id(v.fake))
+                if e is None:
+                    raise SymbolicFallback("internal: a tensor has no stand-in at the probe size")
+                return e[1]
             return v.fake
         if isinstance(v, ConstVar):
             return v.value
+        if isinstance(v, SymIntVar):
+            return v.expr.eval("probe") if probe else Y.SymInt(v.hint, self.out.sym_input(v.expr))
+        if isinstance(v, SliceVar):
+            return slice(*[self.const_value(p, "slice bound") for p in v.parts])
         if isinstance(v, ListVar):
-            return [self.to_real(e) for e in v.items]
+            return [self.to_real(e, probe) for e in v.items]
         if isinstance(v, TupleVar):
-            return tuple(self.to_real(e) for e in v.items)
+            return tuple(self.to_real(e, probe) for e in v.items)
         if isinstance(v, NamedTupleVar):
-            items = [self.to_real(e) for e in v.items]
+            items = [self.to_real(e, probe) for e in v.items]
             return v.cls._make(items) if hasattr(v.cls, "_make") else v.cls(items)
         if isinstance(v, DictVar):
-            return v.cls((k, self.to_real(e)) for k, e in v.items.items())
+            return v.cls((k, self.to_real(e, probe)) for k, e in v.items.items())
         if isinstance(v, (ModuleVar, ObjVar, FuncVar)):
             return v.value
         raise Unsupported(f"cannot pass {v.describe()} to a strata function during capture")
@@ -364,6 +466,13 @@ class Translator:
     def const_value(self, v, what="value"):
         if isinstance(v, ConstVar):
             return v.value
+        if isinstance(v, SymIntVar):
+            # A dynamic size used as a plain number (a range bound, a fold): specialized, under a guard.
+            h = v.hint
+            self.out.relation(v.expr, "==", h)
+            return h
+        if isinstance(v, SliceVar):
+            return slice(*[self.const_value(p, what) for p in v.parts])
         if isinstance(v, TupleVar):
             return tuple(self.const_value(e, what) for e in v.items)
         if isinstance(v, ListVar):
@@ -383,14 +492,98 @@ class Translator:
         if out.source_loc is None:
             out.source_loc = self.location()
             _compile.set_source(out.source_loc)
+        dyn = out.dynamic
+        prev = _compile.set_note_symints(True) if dyn else None
         try:
             with _compile.record(out.graph):
                 res = fn(*a, **k)
         except Unsupported:
             raise
         except Exception as e:  # the eager call (after the break) raises it again, with the real values
+            if dyn and "symbolic" in str(e):
+                raise SymbolicFallback(f"{name}: {e}")
             raise Unsupported(f"{name} raised during capture ({type(e).__name__}: {e})")
+        finally:
+            if dyn:
+                _compile.set_note_symints(prev)
+        if dyn:
+            self.probe_call(fn, args, kwargs, res, name)
         return self.wrap_result(res)
+
+    def specialize_for(self, args, kwargs, reason):
+        """An op failed at the probe: the dynamic input sizes among its arguments that equal a static size
+        there are made static (SpecializeSizes), else the frame falls back to static sizes."""
+        shapes = []
+
+        def collect(v):
+            if isinstance(v, TensorVar):
+                shapes.append(self.out.sym_shape(v))
+            elif isinstance(v, (ListVar, TupleVar, NamedTupleVar)):
+                for e in v.items:
+                    collect(e)
+        for v in list(args) + list(kwargs.values()):
+            collect(v)
+        statics = {d for sh in shapes for d in sh if not isinstance(d, SymExpr)}
+        if any(isinstance(v, ModuleVar) for v in args) or not statics:
+            # A module's parameters are graph inputs already: their sizes are the static ones it may need.
+            statics |= {d for sh in self.out.sym_by_vid.values() for d in sh if not isinstance(d, SymExpr)}
+        dims = set()
+        for sh in shapes:
+            for d in sh:
+                if isinstance(d, SymExpr) and d.op == "sym" and d.a.hint in statics:
+                    dims.add((d.a.source, d.a.dim))
+        if dims:
+            raise Y.SpecializeSizes(reason, dims)
+        raise SymbolicFallback(reason)
+
+    def probe_call(self, fn, args, kwargs, res, name):
+        """Runs the call again in the probe world and gives its tensor results symbolic shapes."""
+        out = self.out
+        a = [self.to_real(v, True) for v in args]
+        k = {n: self.to_real(v, True) for n, v in kwargs.items()}
+        try:
+            with _compile.record(out.probe_graph):
+                res_p = fn(*a, **k)
+        except Exception as e:
+            self.specialize_for(args, kwargs, f"{name} fails at another size ({type(e).__name__}: {e})")
+        cache = []
+
+        def cands():
+            if not cache:
+                shapes, ints = [], []
+
+                def collect(v):
+                    if isinstance(v, TensorVar):
+                        shapes.append(out.sym_shape(v))
+                    elif isinstance(v, SymIntVar):
+                        ints.append(v.expr)
+                    elif isinstance(v, SliceVar):
+                        for p in v.parts:
+                            collect(p)
+                    elif isinstance(v, (ListVar, TupleVar, NamedTupleVar)):
+                        for e in v.items:
+                            collect(e)
+                    elif isinstance(v, DictVar):
+                        for e in v.items.values():
+                            collect(e)
+                for v in list(args) + list(kwargs.values()):
+                    collect(v)
+                cache.append(Y.candidates(shapes, ints))
+            return cache[0]
+
+        def pair(r, p):
+            if _is_tensor(r):
+                if not _is_tensor(p):
+                    raise SymbolicFallback(f"{name} returns a tensor at one size and not at another")
+                out.register_sym(r, p, Y.infer_shape(tuple(r.shape), tuple(p.shape), cands, name))
+            elif isinstance(r, (tuple, list)):
+                if not isinstance(p, (tuple, list)) or len(r) != len(p):
+                    raise SymbolicFallback(f"{name} returns a different number of results at another size")
+                for x, y in zip(r, p):
+                    pair(x, y)
+            elif isinstance(r, (int, bool)) and r != p:
+                raise SymbolicFallback(f"{name} returns a number that depends on a dynamic size")
+        pair(res, res_p)
 
     # -- calls -----------------------------------------------------------------------------------
     def call(self, fn, args, kwargs):
@@ -543,10 +736,81 @@ class Translator:
         if name in ("get_device",):
             d = self.device_of(t)
             return ConstVar(-1 if d.type == "cpu" else d.index)
+        if self.out.dynamic:
+            r = self.sym_size_method(t, name, args, kwargs)
+            if r is not None:
+                return r
         fn = getattr(t.fake, name, None)
         if fn is None:
             raise Unsupported(f"Tensor has no attribute {name}")
+        if self.out.dynamic:   # the probe world calls the method on its own tensor
+            return self.call_strata(_method_caller(name), [t] + list(args), kwargs, name=f"Tensor.{name}")
         return self.call_strata(fn, args, kwargs, name=f"Tensor.{name}")
+
+    # -- symbolic sizes (Note [Symbolic shapes] in symshape.py) ------------------------------------
+    def size_var(self, t):
+        shape = self.out.sym_shape(t)
+        if not any(isinstance(d, SymExpr) for d in shape):
+            return ConstVar(t.fake.shape)
+        return TupleVar([_sym_or_const(d) for d in shape])
+
+    def sym_size_method(self, t, name, args, kwargs):
+        shape = self.out.sym_shape(t)
+        if not any(isinstance(d, SymExpr) for d in shape):
+            return None
+        if name == "size":
+            if not args and not kwargs:
+                return self.size_var(t)
+            d = self.const_value(args[0] if args else kwargs["dim"], "dimension")
+            return _sym_or_const(shape[d])
+        if name == "numel" and not args and not kwargs:
+            acc = 1
+            for d in shape:
+                acc = Y.binop("*", acc, d)
+            return _sym_or_const(acc)
+        return None
+
+    def sym_int_of(self, v):
+        """An int or SymExpr for a variable in int arithmetic, or None."""
+        if isinstance(v, SymIntVar):
+            return v.expr
+        if isinstance(v, ConstVar) and type(v.value) in (int, bool):
+            return int(v.value)
+        return None
+
+    def sym_compare(self, op, a, b):
+        """A comparison of sizes, decided at the hint; the decision becomes a guard relation."""
+        x, y = Y.value_at(a, "hint"), Y.value_at(b, "hint")
+        r = _COMPARE[op](x, y)
+        if isinstance(a, SymExpr) or isinstance(b, SymExpr):
+            self.out.relation(a, op if r else _NEGATED[op], b)
+        return r
+
+    def subscr_symbolic(self, obj, key):
+        """x[...] with a symbolic index or slice bound: slice/select ops whose bounds are graph values."""
+        items = key.items if isinstance(key, TupleVar) else [key]
+        simple = all(isinstance(i, (SliceVar, SymIntVar)) or (isinstance(i, ConstVar) and (
+            type(i.value) is int or isinstance(i.value, slice))) for i in items)
+        if not simple:
+            return self.call_strata(operator.getitem, [obj, ConstVar(self.const_value(key, "index"))], {},
+                                    name="Tensor.__getitem__")
+        cur, dim = obj, 0
+        for it in items:
+            if isinstance(it, SymIntVar) or (isinstance(it, ConstVar) and type(it.value) is int):
+                cur = self.call_strata(_C._ops.select, [cur, ConstVar(dim), it], {}, name="Tensor.__getitem__")
+                continue
+            parts = it.parts if isinstance(it, SliceVar) else [ConstVar(it.value.start), ConstVar(it.value.stop),
+                                                               ConstVar(it.value.step)]
+            parts = list(parts) + [ConstVar(None)] * (3 - len(parts))
+            start, stop, step = parts
+            if isinstance(step, ConstVar) and step.value is None:
+                step = ConstVar(1)
+            if not all(isinstance(p, ConstVar) and p.value is None for p in (start, stop)) or \
+                    self.const_value(step) != 1:
+                cur = self.call_strata(_C._ops.slice, [cur, ConstVar(dim), start, stop, step], {},
+                                       name="Tensor.__getitem__")
+            dim += 1
+        return cur
 
     def device_of(self, t):
         from .. import device
@@ -807,6 +1071,8 @@ class Translator:
                 return ConstVar(getattr(self.device_of(obj), "type") == name[3:])
             if name in ("grad", "data", "_version", "grad_fn", "_base"):
                 raise Unsupported(f"Tensor.{name} inside the compiled region")
+            if name == "shape" and self.out.dynamic:
+                return self.size_var(obj)
             if name in _TENSOR_NO_RECORD_ATTRS:
                 return ConstVar(getattr(obj.fake, name))
             cls_attr = inspect.getattr_static(type(obj.fake), name, _MISSING)
@@ -860,6 +1126,11 @@ class Translator:
         self.push(self.binary(fn, a, b, sym))
 
     def binary(self, fn, a, b, sym):
+        if isinstance(a, SymIntVar) or isinstance(b, SymIntVar):
+            x, y = self.sym_int_of(a), self.sym_int_of(b)
+            op = _SYM_BINARY.get(fn)
+            if x is not None and y is not None and op is not None:
+                return _sym_or_const(Y.binop(op, x, y))
         if isinstance(a, TensorVar) or isinstance(b, TensorVar):
             return self.call_strata(fn, [a, b], {}, name=f"operator {sym}")
         if isinstance(a, ConstVar) and isinstance(b, ConstVar):
@@ -889,10 +1160,42 @@ class Translator:
         b = self.pop()
         a = self.pop()
         fn = _COMPARE[inst.argval]
+        if self.out.dynamic and not isinstance(a, TensorVar) and not isinstance(b, TensorVar):
+            r = self.compare_sizes(inst.argval, a, b)
+            if r is not None:
+                self.push(ConstVar(r))
+                return
         if isinstance(a, TensorVar) or isinstance(b, TensorVar):
             self.push(self.call_strata(fn, [a, b], {}, name=f"operator {inst.argval}"))
         else:
             self.push(self.fold(fn, [ConstVar(self.const_value(a)), ConstVar(self.const_value(b))], {}))
+
+    def compare_sizes(self, op, a, b):
+        x, y = self.sym_int_of(a), self.sym_int_of(b)
+        if x is not None and y is not None:
+            if isinstance(a, SymIntVar) or isinstance(b, SymIntVar):
+                return self.sym_compare(op, x, y)
+            return None
+        if op in ("==", "!=") and isinstance(a, (TupleVar, ConstVar)) and isinstance(b, (TupleVar, ConstVar)):
+            ia = a.items if isinstance(a, TupleVar) else a.value
+            ib = b.items if isinstance(b, TupleVar) else b.value
+            if not any(isinstance(i, SymIntVar) for i in (list(ia) if isinstance(a, TupleVar) else []) +
+                       (list(ib) if isinstance(b, TupleVar) else [])):
+                return None
+            if not isinstance(ia, (tuple, list)) or not isinstance(ib, (tuple, list)):
+                return None
+            ia = [self.sym_int_of(i) if isinstance(i, VT) else i for i in ia]
+            ib = [self.sym_int_of(i) if isinstance(i, VT) else i for i in ib]
+            if any(i is None for i in ia + ib):
+                return None
+            eq = len(ia) == len(ib)
+            if eq:
+                for x, y in zip(ia, ib):
+                    if not self.sym_compare("==", x, y):
+                        eq = False
+                        break
+            return eq if op == "==" else not eq
+        return None
 
     def IS_OP(self, inst):
         b = self.pop()
@@ -934,6 +1237,9 @@ class Translator:
 
     def _unary(self, fn, name):
         v = self.pop()
+        if isinstance(v, SymIntVar) and fn in (operator.neg, operator.pos):
+            self.push(_sym_or_const(Y.binop("-", 0, v.expr)) if fn is operator.neg else v)
+            return
         if isinstance(v, TensorVar):
             self.push(self.call_strata(fn, [v], {}, name=name))
         else:
@@ -960,6 +1266,8 @@ class Translator:
     def truth(self, v):
         if isinstance(v, ConstVar):
             return bool(v.value)
+        if isinstance(v, SymIntVar):
+            return self.sym_compare("!=", v.expr, 0)
         if isinstance(v, TensorVar):
             raise Unsupported("the truth value of a tensor (data-dependent control flow)")
         if isinstance(v, (ListVar, TupleVar, NamedTupleVar)):
@@ -1062,8 +1370,9 @@ class Translator:
         if isinstance(v, TensorVar):
             if not v.fake.dim():
                 raise Unsupported("iterating over a 0-d tensor")
+            n = self.const_value(_sym_or_const(self.out.sym_shape(v)[0]), "length")
             return IterVar([self.call_strata(operator.getitem, [v, ConstVar(i)], {}, name="Tensor.__getitem__")
-                            for i in range(v.fake.shape[0])])
+                            for i in range(n)])
         raise Unsupported(f"iterating over {v.describe()}")
 
     def FOR_ITER(self, inst):
@@ -1104,7 +1413,11 @@ class Translator:
         self.push(DictVar(dict(zip(keys, vals))))
 
     def BUILD_SLICE(self, inst):
-        parts = [self.const_value(v, "slice bound") for v in self.popn(inst.arg)]
+        items = self.popn(inst.arg)
+        if any(isinstance(v, SymIntVar) for v in items):
+            self.push(SliceVar(items))
+            return
+        parts = [self.const_value(v, "slice bound") for v in items]
         self.push(ConstVar(slice(*parts)))
 
     def BUILD_STRING(self, inst):
@@ -1186,12 +1499,18 @@ class Translator:
         end = self.pop()
         start = self.pop()
         obj = self.pop()
+        if isinstance(obj, TensorVar) and (isinstance(start, SymIntVar) or isinstance(end, SymIntVar)):
+            self.push(self.subscr(obj, SliceVar([start, end])))
+            return
         sl = ConstVar(slice(self.const_value(start), self.const_value(end)))
         self.push(self.subscr(obj, sl))
 
     def subscr(self, obj, key):
         Module, Sequential, ModuleList, ModuleDict = _module_classes()
         if isinstance(obj, TensorVar):
+            if isinstance(key, (SliceVar, SymIntVar)) or isinstance(key, TupleVar) and any(
+                    isinstance(i, (SliceVar, SymIntVar)) for i in key.items):
+                return self.subscr_symbolic(obj, key)
             return self.call_strata(operator.getitem, [obj, key], {}, name="Tensor.__getitem__")
         if isinstance(obj, (ListVar, TupleVar, NamedTupleVar)):
             k = self.const_value(key, "index")
@@ -1236,6 +1555,8 @@ class Translator:
 
     def setitem(self, obj, key, val):
         if isinstance(obj, TensorVar):
+            if isinstance(key, (SliceVar, SymIntVar, TupleVar)):
+                key = ConstVar(self.const_value(key, "index"))
             self.call_strata(operator.setitem, [obj, key, val], {}, name="Tensor.__setitem__")
         elif isinstance(obj, ListVar):
             k = self.const_value(key, "index")
@@ -1323,6 +1644,20 @@ class Translator:
 
 _MISSING = object()
 _DECODED = {}
+_NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+_SYM_BINARY = {operator.add: "+", operator.iadd: "+", operator.sub: "-", operator.isub: "-", operator.mul: "*",
+               operator.imul: "*", operator.floordiv: "//", operator.ifloordiv: "//"}
+
+
+def _sym_or_const(d):
+    return SymIntVar(d) if isinstance(d, SymExpr) else ConstVar(d)
+
+
+def _method_caller(name):
+    def call(self_, *args, **kwargs):
+        return getattr(self_, name)(*args, **kwargs)
+    call.__name__ = name
+    return call
 
 
 def _decoded(code):
@@ -1449,7 +1784,7 @@ def _builtin_len(tx, args, kwargs):
     if isinstance(v, TensorVar):
         if v.fake.dim() == 0:
             raise Unsupported("len() of a 0-d tensor")
-        return ConstVar(v.fake.shape[0])
+        return _sym_or_const(tx.out.sym_shape(v)[0])
     if isinstance(v, ModuleVar) and isinstance(v.value, (Sequential, ModuleList, ModuleDict)):
         return ConstVar(len(v.value._modules))
     return ConstVar(len(tx.const_value(v)))
@@ -1541,6 +1876,11 @@ def _builtin_minmax(fn):
     def handler(tx, args, kwargs):
         if any(isinstance(a, TensorVar) for a in args):
             raise Unsupported(f"{fn.__name__}() of tensors compares their data")
+        if len(args) == 2 and not kwargs and any(isinstance(a, SymIntVar) for a in args):
+            x, y = tx.sym_int_of(args[0]), tx.sym_int_of(args[1])
+            if x is not None and y is not None:
+                first = tx.sym_compare("<=" if fn is min else ">=", x, y)
+                return args[0] if first else args[1]
         if len(args) == 1:
             items = tx.iterate(args[0]).items
             return tx.fold(fn, [ConstVar([tx.const_value(i) for i in items])], kwargs)

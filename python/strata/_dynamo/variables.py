@@ -13,7 +13,7 @@ from . import sources as S
 
 __all__ = ["Unsupported", "VT", "TensorVar", "ConstVar", "ListVar", "TupleVar", "NamedTupleVar", "DictVar",
            "ModuleVar", "ObjVar", "FuncVar", "BoundMethodVar", "NestedFuncVar", "IterVar", "NullVar",
-           "GradModeVar", "GradExitVar", "CellVar", "is_constant_value"]
+           "GradModeVar", "GradExitVar", "CellVar", "SymIntVar", "SliceVar", "is_constant_value"]
 
 
 class Unsupported(Exception):
@@ -103,6 +103,44 @@ class ConstVar(VT):
 
     def describe(self):
         return repr(self.value)
+
+
+class SymIntVar(VT):
+    """An int that depends on a dynamic size (Note [Symbolic shapes] in symshape.py): its value at
+    capture (hint) and its expression over the frame's input sizes."""
+    __slots__ = ("expr",)
+
+    def __init__(self, expr, source=None):
+        super().__init__(source)
+        self.expr = expr
+
+    @property
+    def hint(self):
+        return self.expr.eval("hint")
+
+    def python_type(self):
+        return int
+
+    def reconstruct(self, cg):
+        return self.expr.py()
+
+    def describe(self):
+        return f"SymInt({self.expr!r}={self.hint})"
+
+
+class SliceVar(VT):
+    """A slice with a symbolic bound (x[:, :n] with n a SymIntVar)."""
+    __slots__ = ("parts",)
+
+    def __init__(self, parts):
+        super().__init__(None)
+        self.parts = list(parts)    # start, stop[, step]: variables
+
+    def python_type(self):
+        return slice
+
+    def reconstruct(self, cg):
+        return "slice(" + ", ".join(cg.rebuild(p) for p in self.parts) + ")"
 
 
 class _SeqVar(VT):

@@ -175,7 +175,8 @@ def test_cache_size_limit_falls_back_to_eager_with_one_warning():
     def f(x):
         return x + 1
 
-    cf = strata.compile(f)
+    # dynamic=False: with symbolic sizes (the default, automatic dynamic) a new size is not a recompile.
+    cf = strata.compile(f, dynamic=False)
     old = strata._dynamo.config.cache_size_limit
     strata._dynamo.config.cache_size_limit = 3
     try:

@@ -229,10 +229,10 @@ def test_compiled_function_train_step_matches_eager():
 BATCH_SIZES = list(range(8, 129, 8))     # 8, 16, ..., 128
 
 
-def _batch_size_sweep():
+def _batch_size_sweep(dynamic=None):
     st.manual_seed(0)
     m = nn.Sequential(nn.Linear(12, 24), nn.ReLU(), nn.Linear(24, 4))
-    cm = st.compile(m)
+    cm = st.compile(m, dynamic=dynamic)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for bs in BATCH_SIZES:
@@ -244,17 +244,17 @@ def _batch_size_sweep():
 
 
 def test_batch_size_changes_recompile_once_per_size_until_the_cache_limit():
-    """Today sizes are specialized: each new batch size is a new entry, up to cache_size_limit;
-    then the frame runs eagerly, with one warning naming the failing guard (results stay right)."""
+    """With dynamic=False sizes are specialized: each new batch size is a new entry, up to
+    cache_size_limit; then the frame runs eagerly, with one warning naming the failing guard (results
+    stay right)."""
     limit = min(st._dynamo.config.cache_size_limit, st._dynamo.config.recompile_limit)
-    states, warns = _batch_size_sweep()
+    states, warns = _batch_size_sweep(dynamic=False)
     assert len(states) == 1
     assert len(states[0].entries) == min(limit, len(BATCH_SIZES))
     assert states[0].eager == (len(BATCH_SIZES) > limit)
     assert len(warns) == 1 and "size" in str(warns[0].message)
 
 
-@pytest.mark.xfail(strict=True, reason="symbolic shapes not implemented")
 def test_batch_size_changes_compile_at_most_twice():
     states, _ = _batch_size_sweep()
     assert len(states) == 1 and len(states[0].entries) <= 2 and not states[0].eager
