@@ -2,7 +2,8 @@
 
 "eager": the graph's own C++ runner (node by node through the dispatcher, no Python per op).
 A Python callable `backend(graph_module, example_inputs) -> callable` is accepted as torch
-allows. The fusing backend of the code generator becomes the default when it exists."""
+allows. "inductor" (torch's default, often named in scripts) is the eager runner until the fusing
+code generator exists; it then becomes the default."""
 
 from .. import _C
 
@@ -47,6 +48,11 @@ class GraphModule:
 @register_backend("eager")
 def _eager(graph, out):
     return graph.runner()
+
+
+# torch's default backend name, which torch scripts pass explicitly: until Strata's fusing code
+# generator (the next piece of the compiled path) exists, it is the eager runner.
+register_backend("inductor", _eager)
 
 
 @register_backend("aot_eager")

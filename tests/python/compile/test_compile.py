@@ -505,3 +505,14 @@ def test_allow_in_graph_calls_the_function_on_meta_instead_of_inlining():
     ex = strata.compiler.explain(f)(x)
     assert ex.graph_count == 1 and ex.graph_break_count == 0 and ex.ops_per_graph == [["mul", "relu"]]
     same(strata.compile(f)(x), f(x))
+
+
+def test_torch_backend_names_run():
+    def f(x):
+        return x.sin() + 1
+
+    x = strata.randn(3)
+    for backend in ("inductor", "eager", "aot_eager"):
+        strata.compiler.reset()
+        same(strata.compile(f, backend=backend)(x), f(x))
+    assert {"eager", "aot_eager", "inductor"} <= set(strata.compiler.list_backends())
