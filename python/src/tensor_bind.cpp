@@ -391,6 +391,15 @@ void bind_tensor(nb::module_& m) {
       });
 
   nb::class_<Tensor>(m, "Tensor", nb::dynamic_attr(), nb::pooled(256))
+      // torch's legacy constructor: Tensor() (empty), Tensor(2, 3) / Tensor(size) (uninitialised, the
+      // default dtype), Tensor(data) (a copy in the default dtype), Tensor(tensor) (the same data).
+      // The argument rules live in Python (strata._tensor_compat._legacy_tensor_ctor).
+      .def("__init__",
+           [](Tensor* self, nb::args args, nb::kwargs kwargs) {
+             nb::object ctor = nb::module_::import_("strata._tensor_compat").attr("_legacy_tensor_ctor");
+             nb::object r = ctor(*args, **kwargs);
+             new (self) Tensor(nb::cast<Tensor>(r));
+           })
       .def_prop_ro("_shape", [](const Tensor& t) {
         nb::tuple tup = nb::steal<nb::tuple>(PyTuple_New(t.dim()));
         for (int64_t i = 0; i < t.dim(); ++i) PyTuple_SET_ITEM(tup.ptr(), i, PyLong_FromLongLong(t.sizes()[i]));

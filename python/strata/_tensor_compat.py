@@ -81,6 +81,13 @@ def _new(self, *args, **kwargs):
     return _legacy.new_tensor_like(self.dtype, "Tensor.new", args, kwargs)
 
 
+def _legacy_tensor_ctor(*args, **kwargs):
+    """strata.Tensor(...) (torch.Tensor's legacy constructor; called by the binding's __init__):
+    the default dtype, as torch.Tensor is the default tensor type."""
+    from . import get_default_dtype
+    return _legacy.new_tensor_like(get_default_dtype(), "Tensor", args, dict(kwargs))
+
+
 Tensor.__format__ = _format
 Tensor.type = _type
 Tensor.cuda = _cuda

@@ -134,3 +134,27 @@ def test_linear_with_empty_features_backward(n, k):
     assert xs.grad.shape == tuple(xt.grad.shape) and ws.grad.shape == tuple(wt.grad.shape)
     np.testing.assert_array_equal(xs.grad.numpy(), xt.grad.numpy())
     np.testing.assert_array_equal(ws.grad.numpy(), wt.grad.numpy())
+
+
+def test_legacy_tensor_constructor_like_torch():
+    torch = pytest.importorskip("torch")
+    assert strata.Tensor(2, 3).shape == (2, 3) and strata.Tensor(2, 3).dtype == strata.float32
+    assert strata.Tensor(strata.Size([4])).shape == (4,)
+    assert strata.Tensor().shape == (0,)
+    assert strata.Tensor([1, 2]).tolist() == torch.Tensor([1, 2]).tolist()
+    assert strata.Tensor([[1, 2], [3, 4]]).dtype == strata.float32
+    t = strata.randn(3)
+    same = strata.Tensor(t)
+    same[0] = 5.0
+    assert t[0].item() == 5.0  # the same data, as torch.Tensor(t)
+    p = strata.nn.Parameter(strata.Tensor(4, 2))
+    assert type(p) is strata.nn.Parameter and p.shape == (4, 2) and p.requires_grad
+    strata.set_default_dtype(strata.float64)
+    try:
+        assert strata.Tensor(2).dtype == strata.float64
+    finally:
+        strata.set_default_dtype(strata.float32)
+    with pytest.raises(RuntimeError, match="negative dimension"):
+        strata.Tensor(-1)
+    with pytest.raises(TypeError, match="a single number is not a sequence"):
+        strata.Tensor(2.5)
