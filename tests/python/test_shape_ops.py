@@ -185,6 +185,35 @@ def test_sort_stability(dtype, descending):
     same(st.argsort(S(t), 0, descending, stable=True), torch.argsort(t, dim=0, descending=descending, stable=True))
 
 
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool])
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_long_integer_lines_match_torch_stable(dtype, descending):
+    # Lines of 256+ integers take the radix sort (Note [Radix sort of integer keys]).
+    g = torch.Generator().manual_seed(1)
+    if dtype == torch.bool:
+        t = torch.randint(0, 2, (3, 700), generator=g).bool()
+    else:
+        info = torch.iinfo(dtype)
+        wide = torch.randint(info.min, info.max, (3, 700), generator=g, dtype=torch.int64).to(dtype)
+        few = torch.randint(max(info.min, -3), 4, (3, 700), generator=g, dtype=torch.int64).to(dtype)
+        t = torch.cat([wide, few, torch.full((1, 700), info.max, dtype=dtype)], 0)
+        t[0, :2] = info.min
+    s = S(t)
+    for sv, tv in [(s, t), (s.t(), t.t()), (s[:, ::3], t[:, ::3])]:
+        for dim in (-1, 0):
+            v, i = st.sort(sv, dim=dim, descending=descending, stable=True)
+            rv, ri = torch.sort(tv, dim=dim, descending=descending, stable=True)
+            same(v, rv)
+            same(i, ri)
+    flat = t.reshape(-1)
+    for ri in (False, True):
+        for rc in (False, True):
+            a = st.unique(S(flat), return_inverse=ri, return_counts=rc)
+            b = torch.unique(flat, return_inverse=ri, return_counts=rc)
+            for x, y in zip(a, b) if isinstance(b, tuple) else [(a, b)]:
+                same(x, y)
+
+
 def test_sort_nan_and_named_tuple():
     t = torch.tensor([3.0, float("nan"), -1.0, float("inf"), float("nan"), -float("inf"), 0.0])
     for desc in (False, True):
