@@ -157,12 +157,7 @@ Tensor2 aminmax_impl(const Tensor& self, OptInt dim, bool keepdim) {
 }
 STRATA_IMPL_COMPOSITE(aminmax, aminmax_impl);
 
-// nan elements count as zero (a where, so they get no gradient either).
-Tensor nansum_impl(const Tensor& self, OptIntArrayRef dim, bool keepdim, OptDType dtype) {
-  Tensor x = is_floating_type(self.dtype()) ? where(isnan(self), wrapped(0.0, self), self) : self;
-  return sum(x, dim, keepdim, dtype);
-}
-STRATA_IMPL_COMPOSITE(nansum, nansum_impl);
+// nansum lives in reduction.cpp (a single reduction pass where no gradient is needed).
 
 Tensor nanmean_impl(const Tensor& self, OptIntArrayRef dim, bool keepdim, OptDType dtype) {
   const ScalarType t = dtype ? *dtype : self.dtype();

@@ -48,6 +48,8 @@ using SoftmaxFn = void (*)(const Tensor& in, const Tensor& out, int64_t outer, i
 using ScanFn = void (*)(const Tensor& in, const Tensor& out, int64_t outer, int64_t n, int64_t inner, bool prod);
 
 STRATA_DECLARE_STUB(reduce_sum_stub, ReduceFn);
+// sum with NaN counted as zero (floating inputs only).
+STRATA_DECLARE_STUB(reduce_nansum_stub, ReduceFn);
 STRATA_DECLARE_STUB(reduce_mean_stub, ReduceFn);
 STRATA_DECLARE_STUB(reduce_prod_stub, ReduceFn);
 STRATA_DECLARE_STUB(reduce_max_stub, ReduceFn);

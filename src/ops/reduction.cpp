@@ -5,7 +5,9 @@
 #include <cmath>
 #include <numeric>
 
+#include "autograd/variable.h"
 #include "core/shape.h"
+#include "ops/api/math_more.h"
 #include "ops/op_list.h"
 #include "ops/ops.h"
 #include "ops/reduce_common.h"
@@ -13,6 +15,7 @@
 namespace strata {
 
 STRATA_DEFINE_STUB(reduce_sum_stub, ReduceFn);
+STRATA_DEFINE_STUB(reduce_nansum_stub, ReduceFn);
 STRATA_DEFINE_STUB(reduce_mean_stub, ReduceFn);
 STRATA_DEFINE_STUB(reduce_prod_stub, ReduceFn);
 STRATA_DEFINE_STUB(reduce_max_stub, ReduceFn);
@@ -178,6 +181,26 @@ Tensor sum_impl(const Tensor& self, OptIntArrayRef dim, bool keepdim, OptDType d
   return dtype && *dtype != natural ? to_dtype(out, *dtype) : out;
 }
 STRATA_IMPL_CPU_META(sum, sum_impl);
+
+// nansum is declared composite so that its gradient comes from the where/sum
+// decomposition (NaN positions get none). Where no gradient can be asked for
+// and the device has the fused kernel (CPU), it is one reduction pass instead
+// of isnan + where + sum (three passes and two temporaries).
+Tensor nansum_impl(const Tensor& self, OptIntArrayRef dim, bool keepdim, OptDType dtype) {
+  if (!is_floating_type(self.dtype())) return sum(self, dim, keepdim, dtype);
+  const bool needs_grad = autograd::requires_grad(self) && autograd::grad_mode_enabled();
+  if (needs_grad || self.device().type != DeviceType::CPU) {
+    Tensor zero = scalar_to_tensor(Scalar(0.0), self.dtype(), self.device(), true);
+    return sum(where(isnan(self), zero, self), dim, keepdim, dtype);
+  }
+  Tensor in = cast_input(self, dtype);
+  uint64_t mask = reduce_mask(in, dim, "nansum");
+  ScalarType natural = sum_natural_dtype(in.dtype());
+  Tensor out = run_reduce(is_floating_type(in.dtype()) ? reduce_nansum_stub : reduce_sum_stub, in, mask, keepdim,
+                          natural);
+  return dtype && *dtype != natural ? to_dtype(out, *dtype) : out;
+}
+STRATA_IMPL_COMPOSITE(nansum, nansum_impl);
 
 Tensor mean_impl(const Tensor& self, OptIntArrayRef dim, bool keepdim, OptDType dtype) {
   if (dtype) {

@@ -302,6 +302,59 @@ def test_nan_reductions_and_aminmax_match_torch():
         st.aminmax(st.tensor([]))
 
 
+def test_erfinv_float_paths_within_one_ulp():
+    # float32 is the fitted start alone (Note [erfinv]); check both polynomial pieces and the tails.
+    scipy_special = pytest.importorskip("scipy.special")
+    rng = np.random.default_rng(5)
+    y = np.concatenate([rng.uniform(-1, 1, 50000), 1 - np.logspace(-7.2, -0.001, 5000),
+                        -np.logspace(-40, -0.001, 5000), [0.998, -0.998, 0.99813, 1e-45]]).astype(np.float32)
+    y = y[np.abs(y) < 1]
+    ref = scipy_special.erfinv(y.astype(np.float64))
+    ulp = np.spacing(np.abs(ref).astype(np.float32)).astype(np.float64)
+    got = st.erfinv(st.tensor(y)).numpy().astype(np.float64)
+    assert np.max(np.abs(got - ref) / ulp) <= 1.0
+    # non-contiguous input, float16, and the edges
+    m = st.tensor(y[:4000].reshape(40, 100))
+    check(st.erfinv(m.t()), torch.erfinv(torch.tensor(y[:4000].reshape(40, 100)).t()), rtol=1.2e-7, atol=0)
+    h = np.array([-0.999, -0.5, 0.0, 0.25, 0.9, 0.999], dtype=np.float16)
+    check(st.erfinv(st.tensor(h)), torch.erfinv(torch.tensor(h)), rtol=1e-3, atol=0)
+    edges = [1.0, -1.0, 0.0, -0.0, 1.5, -2.0, nan]
+    for sdt, tdt in DTYPES:
+        check(st.erfinv(st.tensor(edges, dtype=sdt)), torch.erfinv(torch.tensor(edges, dtype=tdt)))
+    check(st.erfinv(st.tensor([0, 1, -1])), torch.erfinv(torch.tensor([0, 1, -1])))
+    check(st.erfinv(st.tensor([], dtype=st.float32)), torch.erfinv(torch.tensor([], dtype=torch.float32)))
+
+
+def test_nansum_single_pass_matches_torch():
+    # Long enough for the vectorized lanes and the pairwise blocks; NaN, inf and -0.0 mixed in.
+    rng = np.random.default_rng(3)
+    for npdt, sdt, tdt in [(np.float32, None, None), (np.float64, None, None)]:
+        a = rng.standard_normal((37, 1001)).astype(npdt)
+        a[rng.random(a.shape) < 0.2] = np.nan
+        a[0, :5] = [np.inf, np.nan, -0.0, np.nan, 1.0]
+        s, t = st.tensor(a), torch.tensor(a)
+        for args in [(), (1,), (0,), ((0, 1),), (1, True)]:
+            check(st.nansum(s, *args), torch.nansum(t, *args), rtol=1e-5, atol=1e-4)
+        # non-contiguous: a transpose (column loop) and a strided slice
+        check(st.nansum(s.t(), 1), torch.nansum(t.t(), 1), rtol=1e-5, atol=1e-4)
+        check(st.nansum(s[:, ::3]), torch.nansum(t[:, ::3]), rtol=1e-5, atol=1e-4)
+        check(st.nansum(s, dtype=st.float64), torch.nansum(t, dtype=torch.float64), rtol=1e-12, atol=1e-10)
+    h = np.array([1.5, np.nan, 2.25, -1.0] * 50, dtype=np.float16)
+    check(st.nansum(st.tensor(h)), torch.nansum(torch.tensor(h)))
+    check(st.nansum(st.tensor([[nan, nan]]), 1), torch.nansum(torch.tensor([[nan, nan]]), 1))
+    check(st.nansum(st.tensor([nan, -np.inf, np.inf])), torch.nansum(torch.tensor([nan, -np.inf, np.inf])))
+    check(st.nansum(st.zeros(0, 3)), torch.nansum(torch.zeros(0, 3)))
+    check(st.nansum(st.zeros(0, 3), 0), torch.nansum(torch.zeros(0, 3), 0))
+    check(st.nansum(st.tensor([[1, 2], [3, 4]], dtype=st.int32), 0),
+          torch.nansum(torch.tensor([[1, 2], [3, 4]], dtype=torch.int32), 0))
+    check(st.nansum(st.tensor([True, True, False])), torch.nansum(torch.tensor([True, True, False])))
+    # With a gradient asked for, the decomposed path runs; without, the single pass: same values.
+    x = st.tensor(a, requires_grad=True)
+    check(st.nansum(x, 1).detach(), st.nansum(st.tensor(a), 1), rtol=0, atol=0)
+    with st.no_grad():
+        assert st.nansum(x, 1).requires_grad is False
+
+
 @pytest.mark.parametrize("interp", ["linear", "lower", "higher", "midpoint", "nearest"])
 def test_quantile_matches_torch(interp):
     for name in ["quantile", "nanquantile"]:

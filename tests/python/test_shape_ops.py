@@ -119,6 +119,38 @@ def test_index_select_index_add():
                                                                                              torch.tensor([5, 6])))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32, torch.int8, torch.bool,
+                                   torch.float16])
+def test_index_select_rows_like_torch(dtype):
+    # Rows of 32+ bytes take the block-copy path (Note [Gather by rows]); narrow ones the element loop.
+    g = torch.Generator().manual_seed(0)
+    base = torch.randint(-100, 100, (50, 3, 40), generator=g).to(dtype)
+    for idx_dtype in (torch.int64, torch.int32):
+        idx = torch.randint(0, 50, (70,), generator=g).to(idx_dtype)
+        # views taken on both sides, so strata's self is non-contiguous too
+        for view in (lambda x: x, lambda x: x[:, 1], lambda x: x[::2, :, ::3], lambda x: x.transpose(0, 2),
+                     lambda x: x.permute(1, 0, 2)):
+            t, s = view(base), view(S(base))
+            for dim in range(t.dim()):
+                i = idx.remainder(t.size(dim)).to(idx_dtype)
+                same(st.index_select(s, dim, S(i)), torch.index_select(t, dim, i))
+                same(st.index_select(s, dim, S(i)[::2]), torch.index_select(t, dim, i[::2]))
+    # empty index, empty rows, a 0-d index, a scalar self
+    same(st.index_select(S(base), 0, S(torch.tensor([], dtype=torch.int64))),
+         torch.index_select(base, 0, torch.tensor([], dtype=torch.int64)))
+    same(st.index_select(S(base[:, :0]), 0, S(idx[:3].long())), torch.index_select(base[:, :0], 0, idx[:3].long()))
+    same(st.index_select(S(base), 1, S(torch.tensor(2))), torch.index_select(base, 1, torch.tensor(2)))
+    same(st.index_select(S(base[0, 0, 0]), 0, S(torch.tensor([0]))), torch.index_select(base[0, 0, 0], 0,
+                                                                                          torch.tensor([0])))
+    # out=, and bad indices on the row path
+    out = st.empty(4, 3, 40, dtype=S(base).dtype)
+    st.index_select(S(base), 0, S(torch.tensor([1, 0, 49, 1])), out=out)
+    same(out, torch.index_select(base, 0, torch.tensor([1, 0, 49, 1])))
+    for bad in (50, -1):
+        with pytest.raises(IndexError, match="out of bounds"):
+            st.index_select(S(base), 0, S(torch.tensor([0, bad])))
+
+
 def test_take_along_dim():
     t = torch.randn(3, 4)
     idx = torch.argsort(t, dim=1)
@@ -151,6 +183,35 @@ def test_sort_stability(dtype, descending):
     same(v, tv)
     same(i, ti)
     same(st.argsort(S(t), 0, descending, stable=True), torch.argsort(t, dim=0, descending=descending, stable=True))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool])
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_long_integer_lines_match_torch_stable(dtype, descending):
+    # Lines of 256+ integers take the radix sort (Note [Radix sort of integer keys]).
+    g = torch.Generator().manual_seed(1)
+    if dtype == torch.bool:
+        t = torch.randint(0, 2, (3, 700), generator=g).bool()
+    else:
+        info = torch.iinfo(dtype)
+        wide = torch.randint(info.min, info.max, (3, 700), generator=g, dtype=torch.int64).to(dtype)
+        few = torch.randint(max(info.min, -3), 4, (3, 700), generator=g, dtype=torch.int64).to(dtype)
+        t = torch.cat([wide, few, torch.full((1, 700), info.max, dtype=dtype)], 0)
+        t[0, :2] = info.min
+    s = S(t)
+    for sv, tv in [(s, t), (s.t(), t.t()), (s[:, ::3], t[:, ::3])]:
+        for dim in (-1, 0):
+            v, i = st.sort(sv, dim=dim, descending=descending, stable=True)
+            rv, ri = torch.sort(tv, dim=dim, descending=descending, stable=True)
+            same(v, rv)
+            same(i, ri)
+    flat = t.reshape(-1)
+    for ri in (False, True):
+        for rc in (False, True):
+            a = st.unique(S(flat), return_inverse=ri, return_counts=rc)
+            b = torch.unique(flat, return_inverse=ri, return_counts=rc)
+            for x, y in zip(a, b) if isinstance(b, tuple) else [(a, b)]:
+                same(x, y)
 
 
 def test_sort_nan_and_named_tuple():

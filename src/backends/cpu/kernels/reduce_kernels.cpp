@@ -53,6 +53,21 @@ struct SumOp {
   out_t finalize(acc_t a, int64_t) const { return static_cast<out_t>(a); }
 };
 
+// nansum: NaN maps to zero. vmap does the same on a GCC vector of lanes, so
+// the vectorized loop of reduce_block can run it (see kVec there).
+template <typename T>
+struct NanSumOp : SumOp<T> {
+  using typename SumOp<T>::acc_t;
+  STRATA_ALWAYS_INLINE acc_t map(T x) const {
+    acc_t a = static_cast<acc_t>(up(x));
+    return a != a ? acc_t(0) : a;
+  }
+  template <typename V>
+  STRATA_ALWAYS_INLINE static V vmap(V x) {
+    return x == x ? x : V{};
+  }
+};
+
 template <typename T>
 struct MeanOp : SumOp<T> {
   using typename SumOp<T>::acc_t;
@@ -188,6 +203,7 @@ typename Op::acc_t reduce_block(const Op& op, const typename Op::in_t* __restric
       for (int64_t k = 0; k < NV; ++k) {
         V x;
         std::memcpy(&x, p + i + k * VL, sizeof(V));
+        if constexpr (requires { Op::vmap(x); }) x = Op::vmap(x);
         v[k] = Op::combine(v[k], x);
       }
     }
@@ -401,6 +417,9 @@ void run_reduce(const Op& op, const Tensor& in, const Tensor& out, const ReduceG
 void sum_kernel(const Tensor& in, const Tensor& out, const ReduceGeom& g, const ReduceArgs&) {
   visit_dtype(in.dtype(), [&]<typename T>() { run_reduce(SumOp<T>{}, in, out, g); });
 }
+void nansum_kernel(const Tensor& in, const Tensor& out, const ReduceGeom& g, const ReduceArgs&) {
+  visit_floating(in.dtype(), "nansum", [&]<typename T>() { run_reduce(NanSumOp<T>{}, in, out, g); });
+}
 void mean_kernel(const Tensor& in, const Tensor& out, const ReduceGeom& g, const ReduceArgs&) {
   visit_floating(in.dtype(), "mean", [&]<typename T>() { run_reduce(MeanOp<T>{}, in, out, g); });
 }
@@ -516,6 +535,7 @@ void arg_reduce_kernel(const Tensor& in, const Tensor& values, const Tensor& ind
 }  // namespace cpu
 
 STRATA_REGISTER_CPU_KERNEL(reduce_sum_stub, cpu::sum_kernel);
+STRATA_REGISTER_CPU_KERNEL(reduce_nansum_stub, cpu::nansum_kernel);
 STRATA_REGISTER_CPU_KERNEL(reduce_mean_stub, cpu::mean_kernel);
 STRATA_REGISTER_CPU_KERNEL(reduce_prod_stub, cpu::prod_kernel);
 STRATA_REGISTER_CPU_KERNEL(reduce_max_stub, cpu::max_kernel);

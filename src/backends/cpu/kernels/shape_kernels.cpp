@@ -3,6 +3,7 @@
 // size. Bad indices are recorded inside the parallel loops and raised after
 // them (exceptions must not cross an OpenMP region).
 #include <atomic>
+#include <cstring>
 #include <vector>
 
 #include "backends/cpu/kernels/nd_iter.h"
@@ -67,8 +68,78 @@ void tri_kernel(const Tensor& out, const Tensor& self, int64_t diagonal, bool lo
   });
 }
 
+// Note [Gather by rows]
+// index_select (and any gather whose index varies along `dim` only) over a
+// self whose dims after `dim` form one contiguous block, into a contiguous
+// out: each output row is one index load and one block copy, instead of an
+// index load and a strided element copy per element. Returns false when the
+// operands do not have that form (the element loop handles them).
+bool gather_rows(const Tensor& out, const Tensor& self, int64_t dim, const Tensor& index, bool wrap, BadIndex& bad) {
+  const int64_t nd = out.dim();
+  if (!out.is_contiguous()) return false;
+  int64_t inner = 1;
+  for (int64_t d = nd - 1; d >= 0; --d) {
+    if (d == dim) continue;
+    if (out.size(d) != self.size(d) || (index.size(d) != 1 && index.stride(d) != 0)) return false;
+    if (d > dim) {
+      if (self.size(d) != 1 && self.stride(d) != inner) return false;
+      inner *= self.size(d);
+    }
+  }
+  // Narrow rows: the element loop, which runs along the contiguous output, is faster.
+  if (inner * static_cast<int64_t>(self.element_size()) < 32) return false;
+  const int64_t k = out.size(dim), dim_size = self.size(dim);
+  const int64_t es = static_cast<int64_t>(self.element_size());
+  const int64_t dim_stride = self.stride(dim) * es, row_bytes = inner * es;
+  const int64_t istride = index.stride(dim) * static_cast<int64_t>(index.element_size());
+  // Byte offsets in self of the outer positions (dims before `dim`).
+  int64_t outer = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= out.size(d);
+  std::vector<int64_t> outer_off(outer, 0);
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t rem = o, off = 0;
+    for (int64_t d = dim - 1; d >= 0; --d) {
+      off += (rem % out.size(d)) * self.stride(d) * es;
+      rem /= out.size(d);
+    }
+    outer_off[o] = off;
+  }
+  const bool is64 = index.dtype() == ScalarType::Int64;
+  char* ob = static_cast<char*>(out.data_ptr());
+  const char* sb = static_cast<const char*>(self.data_ptr());
+  const char* ib = static_cast<const char*>(index.data_ptr());
+  {
+    const int64_t grain = std::max<int64_t>(1, kGrainSize / 4 / std::max<int64_t>(inner, 1));
+    parallel_for(0, outer * k, grain, [&](int64_t b, int64_t e) {
+      int64_t o = b / k, j = b - o * k;
+      for (int64_t r = b; r < e; ++r, ++j) {
+        if (j == k) {
+          j = 0;
+          ++o;
+        }
+        int64_t x = load_index(ib + j * istride, is64);
+        if (wrap && x < 0) x += dim_size;
+        if (__builtin_expect(x < 0 || x >= dim_size, 0)) {
+          bad.record(load_index(ib + j * istride, is64));
+          return;
+        }
+        std::memcpy(ob + r * row_bytes, sb + outer_off[o] + x * dim_stride, static_cast<size_t>(row_bytes));
+      }
+    });
+  }
+  return true;
+}
+
 void gather_kernel(const Tensor& out, const Tensor& self, int64_t dim, const Tensor& index, bool wrap,
                    const char* op) {
+  {
+    BadIndex bad;
+    if (gather_rows(out, self, dim, index, wrap, bad)) {
+      STRATA_CHECK_INDEX(!bad.any(), op, ": index ", bad.value, " is out of bounds for dimension ", dim,
+                         " with size ", self.size(dim));
+      return;
+    }
+  }
   NdGeom<3> g;
   g.nd = static_cast<int>(out.dim());
   STRATA_CHECK(g.nd <= kMaxIterDims, op, ": too many dimensions");

@@ -27,9 +27,53 @@ STRATA_ALWAYS_INLINE bool key_less(K a, K b) {
   else return a < b;
 }
 
+// Note [Radix sort of integer keys]
+// Integer (and bool) lines of 256+ items are sorted by an LSD radix sort on the
+// key bytes: the sign bit flipped so that the unsigned order is the signed one,
+// every bit inverted for descending. Each pass is stable, so equal keys keep
+// their index order, as std::stable_sort does. One counting pass histograms all
+// eight bytes; bytes that are equal across the line (most of them for small
+// ranges) need no pass.
+void radix_sort_items(std::vector<Item<int64_t>>& buf, bool descending) {
+  const size_t n = buf.size();
+  const uint64_t flip = (uint64_t(1) << 63) ^ (descending ? ~uint64_t(0) : 0);
+  static thread_local std::vector<Item<int64_t>> tmp;
+  tmp.resize(n);
+  std::vector<uint32_t> hist(8 * 256, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t k = static_cast<uint64_t>(buf[i].key) ^ flip;
+    for (int b = 0; b < 8; ++b) hist[b * 256 + ((k >> (8 * b)) & 0xff)]++;
+  }
+  Item<int64_t>* src = buf.data();
+  Item<int64_t>* dst = tmp.data();
+  for (int b = 0; b < 8; ++b) {
+    uint32_t* h = hist.data() + b * 256;
+    const uint64_t first = ((static_cast<uint64_t>(src[0].key) ^ flip) >> (8 * b)) & 0xff;
+    if (h[first] == n) continue;  // every key has this byte
+    uint32_t pos = 0;
+    for (int v = 0; v < 256; ++v) {
+      const uint32_t c = h[v];
+      h[v] = pos;
+      pos += c;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t k = static_cast<uint64_t>(src[i].key) ^ flip;
+      dst[h[(k >> (8 * b)) & 0xff]++] = src[i];
+    }
+    std::swap(src, dst);
+  }
+  if (src != buf.data()) std::copy(src, src + n, buf.data());
+}
+
 // Instantiated per key type only (not per dtype).
 template <typename K>
 __attribute__((noinline)) void sort_items(std::vector<Item<K>>& buf, bool descending) {
+  if constexpr (std::is_same_v<K, int64_t>) {
+    if (buf.size() >= 256 && buf.size() < (size_t(1) << 32)) {
+      radix_sort_items(buf, descending);
+      return;
+    }
+  }
   if (descending) {
     std::stable_sort(buf.begin(), buf.end(), [](const Item<K>& a, const Item<K>& b) { return key_less(b.key, a.key); });
   } else {
