@@ -1,7 +1,7 @@
 """Compiling rendered kernels with the system C++ compiler, and caching them.
 
 Note [The kernel cache]
-A kernel's key is the sha256 of its source, the compiler's version line, the flags and the ISA
+A kernel's key is the sha256 of its source (whole-line comments removed), the compiler's version line, the flags and the ISA
 level. In memory: key -> loaded function (one dlopen per key per process). On disk:
 $STRATA_CACHE_DIR (default $XDG_CACHE_HOME/strata or ~/.cache/strata) /codegen/<key>.so. A compile
 writes a temporary file in that directory and renames it over <key>.so (atomic on POSIX), so
@@ -113,8 +113,15 @@ def _try_load(so, want):
     return fn
 
 
+def strip_comments(source):
+    """The code without its whole-line comments: the node names and source lines they give do not
+    change the kernel, so the same kernel captured elsewhere shares the cache entry."""
+    return "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("//")) + "\n"
+
+
 def load(source):
     """The kernel's strata_kernel function (ctypes), compiled on a miss of both caches."""
+    source = strip_comments(source)
     key = key_of(source)
     with _lock:
         fn = _memory.get(key)
