@@ -55,6 +55,13 @@ def _eager(graph, out):
 register_backend("inductor", _eager)
 
 
+@register_backend("strata_cpp")
+def _strata_cpp(graph, out):
+    """Pointwise groups fused into generated C++ kernels, the rest node by node (_inductor/fusion.py)."""
+    from .._inductor.fusion import compile_graph
+    return compile_graph(graph, out)
+
+
 @register_backend("aot_eager")
 def _aot_eager(graph, out):
     """Forward and backward traced ahead of time, partitioned with a min-cut (aot.py)."""

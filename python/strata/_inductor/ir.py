@@ -1,0 +1,159 @@
+"""Note [The loop IR and its renderer]
+A pointwise kernel is a LoopKernel: typed buffers in and out and a straight-line body run for each
+index i of a flat contiguous range:
+
+    for i in range(n):
+        t0 = load(in0, i)          # Load (a 0-d input is loaded once: Load.scalar)
+        c0 = const(1.5)            # Const, converted to the kernel dtype like eager's wrapped numbers
+        t1 = Add(t0, c0)           # Compute: a functor of src/ops/pointwise_functors.h / nn_functors.h
+        store(out0, i, t1)         # Store
+
+The IR says nothing about C++: cpp.py renders it (functor calls, OpenMP, vectorisation), and a
+later renderer (CUDA, another ISA) can read the same IR. Each Compute keeps the graph node it came
+from (op name, position, source line) so the rendered code can name them. The IR and the lowering
+live in Python: they run once per compiled graph, next to a g++ call that costs a second, and the
+graph is already visible from Python (strata._C._compile); the kernels themselves run in C++.
+
+Lowering: LOWERINGS maps an op name to a function (node args, dtype) -> (functor, operand
+positions/constants), or None when this slice does not fuse that form; the functors are the ones
+eager's CPU kernels instantiate (src/backends/cpu/kernels/*.cpp), chosen the same way (add with
+alpha 1 is Add, alpha -1 Sub, otherwise AddAlpha; sub(a, b, alpha) is add with -alpha)."""
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Functor:
+    name: str            # strata::fn::<name>, or a special renderer name ("GeluErfF32")
+    params: tuple = ()   # constructor arguments (doubles)
+
+
+@dataclass
+class Buffer:
+    name: str
+    dtype: str           # "float" | "double" | "bool"
+    scalar: bool = False  # 0-d: one element, loaded before the loop
+
+
+@dataclass
+class Load:
+    var: str
+    buf: int             # index into LoopKernel.inputs
+
+
+@dataclass
+class Const:
+    var: str
+    value: float
+
+
+@dataclass
+class Compute:
+    var: str
+    functor: Functor
+    args: list
+    node: str            # "add (node 3)" for comments
+    source: str = ""
+
+
+@dataclass
+class Store:
+    buf: int             # index into LoopKernel.outputs
+    var: str
+
+
+@dataclass
+class LoopKernel:
+    dtype: str
+    inputs: list = field(default_factory=list)
+    outputs: list = field(default_factory=list)
+    body: list = field(default_factory=list)
+
+    def __str__(self):
+        lines = [f"kernel({', '.join(b.name for b in self.inputs)}) -> ({', '.join(b.name for b in self.outputs)}), {self.dtype}:",
+                 "  for i in range(n):"]
+        for s in self.body:
+            if isinstance(s, Load):
+                b = self.inputs[s.buf]
+                lines.append(f"    {s.var} = load({b.name}{'' if b.scalar else ', i'})")
+            elif isinstance(s, Const):
+                lines.append(f"    {s.var} = const({s.value!r})")
+            elif isinstance(s, Compute):
+                p = f"{{{', '.join(map(repr, s.functor.params))}}}" if s.functor.params else ""
+                lines.append(f"    {s.var} = {s.functor.name}{p}({', '.join(s.args)})  # {s.node}")
+            else:
+                lines.append(f"    store({self.outputs[s.buf].name}, i, {s.var})")
+        return "\n".join(lines)
+
+
+def _num(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+# Each lowering: (args, dtype) -> (Functor, [operand arg positions or ("const", number)]) or None.
+# Operand positions refer to the node's schema-ordered args; the last arg (out=) must be None.
+def _unary(name):
+    return lambda a, dt: (Functor(name), [0])
+
+
+def _add(a, dt, sign=1):
+    alpha = a[2]
+    if not _num(alpha):
+        return None
+    alpha = sign * alpha
+    if alpha == 1:
+        return Functor("Add"), [0, 1]
+    if alpha == -1:
+        return Functor("Sub"), [0, 1]
+    return Functor("AddAlpha", (float(alpha),)), [0, 1]
+
+
+def _gelu(a, dt):
+    if a[1] == "tanh":
+        return Functor("GeluTanh"), [0]
+    if a[1] == "none":
+        # float32 gelu (erf form) runs gelu_math::GeluErfF32 in eager's AVX-512 kernels.
+        return Functor("GeluErfF32" if dt == "float" else "GeluErf"), [0]
+    return None
+
+
+def _clamp(a, dt):
+    lo, hi = a[1], a[2]
+    if lo is not None and not _num(lo) or hi is not None and not _num(hi):
+        return None
+    if lo is not None and hi is not None:
+        return Functor("Clamp"), [0, 1, 2]
+    if lo is not None:
+        return Functor("ClampMin"), [0, 1]
+    if hi is not None:
+        return Functor("ClampMax"), [0, 2]
+    return None
+
+
+def _div(a, dt):
+    return (Functor("Div"), [0, 1]) if a[2] is None else None
+
+
+LOWERINGS = {
+    "add": _add,
+    "sub": lambda a, dt: _add(a, dt, -1),
+    "mul": lambda a, dt: (Functor("Mul"), [0, 1]),
+    "div": _div,
+    "neg": _unary("Neg"), "abs": _unary("Abs"), "relu": _unary("Relu"),
+    "sigmoid": _unary("Sigmoid"), "tanh": _unary("Tanh"), "exp": _unary("Exp"), "log": _unary("Log"),
+    "sqrt": _unary("Sqrt"), "rsqrt": _unary("Rsqrt"), "silu": _unary("Silu"),
+    "gelu": _gelu,
+    "pow": lambda a, dt: (Functor("Pow"), [0, 1]) if _num(a[1]) else None,
+    "maximum": lambda a, dt: (Functor("Maximum"), [0, 1]),
+    "minimum": lambda a, dt: (Functor("Minimum"), [0, 1]),
+    "where": lambda a, dt: (Functor("Where"), [0, 1, 2]),
+    "clamp": _clamp,
+}
+
+# Ops whose functor, once inlined, eager's build may compute with fused multiply-adds (eager is
+# built with GCC's default -ffp-contract=fast, the generated kernels with =off so that no FMA spans
+# two ops): these can differ from eager in the last bit. Transcendentals go through libmvec on both
+# sides, but the scalar tail of a loop calls libm, so a handful of elements can differ by an ulp.
+# Measured (tests/python/compile/test_codegen.py, AVX-512 machine): these differ from eager in the
+# last bits on float32 and float64; every other lowered op is bit-exact (NaNs included).
+NOT_BIT_EXACT = {"AddAlpha", "GeluTanh", "GeluErf", "GeluErfF32", "Sigmoid", "Tanh", "Exp", "Log", "Silu", "Pow"}

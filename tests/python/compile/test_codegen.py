@@ -1,0 +1,219 @@
+"""backend="strata_cpp": pointwise groups fused into generated C++ kernels (python/strata/_inductor).
+
+Each distinct kernel costs a g++ call (~1 s), so the tests share a handful of kernels and a cache
+directory for the module."""
+
+import os
+import random
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import strata
+import strata.nn.functional as F
+from strata._inductor import codecache, fusion
+from strata._inductor.ir import NOT_BIT_EXACT
+
+pytestmark = pytest.mark.skipif(not any(os.access(os.path.join(p, "g++"), os.X_OK)
+                                        for p in os.environ.get("PATH", "").split(os.pathsep)),
+                                reason="no g++")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cache_dir(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("strata_cache"))
+    old = os.environ.get("STRATA_CACHE_DIR")
+    os.environ["STRATA_CACHE_DIR"] = d
+    yield d
+    if old is None:
+        del os.environ["STRATA_CACHE_DIR"]
+    else:
+        os.environ["STRATA_CACHE_DIR"] = old
+
+
+# op name in the kernel (the functor) -> how eager computes it on x (kept in one kernel: each op
+# reads y = x * 1, exact, so every op is a node of the same group).
+OPS = {
+    "Add": lambda y, z, c: y + z, "AddScalar": lambda y, z, c: y + 1.5, "AddAlpha": lambda y, z, c: y.add(z, alpha=0.3),
+    "Sub": lambda y, z, c: y - z, "Mul": lambda y, z, c: y * z, "Div": lambda y, z, c: y / z,
+    "DivScalar": lambda y, z, c: y / 3, "Neg": lambda y, z, c: -y, "Relu": lambda y, z, c: y.relu(),
+    "Sigmoid": lambda y, z, c: y.sigmoid(), "Tanh": lambda y, z, c: y.tanh(), "Exp": lambda y, z, c: y.exp(),
+    "Log": lambda y, z, c: y.log(), "Sqrt": lambda y, z, c: y.sqrt(), "Rsqrt": lambda y, z, c: y.rsqrt(),
+    "Abs": lambda y, z, c: y.abs(), "GeluErf": lambda y, z, c: F.gelu(y),
+    "GeluTanh": lambda y, z, c: F.gelu(y, approximate="tanh"), "Silu": lambda y, z, c: F.silu(y),
+    "Pow": lambda y, z, c: y ** 3.0, "Square": lambda y, z, c: y ** 2, "Maximum": lambda y, z, c: strata.maximum(y, z),
+    "Minimum": lambda y, z, c: strata.minimum(y, z), "Where": lambda y, z, c: strata.where(c, y, z),
+    "Clamp": lambda y, z, c: y.clamp(-0.5, 0.5), "ClampMin": lambda y, z, c: y.clamp(min=0.1),
+    "ClampMax": lambda y, z, c: y.clamp(max=0.2),
+}
+# Named tolerances (float32, relative) for the ops that are not bit-exact (ir.NOT_BIT_EXACT).
+RTOL = {"float32": 2e-6, "float64": 1e-14}
+
+
+def _inputs(n, dtype, seed=0):
+    g = strata.Generator().manual_seed(seed) if hasattr(strata, "Generator") else None
+    strata.manual_seed(seed)
+    x = strata.randn(n, dtype=dtype)
+    z = strata.rand(n, dtype=dtype) + 0.5
+    return x, z, x > 0.2
+
+
+def _same(got, ref, exact, what):
+    assert got.dtype == ref.dtype and tuple(got.shape) == tuple(ref.shape), what
+    if exact:
+        assert strata.equal(got, ref) or strata.allclose(got, ref, rtol=0, atol=0, equal_nan=True), what
+    else:
+        rtol = RTOL[str(ref.dtype).replace("strata.", "")]
+        assert strata.allclose(got, ref, rtol=rtol, atol=rtol, equal_nan=True), \
+            (what, float((got - ref).abs().max()))
+
+
+def _all_ops(x, z, c):
+    y = x * 1
+    return tuple(fn(y, z, c) for fn in OPS.values())
+
+
+@pytest.mark.parametrize("dtype", [strata.float32, strata.float64])
+def test_each_op_matches_eager(dtype):
+    # 5000 elements: several vector iterations and a scalar tail.
+    x, z, c = _inputs(5003, dtype)
+    before = dict(codecache.stats)
+    got = strata.compile(_all_ops, backend="strata_cpp")(x, z, c)
+    assert codecache.stats["compiles"] + codecache.stats["disk_hits"] + codecache.stats["memory_hits"] > \
+        before["compiles"] + before["disk_hits"] + before["memory_hits"]
+    ref = _all_ops(x, z, c)
+    for name, a, b in zip(OPS, got, ref):
+        exact = name not in NOT_BIT_EXACT and name not in ("GeluErf", "Square", "Pow")
+        _same(a, b, exact, name)
+
+
+_CHAIN_OPS = ["add", "sub", "mul", "div", "neg", "relu", "sigmoid", "tanh", "exp", "log_abs", "sqrt_abs",
+              "abs", "gelu", "gelu_tanh", "silu", "pow", "max", "min", "where", "clamp", "add_s", "mul_s"]
+
+
+def _apply(op, t, x, c):
+    return {
+        "add": lambda: t + x, "sub": lambda: t - x, "mul": lambda: t * x, "div": lambda: t / (x.abs() + 1),
+        "neg": lambda: -t, "relu": lambda: t.relu(), "sigmoid": lambda: t.sigmoid(), "tanh": lambda: t.tanh(),
+        "exp": lambda: t.clamp(-5, 5).exp(), "log_abs": lambda: (t.abs() + 1).log(),
+        "sqrt_abs": lambda: t.abs().sqrt(), "abs": lambda: t.abs(), "gelu": lambda: F.gelu(t),
+        "gelu_tanh": lambda: F.gelu(t, approximate="tanh"), "silu": lambda: F.silu(t), "pow": lambda: t.clamp(-2, 2) ** 2.0,
+        "max": lambda: strata.maximum(t, x), "min": lambda: strata.minimum(t, x), "where": lambda: strata.where(c, t, x),
+        "clamp": lambda: t.clamp(-1.5, 1.5), "add_s": lambda: t + 0.25, "mul_s": lambda: t * 1.7,
+    }[op]()
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_random_chains_match_eager(seed):
+    rng = random.Random(seed)
+    ops = [rng.choice(_CHAIN_OPS) for _ in range(12)]
+
+    def chain(x, c):
+        t = x
+        for op in ops:
+            t = _apply(op, t, x, c)
+        return t
+
+    x, _, c = _inputs(4099, strata.float32, seed)
+    got = strata.compile(chain, backend="strata_cpp")(x, c)
+    ref = chain(x, c)
+    # Chains mix exact and inexact ops; an ulp in one op can grow through the chain's later ops.
+    assert strata.allclose(got, ref, rtol=1e-5, atol=1e-5, equal_nan=True), (ops, float((got - ref).abs().max()))
+
+
+def _gelu_chain(x):
+    return 0.5 * x * (1 + strata.tanh(0.7978845608 * (x + 0.044715 * x * x * x)))
+
+
+def test_exact_chain_and_fallbacks(capsys):
+    x = strata.randn(64, 48)
+    fn = lambda x: ((x * 2 + 1).relu() - x).abs()  # noqa: E731
+    cf = strata.compile(fn, backend="strata_cpp")
+    assert strata.equal(cf(x), fn(x))
+    # A non-contiguous input: captured again (stride guard) with nothing to fuse, runs node by node.
+    xt = strata.randn(48, 64).t()
+    assert strata.equal(cf(xt), fn(xt))
+
+
+def test_runner_falls_back_on_noncontiguous_input():
+    from strata._C import _compile
+    g = _compile.Graph()
+    m = strata.empty(8, 6, device="meta")
+    g.add_input("x", m, device=strata.device("cpu"))
+    with _compile.record(g):
+        out = ((m * 2 + 1).relu() - m).abs()
+    g.set_outputs([g.value_of(out)])
+    run = fusion.compile_graph(g)
+    assert isinstance(run, fusion._Runner) and len(run.kernel_sources) == 1
+    x = strata.randn(8, 6)
+    ref = ((x * 2 + 1).relu() - x).abs()
+    assert strata.equal(run(x)[0], ref)
+    y = strata.randn(6, 8).t()
+    assert strata.equal(run(y)[0], ((y * 2 + 1).relu() - y).abs())
+
+
+def test_mixed_graph_segments():
+    # Pointwise groups around a matmul and a reduction: kernels and node-by-node segments interleave.
+    def fn(x, w):
+        h = (x * 2 + 1).relu()
+        h = h @ w
+        return (h.sigmoid() * h - 1).sum(1), h
+    x, w = strata.randn(16, 8), strata.randn(8, 4)
+    got = strata.compile(fn, backend="strata_cpp")(x, w)
+    ref = fn(x, w)
+    assert strata.allclose(got[0], ref[0], rtol=1e-6, atol=1e-6)
+    assert strata.equal(got[1], ref[1])
+
+
+def test_autograd_inputs_are_not_fused():
+    x = strata.randn(32, requires_grad=True)
+    fn = lambda x: (x * 2 + 1).relu()  # noqa: E731
+    before = codecache.stats["compiles"]
+    out = strata.compile(fn, backend="strata_cpp")(x)
+    assert out.requires_grad and codecache.stats["compiles"] == before
+    out.sum().backward()
+    assert strata.equal(x.grad, ((x.detach() * 2 + 1) > 0).to(strata.float32) * 2)
+
+
+def test_output_code_log(capsys):
+    from strata._dynamo import logs
+    logs.set_logs(output_code=True)
+    try:
+        x = strata.randn(64, 48)
+        strata.compile(lambda x: ((x * 2 + 1).relu() - x).abs(), backend="strata_cpp")(x)
+    finally:
+        logs.set_logs(output_code=False)
+    err = capsys.readouterr().err
+    assert "strata::fn::Relu{}" in err and "relu (node" in err and "test_codegen.py:" in err
+
+
+_SUB = textwrap.dedent("""
+    import strata
+    from strata._inductor import codecache
+    x = strata.randn(64, 48)
+    fn = lambda x: ((x * 2 + 1).relu() - x).abs()
+    assert strata.equal(strata.compile(fn, backend="strata_cpp")(x), fn(x))
+    print(codecache.stats["compiles"], codecache.stats["disk_hits"], codecache.stats["corrupt"])
+""")
+
+
+def _run_sub(cache_dir):
+    env = dict(os.environ, STRATA_CACHE_DIR=cache_dir, PYTHONPATH=os.pathsep.join(sys.path))
+    r = subprocess.run([sys.executable, "-c", _SUB], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return [int(v) for v in r.stdout.split()]
+
+
+def test_disk_cache_hit_and_corrupt_entry(cache_dir):
+    x = strata.randn(64, 48)
+    strata.compile(lambda x: ((x * 2 + 1).relu() - x).abs(), backend="strata_cpp")(x)
+    # A fresh process finds the kernel on disk: no compiler call.
+    assert _run_sub(cache_dir) == [0, 1, 0]
+    # Corrupt every entry: the next process recompiles instead of crashing.
+    for name in os.listdir(os.path.join(cache_dir, "codegen")):
+        with open(os.path.join(cache_dir, "codegen", name), "wb") as f:
+            f.write(b"not an ELF file")
+    assert _run_sub(cache_dir) == [1, 0, 1]
+    assert _run_sub(cache_dir) == [0, 1, 0]
