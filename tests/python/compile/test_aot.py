@@ -13,12 +13,6 @@ from strata._dynamo import aot
 from test_compile import MLP
 
 
-@pytest.fixture(autouse=True)
-def _fresh_caches():
-    strata.compiler.reset()
-    yield
-    strata.compiler.reset()
-
 
 def capture(fn, *examples):
     """The captured graph of fn (inputs: the examples, with their requires_grad)."""

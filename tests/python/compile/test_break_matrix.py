@@ -321,12 +321,6 @@ def raise_in_try(T):
 
 # -- running -------------------------------------------------------------------------------------
 
-@pytest.fixture(autouse=True)
-def _fresh_caches():
-    st.compiler.reset()
-    yield
-    st.compiler.reset()
-
 
 def _input(T, requires_grad=False):
     x = T.arange(4.0) - 1.5

@@ -15,12 +15,6 @@ from strata._dynamo.convert import CompileError
 from compile_testutil import same
 
 
-@pytest.fixture(autouse=True)
-def _fresh_caches():
-    strata.compiler.reset()
-    yield
-    strata.compiler.reset()
-
 
 def entries(fn):
     from strata._dynamo import eval_frame

@@ -29,12 +29,6 @@ def flat(x):
     return x
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    strata.compiler.reset()
-    yield
-    strata.compiler.reset()
-
 
 @pytest.mark.parametrize("name", sorted(compat.SNIPPETS))
 def test_snippet_compiled_matches_eager(name):

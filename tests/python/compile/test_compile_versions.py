@@ -19,12 +19,6 @@ from compile_testutil import same
 PY312 = sys.version_info >= (3, 12)
 
 
-@pytest.fixture(autouse=True)
-def _fresh_caches():
-    strata.compiler.reset()
-    yield
-    strata.compiler.reset()
-
 
 def opnames(fn):
     """Every opname of fn's code and of the code objects nested in it."""

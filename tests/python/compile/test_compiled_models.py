@@ -21,12 +21,6 @@ SCRIPTS = ROOT / "tests" / "python" / "scripts"
 EXAMPLES = ROOT / "examples"
 
 
-@pytest.fixture(autouse=True)
-def _fresh_caches():
-    st.compiler.reset()
-    yield
-    st.compiler.reset()
-
 
 def load_script(name):
     """A torch script of tests/python/scripts as a module whose `torch` is strata (the script's
