@@ -10,7 +10,6 @@ import pathlib
 import sys
 import warnings
 
-import pytest
 
 import strata as st
 import strata.nn as nn
