@@ -10,7 +10,6 @@ import pathlib
 import sys
 import warnings
 
-
 import strata as st
 import strata.nn as nn
 import strata.nn.functional as F
