@@ -1,4 +1,4 @@
-"""The fusing code generator (issue 10), first slice: pointwise groups of a captured graph become
+"""The fusing code generator, first slice: pointwise groups of a captured graph become
 one generated C++ loop each, compiled by the system g++ and loaded with dlopen.
 
 Pieces (Note [The loop IR and its renderer] in ir.py):
