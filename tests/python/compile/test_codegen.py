@@ -211,9 +211,13 @@ def test_disk_cache_hit_and_corrupt_entry(cache_dir):
     strata.compile(lambda x: ((x * 2 + 1).relu() - x).abs(), backend="strata_cpp")(x)
     # A fresh process finds the kernel on disk: no compiler call.
     assert _run_sub(cache_dir) == [0, 1, 0]
-    # Corrupt every entry: the next process recompiles instead of crashing.
-    for name in os.listdir(os.path.join(cache_dir, "codegen")):
-        with open(os.path.join(cache_dir, "codegen", name), "wb") as f:
+    # Corrupt every entry: the next process recompiles instead of crashing. The bad file replaces the
+    # entry as a new file: this process still has the old one mapped, and truncating a mapped
+    # shared object in place would crash it (SIGBUS), not test the cache.
+    d = os.path.join(cache_dir, "codegen")
+    for name in os.listdir(d):
+        with open(os.path.join(d, name + ".bad"), "wb") as f:
             f.write(b"not an ELF file")
+        os.replace(os.path.join(d, name + ".bad"), os.path.join(d, name))
     assert _run_sub(cache_dir) == [1, 0, 1]
     assert _run_sub(cache_dir) == [0, 1, 0]
