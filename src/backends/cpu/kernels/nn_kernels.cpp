@@ -97,6 +97,11 @@ void embedding_bag_kernel(const Tensor& weight, const Tensor& idx, const Tensor&
     const bool fused = std::is_same_v<T, float> && padding_idx < 0;  // see the Note
     // The rows are random reads: the row kAhead indices on is fetched while this one is added.
     constexpr int64_t kAhead = 16;
+#if defined(__AVX512F__)
+    constexpr int64_t kChunk = 512 / sizeof(T);  // 8 of the 32 vector registers
+#else
+    constexpr int64_t kChunk = 256 / sizeof(T);  // 8 of the 16 vector registers
+#endif
     const int64_t row_bytes = d * static_cast<int64_t>(sizeof(T));
     const int64_t per = n / std::max<int64_t>(bags, 1) + 1;
     parallel_for(0, bags, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(per * d, 1)), [&](int64_t lo, int64_t hi) {
@@ -128,27 +133,54 @@ void embedding_bag_kernel(const Tensor& weight, const Tensor& idx, const Tensor&
         }
         for (int64_t i = s; i < e; ++i) {
           o2b[i] = b;
-          if (i + kAhead < n) prefetch_row(wp + ip[i + kAhead] * d, row_bytes);
-          const int64_t r = ip[i];
-          if (r == padding_idx) continue;
-          const T* __restrict wrow = wp + r * d;
-          if (pp && fused) {
-            const T w = pp[i];
-#pragma omp simd
-            for (int64_t j = 0; j < d; ++j) orow[j] = std::fma(w, wrow[j], orow[j]);
-          } else if (pp) {
+          count += ip[i] != padding_idx;
+        }
+        if (pp && !fused) {
+          for (int64_t i = s; i < e; ++i) {
+            if (i + kAhead < n) prefetch_row(wp + ip[i + kAhead] * d, row_bytes);
+            const int64_t r = ip[i];
+            if (r == padding_idx) continue;
             // Rounded product, then the add: two loops through memory, so no multiply-add is fused.
+            const T* __restrict wrow = wp + r * d;
             const T w = pp[i];
             T* __restrict pr = prod.data();
 #pragma omp simd
             for (int64_t j = 0; j < d; ++j) pr[j] = w * wrow[j];
 #pragma omp simd
             for (int64_t j = 0; j < d; ++j) orow[j] += pr[j];
-          } else {
-#pragma omp simd
-            for (int64_t j = 0; j < d; ++j) orow[j] += wrow[j];
           }
-          ++count;
+        } else {
+          // Columns in chunks of kChunk, each summed in registers over the bag's rows (same order of adds).
+          for (int64_t j0 = 0, step = 0; j0 < d; j0 += step) {
+            const int64_t left = d - j0;
+            step = left >= kChunk ? kChunk : left >= kChunk / 2 ? kChunk / 2 : left >= kChunk / 4 ? kChunk / 4 : left;
+            const int64_t pf = step * static_cast<int64_t>(sizeof(T));
+            auto rows = [&](T* __restrict acc, auto width) {
+              for (int64_t i = s; i < e; ++i) {
+                if (i + kAhead < n) prefetch_row(wp + ip[i + kAhead] * d + j0, pf);
+                const int64_t r = ip[i];
+                if (r == padding_idx) continue;
+                const T* __restrict wrow = wp + r * d + j0;
+                if (pp) {
+                  const T w = pp[i];
+#pragma omp simd
+                  for (int64_t j = 0; j < width; ++j) acc[j] = std::fma(w, wrow[j], acc[j]);
+                } else {
+#pragma omp simd
+                  for (int64_t j = 0; j < width; ++j) acc[j] += wrow[j];
+                }
+              }
+            };
+            auto in_registers = [&](auto width) {
+              T acc[width] = {};
+              rows(acc, width);
+              std::copy_n(acc, width(), orow + j0);
+            };
+            if (step == kChunk) in_registers(std::integral_constant<int64_t, kChunk>());
+            else if (step == kChunk / 2) in_registers(std::integral_constant<int64_t, kChunk / 2>());
+            else if (step == kChunk / 4) in_registers(std::integral_constant<int64_t, kChunk / 4>());
+            else rows(orow + j0, step);
+          }
         }
         const T f = mode == 1 && count > 0 ? T(1) / static_cast<T>(count) : T(1);
         for (int64_t i = s; i < e; ++i) scale[i] = ip[i] == padding_idx ? T(0) : f;

@@ -43,6 +43,7 @@ void cum_extremum_lines(const T* in, T* vals, int64_t* idx, int64_t outer, int64
         for (int64_t k = 0; k < n; ++k) {
           const O v = static_cast<O>(x[k]);
           if (__builtin_expect(cum_takes<O, Max>(v, best), 0)) {
+            asm volatile("");  // keeps this a branch: the compiler would otherwise turn it into a select
             best = v;
             bi = k;
           }
