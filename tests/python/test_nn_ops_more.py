@@ -501,6 +501,15 @@ def test_embedding_bag_double_backward_and_no_grad():
     assert not out.requires_grad
 
 
+def test_embedding_bag_meta_shapes():
+    w = st.randn(10, 4, device="meta")
+    idx, off = st.zeros(6, dtype=st.int64, device="meta"), st.zeros(3, dtype=st.int64, device="meta")
+    assert tuple(SF.embedding_bag(idx, w, off, mode="sum").shape) == (3, 4)
+    assert tuple(SF.embedding_bag(idx, w, off, mode="mean", include_last_offset=True).shape) == (2, 4)
+    out = SF.embedding_bag(st.zeros(3, 2, dtype=st.int64, device="meta"), w, mode="max")
+    assert tuple(out.shape) == (3, 4) and out.device.type == "meta"
+
+
 def test_embedding_bag_module_and_errors():
     torch.manual_seed(0)
     tm = torch.nn.EmbeddingBag(10, 3, mode="max", padding_idx=1)

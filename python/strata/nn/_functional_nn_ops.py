@@ -545,7 +545,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         b, length = input.shape
         input = input.reshape(-1)
         # bags + 1 boundaries: b bags of `length` indices each.
-        bounds = st.arange(0, b * length + 1, length) if length else st.zeros(b + 1, dtype=st.int64)
+        bounds = (st.arange(0, b * length + 1, length, device=input.device) if length
+                  else st.zeros(b + 1, dtype=st.int64, device=input.device))
         if per_sample_weights is not None:
             per_sample_weights = per_sample_weights.reshape(-1)
     elif input.dim() == 1:
@@ -553,14 +554,14 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
             raise ValueError("offsets has to be a 1D Tensor but got None")
         if offsets.dim() != 1:
             raise ValueError("offsets has to be a 1D Tensor")
-        if offsets.numel() and builtins.int(offsets[0]) != 0:
+        if offsets.numel() and offsets.device.type != "meta" and builtins.int(offsets[0]) != 0:
             raise RuntimeError(f"offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from "
                                f"position 0. However, got {builtins.int(offsets[0])}")
         if include_last_offset:
-            bounds = offsets if offsets.numel() else st.zeros(1, dtype=st.int64)
+            bounds = offsets if offsets.numel() else st.zeros(1, dtype=st.int64, device=offsets.device)
         else:
             # The last bag ends at the end of input.
-            bounds = st.cat([offsets.to(st.int64), st.tensor([input.numel()], dtype=st.int64)])
+            bounds = st.cat([offsets.to(st.int64), st.tensor([input.numel()], dtype=st.int64, device=offsets.device)])
     else:
         raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {input.dim()}")
     num = weight.shape[0]

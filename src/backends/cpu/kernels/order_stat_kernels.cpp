@@ -39,11 +39,26 @@ void cum_extremum_lines(const T* in, T* vals, int64_t* idx, int64_t outer, int64
         T* __restrict vo = vals + line * n;
         int64_t* __restrict io = idx + line * n;
         O best = static_cast<O>(x[0]);
-        int64_t bi = 0;
-        for (int64_t k = 0; k < n; ++k) {
+        int64_t bi = 0, k = 0;
+        if constexpr (std::is_floating_point_v<O>) {
+          // Until the first NaN one compare decides: !(v < best) is v >= best or v NaN (for cummax).
+          for (; k < n; ++k) {
+            const O v = static_cast<O>(x[k]);
+            if (__builtin_expect(Max ? !(v < best) : !(v > best), 0)) {
+              asm volatile("");  // keeps this a branch: the compiler would otherwise turn it into a select
+              best = v;
+              bi = k;
+              if (std::isnan(v)) break;
+            }
+            vo[k] = static_cast<T>(best);
+            io[k] = bi;
+          }
+        }
+        // Integers, or after a NaN (then only a later NaN takes over).
+        for (; k < n; ++k) {
           const O v = static_cast<O>(x[k]);
           if (__builtin_expect(cum_takes<O, Max>(v, best), 0)) {
-            asm volatile("");  // keeps this a branch: the compiler would otherwise turn it into a select
+            asm volatile("");
             best = v;
             bi = k;
           }
