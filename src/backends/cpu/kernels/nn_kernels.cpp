@@ -95,8 +95,9 @@ void embedding_bag_kernel(const Tensor& weight, const Tensor& idx, const Tensor&
     int64_t* argmax = mode == 2 ? aux.data_ptr<int64_t>() : nullptr;
     if (scale) std::fill_n(scale, n, T(0));
     const bool fused = std::is_same_v<T, float> && padding_idx < 0;  // see the Note
-    // The rows are random reads: the row kAhead indices on is fetched while this one is added.
-    constexpr int64_t kAhead = 16;
+    // The rows are random reads: the row kAhead indices on is fetched while this one is added (32 measured
+    // best of 8/16/32/64 on a (100000, 128) weight).
+    constexpr int64_t kAhead = 32;
 #if defined(__AVX512F__)
     constexpr int64_t kChunk = 512 / sizeof(T);  // 8 of the 32 vector registers
 #else
