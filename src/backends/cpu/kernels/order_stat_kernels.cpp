@@ -33,7 +33,7 @@ template <typename T, bool Max>
 void cum_extremum_lines(const T* in, T* vals, int64_t* idx, int64_t outer, int64_t n, int64_t inner) {
   using O = opmath_t<T>;
   if (inner == 1) {
-    parallel_for(0, outer, line_grain(n), [&](int64_t b, int64_t e) {
+    parallel_for(0, outer, line_grain(n), [&, n](int64_t b, int64_t e) {  // n by value: the stores cannot change it
       for (int64_t line = b; line < e; ++line) {
         const T* __restrict x = in + line * n;
         T* __restrict vo = vals + line * n;
