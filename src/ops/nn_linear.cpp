@@ -125,7 +125,7 @@ Tensor3 embedding_bag_impl(const Tensor& weight, const Tensor& indices, const Te
     STRATA_CHECK_INDEX(lo >= 0 && hi < v, "embedding_bag: index out of range in self (indices range over [", lo, ", ",
                        hi, "] but weight has ", v, " rows)");
   }
-  // Boundaries clamped to [0, n] and made non-decreasing (a bag that would end before it starts is empty).
+  // Boundaries clamped to [0, n]; a bag that would end before it starts is empty (the kernel takes max(start, end)).
   Tensor bounds = empty_tensor(DimVector{bags + 1}, ScalarType::Int64, dev);
   {
     const int64_t* src = off.data_ptr<int64_t>();
