@@ -136,8 +136,8 @@ Tensor3 embedding_bag_impl(const Tensor& weight, const Tensor& indices, const Te
   Tensor out = empty_tensor(oshape, ct, dev);
   Tensor o2b = empty_tensor(DimVector{n}, ScalarType::Int64, dev);
   Tensor aux = empty_tensor(ashape, mode == 2 ? ScalarType::Int64 : ct, dev);
-  nn_embedding_bag_stub(dev.type, prep(weight, ct), idx, bounds, mode, has_psw ? prep(*per_sample_weights, ct) : Tensor(),
-                        padding_idx, out, o2b, aux);
+  Tensor psw = has_psw ? prep(*per_sample_weights, ct) : Tensor();
+  nn_embedding_bag_stub(dev.type, prep(weight, ct), idx, bounds, mode, psw, padding_idx, out, o2b, aux);
   if (ct != wt) {
     out = to_dtype(out, wt);
     if (mode != 2) aux = to_dtype(aux, wt);

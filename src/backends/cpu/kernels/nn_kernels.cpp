@@ -105,7 +105,8 @@ void embedding_bag_kernel(const Tensor& weight, const Tensor& idx, const Tensor&
 #endif
     const int64_t row_bytes = d * static_cast<int64_t>(sizeof(T));
     const int64_t per = n / std::max<int64_t>(bags, 1) + 1;
-    parallel_for(0, bags, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(per * d, 1)), [&](int64_t lo, int64_t hi) {
+    const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(per * d, 1));
+    parallel_for(0, bags, grain, [&](int64_t lo, int64_t hi) {
       std::vector<T> prod(pp && !fused ? static_cast<size_t>(d) : 0);
       for (int64_t b = lo; b < hi; ++b) {
         const int64_t s = offp[b], e = std::max(s, offp[b + 1]);
