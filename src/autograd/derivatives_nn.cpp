@@ -180,6 +180,51 @@ void embedding_backward(const BackwardCtx& ctx, const variable_list& g, GradOut&
 }
 STRATA_DERIVATIVE(embedding, save_inputs(1), save_outputs(), embedding_backward);
 
+// _embedding_bag: sum/mean send grad_output's row of each index's bag, times the index's factor (aux, and its
+// per_sample_weight), to the index's weight row; max sends each output element's gradient to the row it came
+// from. per_sample_weights get the dot product of the bag's gradient with the index's weight row.
+void embedding_bag_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
+  const TensorGeometry& wg = ctx.input_geometry(0);
+  const int64_t v = wg.sizes[0], d = wg.sizes[1];
+  const int64_t mode = ctx.arg_int(3), padding_idx = ctx.arg_int(5);
+  const bool by_freq = ctx.arg_bool(6);
+  Tensor go = g[0], aux = ctx.output(2);
+  if (mode == 2) {
+    if (!ctx.needs_grad(0)) return;
+    Tensor chosen = ge(aux, int_num(aux, 0));  // empty bags chose no row
+    out.set(0, scatter_add(zeros(Dims{v, d}, go.dtype(), go.device()), 0, where(chosen, aux, zeros_like(aux)),
+                           where(chosen, go, zeros_like(go))));
+    return;
+  }
+  Tensor idx = to_dtype(ctx.input(1), ScalarType::Int64);
+  const int64_t n = idx.numel();
+  const bool has_psw = ctx.input_defined(4);
+  if (n == 0 || go.size(0) == 0) {
+    if (ctx.needs_grad(0)) out.set(0, zeros(Dims{v, d}, go.dtype(), go.device()));
+    if (has_psw && ctx.needs_grad(4)) out.set(4, zeros(Dims{n}, go.dtype(), go.device()));
+    return;
+  }
+  Tensor rows = index_select(go, 0, ctx.output(1));  // (n, d): each index's bag gradient
+  if (ctx.needs_grad(0)) {
+    Tensor f = has_psw ? mul(aux, ctx.input(4)) : aux;
+    Tensor src = mul(rows, unsqueeze(f, 1));
+    if (!grad_mode_enabled()) {
+      out.set(0, call<OpId::_embedding_dense_backward>(src, idx, v, padding_idx, by_freq));
+    } else {
+      if (by_freq) {
+        Tensor counts = index_add(zeros(Dims{v}, src.dtype(), src.device()), 0, idx,
+                                  ones(Dims{n}, src.dtype(), src.device()));
+        src = div(src, unsqueeze(index_select(counts, 0, idx), 1));
+      }
+      out.set(0, index_add(zeros(Dims{v, d}, src.dtype(), src.device()), 0, idx, src));
+    }
+  }
+  if (has_psw && ctx.needs_grad(4)) {
+    out.set(4, mul(sum(mul(rows, index_select(ctx.input(0), 0, idx)), Dims{1}), aux));
+  }
+}
+STRATA_DERIVATIVE(_embedding_bag, save_inputs(0, 1, 4), save_outputs(1, 2), embedding_bag_backward);
+
 // ---- normalization -------------------------------------------------------------------
 // Shared tail of the norms: with xhat the normalized input and gxhat the
 // gradient reaching it, d xhat/d x gives

@@ -25,6 +25,13 @@ using EmbeddingFn = void (*)(const Tensor& weight, const Tensor& idx, const Tens
 // norm_type-norm exceeds max_norm (each row once).
 using EmbeddingRenormFn = void (*)(const Tensor& weight, const Tensor& idx, double max_norm, double norm_type);
 using OneHotFn = void (*)(const Tensor& idx, const Tensor& out, int64_t num_classes);
+// embedding_bag's forward, per bag: weight (v, d) contiguous float32/float64, idx (n,) int64 validated,
+// offsets (bags + 1,) int64 clamped to [0, n] (an end below its start is an empty bag); psw (n,) of weight's
+// dtype or undefined. Writes out (bags, d), offset2bag (n,) and aux ((n,) of weight's dtype for sum/mean,
+// (bags, d) int64 for max), as described at _embedding_bag in decl/nn.def.
+using EmbeddingBagFn = void (*)(const Tensor& weight, const Tensor& idx, const Tensor& offsets, int64_t mode,
+                                const Tensor& psw, int64_t padding_idx, const Tensor& out, const Tensor& offset2bag,
+                                const Tensor& aux);
 
 // Rows of length d: (x - mean) * rstd * w + b (layer_norm), or x * rstd * w
 // (rms_norm, when `rms`). w and b may be undefined.
@@ -77,6 +84,7 @@ STRATA_DECLARE_STUB(nn_linear_stub, nn::LinearFn);
 STRATA_DECLARE_STUB(nn_minmax_stub, nn::MinMaxFn);
 STRATA_DECLARE_STUB(nn_embedding_stub, nn::EmbeddingFn);
 STRATA_DECLARE_STUB(nn_one_hot_stub, nn::OneHotFn);
+STRATA_DECLARE_STUB(nn_embedding_bag_stub, nn::EmbeddingBagFn);
 STRATA_DECLARE_STUB(nn_embedding_renorm_stub, nn::EmbeddingRenormFn);
 STRATA_DECLARE_STUB(nn_row_norm_stub, nn::RowNormFn);
 STRATA_DECLARE_STUB(nn_group_norm_stub, nn::GroupNormFn);

@@ -9,6 +9,7 @@ STRATA_DEFINE_STUB(nn_linear_stub, nn::LinearFn);
 STRATA_DEFINE_STUB(nn_minmax_stub, nn::MinMaxFn);
 STRATA_DEFINE_STUB(nn_embedding_stub, nn::EmbeddingFn);
 STRATA_DEFINE_STUB(nn_one_hot_stub, nn::OneHotFn);
+STRATA_DEFINE_STUB(nn_embedding_bag_stub, nn::EmbeddingBagFn);
 STRATA_DEFINE_STUB(nn_embedding_renorm_stub, nn::EmbeddingRenormFn);
 STRATA_DEFINE_STUB(nn_embedding_backward_stub, nn::EmbeddingBackwardFn);
 
@@ -87,6 +88,63 @@ Tensor embedding_impl(const Tensor& weight, const Tensor& indices, int64_t paddi
   return out;
 }
 STRATA_IMPL_CPU_META(embedding, embedding_impl);
+
+// F.embedding_bag (python/strata/nn/_functional_nn_ops.py prepares offsets as bags + 1 boundaries).
+Tensor3 embedding_bag_impl(const Tensor& weight, const Tensor& indices, const Tensor& offsets, int64_t mode,
+                           const std::optional<Tensor>& per_sample_weights, int64_t padding_idx, bool) {
+  const char* op = "_embedding_bag";
+  STRATA_CHECK(weight.dim() == 2, op, ": weight has to be a 2D Tensor, but got weight of shape ", weight.shape_str());
+  STRATA_CHECK(indices.dim() == 1 && offsets.dim() == 1 && offsets.numel() >= 1, op,
+               ": expected 1-D indices and 1-D offsets of at least one boundary, but got indices of shape ",
+               indices.shape_str(), " and offsets of shape ", offsets.shape_str());
+  STRATA_CHECK(mode >= 0 && mode <= 2, op, ": mode must be 0 (sum), 1 (mean) or 2 (max), but got ", mode);
+  check_floating(op, weight, "weight");
+  const bool has_psw = has(per_sample_weights);
+  if (has_psw) {
+    STRATA_CHECK(mode == 0, op, ": per_sample_weights is only supported for mode sum, but got mode ", mode);
+    STRATA_CHECK(per_sample_weights->dim() == 1 && per_sample_weights->numel() == indices.numel(), op,
+                 ": per_sample_weights of shape ", per_sample_weights->shape_str(), " must have the shape of indices ",
+                 indices.shape_str());
+    check_same_dtype(op, weight, "weight", *per_sample_weights, "per_sample_weights");
+  }
+  Device dev = check_devices(op, {weight, indices, offsets, has_psw ? *per_sample_weights : Tensor()});
+  Tensor idx = index_tensor(op, indices, "indices");
+  Tensor off = index_tensor(op, offsets, "offsets");
+  const int64_t n = idx.numel(), bags = off.numel() - 1, v = weight.size(0), d = weight.size(1);
+  const ScalarType wt = weight.dtype();
+  const DimVector oshape{bags, d};
+  const DimVector ashape = mode == 2 ? oshape : DimVector{n};
+  const ScalarType at = mode == 2 ? ScalarType::Int64 : wt;
+  if (dev.is_meta()) {
+    return {empty_tensor(oshape, wt, dev), empty_tensor(DimVector{n}, ScalarType::Int64, dev),
+            empty_tensor(ashape, at, dev)};
+  }
+  if (n > 0) {
+    int64_t lo = 0, hi = 0;
+    nn_minmax_stub(dev.type, idx, &lo, &hi);
+    STRATA_CHECK_INDEX(lo >= 0 && hi < v, "embedding_bag: index out of range in self (indices range over [", lo, ", ",
+                       hi, "] but weight has ", v, " rows)");
+  }
+  // Boundaries clamped to [0, n]; a bag that would end before it starts is empty (the kernel takes max(start, end)).
+  Tensor bounds = empty_tensor(DimVector{bags + 1}, ScalarType::Int64, dev);
+  {
+    const int64_t* src = off.data_ptr<int64_t>();
+    int64_t* dst = bounds.data_ptr<int64_t>();
+    for (int64_t b = 0; b <= bags; ++b) dst[b] = std::clamp<int64_t>(src[b], 0, n);
+  }
+  const ScalarType ct = compute_type(wt);
+  Tensor out = empty_tensor(oshape, ct, dev);
+  Tensor o2b = empty_tensor(DimVector{n}, ScalarType::Int64, dev);
+  Tensor aux = empty_tensor(ashape, mode == 2 ? ScalarType::Int64 : ct, dev);
+  Tensor psw = has_psw ? prep(*per_sample_weights, ct) : Tensor();
+  nn_embedding_bag_stub(dev.type, prep(weight, ct), idx, bounds, mode, psw, padding_idx, out, o2b, aux);
+  if (ct != wt) {
+    out = to_dtype(out, wt);
+    if (mode != 2) aux = to_dtype(aux, wt);
+  }
+  return {out, o2b, aux};
+}
+STRATA_IMPL_CPU_META(_embedding_bag, embedding_bag_impl);
 
 // Used by embedding's derivative when no graph of the backward is recorded (the composite index_add formula
 // stays for double backward). A negative padding_idx matches no index.

@@ -441,6 +441,75 @@ def test_embedding_bag_matches_torch(mode, padding_idx, last, freq):
     np.testing.assert_allclose(ws.grad.numpy(), expected, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_bit_identical_to_torch(dtype, mode):
+    # The per-bag kernel adds rows in index order like torch's, so values (and gradients) are identical, for
+    # uneven and empty bags, padding, 2-D input and per_sample_weights; max keeps torch's first maximum.
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((50, 33)).astype(dtype)
+    w[3, :4] = w[5, :4]  # ties for max
+    idx = rng.integers(0, 50, 400)
+    idx[:30] = np.resize([3, 5], 30)
+    off = np.sort(rng.choice(np.arange(1, 400), 60, replace=False))
+    off = np.concatenate([[0, 0], off, [off[-1]]])  # an empty first and last-but-one bag
+    psw = rng.standard_normal(400).astype(dtype) if mode == "sum" else None
+    for padding_idx, i2d in [(None, False), (7, False), (None, True)]:
+        ws, wt = st.tensor(w, requires_grad=True), torch.tensor(w, requires_grad=True)
+        ps = None if psw is None else st.tensor(psw, requires_grad=True)
+        pt = None if psw is None else torch.tensor(psw, requires_grad=True)
+        if i2d:
+            args_s, args_t = (st.tensor(idx.reshape(40, 10)), ws, None), (torch.tensor(idx.reshape(40, 10)), wt, None)
+            if ps is not None:
+                ps = st.tensor(psw.reshape(40, 10), requires_grad=True)
+                pt = torch.tensor(psw.reshape(40, 10), requires_grad=True)
+        else:
+            args_s, args_t = (st.tensor(idx), ws, st.tensor(off)), (torch.tensor(idx), wt, torch.tensor(off))
+        a = SF.embedding_bag(*args_s, mode=mode, padding_idx=padding_idx, per_sample_weights=ps)
+        b = TF.embedding_bag(*args_t, mode=mode, padding_idx=padding_idx, per_sample_weights=pt)
+        np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
+        g = rng.standard_normal(tuple(b.shape)).astype(dtype)
+        a.backward(st.tensor(g))
+        b.backward(torch.tensor(g))
+        np.testing.assert_allclose(ws.grad.numpy(), wt.grad.numpy(), rtol=1e-6 if dtype == "float32" else 1e-13,
+                                   atol=1e-6 if dtype == "float32" else 1e-13)
+        if ps is not None:
+            np.testing.assert_allclose(ps.grad.numpy(), pt.grad.numpy(), rtol=1e-5 if dtype == "float32" else 1e-12,
+                                       atol=1e-5 if dtype == "float32" else 1e-12)
+
+
+def test_embedding_bag_double_backward_and_no_grad():
+    # create_graph=True records the composite formula: the second derivative through per_sample_weights.
+    rng = np.random.default_rng(8)
+    w, idx, off, psw = rng.standard_normal((6, 3)), np.array([0, 2, 2, 5, 1]), np.array([0, 2]), rng.standard_normal(5)
+    ws, wt = st.tensor(w, requires_grad=True), torch.tensor(w, requires_grad=True)
+    ps, pt = st.tensor(psw, requires_grad=True), torch.tensor(psw, requires_grad=True)
+    a = SF.embedding_bag(st.tensor(idx), ws, st.tensor(off), mode="sum", per_sample_weights=ps)
+    # torch's embedding_bag has no double backward: the reference is its formula from differentiable ops.
+    bag = torch.tensor([0, 0, 1, 1, 1])
+    b = torch.zeros(2, 3, dtype=torch.float64).index_add(0, bag, pt[:, None] * wt[torch.tensor(idx)])
+    np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-15, atol=1e-15)
+    (ga,) = st.autograd.grad((a * a).sum(), [ps], create_graph=True)
+    (gb,) = torch.autograd.grad((b * b).sum(), [pt], create_graph=True)
+    np.testing.assert_allclose(ga.detach().numpy(), gb.detach().numpy(), rtol=1e-12, atol=1e-12)
+    ga.sum().backward()
+    gb.sum().backward()
+    np.testing.assert_allclose(ws.grad.numpy(), wt.grad.numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(ps.grad.numpy(), pt.grad.numpy(), rtol=1e-12, atol=1e-12)
+    with st.no_grad():
+        out = SF.embedding_bag(st.tensor(idx), ws, st.tensor(off), mode="mean")
+    assert not out.requires_grad
+
+
+def test_embedding_bag_meta_shapes():
+    w = st.randn(10, 4, device="meta")
+    idx, off = st.zeros(6, dtype=st.int64, device="meta"), st.zeros(3, dtype=st.int64, device="meta")
+    assert tuple(SF.embedding_bag(idx, w, off, mode="sum").shape) == (3, 4)
+    assert tuple(SF.embedding_bag(idx, w, off, mode="mean", include_last_offset=True).shape) == (2, 4)
+    out = SF.embedding_bag(st.zeros(3, 2, dtype=st.int64, device="meta"), w, mode="max")
+    assert tuple(out.shape) == (3, 4) and out.device.type == "meta"
+
+
 def test_embedding_bag_module_and_errors():
     torch.manual_seed(0)
     tm = torch.nn.EmbeddingBag(10, 3, mode="max", padding_idx=1)

@@ -214,6 +214,41 @@ def test_sort_long_integer_lines_match_torch_stable(dtype, descending):
                 same(x, y)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_long_float_lines_match_torch_stable(dtype, descending):
+    # Lines of 256+ floats take the radix sort (Note [Radix sort of integer keys]): NaNs are the greatest and
+    # keep their index order, -0.0 and 0.0 are equal and keep theirs, as in torch's stable sort.
+    g = torch.Generator().manual_seed(3)
+    t = torch.randn(4, 900, generator=g, dtype=torch.float64)
+    t[1] = torch.randint(-3, 4, (900,), generator=g).double()  # many ties
+    special = torch.tensor([float("nan"), -0.0, 0.0, float("inf"), -float("inf"), 1e-300, -1e-300, 5e-324, -5e-324])
+    pick = torch.randint(0, len(special), (2, 900), generator=g)
+    t[2:] = torch.where(torch.rand(2, 900, generator=g) < 0.5, special[pick], t[2:])
+    t = t.to(dtype)
+    s = S(t)
+    for sv, tv in [(s, t), (s.t(), t.t()), (s[:, ::3], t[:, ::3])]:
+        for dim in (-1, 0):
+            v, i = st.sort(sv, dim=dim, descending=descending, stable=True)
+            rv, ri = torch.sort(tv, dim=dim, descending=descending, stable=True)
+            same(v, rv)
+            same(i, ri)
+            zero = rv.float().numpy() == 0  # -0.0 and 0.0 keep their index order
+            np.testing.assert_array_equal(np.signbit(T(v).numpy()[zero]), np.signbit(rv.float().numpy()[zero]))
+            same(st.argsort(sv, dim, descending, stable=True), torch.argsort(tv, dim=dim, descending=descending,
+                                                                            stable=True))
+    flat = t[2:].reshape(-1)
+    same(st.unique(S(flat)), torch.unique(flat))
+    # Which NaN's group each NaN's inverse names depends on torch's internal (unstable) sort: compared without NaNs.
+    flat = flat[~flat.isnan()]
+    for ri in (False, True):
+        for rc in (False, True):
+            a = st.unique(S(flat), return_inverse=ri, return_counts=rc)
+            b = torch.unique(flat, return_inverse=ri, return_counts=rc)
+            for x, y in zip(a, b) if isinstance(b, tuple) else [(a, b)]:
+                same(x, y)
+
+
 def test_sort_nan_and_named_tuple():
     t = torch.tensor([3.0, float("nan"), -1.0, float("inf"), float("nan"), -float("inf"), 0.0])
     for desc in (False, True):

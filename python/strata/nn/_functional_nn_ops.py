@@ -523,8 +523,6 @@ def affine_grid(theta, size, align_corners=None):
 
 def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False, mode="mean",
                   sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=None):
-    import numpy as np
-
     st = _st()
     if weight.dim() != 2:
         raise ValueError(f"weight has to be a 2D Tensor, but got Tensor of dimension {weight.dim()}")
@@ -545,9 +543,10 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
             raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
                              "fixed length sequences. However, found offsets of type Tensor")
         b, length = input.shape
-        offsets_np = np.arange(0, b * length, length, dtype=np.int64) if length else np.zeros(b, np.int64)
-        include_last_offset = False
         input = input.reshape(-1)
+        # bags + 1 boundaries: b bags of `length` indices each.
+        bounds = (st.arange(0, b * length + 1, length, device=input.device) if length
+                  else st.zeros(b + 1, dtype=st.int64, device=input.device))
         if per_sample_weights is not None:
             per_sample_weights = per_sample_weights.reshape(-1)
     elif input.dim() == 1:
@@ -555,7 +554,14 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
             raise ValueError("offsets has to be a 1D Tensor but got None")
         if offsets.dim() != 1:
             raise ValueError("offsets has to be a 1D Tensor")
-        offsets_np = offsets.detach().cpu().numpy().astype(np.int64)
+        if offsets.numel() and offsets.device.type != "meta" and builtins.int(offsets[0]) != 0:
+            raise RuntimeError(f"offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from "
+                               f"position 0. However, got {builtins.int(offsets[0])}")
+        if include_last_offset:
+            bounds = offsets if offsets.numel() else st.zeros(1, dtype=st.int64, device=offsets.device)
+        else:
+            # The last bag ends at the end of input.
+            bounds = st.cat([offsets.to(st.int64), st.tensor([input.numel()], dtype=st.int64, device=offsets.device)])
     else:
         raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {input.dim()}")
     num = weight.shape[0]
@@ -563,51 +569,13 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         if not -num <= padding_idx < num:
             raise AssertionError("padding_idx must be within the number of embeddings")
         padding_idx = padding_idx % num
-    idx_np = input.detach().cpu().numpy().astype(np.int64)
-    if idx_np.size and (idx_np.min() < 0 or idx_np.max() >= num):
-        raise IndexError(f"embedding_bag: index out of range in self (indices must be in [0, {num}))")
     if max_norm is not None:
         with st.no_grad():
             _ops.embedding_renorm_(weight, input, float(max_norm), float(norm_type))
-    total = idx_np.size
-    ends = np.append(offsets_np[1:], total)
-    if include_last_offset:
-        offsets_np, ends = offsets_np[:-1], offsets_np[1:]
-    if offsets_np.size and (offsets_np[0] != 0 if input.dim() == 1 else False):
-        raise RuntimeError(f"offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from "
-                           f"position 0. However, got {offsets_np[0]}")
-    bags = offsets_np.size
-    ends = np.minimum(ends, total)
-    counts = np.maximum(ends - offsets_np, 0)
-    longest = builtins.int(counts.max()) if bags else 0
-    # Position of each bag's j-th entry in the flat input, or `total` (a zero row) past its end or for padding.
-    pos = offsets_np[:, None] + np.arange(longest)[None, :]
-    keep = np.arange(longest)[None, :] < counts[:, None]
-    if padding_idx is not None and total:
-        keep &= idx_np[np.minimum(pos, total - 1)] != padding_idx
-    pos = np.where(keep, pos, total)
-    dim = weight.shape[1]
-    rows = _ops.index_select(weight, 0, input.to(st.int64))
-    if scale_grad_by_freq and total:
-        # Each row's gradient is divided by how often its index occurs in the batch; the forward value is
-        # unchanged (rows + (s * rows - s * rows) adds an exact zero that carries the scaled gradient).
-        _, inverse, counts_per = np.unique(idx_np, return_inverse=True, return_counts=True)
-        scale = st.tensor(1.0 / counts_per[inverse], dtype=weight.dtype, device=weight.device).unsqueeze(1)
-        scaled = _ops.mul(rows, scale)
-        rows = _ops.add(rows.detach(), _ops.sub(scaled, scaled.detach()))
-    if per_sample_weights is not None:
-        rows = _ops.mul(rows, per_sample_weights.unsqueeze(1))
-    rows = st.cat([rows, st.zeros(1, dim, dtype=weight.dtype, device=weight.device)], 0)
-    gathered = _ops.index_select(rows, 0, st.tensor(pos.reshape(-1), device=weight.device)).reshape(bags, longest,
-                                                                                                   dim)
-    valid = keep.sum(1)
-    if mode == "max":
-        if longest == 0:
-            return st.zeros(bags, dim, dtype=weight.dtype, device=weight.device)
-        mask = st.tensor(~keep, device=weight.device).unsqueeze(2)
-        out = gathered.masked_fill(mask, float("-inf")).max(1).values
-        return out.masked_fill(st.tensor(valid == 0, device=weight.device).unsqueeze(1), 0.0)
-    out = _ops.sum(gathered, [1])
-    if mode == "mean":
-        out = _ops.div(out, st.tensor(np.maximum(valid, 1), dtype=weight.dtype, device=weight.device).unsqueeze(1))
+    # One C++ pass per bag (_embedding_bag in src/ops/decl/nn.def), differentiable for weight and
+    # per_sample_weights.
+    out, _, _ = _ops._embedding_bag(weight, input, bounds, ("sum", "mean", "max").index(mode), per_sample_weights,
+                                    -1 if padding_idx is None else padding_idx, bool(scale_grad_by_freq))
     return out
+
+

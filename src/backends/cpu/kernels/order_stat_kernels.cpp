@@ -3,6 +3,7 @@
 // contiguous [outer, n, inner]; see ops/order_stats.h for the contracts.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cpu/loops.h"
@@ -17,27 +18,80 @@ namespace {
 int64_t line_grain(int64_t n) { return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1)); }
 
 // ---- cummax / cummin -------------------------------------------------------------
+// Note [cummax scans]: a NaN always takes over (and keeps the later index), ties take the later index. Along a
+// contiguous line (inner == 1) the running extremum changes rarely, so the update is a branch the predictor gets
+// right, not a select: a select would chain every element's compare onto the previous one's. With inner > 1
+// the scan walks whole rows of `inner` elements (row k reads row k-1's results), which vectorizes and reads
+// memory in order instead of one strided column at a time.
+template <typename O, bool Max>
+STRATA_ALWAYS_INLINE bool cum_takes(O v, O best) {
+  if constexpr (std::is_floating_point_v<O>) return std::isnan(v) || (Max ? v >= best : v <= best);
+  else return Max ? v >= best : v <= best;
+}
+
 template <typename T, bool Max>
 void cum_extremum_lines(const T* in, T* vals, int64_t* idx, int64_t outer, int64_t n, int64_t inner) {
   using O = opmath_t<T>;
-  parallel_for(0, outer * inner, line_grain(n), [&](int64_t b, int64_t e) {
-    for (int64_t line = b; line < e; ++line) {
-      const int64_t o = line / inner, j = line % inner;
-      const int64_t base = o * n * inner + j;
-      O best = static_cast<O>(in[base]);
-      int64_t bi = 0;
-      for (int64_t k = 0; k < n; ++k) {
-        const int64_t p = base + k * inner;
-        const O v = static_cast<O>(in[p]);
-        bool take;
-        if constexpr (is_float_v<T>) take = std::isnan(v) || (Max ? v >= best : v <= best);
-        else take = Max ? v >= best : v <= best;
-        if (take) {
-          best = v;
-          bi = k;
+  if (inner == 1) {
+    parallel_for(0, outer, line_grain(n), [&, n](int64_t b, int64_t e) {  // n by value: the stores cannot change it
+      for (int64_t line = b; line < e; ++line) {
+        const T* __restrict x = in + line * n;
+        T* __restrict vo = vals + line * n;
+        int64_t* __restrict io = idx + line * n;
+        O best = static_cast<O>(x[0]);
+        int64_t bi = 0, k = 0;
+        if constexpr (std::is_floating_point_v<O>) {
+          // Until the first NaN one compare decides: !(v < best) is v >= best or v NaN (for cummax).
+          for (; k < n; ++k) {
+            const O v = static_cast<O>(x[k]);
+            if (__builtin_expect(Max ? !(v < best) : !(v > best), 0)) {
+              asm volatile("");  // keeps this a branch: the compiler would otherwise turn it into a select
+              best = v;
+              bi = k;
+              if (std::isnan(v)) break;
+            }
+            vo[k] = static_cast<T>(best);
+            io[k] = bi;
+          }
         }
-        vals[p] = static_cast<T>(best);
-        idx[p] = bi;
+        // Integers, or after a NaN (then only a later NaN takes over).
+        for (; k < n; ++k) {
+          const O v = static_cast<O>(x[k]);
+          if (__builtin_expect(cum_takes<O, Max>(v, best), 0)) {
+            asm volatile("");
+            best = v;
+            bi = k;
+          }
+          vo[k] = static_cast<T>(best);
+          io[k] = bi;
+        }
+      }
+    });
+    return;
+  }
+  // Blocks of columns of one outer slice; each block is scanned row by row.
+  constexpr int64_t kCols = 256;
+  const int64_t blocks = (inner + kCols - 1) / kCols;
+  parallel_for(0, outer * blocks, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n * kCols, 1)),
+               [&](int64_t b, int64_t e) {
+    for (int64_t unit = b; unit < e; ++unit) {
+      const int64_t o = unit / blocks, j0 = (unit % blocks) * kCols, j1 = std::min(inner, j0 + kCols);
+      const int64_t base = o * n * inner;
+      for (int64_t j = j0; j < j1; ++j) {
+        vals[base + j] = in[base + j];
+        idx[base + j] = 0;
+      }
+      for (int64_t k = 1; k < n; ++k) {
+        const T* __restrict x = in + base + k * inner;
+        const T* __restrict pv = vals + base + (k - 1) * inner;
+        const int64_t* __restrict pi = idx + base + (k - 1) * inner;
+        T* __restrict vo = vals + base + k * inner;
+        int64_t* __restrict io = idx + base + k * inner;
+        for (int64_t j = j0; j < j1; ++j) {
+          const bool t = cum_takes<O, Max>(static_cast<O>(x[j]), static_cast<O>(pv[j]));
+          vo[j] = t ? x[j] : pv[j];
+          io[j] = t ? k : pi[j];
+        }
       }
     }
   });

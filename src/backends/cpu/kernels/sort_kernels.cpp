@@ -2,6 +2,8 @@
 // (floating types, exact for all of them), so the sorting code is instantiated
 // twice, not once per dtype; values are moved as raw elements by index.
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <cmath>
 #include <vector>
 
@@ -34,21 +36,37 @@ STRATA_ALWAYS_INLINE bool key_less(K a, K b) {
 // their index order, as std::stable_sort does. One counting pass histograms all
 // eight bytes; bytes that are equal across the line (most of them for small
 // ranges) need no pass.
-void radix_sort_items(std::vector<Item<int64_t>>& buf, bool descending) {
+//
+// Floating keys (doubles, exact for every floating dtype) take the same sort
+// after the usual bit map: negative numbers have every bit inverted, the others
+// the sign bit set, so the unsigned order is the numeric one. Before the map
+// -0.0 becomes 0.0 and every NaN one key above +inf, so the order is exactly
+// key_less's (the comparison sort's): -0.0 and 0.0 are equal and keep their
+// index order, NaNs are the greatest and keep theirs; descending inverts all
+// bits, which keeps equal keys in index order, as the comparison sort does.
+STRATA_ALWAYS_INLINE uint64_t radix_key(int64_t k) { return static_cast<uint64_t>(k) ^ (uint64_t(1) << 63); }
+STRATA_ALWAYS_INLINE uint64_t radix_key(double k) {
+  if (std::isnan(k)) return ~uint64_t(0);
+  uint64_t u = std::bit_cast<uint64_t>(k == 0.0 ? 0.0 : k);
+  return (u >> 63) ? ~u : (u | (uint64_t(1) << 63));
+}
+
+template <typename K>
+void radix_sort_items(std::vector<Item<K>>& buf, bool descending) {
   const size_t n = buf.size();
-  const uint64_t flip = (uint64_t(1) << 63) ^ (descending ? ~uint64_t(0) : 0);
-  static thread_local std::vector<Item<int64_t>> tmp;
+  const uint64_t flip = descending ? ~uint64_t(0) : 0;
+  static thread_local std::vector<Item<K>> tmp;
   tmp.resize(n);
   std::vector<uint32_t> hist(8 * 256, 0);
   for (size_t i = 0; i < n; ++i) {
-    const uint64_t k = static_cast<uint64_t>(buf[i].key) ^ flip;
+    const uint64_t k = radix_key(buf[i].key) ^ flip;
     for (int b = 0; b < 8; ++b) hist[b * 256 + ((k >> (8 * b)) & 0xff)]++;
   }
-  Item<int64_t>* src = buf.data();
-  Item<int64_t>* dst = tmp.data();
+  Item<K>* src = buf.data();
+  Item<K>* dst = tmp.data();
   for (int b = 0; b < 8; ++b) {
     uint32_t* h = hist.data() + b * 256;
-    const uint64_t first = ((static_cast<uint64_t>(src[0].key) ^ flip) >> (8 * b)) & 0xff;
+    const uint64_t first = ((radix_key(src[0].key) ^ flip) >> (8 * b)) & 0xff;
     if (h[first] == n) continue;  // every key has this byte
     uint32_t pos = 0;
     for (int v = 0; v < 256; ++v) {
@@ -57,7 +75,7 @@ void radix_sort_items(std::vector<Item<int64_t>>& buf, bool descending) {
       pos += c;
     }
     for (size_t i = 0; i < n; ++i) {
-      const uint64_t k = static_cast<uint64_t>(src[i].key) ^ flip;
+      const uint64_t k = radix_key(src[i].key) ^ flip;
       dst[h[(k >> (8 * b)) & 0xff]++] = src[i];
     }
     std::swap(src, dst);
@@ -68,11 +86,9 @@ void radix_sort_items(std::vector<Item<int64_t>>& buf, bool descending) {
 // Instantiated per key type only (not per dtype).
 template <typename K>
 __attribute__((noinline)) void sort_items(std::vector<Item<K>>& buf, bool descending) {
-  if constexpr (std::is_same_v<K, int64_t>) {
-    if (buf.size() >= 256 && buf.size() < (size_t(1) << 32)) {
-      radix_sort_items(buf, descending);
-      return;
-    }
+  if (buf.size() >= 256 && buf.size() < (size_t(1) << 32)) {
+    radix_sort_items(buf, descending);
+    return;
   }
   if (descending) {
     std::stable_sort(buf.begin(), buf.end(), [](const Item<K>& a, const Item<K>& b) { return key_less(b.key, a.key); });
