@@ -76,3 +76,125 @@ def render(kernel, header_comment=""):
     w("  }")
     w("}")
     return "\n".join(out) + "\n"
+
+
+# ---- row kernels (Note [Row kernels] in ir.py) -----------------------------------------------------
+
+def _functor_rows(f, dtype):
+    if f.name.startswith("codegen::"):
+        return f"strata::{f.name}{{}}"
+    return _functor(f, dtype)
+
+
+_REDUCE_CALL = {
+    "sum": "strata::codegen::reduce_lanes<strata::codegen::Sum, {A}>({f}, 0, cols)",
+    "mean": "(strata::codegen::reduce_lanes<strata::codegen::Sum, {A}>({f}, 0, cols) / static_cast<{A}>(cols))",
+    "amax": "strata::codegen::reduce_lanes<strata::codegen::Max, {A}>({f}, 0, cols)",
+    "amin": "strata::codegen::reduce_lanes<strata::codegen::Min, {A}>({f}, 0, cols)",
+    "softmax_max": "strata::codegen::softmax_max<{A}>({f}, cols)",
+    "simd_sum": "strata::codegen::reduce_simd<{A}>({f}, cols)",
+    "simd_sqdev": "strata::codegen::reduce_simd_sqdev<{A}>({f}, cols, {extra})",
+}
+
+
+def render_rows(kernel, header_comment=""):
+    """`void strata_kernel(void* const* bufs, int64_t rows, int64_t cols)`: parallel over rows."""
+    from .ir import Cast, Reduce
+    T = kernel.dtype
+    out = []
+    w = out.append
+    if header_comment:
+        w("\n".join("// " + line for line in header_comment.splitlines()))
+    w("#include <cstdint>")
+    w('#include "ops/pointwise_functors.h"')
+    w('#include "ops/nn_functors.h"')
+    w('#include "backends/cpu/vector_math.h"')
+    w("#ifndef STRATA_CPU_NS")
+    w("#define STRATA_CPU_NS codegen")
+    w("#endif")
+    w('#include "backends/cpu/kernels/vexp.h"')
+    w('#include "compile/codegen_rows.h"')
+    w("")
+    w('extern "C" void strata_kernel(void* const* bufs, int64_t rows, int64_t cols) {')
+    for k, b in enumerate(kernel.inputs):
+        w(f"  const {b.dtype}* __restrict {b.name} = static_cast<const {b.dtype}*>(bufs[{k}]);")
+    for k, b in enumerate(kernel.outputs):
+        w(f"  {b.dtype}* __restrict {b.name} = static_cast<{b.dtype}*>(bufs[{len(kernel.inputs) + k}]);")
+    ct = lambda v: kernel.ctype.get(v, T)  # noqa: E731
+    defs = {}  # elem var -> statement
+    deps = {}
+    for s in kernel.body:
+        if isinstance(s, (Load, Const, Compute, Cast)):
+            defs[s.var] = s
+            deps[s.var] = list(s.args) if isinstance(s, Compute) else [s.arg] if isinstance(s, Cast) else []
+
+    def elem_line(s, ind):
+        if isinstance(s, Load):
+            b = kernel.inputs[s.buf]
+            idx = "j" if b.kind == "col" else "r * cols + j"
+            return f"{ind}const {b.dtype} {s.var} = {b.name}[{idx}];"
+        if isinstance(s, Cast):
+            return f"{ind}const {s.dtype} {s.var} = static_cast<{s.dtype}>({s.arg});"
+        src = f"  // {s.source}" if s.source else ""
+        return (f"{ind}// {s.node}{src}\n"
+                f"{ind}const {ct(s.var)} {s.var} = {_functor_rows(s.functor, T)}({', '.join(s.args)});")
+
+    def closure(root):
+        # The elem statements `root` needs, in body order.
+        need, stack = set(), [root]
+        while stack:
+            v = stack.pop()
+            if v in need or kernel.level.get(v) != "elem":
+                continue
+            need.add(v)
+            stack.extend(deps.get(v, []))
+        return [s for s in kernel.body if getattr(s, "var", None) in need and not isinstance(s, (Reduce, Store))]
+
+    hoisted, rowb, final_stores = [], [], []
+    for s in kernel.body:
+        lvl = kernel.level.get(getattr(s, "var", None))
+        if isinstance(s, Const):
+            hoisted.append(f"  const {ct(s.var)} {s.var} = {_literal(s.value, ct(s.var))};")
+        elif isinstance(s, Load):
+            b = kernel.inputs[s.buf]
+            if b.kind == "scalar":
+                hoisted.append(f"  const {b.dtype} {s.var} = {b.name}[0];")
+            elif b.kind == "row":
+                rowb.append(f"    const {b.dtype} {s.var} = {b.name}[r];")
+        elif isinstance(s, Reduce):
+            lam = [f"    auto f_{s.var} = [&](int64_t j) __attribute__((always_inline)) {{"]
+            lam += [elem_line(d, "      ") for d in closure(s.arg)]
+            lam.append(f"      return {s.arg};")
+            lam.append("    };")
+            rowb.extend(lam)
+            rowb.append(f"    // {s.node}")
+            call = _REDUCE_CALL[s.op].format(A=s.acc, f=f"f_{s.var}", extra=s.extra)
+            rowb.append(f"    const {s.acc} {s.var} = {call};")
+        elif isinstance(s, (Compute, Cast)) and lvl == "row":
+            rowb.append(elem_line(s, "    ").replace("\n", "\n"))
+        elif isinstance(s, Store):
+            b = kernel.outputs[s.buf]
+            if b.kind == "row":
+                rowb.append(f"    {b.name}[r] = {s.var};")
+            else:
+                final_stores.append(s)
+    out.extend(hoisted)
+    w(f"#pragma omp parallel for schedule(static) if (rows * cols >= {PARALLEL_MIN})")
+    w("  for (int64_t r = 0; r < rows; ++r) {")
+    out.extend(rowb)
+    if final_stores:
+        need = []
+        for s in final_stores:
+            for d in closure(s.var):
+                if d not in need:
+                    need.append(d)
+        need.sort(key=kernel.body.index)
+        w("#pragma omp simd")
+        w("    for (int64_t j = 0; j < cols; ++j) {")
+        out.extend(elem_line(d, "      ") for d in need)
+        for s in final_stores:
+            w(f"      {kernel.outputs[s.buf].name}[r * cols + j] = {s.var};")
+        w("    }")
+    w("  }")
+    w("}")
+    return "\n".join(out) + "\n"
