@@ -14,6 +14,7 @@
 //  - softmax_max: softmax's row max (16 lanes, combined in sequence).
 // Only this file and the generated code include it; it is not part of the library build.
 #pragma once
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -130,13 +131,39 @@ struct Fma {
 }  // namespace codegen
 }  // namespace strata
 
-#ifdef STRATA_CPU_NS
 namespace strata {
 namespace codegen {
-struct VExp {  // softmax's exp (backends/cpu/kernels/vexp.h), included by the generated source
-  template <typename T>
-  T operator()(T x) const { return strata::cpu::vexp(x); }
+// softmax's exp (backends/cpu/kernels/vexp.h) as eager's build compiles it: at an ISA level with FMA
+// its -ffp-contract=fast turns the range reduction and each Horner step into one FMA. The generated
+// code is compiled with -ffp-contract=off, so the contractions are written out here.
+#if defined(__FMA__)
+#define STRATA_CG_FMA(a, b, c) std::fma(a, b, c)
+#else
+#define STRATA_CG_FMA(a, b, c) ((a) * (b) + (c))
+#endif
+struct VExp {
+  float operator()(float x) const {
+    x = x < -104.0f ? -104.0f : x;
+    x = x > 88.7228f ? 88.7228f : x;
+    float n = std::nearbyint(x * 1.44269504088896341f);
+    float r = STRATA_CG_FMA(-n, 0.693359375f, x);
+    r = STRATA_CG_FMA(-n, -2.12194440e-4f, r);
+    float p = 1.0f / 5040;
+    p = STRATA_CG_FMA(p, r, 1.0f / 720);
+    p = STRATA_CG_FMA(p, r, 1.0f / 120);
+    p = STRATA_CG_FMA(p, r, 1.0f / 24);
+    p = STRATA_CG_FMA(p, r, 1.0f / 6);
+    p = STRATA_CG_FMA(p, r, 0.5f);
+    p = STRATA_CG_FMA(p, r, 1.0f);
+    p = STRATA_CG_FMA(p, r, 1.0f);
+    int32_t ni = static_cast<int32_t>(n);
+    int32_t n1 = ni >> 1, n2 = ni - n1;
+    float s1 = std::bit_cast<float>((n1 + 127) << 23);
+    float s2 = std::bit_cast<float>((n2 + 127) << 23);
+    return p * s1 * s2;
+  }
+  double operator()(double x) const { return std::exp(x); }  // libmvec's vector exp, as eager
 };
+#undef STRATA_CG_FMA
 }  // namespace codegen
 }  // namespace strata
-#endif
