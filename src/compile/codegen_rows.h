@@ -1,18 +1,18 @@
 // Row reductions for the generated kernels of python/strata/_inductor (backend="strata_cpp").
 //
 // Note [Row reductions mirror eager's accumulation order]
-// A row kernel reduces one contiguous row at a time; f(j) computes the fused producers' value at
-// column j. Each reduction here walks the row in the order eager's kernel for that op does, so a
-// fused reduction gives eager's bits:
-//  - reduce_lanes: sum/mean/amax/amin as the reduction engine (backends/cpu/kernels/
-//    reduce_kernels.cpp, Note [Reduction engine]): 128 bytes of accumulator lanes, lane j takes the
-//    elements i % L == j, the tail goes to the first lanes, the lanes combine as a tree, and rows
-//    longer than 4096 (sums) are split pairwise into 4096-element blocks.
-//  - reduce_simd: an `omp simd reduction(+)` loop, as softmax's and layer_norm's row sums are
-//    written (softmax_kernels.cpp, nn_kernels.cpp); the generated code is compiled at the same ISA
-//    level so GCC picks the same vector width and final combine.
-//  - softmax_max: softmax's row max (16 lanes, combined in sequence).
-// Only this file and the generated code include it; it is not part of the library build.
+// A row kernel reduces one contiguous row at a time, in the order eager's kernel for that op does,
+// so that a fused reduction gives eager's bits. The loops themselves are written out by the renderer
+// (python/strata/_inductor/cpp.py, render_rows) with the fused producers inlined in their bodies:
+// GCC does not vectorise the same loops when the producers come in through a lambda.
+//  - sum/mean/amax/amin as the reduction engine (backends/cpu/kernels/reduce_kernels.cpp, Note
+//    [Reduction engine]): 128 bytes of accumulator lanes, lane l takes the elements i % L == l, the
+//    tail goes to the first lanes, the lanes combine as a tree; rows longer than 4096 are cut into
+//    4096-element blocks combined pairwise (sums) or in sequence (max/min): combine_blocks.
+//  - `omp simd reduction(+)` loops, as softmax's and layer_norm's row sums are written
+//    (softmax_kernels.cpp, nn_kernels.cpp); compiled at the same ISA level as eager's kernels.
+//  - softmax's row max: 16 lanes combined in sequence.
+// Only the generated code includes this file; it is not part of the library build.
 #pragma once
 #include <bit>
 #include <cmath>
@@ -45,77 +45,20 @@ using Min = MinMax<false>;
 
 constexpr int64_t kPairwiseBlock = 4096;
 
-template <typename Op, typename A, typename F>
-inline A reduce_block(const F& f, int64_t b, int64_t n) {
-  constexpr int64_t L = 128 / sizeof(A) < 8 ? 8 : 128 / sizeof(A);
-  A acc[L];
-  for (int64_t j = 0; j < L; ++j) acc[j] = Op::template identity<A>();
-  int64_t i = 0;
-  for (; i + L <= n; i += L) {
-#pragma omp simd
-    for (int64_t j = 0; j < L; ++j) acc[j] = Op::combine(acc[j], static_cast<A>(f(b + i + j)));
-  }
-  for (int64_t j = 0; i + j < n; ++j) acc[j] = Op::combine(acc[j], static_cast<A>(f(b + i + j)));
-  for (int64_t w = L / 2; w > 0; w /= 2)
-    for (int64_t j = 0; j < w; ++j) acc[j] = Op::combine(acc[j], acc[j + w]);
-  return acc[0];
-}
-
-template <typename Op, typename A, typename F>
-inline A reduce_lanes(const F& f, int64_t b, int64_t n) {
+// The reduction engine's pairwise split (reduce_contig) over the partial results of a row's
+// 4096-element blocks, which the generated code reduces with L lanes each (as reduce_block does).
+template <typename Op, typename A>
+inline A combine_blocks(const A* part, int64_t n) {
   if (!Op::kAccurate || n <= kPairwiseBlock) {
-    if (n <= kPairwiseBlock) return reduce_block<Op, A>(f, b, n);
+    if (n <= kPairwiseBlock) return part[0];
     A acc = Op::template identity<A>();
-    for (int64_t i = 0; i < n; i += kPairwiseBlock)
-      acc = Op::combine(acc, reduce_block<Op, A>(f, b + i, n - i < kPairwiseBlock ? n - i : kPairwiseBlock));
+    for (int64_t i = 0, k = 0; i < n; i += kPairwiseBlock, ++k) acc = Op::combine(acc, part[k]);
     return acc;
   }
   int64_t half = (n / 2 + kPairwiseBlock - 1) / kPairwiseBlock * kPairwiseBlock;
-  A lo = reduce_lanes<Op, A>(f, b, half);
-  A hi = reduce_lanes<Op, A>(f, b + half, n - half);
+  A lo = combine_blocks<Op, A>(part, half);
+  A hi = combine_blocks<Op, A>(part + half / kPairwiseBlock, n - half);
   return Op::combine(lo, hi);
-}
-
-template <typename A, typename F>
-inline A reduce_simd(const F& f, int64_t n) {
-  A s = 0;
-#pragma omp simd reduction(+ : s)
-  for (int64_t k = 0; k < n; ++k) s += static_cast<A>(f(k));
-  return s;
-}
-
-// layer_norm's second pass: sum of (x - mean)^2 in A; eager's build contracts c * c + s into an FMA.
-template <typename A, typename F>
-inline A reduce_simd_sqdev(const F& f, int64_t n, A mean) {
-  A s = 0;
-#pragma omp simd reduction(+ : s)
-  for (int64_t k = 0; k < n; ++k) {
-    A c = static_cast<A>(f(k)) - mean;
-    s = std::fma(c, c, s);
-  }
-  return s;
-}
-
-template <typename A, typename F>
-inline A softmax_max(const F& f, int64_t n) {
-  constexpr int L = 16;
-  A mx[L];
-  for (int j = 0; j < L; ++j) mx[j] = -std::numeric_limits<A>::infinity();
-  int64_t i = 0;
-  for (; i + L <= n; i += L) {
-#pragma omp simd
-    for (int j = 0; j < L; ++j) {
-      A v = static_cast<A>(f(i + j));
-      mx[j] = (v > mx[j] || v != v) ? v : mx[j];
-    }
-  }
-  for (int j = 0; i + j < n; ++j) {
-    A v = static_cast<A>(f(i + j));
-    mx[j] = (v > mx[j] || v != v) ? v : mx[j];
-  }
-  A m = mx[0];
-  for (int j = 1; j < L; ++j) m = (mx[j] > m || mx[j] != mx[j]) ? mx[j] : m;
-  return m;
 }
 
 // Row-level helpers of the lowered softmax and layer_norm.

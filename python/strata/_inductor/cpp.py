@@ -86,15 +86,8 @@ def _functor_rows(f, dtype):
     return _functor(f, dtype)
 
 
-_REDUCE_CALL = {
-    "sum": "strata::codegen::reduce_lanes<strata::codegen::Sum, {A}>({f}, 0, cols)",
-    "mean": "(strata::codegen::reduce_lanes<strata::codegen::Sum, {A}>({f}, 0, cols) / static_cast<{A}>(cols))",
-    "amax": "strata::codegen::reduce_lanes<strata::codegen::Max, {A}>({f}, 0, cols)",
-    "amin": "strata::codegen::reduce_lanes<strata::codegen::Min, {A}>({f}, 0, cols)",
-    "softmax_max": "strata::codegen::softmax_max<{A}>({f}, cols)",
-    "simd_sum": "strata::codegen::reduce_simd<{A}>({f}, cols)",
-    "simd_sqdev": "strata::codegen::reduce_simd_sqdev<{A}>({f}, cols, {extra})",
-}
+_LANE_OPS = {"sum": "Sum", "mean": "Sum", "amax": "Max", "amin": "Min"}
+PAIRWISE_BLOCK = 4096
 
 
 def render_rows(kernel, header_comment=""):
@@ -157,15 +150,68 @@ def render_rows(kernel, header_comment=""):
                 hoisted.append(f"  const {b.dtype} {s.var} = {b.name}[0];")
             elif b.kind == "row":
                 rowb.append(f"    const {b.dtype} {s.var} = {b.name}[r];")
-        elif isinstance(s, Reduce):
-            lam = [f"    auto f_{s.var} = [&](int64_t j) __attribute__((always_inline)) {{"]
-            lam += [elem_line(d, "      ") for d in closure(s.arg)]
-            lam.append(f"      return {s.arg};")
-            lam.append("    };")
-            rowb.extend(lam)
+        elif isinstance(s, Reduce) and s.op in ("simd_sum", "simd_sqdev"):
+            # Written inline as eager writes these loops (a lambda through the header's template is
+            # not vectorised by GCC inside the OpenMP region).
             rowb.append(f"    // {s.node}")
-            call = _REDUCE_CALL[s.op].format(A=s.acc, f=f"f_{s.var}", extra=s.extra)
-            rowb.append(f"    const {s.acc} {s.var} = {call};")
+            rowb.append(f"    {s.acc} {s.var} = 0;")
+            rowb.append(f"#pragma omp simd reduction(+ : {s.var})")
+            rowb.append("    for (int64_t j = 0; j < cols; ++j) {")
+            rowb.extend(elem_line(d, "      ") for d in closure(s.arg))
+            if s.op == "simd_sum":
+                rowb.append(f"      {s.var} += static_cast<{s.acc}>({s.arg});")
+            else:
+                rowb.append(f"      const {s.acc} c_{s.var} = static_cast<{s.acc}>({s.arg}) - {s.extra};")
+                rowb.append(f"      {s.var} = strata::codegen::Fma{{}}(c_{s.var}, c_{s.var}, {s.var});")
+            rowb.append("    }")
+        elif isinstance(s, Reduce):
+            rowb.append(f"    // {s.node}")
+            body = [elem_line(d, "        ") for d in closure(s.arg)]
+            A, v = s.acc, s.var
+            if s.op == "softmax_max":
+                rowb += [f"    {A} {v}_mx[16];",
+                         f"    for (int l = 0; l < 16; ++l) {v}_mx[l] = -std::numeric_limits<{A}>::infinity();",
+                         f"    int64_t {v}_i = 0;",
+                         f"    for (; {v}_i + 16 <= cols; {v}_i += 16) {{",
+                         "#pragma omp simd",
+                         "      for (int l = 0; l < 16; ++l) {",
+                         f"        const int64_t j = {v}_i + l;", *body,
+                         f"        const {A} x_ = static_cast<{A}>({s.arg});",
+                         f"        {v}_mx[l] = (x_ > {v}_mx[l] || x_ != x_) ? x_ : {v}_mx[l];",
+                         "      }", "    }",
+                         f"    for (int l = 0; {v}_i + l < cols; ++l) {{",
+                         f"      const int64_t j = {v}_i + l;", *body,
+                         f"      const {A} x_ = static_cast<{A}>({s.arg});",
+                         f"      {v}_mx[l] = (x_ > {v}_mx[l] || x_ != x_) ? x_ : {v}_mx[l];",
+                         "    }",
+                         f"    {A} {v} = {v}_mx[0];",
+                         f"    for (int l = 1; l < 16; ++l) {v} = ({v}_mx[l] > {v} || {v}_mx[l] != {v}_mx[l]) ? {v}_mx[l] : {v};"]
+                continue
+            op = f"strata::codegen::{_LANE_OPS[s.op]}"
+            L = max(8, 128 // (8 if A == "double" else 4))
+            nb = max(1, -(-kernel.cols // PAIRWISE_BLOCK))
+            rowb += [f"    {A} {v}_part[{nb}];",
+                     f"    for (int64_t {v}_b = 0; {v}_b < {nb}; ++{v}_b) {{",
+                     f"      const int64_t b0 = {v}_b * {PAIRWISE_BLOCK}, n0 = cols - b0 < {PAIRWISE_BLOCK} ? cols - b0 : {PAIRWISE_BLOCK};",
+                     f"      {A} acc[{L}];",
+                     f"      for (int l = 0; l < {L}; ++l) acc[l] = {op}::identity<{A}>();",
+                     "      int64_t i = 0;",
+                     f"      for (; i + {L} <= n0; i += {L}) {{",
+                     "#pragma omp simd",
+                     f"        for (int l = 0; l < {L}; ++l) {{",
+                     "          const int64_t j = b0 + i + l;", *["  " + x for x in body],
+                     f"          acc[l] = {op}::combine(acc[l], static_cast<{A}>({s.arg}));",
+                     "        }", "      }",
+                     "      for (int l = 0; i + l < n0; ++l) {",
+                     "        const int64_t j = b0 + i + l;", *body,
+                     f"        acc[l] = {op}::combine(acc[l], static_cast<{A}>({s.arg}));",
+                     "      }",
+                     f"      for (int w = {L // 2}; w > 0; w /= 2)",
+                     f"        for (int l = 0; l < w; ++l) acc[l] = {op}::combine(acc[l], acc[l + w]);",
+                     f"      {v}_part[{v}_b] = acc[0];",
+                     "    }",
+                     f"    const {A} {v} = strata::codegen::combine_blocks<{op}, {A}>({v}_part, cols)"
+                     + (f" / static_cast<{A}>(cols);" if s.op == "mean" else ";")]
         elif isinstance(s, (Compute, Cast)) and lvl == "row":
             rowb.append(elem_line(s, "    ").replace("\n", "\n"))
         elif isinstance(s, Store):

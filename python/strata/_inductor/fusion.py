@@ -423,7 +423,8 @@ def _pw_fits(p, S):
 
 
 def _row_groups(g):
-    """[(positions, ct, S, [plan])] with at least one row op and at least two nodes."""
+    """[(positions, ct, S, [plan])] with at least one row op and at least two nodes (or one softmax /
+    layer_norm node)."""
     runs, cur = [], None
     for i, n in enumerate(g.nodes):
         p = _plan_row_node(g, n)
@@ -448,7 +449,8 @@ def _row_groups(g):
     out = []
     for r in runs:
         # Trim trailing/leading pointwise nodes that only make sense with a row op; need one row op.
-        if any(p[0] != "pw" for p in r[3]) and len(r[0]) >= MIN_GROUP:
+        # softmax and layer_norm alone are kernels too (eager's loops, one fewer dispatch).
+        if any(p[0] != "pw" for p in r[3]) and (len(r[0]) >= MIN_GROUP or r[3][0][0] in ("softmax", "layer_norm")):
             out.append(r)
     return out
 
@@ -456,7 +458,7 @@ def _row_groups(g):
 def _lower_row_group(g, run, live_after):
     """(RowKernel, input ids, output ids) for one row group."""
     positions, ct, S, plans = run
-    k = RowKernel(dtype=ct)
+    k = RowKernel(dtype=ct, cols=S[-1])
     var_of, in_ids = {}, []
     names = iter(range(1 << 30))
 

@@ -192,6 +192,7 @@ class Cast:
 @dataclass
 class RowKernel:
     dtype: str
+    cols: int = 0                                 # the last dim (static: sizes the block partials)
     inputs: list = field(default_factory=list)   # Buffer with .kind
     outputs: list = field(default_factory=list)
     body: list = field(default_factory=list)      # Load | Const | Compute | Cast | Reduce | Store
