@@ -86,6 +86,7 @@ def _functor_rows(f, dtype):
     return _functor(f, dtype)
 
 
+EXPENSIVE = {"codegen::VExp", "Exp", "Log", "Tanh", "Sigmoid", "GeluErf", "GeluErfF32", "GeluTanh", "Silu", "Pow"}
 _LANE_OPS = {"sum": "Sum", "mean": "Sum", "amax": "Max", "amin": "Min"}
 PAIRWISE_BLOCK = 4096
 
@@ -102,6 +103,7 @@ def render_rows(kernel, header_comment=""):
     w('#include "ops/pointwise_functors.h"')
     w('#include "ops/nn_functors.h"')
     w('#include "backends/cpu/vector_math.h"')
+    w("#include <memory>")
     w('#include "compile/codegen_rows.h"')
     w("")
     w('extern "C" void strata_kernel(void* const* bufs, int64_t rows, int64_t cols) {')
@@ -128,16 +130,46 @@ def render_rows(kernel, header_comment=""):
         return (f"{ind}// {s.node}{src}\n"
                 f"{ind}const {ct(s.var)} {s.var} = {_functor_rows(s.functor, T)}({', '.join(s.args)});")
 
-    def closure(root):
-        # The elem statements `root` needs, in body order.
+    avail = set()  # cached elem vars already stored to their scratch row by an earlier loop
+
+    def closure_vars(root, stop=()):
         need, stack = set(), [root]
         while stack:
             v = stack.pop()
             if v in need or kernel.level.get(v) != "elem":
                 continue
             need.add(v)
-            stack.extend(deps.get(v, []))
+            if v not in stop:
+                stack.extend(deps.get(v, []))
+        return need
+
+    def closure(root):
+        # The elem statements `root` needs, in body order; a cached value is read back, not recomputed.
+        need = closure_vars(root, avail)
         return [s for s in kernel.body if getattr(s, "var", None) in need and not isinstance(s, (Reduce, Store))]
+
+    # Note [Cached elem values]: an expensive elem value (EXPENSIVE functors) that a reduction loop
+    # computes and the final loop needs again is stored by the reduction loop to a per-thread scratch
+    # row and read back (softmax's exp); the value is the same either way.
+    final_roots = [st.var for st in kernel.body if isinstance(st, Store) and kernel.outputs[st.buf].kind != "row"]
+    in_final = set().union(*[closure_vars(v) for v in final_roots]) if final_roots else set()
+    cached = []
+    for st in kernel.body:
+        if isinstance(st, Reduce):
+            for v in sorted(closure_vars(st.arg) & in_final):
+                if isinstance(defs.get(v), Compute) and defs[v].functor.name in EXPENSIVE and v not in cached:
+                    cached.append(v)
+
+    def loop_lines(root, ind):
+        lines = []
+        for d in closure(root):
+            if d.var in avail:
+                lines.append(f"{ind}const {ct(d.var)} {d.var} = scr_{d.var}[j];")
+            else:
+                lines.append(elem_line(d, ind))
+                if d.var in cached:
+                    lines.append(f"{ind}scr_{d.var}[j] = {d.var};")
+        return lines
 
     hoisted, rowb, final_stores = [], [], []
     for s in kernel.body:
@@ -157,7 +189,7 @@ def render_rows(kernel, header_comment=""):
             rowb.append(f"    {s.acc} {s.var} = 0;")
             rowb.append(f"#pragma omp simd reduction(+ : {s.var})")
             rowb.append("    for (int64_t j = 0; j < cols; ++j) {")
-            rowb.extend(elem_line(d, "      ") for d in closure(s.arg))
+            rowb.extend(loop_lines(s.arg, "      "))
             if s.op == "simd_sum":
                 rowb.append(f"      {s.var} += static_cast<{s.acc}>({s.arg});")
             else:
@@ -166,7 +198,7 @@ def render_rows(kernel, header_comment=""):
             rowb.append("    }")
         elif isinstance(s, Reduce):
             rowb.append(f"    // {s.node}")
-            body = [elem_line(d, "        ") for d in closure(s.arg)]
+            body = loop_lines(s.arg, "        ")
             A, v = s.acc, s.var
             if s.op == "softmax_max":
                 rowb += [f"    {A} {v}_mx[16];",
@@ -186,7 +218,7 @@ def render_rows(kernel, header_comment=""):
                          "    }",
                          f"    {A} {v} = {v}_mx[0];",
                          f"    for (int l = 1; l < 16; ++l) {v} = ({v}_mx[l] > {v} || {v}_mx[l] != {v}_mx[l]) ? {v}_mx[l] : {v};"]
-                continue
+        if isinstance(s, Reduce) and s.op not in ("simd_sum", "simd_sqdev", "softmax_max"):
             op = f"strata::codegen::{_LANE_OPS[s.op]}"
             L = max(8, 128 // (8 if A == "double" else 4))
             nb = max(1, -(-kernel.cols // PAIRWISE_BLOCK))
@@ -212,8 +244,10 @@ def render_rows(kernel, header_comment=""):
                      "    }",
                      f"    const {A} {v} = strata::codegen::combine_blocks<{op}, {A}>({v}_part, cols)"
                      + (f" / static_cast<{A}>(cols);" if s.op == "mean" else ";")]
+        if isinstance(s, Reduce):
+            avail.update(c for c in cached if c in closure_vars(s.arg))
         elif isinstance(s, (Compute, Cast)) and lvl == "row":
-            rowb.append(elem_line(s, "    ").replace("\n", "\n"))
+            rowb.append(elem_line(s, "    "))
         elif isinstance(s, Store):
             b = kernel.outputs[s.buf]
             if b.kind == "row":
@@ -221,7 +255,12 @@ def render_rows(kernel, header_comment=""):
             else:
                 final_stores.append(s)
     out.extend(hoisted)
-    w(f"#pragma omp parallel for schedule(static) if (rows * cols >= {PARALLEL_MIN})")
+    w(f"#pragma omp parallel if (rows * cols >= {PARALLEL_MIN})")
+    w("  {")
+    for v in cached:
+        w(f"  std::unique_ptr<{ct(v)}[]> scr_{v}_row(new {ct(v)}[cols]);")
+        w(f"  {ct(v)}* __restrict scr_{v} = scr_{v}_row.get();")
+    w("#pragma omp for schedule(static)")
     w("  for (int64_t r = 0; r < rows; ++r) {")
     out.extend(rowb)
     if final_stores:
@@ -233,10 +272,12 @@ def render_rows(kernel, header_comment=""):
         need.sort(key=kernel.body.index)
         w("#pragma omp simd")
         w("    for (int64_t j = 0; j < cols; ++j) {")
-        out.extend(elem_line(d, "      ") for d in need)
+        out.extend(f"      const {ct(d.var)} {d.var} = scr_{d.var}[j];" if d.var in avail else elem_line(d, "      ")
+                   for d in need)
         for s in final_stores:
             w(f"      {kernel.outputs[s.buf].name}[r * cols + j] = {s.var};")
         w("    }")
+    w("  }")
     w("  }")
     w("}")
     return "\n".join(out) + "\n"

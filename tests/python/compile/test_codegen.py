@@ -283,6 +283,7 @@ def test_row_group_structure_and_fallbacks():
     src = run.kernel_sources[0]
     assert "combine_blocks<strata::codegen::Max" in src and "combine_blocks<strata::codegen::Sum" in src
     assert "amax (node 0" in src and "for (int64_t j = 0; j < cols; ++j)" in src
+    assert "scr_" in src  # exp is stored by the sum loop and read back by the output loop
     x = strata.randn(6, 40)
     ref_out = (x - x.amax(-1, keepdim=True)).exp()
     ref_out = ref_out / ref_out.sum(-1, keepdim=True)
