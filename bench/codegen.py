@@ -42,8 +42,9 @@ def rows_table(no_torch):
              ("F.softmax", lambda x: F.softmax(x, -1), (x,), None),
              ("F.layer_norm (w, b)", lambda x, w, b: F.layer_norm(x, (1024,), w, b), (x, w, b), None))
     for name, fn, args, _ in cases:
-        eager = per_call(fn, args)
-        comp = per_call(st.compile(fn, backend="strata_cpp"), args)
+        # 15 repeats of ~0.2 s, minimum: the shared 2-core machine gives outliers of 10-40x.
+        eager = per_call(fn, args, repeat=15)
+        comp = per_call(st.compile(fn, backend="strata_cpp"), args, repeat=15)
         line = f"{name} (4096, 1024) f32: strata eager {eager * 1e3:.3f} ms, strata_cpp {comp * 1e3:.3f} ms"
         if not no_torch:
             import torch
@@ -51,9 +52,9 @@ def rows_table(no_torch):
             targs = tuple(torch.from_numpy(a.numpy()) for a in args)
             tfn = {"softmax written out": softmax_written, "F.softmax": lambda x: TF.softmax(x, -1),
                    "F.layer_norm (w, b)": lambda x, w, b: TF.layer_norm(x, (1024,), w, b)}[name]
-            te = per_call(tfn, targs)
+            te = per_call(tfn, targs, repeat=15)
             try:
-                ti = per_call(torch.compile(tfn, backend="inductor"), targs)
+                ti = per_call(torch.compile(tfn, backend="inductor"), targs, repeat=15)
                 line += f", torch eager {te * 1e3:.3f} ms, torch.compile(inductor) {ti * 1e3:.3f} ms"
             except Exception as e:  # noqa: BLE001
                 line += f", torch eager {te * 1e3:.3f} ms, inductor failed: {type(e).__name__}"
