@@ -148,12 +148,16 @@ def _lower_group(g, run, live_after):
     return k, in_ids, out_ids
 
 
+def _address(fn):
+    return ctypes.cast(fn, ctypes.c_void_p).value
+
+
 class _KernelStep:
-    __slots__ = ("fn", "in_ids", "out_ids", "ref", "numel", "shape", "dtype", "nbuf", "source")
+    __slots__ = ("fn", "in_ids", "out_ids", "ref", "numel", "shape", "dtype", "nbuf", "source", "call")
 
 
 class _RowStep:
-    __slots__ = ("fn", "in_ids", "out_ids", "ref", "cols", "numel", "outs", "nbuf", "source")
+    __slots__ = ("fn", "in_ids", "out_ids", "ref", "cols", "numel", "outs", "nbuf", "source", "call")
 
 
 class _GraphStep:
@@ -218,6 +222,8 @@ def compile_graph(graph, out=None):
                 st.outs = [(tuple(graph.value(v).shape), graph.value(v).dtype) for v in out_ids]
                 st.nbuf = len(in_ids) + len(out_ids)
                 st.source = source
+                st.call = _C._compile.KernelCall(_address(st.fn), True, len(in_ids), st.ref, st.numel, st.cols,
+                                                 graph.value(out_ids[0]).dtype, [list(sh) for sh, _ in st.outs])
                 steps.append(st)
                 i = end + 1
                 continue
@@ -244,6 +250,9 @@ def compile_graph(graph, out=None):
                 st.dtype = graph.value(out_ids[0]).dtype if out_ids else None
                 st.nbuf = len(in_ids) + len(out_ids)
                 st.source = source
+                st.call = _C._compile.KernelCall(_address(st.fn), False, len(in_ids), st.ref,
+                                                 -1 if st.numel is None else st.numel, 1, st.dtype or strata.float32,
+                                                 [[] for _ in out_ids])
                 if out_ids:
                     steps.append(st)
                 i = end + 1
@@ -278,7 +287,9 @@ def _prod(shape):
 
 
 class _Runner:
-    """Runs the steps: kernels on fresh contiguous outputs, other segments through their runners."""
+    """Runs the steps: kernels through their KernelCall (Note [Calling generated kernels] in
+    python/src/codegen_bind.cpp), other segments through their runners. A graph that is one kernel
+    over its inputs in order is run by that kernel's call alone."""
 
     def __init__(self, graph, fallback, steps):
         self.fallback = fallback
@@ -287,31 +298,25 @@ class _Runner:
         self.outputs = list(graph.outputs)
         self.constants = {v: graph.value(v).constant for v in graph.constants}
         self.kernel_sources = [s.source for s in steps if isinstance(s, (_KernelStep, _RowStep))]
+        self.single = None
+        if (len(steps) == 1 and not isinstance(steps[0], _GraphStep) and steps[0].in_ids == self.inputs
+                and steps[0].out_ids == self.outputs):
+            self.single = steps[0].call
 
     def __call__(self, *args):
+        if self.single is not None:
+            outs = self.single(*args)
+            return self.fallback(*args) if outs is None else outs
         env = dict(self.constants)
         env.update(zip(self.inputs, args))
         for st in self.steps:
-            if isinstance(st, _KernelStep):
-                ins = [env[v] for v in st.in_ids]
-                ref = ins[st.ref]
-                n = ref.numel()
-                if (st.numel is not None and n != st.numel) or not all(t.is_contiguous() for t in ins):
-                    return self.fallback(*args)
-                outs = [strata.empty(ref.shape, dtype=st.dtype) for _ in st.out_ids]
-                ptrs = (ctypes.c_void_p * st.nbuf)(*[t.data_ptr() for t in ins], *[t.data_ptr() for t in outs])
-                st.fn(ptrs, n)
-                env.update(zip(st.out_ids, outs))
-            elif isinstance(st, _RowStep):
-                ins = [env[v] for v in st.in_ids]
-                if ins[st.ref].numel() != st.numel or not all(t.is_contiguous() for t in ins):
-                    return self.fallback(*args)
-                outs = [strata.empty(shape, dtype=dt) for shape, dt in st.outs]
-                ptrs = (ctypes.c_void_p * st.nbuf)(*[t.data_ptr() for t in ins], *[t.data_ptr() for t in outs])
-                st.fn(ptrs, st.numel // st.cols, st.cols)
-                env.update(zip(st.out_ids, outs))
-            else:
+            if isinstance(st, _GraphStep):
                 env.update(zip(st.out_ids, st.runner(*[env[v] for v in st.in_ids])))
+            else:
+                outs = st.call(*[env[v] for v in st.in_ids])
+                if outs is None:
+                    return self.fallback(*args)
+                env.update(zip(st.out_ids, outs))
         return tuple(env[v] for v in self.outputs)
 
 

@@ -147,6 +147,10 @@ def test_runner_falls_back_on_noncontiguous_input():
     g.set_outputs([g.value_of(out)])
     run = fusion.compile_graph(g)
     assert isinstance(run, fusion._Runner) and len(run.kernel_sources) == 1
+    # One kernel over the graph's inputs: the runner is that kernel's C++ call (KernelCall).
+    assert run.single is not None
+    with pytest.raises(RuntimeError, match="expected 1 tensors, got 2"):
+        run.single(strata.randn(8, 6), strata.randn(8, 6))
     x = strata.randn(8, 6)
     ref = ((x * 2 + 1).relu() - x).abs()
     assert strata.equal(run(x)[0], ref)
