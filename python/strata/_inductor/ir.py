@@ -168,8 +168,9 @@ levels: "elem" (one per element of a row, index j) and "row" (one per row: a red
 row), "col" (one per column: layer_norm's weight and bias) or "scalar" (0-d). A Reduce turns an elem
 value into a row value with one of the accumulation orders of src/compile/codegen_rows.h (Note [Row
 reductions mirror eager's accumulation order]); the renderer recomputes, inside each reduction's row
-loop and the final output loop, just the elem statements that loop needs (no temporaries are
-written), so softmax is three passes over x and no intermediate reaches memory."""
+loop and the final output loop, just the elem statements that loop needs, except an expensive value
+that a reduction loop already computed, which it keeps in a per-thread scratch row (Note [Cached elem
+values] in cpp.py): softmax is three passes over one row in cache, and only outputs reach memory."""
 
 
 @dataclass
