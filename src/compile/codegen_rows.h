@@ -66,9 +66,17 @@ struct SoftmaxShift {  // a row of -inf is shifted by 0 (eager: the results are 
   template <typename T>
   T operator()(T m) const { return m == -std::numeric_limits<T>::infinity() ? T(0) : m; }
 };
+// a * b + c as eager's build compiles it: one FMA at an ISA level with FMA (its -ffp-contract=fast),
+// two roundings below (x86-64-v2), where eager's kernels have no FMA instruction to contract into.
 struct Fma {
   template <typename T>
-  T operator()(T a, T b, T c) const { return std::fma(a, b, c); }
+  T operator()(T a, T b, T c) const {
+#if defined(__FMA__)
+    return std::fma(a, b, c);
+#else
+    return a * b + c;
+#endif
+  }
 };
 
 }  // namespace codegen
