@@ -3,7 +3,9 @@
     PYTHONPATH=python python bench/codegen.py [--no-torch]
 
 (a) the tanh form of GELU written out as 8 pointwise ops on 32M floats;
-(b) a 7-op pointwise chain on 1M floats.
+(b) a 7-op pointwise chain on 1M floats;
+(c) rows of (4096, 1024) float32: softmax written out, F.softmax, F.layer_norm with weight and bias
+    (row kernels, Note [Row kernels] in python/strata/_inductor/ir.py) -- steady-state per call only.
 For each: per-call time (minimum over repeats) of Strata eager, strata.compile(backend="strata_cpp"),
 torch eager and torch.compile(backend="inductor"), and strata_cpp's first-call time with an empty
 kernel cache (capture + g++) and in a fresh process with the kernel on disk (capture + dlopen).
@@ -25,6 +27,38 @@ def gelu_chain(x):
 
 def chain7(x, y):
     return ((x * y + 1.0).relu() - y).sigmoid() * x / 2.0
+
+
+def softmax_written(x):
+    e = (x - x.amax(-1, keepdim=True)).exp()
+    return e / e.sum(-1, keepdim=True)
+
+
+def rows_table(no_torch):
+    import strata.nn.functional as F
+    x = st.randn(4096, 1024)
+    w, b = st.randn(1024), st.randn(1024)
+    cases = (("softmax written out", softmax_written, (x,), None),
+             ("F.softmax", lambda x: F.softmax(x, -1), (x,), None),
+             ("F.layer_norm (w, b)", lambda x, w, b: F.layer_norm(x, (1024,), w, b), (x, w, b), None))
+    for name, fn, args, _ in cases:
+        # 15 repeats of ~0.2 s, minimum: the shared 2-core machine gives outliers of 10-40x.
+        eager = per_call(fn, args, repeat=15)
+        comp = per_call(st.compile(fn, backend="strata_cpp"), args, repeat=15)
+        line = f"{name} (4096, 1024) f32: strata eager {eager * 1e3:.3f} ms, strata_cpp {comp * 1e3:.3f} ms"
+        if not no_torch:
+            import torch
+            import torch.nn.functional as TF
+            targs = tuple(torch.from_numpy(a.numpy()) for a in args)
+            tfn = {"softmax written out": softmax_written, "F.softmax": lambda x: TF.softmax(x, -1),
+                   "F.layer_norm (w, b)": lambda x, w, b: TF.layer_norm(x, (1024,), w, b)}[name]
+            te = per_call(tfn, targs, repeat=15)
+            try:
+                ti = per_call(torch.compile(tfn, backend="inductor"), targs, repeat=15)
+                line += f", torch eager {te * 1e3:.3f} ms, torch.compile(inductor) {ti * 1e3:.3f} ms"
+            except Exception as e:  # noqa: BLE001
+                line += f", torch eager {te * 1e3:.3f} ms, inductor failed: {type(e).__name__}"
+        print(line)
 
 
 def per_call(fn, args, repeat=5, n=None):
@@ -68,7 +102,11 @@ def first_call(which, n, cache):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--rows-only", action="store_true")
     a = ap.parse_args()
+    if a.rows_only:
+        rows_table(a.no_torch)
+        return
     rows = []
     for which, n, fn in (("gelu", 32 << 20, gelu_chain), ("chain7", 1 << 20, chain7)):
         x = st.randn(n)
@@ -105,6 +143,7 @@ def main():
             ind = r.get("inductor")
             print(f"    torch eager {r['torch'] * 1e3:.2f} ms, torch.compile(inductor) "
                   + (f"{ind * 1e3:.2f} ms (first call {r['ind_first']:.1f} s)" if ind else "failed"))
+    rows_table(a.no_torch)
 
 
 if __name__ == "__main__":

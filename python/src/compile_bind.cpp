@@ -408,6 +408,8 @@ void bind_frame_cache(nb::module_& m) {
       .def("__len__", [](const FrameCache& fc) { return fc.entries.size(); });
 }
 
+void bind_codegen(nb::module_& m);  // codegen_bind.cpp
+
 void bind_compile(nb::module_& parent) {
   nb::module_ m = parent.def_submodule("_compile", "Graph IR of strata.compile (capture, print, run).");
 
@@ -633,6 +635,7 @@ void bind_compile(nb::module_& parent) {
   m.def("set_note_symints", [](bool on) { return py::set_note_symints(on); }, nb::arg("on"),
         "Note [Symbolic ints in recorded nodes]: while on, an int subclass with _strata_vid passed to an op "
         "becomes a reference to that graph value in the recorded node. Returns the previous setting.");
+  bind_codegen(m);  // codegen_bind.cpp: KernelCall
 }
 
 }  // namespace strata::py

@@ -98,7 +98,7 @@ def key_of(source):
     return h.hexdigest()
 
 
-def _try_load(so, want):
+def _try_load(so, want, nargs=2):
     try:
         lib = ctypes.CDLL(str(so))
         got = (ctypes.c_char * 65).in_dll(lib, "strata_kernel_key").value.decode()
@@ -107,7 +107,7 @@ def _try_load(so, want):
     if got != want:
         return None
     fn = lib.strata_kernel
-    fn.argtypes = (ctypes.c_void_p, ctypes.c_int64)
+    fn.argtypes = (ctypes.c_void_p,) + (ctypes.c_int64,) * (nargs - 1)
     fn.restype = None
     fn._lib = lib  # keeps the handle alive
     return fn
@@ -119,8 +119,9 @@ def strip_comments(source):
     return "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("//")) + "\n"
 
 
-def load(source):
-    """The kernel's strata_kernel function (ctypes), compiled on a miss of both caches."""
+def load(source, nargs=2):
+    """The kernel's strata_kernel function (ctypes), compiled on a miss of both caches; it takes a
+    pointer array and nargs - 1 int64 sizes (pointwise kernels: n; row kernels: rows, cols)."""
     source = strip_comments(source)
     key = key_of(source)
     with _lock:
@@ -132,18 +133,18 @@ def load(source):
         d = cache_dir()
         so = d / f"{key}.so"
         if so.exists():
-            fn = _try_load(so, src_hash)
+            fn = _try_load(so, src_hash, nargs)
             if fn is not None:
                 stats["disk_hits"] += 1
                 _memory[key] = fn
                 return fn
             stats["corrupt"] += 1
-        fn = _compile(source, src_hash, d, so)
+        fn = _compile(source, src_hash, d, so, nargs)
         _memory[key] = fn
         return fn
 
 
-def _compile(source, src_hash, d, so):
+def _compile(source, src_hash, d, so, nargs=2):
     path, _ = compiler()
     full = source + f'\nextern "C" const char strata_kernel_key[] = "{src_hash}";\n'
     fd, tmp_cpp = tempfile.mkstemp(prefix=".k-", suffix=".cpp", dir=d)
@@ -164,7 +165,7 @@ def _compile(source, src_hash, d, so):
                 os.unlink(p)
             except FileNotFoundError:
                 pass
-    fn = _try_load(so, src_hash)
+    fn = _try_load(so, src_hash, nargs)
     if fn is None:
         raise RuntimeError(f"strata_cpp: the freshly compiled kernel {so} does not load")
     return fn

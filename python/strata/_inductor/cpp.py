@@ -76,3 +76,208 @@ def render(kernel, header_comment=""):
     w("  }")
     w("}")
     return "\n".join(out) + "\n"
+
+
+# ---- row kernels (Note [Row kernels] in ir.py) -----------------------------------------------------
+
+def _functor_rows(f, dtype):
+    if f.name.startswith("codegen::"):
+        return f"strata::{f.name}{{}}"
+    return _functor(f, dtype)
+
+
+EXPENSIVE = {"codegen::VExp", "Exp", "Log", "Tanh", "Sigmoid", "GeluErf", "GeluErfF32", "GeluTanh", "Silu", "Pow"}
+_LANE_OPS = {"sum": "Sum", "mean": "Sum", "amax": "Max", "amin": "Min"}
+PAIRWISE_BLOCK = 4096
+
+
+def render_rows(kernel, header_comment=""):
+    """`void strata_kernel(void* const* bufs, int64_t rows, int64_t cols)`: parallel over rows."""
+    from .ir import Cast, Reduce
+    T = kernel.dtype
+    out = []
+    w = out.append
+    if header_comment:
+        w("\n".join("// " + line for line in header_comment.splitlines()))
+    w("#include <cstdint>")
+    w('#include "ops/pointwise_functors.h"')
+    w('#include "ops/nn_functors.h"')
+    w('#include "backends/cpu/vector_math.h"')
+    w("#include <memory>")
+    w('#include "compile/codegen_rows.h"')
+    w("")
+    w('extern "C" void strata_kernel(void* const* bufs, int64_t rows, int64_t cols) {')
+    for k, b in enumerate(kernel.inputs):
+        w(f"  const {b.dtype}* __restrict {b.name} = static_cast<const {b.dtype}*>(bufs[{k}]);")
+    for k, b in enumerate(kernel.outputs):
+        w(f"  {b.dtype}* __restrict {b.name} = static_cast<{b.dtype}*>(bufs[{len(kernel.inputs) + k}]);")
+    ct = lambda v: kernel.ctype.get(v, T)  # noqa: E731
+    defs = {}  # elem var -> statement
+    deps = {}
+    for s in kernel.body:
+        if isinstance(s, (Load, Const, Compute, Cast)):
+            defs[s.var] = s
+            deps[s.var] = list(s.args) if isinstance(s, Compute) else [s.arg] if isinstance(s, Cast) else []
+
+    def elem_line(s, ind):
+        if isinstance(s, Load):
+            b = kernel.inputs[s.buf]
+            idx = "j" if b.kind == "col" else "r * cols + j"
+            return f"{ind}const {b.dtype} {s.var} = {b.name}[{idx}];"
+        if isinstance(s, Cast):
+            return f"{ind}const {s.dtype} {s.var} = static_cast<{s.dtype}>({s.arg});"
+        src = f"  // {s.source}" if s.source else ""
+        return (f"{ind}// {s.node}{src}\n"
+                f"{ind}const {ct(s.var)} {s.var} = {_functor_rows(s.functor, T)}({', '.join(s.args)});")
+
+    avail = set()  # cached elem vars already stored to their scratch row by an earlier loop
+
+    def closure_vars(root, stop=()):
+        need, stack = set(), [root]
+        while stack:
+            v = stack.pop()
+            if v in need or kernel.level.get(v) != "elem":
+                continue
+            need.add(v)
+            if v not in stop:
+                stack.extend(deps.get(v, []))
+        return need
+
+    def closure(root):
+        # The elem statements `root` needs, in body order; a cached value is read back, not recomputed.
+        need = closure_vars(root, avail)
+        return [s for s in kernel.body if getattr(s, "var", None) in need and not isinstance(s, (Reduce, Store))]
+
+    # Note [Cached elem values]: an expensive elem value (EXPENSIVE functors) that a reduction loop
+    # computes and the final loop needs again is stored by the reduction loop to a per-thread scratch
+    # row and read back (softmax's exp); the value is the same either way.
+    final_roots = [st.var for st in kernel.body if isinstance(st, Store) and kernel.outputs[st.buf].kind != "row"]
+    in_final = set().union(*[closure_vars(v) for v in final_roots]) if final_roots else set()
+    cached = []
+    for st in kernel.body:
+        if isinstance(st, Reduce):
+            for v in sorted(closure_vars(st.arg) & in_final):
+                if isinstance(defs.get(v), Compute) and defs[v].functor.name in EXPENSIVE and v not in cached:
+                    cached.append(v)
+
+    def loop_lines(root, ind):
+        lines = []
+        for d in closure(root):
+            if d.var in avail:
+                lines.append(f"{ind}const {ct(d.var)} {d.var} = scr_{d.var}[j];")
+            else:
+                lines.append(elem_line(d, ind))
+                if d.var in cached:
+                    lines.append(f"{ind}scr_{d.var}[j] = {d.var};")
+        return lines
+
+    hoisted, rowb, final_stores = [], [], []
+    for s in kernel.body:
+        lvl = kernel.level.get(getattr(s, "var", None))
+        if isinstance(s, Const):
+            hoisted.append(f"  const {ct(s.var)} {s.var} = {_literal(s.value, ct(s.var))};")
+        elif isinstance(s, Load):
+            b = kernel.inputs[s.buf]
+            if b.kind == "scalar":
+                hoisted.append(f"  const {b.dtype} {s.var} = {b.name}[0];")
+            elif b.kind == "row":
+                rowb.append(f"    const {b.dtype} {s.var} = {b.name}[r];")
+        elif isinstance(s, Reduce) and s.op in ("simd_sum", "simd_sqdev"):
+            # Written inline as eager writes these loops (a lambda through the header's template is
+            # not vectorised by GCC inside the OpenMP region).
+            rowb.append(f"    // {s.node}")
+            rowb.append(f"    {s.acc} {s.var} = 0;")
+            rowb.append(f"#pragma omp simd reduction(+ : {s.var})")
+            rowb.append("    for (int64_t j = 0; j < cols; ++j) {")
+            rowb.extend(loop_lines(s.arg, "      "))
+            if s.op == "simd_sum":
+                rowb.append(f"      {s.var} += static_cast<{s.acc}>({s.arg});")
+            else:
+                rowb.append(f"      const {s.acc} c_{s.var} = static_cast<{s.acc}>({s.arg}) - {s.extra};")
+                rowb.append(f"      {s.var} = strata::codegen::Fma{{}}(c_{s.var}, c_{s.var}, {s.var});")
+            rowb.append("    }")
+        elif isinstance(s, Reduce):
+            rowb.append(f"    // {s.node}")
+            body = loop_lines(s.arg, "        ")
+            A, v = s.acc, s.var
+            if s.op == "softmax_max":
+                rowb += [f"    {A} {v}_mx[16];",
+                         f"    for (int l = 0; l < 16; ++l) {v}_mx[l] = -std::numeric_limits<{A}>::infinity();",
+                         f"    int64_t {v}_i = 0;",
+                         f"    for (; {v}_i + 16 <= cols; {v}_i += 16) {{",
+                         "#pragma omp simd",
+                         "      for (int l = 0; l < 16; ++l) {",
+                         f"        const int64_t j = {v}_i + l;", *body,
+                         f"        const {A} x_ = static_cast<{A}>({s.arg});",
+                         f"        {v}_mx[l] = (x_ > {v}_mx[l] || x_ != x_) ? x_ : {v}_mx[l];",
+                         "      }", "    }",
+                         f"    for (int l = 0; {v}_i + l < cols; ++l) {{",
+                         f"      const int64_t j = {v}_i + l;", *body,
+                         f"      const {A} x_ = static_cast<{A}>({s.arg});",
+                         f"      {v}_mx[l] = (x_ > {v}_mx[l] || x_ != x_) ? x_ : {v}_mx[l];",
+                         "    }",
+                         f"    {A} {v} = {v}_mx[0];",
+                         f"    for (int l = 1; l < 16; ++l) {v} = ({v}_mx[l] > {v} || {v}_mx[l] != {v}_mx[l]) ? {v}_mx[l] : {v};"]
+        if isinstance(s, Reduce) and s.op not in ("simd_sum", "simd_sqdev", "softmax_max"):
+            op = f"strata::codegen::{_LANE_OPS[s.op]}"
+            L = max(8, 128 // (8 if A == "double" else 4))
+            nb = max(1, -(-kernel.cols // PAIRWISE_BLOCK))
+            rowb += [f"    {A} {v}_part[{nb}];",
+                     f"    for (int64_t {v}_b = 0; {v}_b < {nb}; ++{v}_b) {{",
+                     f"      const int64_t b0 = {v}_b * {PAIRWISE_BLOCK}, n0 = cols - b0 < {PAIRWISE_BLOCK} ? cols - b0 : {PAIRWISE_BLOCK};",
+                     f"      {A} acc[{L}];",
+                     f"      for (int l = 0; l < {L}; ++l) acc[l] = {op}::identity<{A}>();",
+                     "      int64_t i = 0;",
+                     f"      for (; i + {L} <= n0; i += {L}) {{",
+                     "#pragma omp simd",
+                     f"        for (int l = 0; l < {L}; ++l) {{",
+                     "          const int64_t j = b0 + i + l;", *["  " + x for x in body],
+                     f"          acc[l] = {op}::combine(acc[l], static_cast<{A}>({s.arg}));",
+                     "        }", "      }",
+                     "      for (int l = 0; i + l < n0; ++l) {",
+                     "        const int64_t j = b0 + i + l;", *body,
+                     f"        acc[l] = {op}::combine(acc[l], static_cast<{A}>({s.arg}));",
+                     "      }",
+                     f"      for (int w = {L // 2}; w > 0; w /= 2)",
+                     f"        for (int l = 0; l < w; ++l) acc[l] = {op}::combine(acc[l], acc[l + w]);",
+                     f"      {v}_part[{v}_b] = acc[0];",
+                     "    }",
+                     f"    const {A} {v} = strata::codegen::combine_blocks<{op}, {A}>({v}_part, cols)"
+                     + (f" / static_cast<{A}>(cols);" if s.op == "mean" else ";")]
+        if isinstance(s, Reduce):
+            avail.update(c for c in cached if c in closure_vars(s.arg))
+        elif isinstance(s, (Compute, Cast)) and lvl == "row":
+            rowb.append(elem_line(s, "    "))
+        elif isinstance(s, Store):
+            b = kernel.outputs[s.buf]
+            if b.kind == "row":
+                rowb.append(f"    {b.name}[r] = {s.var};")
+            else:
+                final_stores.append(s)
+    out.extend(hoisted)
+    w(f"#pragma omp parallel if (rows * cols >= {PARALLEL_MIN})")
+    w("  {")
+    for v in cached:
+        w(f"  std::unique_ptr<{ct(v)}[]> scr_{v}_row(new {ct(v)}[cols]);")
+        w(f"  {ct(v)}* __restrict scr_{v} = scr_{v}_row.get();")
+    w("#pragma omp for schedule(static)")
+    w("  for (int64_t r = 0; r < rows; ++r) {")
+    out.extend(rowb)
+    if final_stores:
+        need = []
+        for s in final_stores:
+            for d in closure(s.var):
+                if d not in need:
+                    need.append(d)
+        need.sort(key=kernel.body.index)
+        w("#pragma omp simd")
+        w("    for (int64_t j = 0; j < cols; ++j) {")
+        out.extend(f"      const {ct(d.var)} {d.var} = scr_{d.var}[j];" if d.var in avail else elem_line(d, "      ")
+                   for d in need)
+        for s in final_stores:
+            w(f"      {kernel.outputs[s.buf].name}[r * cols + j] = {s.var};")
+        w("    }")
+    w("  }")
+    w("  }")
+    w("}")
+    return "\n".join(out) + "\n"

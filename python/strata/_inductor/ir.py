@@ -33,6 +33,7 @@ class Buffer:
     name: str
     dtype: str           # "float" | "double" | "bool"
     scalar: bool = False  # 0-d: one element, loaded before the loop
+    kind: str = ""        # row kernels: "full" | "row" | "col" | "scalar" (Note [Row kernels])
 
 
 @dataclass
@@ -157,3 +158,64 @@ LOWERINGS = {
 # Measured (tests/python/compile/test_codegen.py, AVX-512 machine): these differ from eager in the
 # last bits on float32 and float64; every other lowered op is bit-exact (NaNs included).
 NOT_BIT_EXACT = {"AddAlpha", "GeluTanh", "GeluErf", "GeluErfF32", "Sigmoid", "Tanh", "Exp", "Log", "Silu", "Pow"}
+
+
+# ---- row kernels ---------------------------------------------------------------------------------
+"""Note [Row kernels]
+A RowKernel runs over `rows` contiguous rows of `cols` elements (the last dim) and holds values at two
+levels: "elem" (one per element of a row, index j) and "row" (one per row: a reduction's result or a
+[..., 1] operand broadcast along the row). Buffers have a kind: "full" (rows x cols), "row" (one per
+row), "col" (one per column: layer_norm's weight and bias) or "scalar" (0-d). A Reduce turns an elem
+value into a row value with one of the accumulation orders of src/compile/codegen_rows.h (Note [Row
+reductions mirror eager's accumulation order]); the renderer recomputes, inside each reduction's row
+loop and the final output loop, just the elem statements that loop needs, except an expensive value
+that a reduction loop already computed, which it keeps in a per-thread scratch row (Note [Cached elem
+values] in cpp.py): softmax is three passes over one row in cache, and only outputs reach memory."""
+
+
+@dataclass
+class Reduce:
+    var: str
+    op: str              # "sum" | "mean" | "amax" | "amin" | "softmax_max" | "simd_sum" | "simd_sqdev"
+    arg: str             # elem var
+    acc: str             # accumulator C type ("float" | "double")
+    node: str
+    extra: str = ""      # simd_sqdev: the row var of the mean
+
+
+@dataclass
+class Cast:
+    var: str
+    arg: str
+    dtype: str
+
+
+@dataclass
+class RowKernel:
+    dtype: str
+    cols: int = 0                                 # the last dim (static: sizes the block partials)
+    inputs: list = field(default_factory=list)   # Buffer with .kind
+    outputs: list = field(default_factory=list)
+    body: list = field(default_factory=list)      # Load | Const | Compute | Cast | Reduce | Store
+    level: dict = field(default_factory=dict)     # var -> "elem" | "row"
+    ctype: dict = field(default_factory=dict)     # var -> C type where it differs from dtype
+
+    def __str__(self):
+        lines = [f"row kernel({', '.join(f'{b.name}:{b.kind}' for b in self.inputs)}) -> "
+                 f"({', '.join(f'{b.name}:{b.kind}' for b in self.outputs)}), {self.dtype}:",
+                 "  for r in range(rows):"]
+        for s in self.body:
+            if isinstance(s, Load):
+                lines.append(f"    {s.var} = load({self.inputs[s.buf].name})")
+            elif isinstance(s, Const):
+                lines.append(f"    {s.var} = const({s.value!r})")
+            elif isinstance(s, Compute):
+                p = f"{{{', '.join(map(repr, s.functor.params))}}}" if s.functor.params else ""
+                lines.append(f"    {s.var} = {s.functor.name}{p}({', '.join(s.args)})  [{self.level[s.var]}]  # {s.node}")
+            elif isinstance(s, Cast):
+                lines.append(f"    {s.var} = cast<{s.dtype}>({s.arg})")
+            elif isinstance(s, Reduce):
+                lines.append(f"    {s.var} = reduce_{s.op}<{s.acc}>({s.arg}{', ' + s.extra if s.extra else ''})  # {s.node}")
+            else:
+                lines.append(f"    store({self.outputs[s.buf].name}, {s.var})")
+        return "\n".join(lines)

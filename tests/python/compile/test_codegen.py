@@ -147,6 +147,10 @@ def test_runner_falls_back_on_noncontiguous_input():
     g.set_outputs([g.value_of(out)])
     run = fusion.compile_graph(g)
     assert isinstance(run, fusion._Runner) and len(run.kernel_sources) == 1
+    # One kernel over the graph's inputs: the runner is that kernel's C++ call (KernelCall).
+    assert run.single is not None
+    with pytest.raises(RuntimeError, match="expected 1 tensors, got 2"):
+        run.single(strata.randn(8, 6), strata.randn(8, 6))
     x = strata.randn(8, 6)
     ref = ((x * 2 + 1).relu() - x).abs()
     assert strata.equal(run(x)[0], ref)
@@ -221,3 +225,80 @@ def test_disk_cache_hit_and_corrupt_entry(cache_dir):
         os.replace(os.path.join(d, name + ".bad"), os.path.join(d, name))
     assert _run_sub(cache_dir) == [1, 0, 1]
     assert _run_sub(cache_dir) == [0, 1, 0]
+
+
+# ---- row kernels: reductions over the last dim, softmax, layer_norm ------------------------------
+
+def _row_ops(x, w, b, rowin):
+    # One row group (every node reads or makes values of x's shape or its rows): one kernel.
+    e = (x - x.amax(-1, keepdim=True)).exp()
+    sm = e / e.sum(-1, keepdim=True)
+    fsm = F.softmax(x * 2, -1) + 1
+    ln = F.layer_norm(x + 1, (x.shape[-1],), w, b).relu()
+    ln0 = F.layer_norm(x * 3, (x.shape[-1],))
+    lnw = F.layer_norm(x - 1, (x.shape[-1],), w)
+    s = (x * x).sum(-1)
+    m = (x + 0.5).mean(-1, keepdim=True) * 2
+    mn = x.abs().amin(-1)
+    bc = x * rowin + rowin  # a [..., 1] graph input broadcast along the row
+    return sm, fsm, ln, ln0, lnw, s, m, mn, bc
+
+
+# The ops whose fused result is eager's bits; the rest at the stated relative tolerance. The written-out
+# softmax runs exp through libmvec as eager's exp does, except that a loop's scalar tail calls libm in
+# one and not the other (an ulp, ir.NOT_BIT_EXACT). F.softmax and layer_norm are eager's bits: their
+# loops are written out as eager writes them (src/compile/codegen_rows.h, Note [Row reductions mirror
+# eager's accumulation order]), softmax's exp with eager's FMA contractions spelled out.
+_ROW_EXACT = {"float32": {"fsm", "ln", "ln0", "lnw", "s", "m", "mn", "bc"},
+              "float64": {"fsm", "ln", "ln0", "lnw", "s", "m", "mn", "bc"}}
+_ROW_RTOL = {"float32": 1e-6, "float64": 1e-15}
+
+
+@pytest.mark.parametrize("dtype", [strata.float32, strata.float64])
+def test_row_kernels_match_eager(dtype):
+    # 4103 columns: vector iterations, a scalar tail and the pairwise split of sums above 4096;
+    # 5 rows: rows start at every alignment.
+    strata.manual_seed(3)
+    x = strata.randn(5, 4103, dtype=dtype) * 3
+    w, b = strata.randn(4103, dtype=dtype), strata.randn(4103, dtype=dtype)
+    rowin = strata.randn(5, 1, dtype=dtype)
+    before = codecache.stats["compiles"] + codecache.stats["disk_hits"] + codecache.stats["memory_hits"]
+    got = strata.compile(_row_ops, backend="strata_cpp")(x, w, b, rowin)
+    assert codecache.stats["compiles"] + codecache.stats["disk_hits"] + codecache.stats["memory_hits"] == before + 1
+    ref = _row_ops(x, w, b, rowin)
+    dt = str(dtype).replace("strata.", "")
+    names = ["sm", "fsm", "ln", "ln0", "lnw", "s", "m", "mn", "bc"]
+    for name, a, r in zip(names, got, ref):
+        assert a.dtype == r.dtype and tuple(a.shape) == tuple(r.shape), name
+        if name in _ROW_EXACT[dt]:
+            assert strata.equal(a, r), (name, float((a - r).abs().max()))
+        else:
+            assert strata.allclose(a, r, rtol=_ROW_RTOL[dt], atol=_ROW_RTOL[dt]), (name, float((a - r).abs().max()))
+
+
+def test_row_group_structure_and_fallbacks():
+    from strata._C import _compile
+    g = _compile.Graph()
+    m = strata.empty(6, 40, device="meta")
+    g.add_input("x", m, device=strata.device("cpu"))
+    with _compile.record(g):
+        e = (m - m.amax(-1, keepdim=True)).exp()
+        out = e / e.sum(-1, keepdim=True)
+        col = out.sum(0)  # over the first dim: not a row reduction, runs through the dispatcher
+    g.set_outputs([g.value_of(out), g.value_of(col)])
+    run = fusion.compile_graph(g)
+    assert isinstance(run, fusion._Runner) and len(run.kernel_sources) == 1
+    src = run.kernel_sources[0]
+    assert "combine_blocks<strata::codegen::Max" in src and "combine_blocks<strata::codegen::Sum" in src
+    assert "amax (node 0" in src and "for (int64_t j = 0; j < cols; ++j)" in src
+    assert "scr_" in src  # exp is stored by the sum loop and read back by the output loop
+    x = strata.randn(6, 40)
+    ref_out = (x - x.amax(-1, keepdim=True)).exp()
+    ref_out = ref_out / ref_out.sum(-1, keepdim=True)
+    got = run(x)
+    assert strata.allclose(got[0], ref_out, rtol=1e-6, atol=1e-7)
+    assert strata.allclose(got[1], ref_out.sum(0), rtol=1e-6, atol=1e-6)
+    # A non-contiguous input of the same shape runs the whole graph node by node.
+    y = strata.randn(40, 6).t()
+    r = (y - y.amax(-1, keepdim=True)).exp()
+    assert strata.allclose(run(y)[0], r / r.sum(-1, keepdim=True), rtol=1e-6, atol=1e-7)
