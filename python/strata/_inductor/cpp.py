@@ -24,16 +24,21 @@ def _functor(f, dtype):
     return f"strata::fn::{f.name}{{{params}}}"
 
 
+def _preamble(header_comment):
+    """The lines every kernel starts with: its comment (the fused nodes and their source lines) and
+    the functor headers."""
+    out = []
+    if header_comment:
+        out.append("\n".join("// " + line for line in header_comment.splitlines()))
+    out += ["#include <cstdint>", '#include "ops/pointwise_functors.h"', '#include "ops/nn_functors.h"',
+            '#include "backends/cpu/vector_math.h"']
+    return out
+
+
 def render(kernel, header_comment=""):
     T = kernel.dtype
-    out = []
+    out = _preamble(header_comment)
     w = out.append
-    if header_comment:
-        w("\n".join("// " + line for line in header_comment.splitlines()))
-    w("#include <cstdint>")
-    w('#include "ops/pointwise_functors.h"')
-    w('#include "ops/nn_functors.h"')
-    w('#include "backends/cpu/vector_math.h"')
     if any(isinstance(s, Compute) and s.functor.name == "GeluErfF32" for s in kernel.body):
         w("#if defined(__AVX512F__)")
         w("#define STRATA_CPU_NS codegen")
@@ -95,14 +100,8 @@ def render_rows(kernel, header_comment=""):
     """`void strata_kernel(void* const* bufs, int64_t rows, int64_t cols)`: parallel over rows."""
     from .ir import Cast, Reduce
     T = kernel.dtype
-    out = []
+    out = _preamble(header_comment)
     w = out.append
-    if header_comment:
-        w("\n".join("// " + line for line in header_comment.splitlines()))
-    w("#include <cstdint>")
-    w('#include "ops/pointwise_functors.h"')
-    w('#include "ops/nn_functors.h"')
-    w('#include "backends/cpu/vector_math.h"')
     w("#include <memory>")
     w('#include "compile/codegen_rows.h"')
     w("")
