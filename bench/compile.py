@@ -126,6 +126,14 @@ def main():
     g_a = guard_cost(entry_of(cf), (x, y), twenty_ops.__globals__, None, n)
     rows += [("a", "strata eager, 20 ops", st_eager, "1.00x"),
              ("a", "strata.compile, 20 ops (cached)", st_comp, f"{st_eager / st_comp:.2f}x faster than strata eager")]
+    try:  # the fusing backend (generated C++, needs g++): one kernel for the 20 ops
+        cpp = st.compile(twenty_ops, backend="strata_cpp")
+        cpp(x, y)
+        st_cpp = per_call(cpp, (x, y), n)
+        rows.append(("a", "strata.compile(backend=strata_cpp), 20 ops (cached)", st_cpp,
+                     f"{st_cpp / st_eager:.2f}x strata eager's time"))
+    except Exception as ex:
+        rows.append(("a", f"strata_cpp: unusable ({type(ex).__name__})", float("nan"), ""))
     if torch is not None:
         tx, ty = torch.randn(4), torch.randn(4)
         t_eager = per_call(twenty_ops, (tx, ty), n)
