@@ -68,6 +68,20 @@ def _plan_node(g, node):
     ct = _DTYPES.get(_dtype_name(v.dtype))
     if ct is None or not _contiguous(v.shape, v.stride):
         return None
+    r = _lower_operands(lower, args, ct)
+    if r is None:
+        return None
+    functor, operands = r
+    # An elementwise group reads each tensor operand at the output's shape, or a 0-d one.
+    if any(_is_tensor_value(a) and tuple(a.shape) != tuple(v.shape) and len(a.shape) != 0 for a in operands):
+        return None
+    return ct, tuple(v.shape), functor, operands
+
+
+def _lower_operands(lower, args, ct):
+    """(functor, operands) for a pointwise node whose tensor operands are contiguous CPU tensors of
+    the group's dtype (a bool condition for where) and whose other operands are numbers, else None.
+    Operand shapes are left to the caller."""
     r = lower(args, ct)
     if r is None:
         return None
@@ -75,20 +89,19 @@ def _plan_node(g, node):
     operands = []
     for k, p in enumerate(positions):
         a = args[p]
+        cond = functor.name == "Where" and k == 0
         if _is_tensor_value(a):
-            want = "bool" if functor.name == "Where" and k == 0 else ct
-            if _DTYPES.get(_dtype_name(a.dtype), "bool" if _dtype_name(a.dtype) == "bool" else None) != want:
-                return None
-            if str(a.device) != "cpu" or not _contiguous(a.shape, a.stride):
-                return None
-            if tuple(a.shape) != tuple(v.shape) and len(a.shape) != 0:
+            if cond:
+                if _dtype_name(a.dtype) != "bool" or str(a.device) != "cpu" or not _contiguous(a.shape, a.stride):
+                    return None
+            elif not _tensor_ok(a, ct):
                 return None
             operands.append(a)
-        elif isinstance(a, (int, float)) and not isinstance(a, bool) and not (functor.name == "Where" and k == 0):
+        elif _num(a) and not cond:
             operands.append(float(a))
         else:
             return None
-    return ct, tuple(v.shape), functor, operands
+    return functor, operands
 
 
 def _groups(g, exclude=()):
@@ -386,26 +399,10 @@ def _plan_row_node(g, node):
     _, lower, _ = f
     if not _contiguous(v.shape, v.stride):
         return None
-    r = lower(args, ct)
+    r = _lower_operands(lower, args, ct)
     if r is None:
         return None
-    functor, positions = r
-    operands = []
-    for k, p in enumerate(positions):
-        a = args[p]
-        if _is_tensor_value(a):
-            want = "bool" if functor.name == "Where" and k == 0 else ct
-            if want == "bool":
-                if _dtype_name(a.dtype) != "bool" or str(a.device) != "cpu" or not _contiguous(a.shape, a.stride):
-                    return None
-            elif not _tensor_ok(a, ct):
-                return None
-            operands.append(a)
-        elif _num(a) and not (functor.name == "Where" and k == 0):
-            operands.append(float(a))
-        else:
-            return None
-    return "pw", ct, tuple(v.shape), (functor, operands)
+    return "pw", ct, tuple(v.shape), r
 
 
 def _num(x):
