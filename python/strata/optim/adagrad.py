@@ -39,9 +39,7 @@ class Adagrad(Optimizer):
                 state["step"] = new_step()
                 state["sum"] = full_like(p, group["initial_accumulator_value"])
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        self._setdefault_groups(maximize=False)
+    _group_defaults = dict(maximize=False)
 
     @_use_grad
     def step(self):

@@ -27,9 +27,7 @@ class Adam(Optimizer):
                         decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        self._setdefault_groups(amsgrad=False, maximize=False, decoupled_weight_decay=False)
+    _group_defaults = dict(amsgrad=False, maximize=False, decoupled_weight_decay=False)
 
     @_use_grad
     def step(self):

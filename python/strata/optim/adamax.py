@@ -18,9 +18,7 @@ class Adamax(Optimizer):
                         differentiable=differentiable, capturable=capturable)
         super().__init__(params, defaults)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        self._setdefault_groups(foreach=None, maximize=False, differentiable=False, capturable=False)
+    _group_defaults = dict(foreach=None, maximize=False, differentiable=False, capturable=False)
 
     @_use_grad
     def step(self):

@@ -26,9 +26,10 @@ class ASGD(Optimizer):
                         maximize=maximize, differentiable=differentiable, capturable=capturable)
         super().__init__(params, defaults)
 
+    _group_defaults = dict(foreach=None, maximize=False, differentiable=False, capturable=False)
+
     def __setstate__(self, state):
         super().__setstate__(state)
-        self._setdefault_groups(foreach=None, maximize=False, differentiable=False, capturable=False)
         for group in self.param_groups:
             for p in group["params"]:
                 st = self.state.get(p)

@@ -24,10 +24,11 @@ class NAdam(Optimizer):
                         capturable=capturable, differentiable=differentiable)
         super().__init__(params, defaults)
 
+    _group_defaults = dict(maximize=False, foreach=None, capturable=False, differentiable=False,
+                           decoupled_weight_decay=False)
+
     def __setstate__(self, state):
         super().__setstate__(state)
-        self._setdefault_groups(maximize=False, foreach=None, capturable=False, differentiable=False,
-                                decoupled_weight_decay=False)
         for group in self.param_groups:
             for p in group["params"]:
                 st = self.state.get(p)

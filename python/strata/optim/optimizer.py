@@ -94,14 +94,19 @@ class Optimizer:
     def __getstate__(self):
         return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
 
+    # Param-group options an older pickle may lack, filled in on unpickling (each optimizer lists its own).
+    _group_defaults = {}
+
     def __setstate__(self, state):
         self.__dict__.update(state)
         self.__dict__.setdefault("_step_pre_hooks", OrderedDict())
         self.__dict__.setdefault("_step_post_hooks", OrderedDict())
         self.__dict__.setdefault("_hook_id", 0)
+        self._setdefault_groups(**self._group_defaults)
 
     def _setdefault_groups(self, **defaults):
-        """Fills options an older pickle or state dict lacks in every param group (used by __setstate__)."""
+        """Fills options an older pickle or state dict lacks in every param group (__setstate__ passes
+        the class's _group_defaults)."""
         for group in self.param_groups:
             for key, value in defaults.items():
                 group.setdefault(key, value)

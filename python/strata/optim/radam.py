@@ -19,10 +19,8 @@ class RAdam(Optimizer):
                         differentiable=differentiable)
         super().__init__(params, defaults)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        self._setdefault_groups(foreach=None, maximize=False, differentiable=False, decoupled_weight_decay=False,
-                                capturable=False)
+    _group_defaults = dict(foreach=None, maximize=False, differentiable=False, decoupled_weight_decay=False,
+                           capturable=False)
 
     @_use_grad
     def step(self):

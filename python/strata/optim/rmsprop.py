@@ -28,9 +28,7 @@ class RMSprop(Optimizer):
                         capturable=capturable, foreach=foreach, maximize=maximize, differentiable=differentiable)
         super().__init__(params, defaults)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        self._setdefault_groups(momentum=0, centered=False, maximize=False)
+    _group_defaults = dict(momentum=0, centered=False, maximize=False)
 
     @_use_grad
     def step(self):

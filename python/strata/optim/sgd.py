@@ -28,9 +28,7 @@ class SGD(Optimizer):
                         maximize=maximize, foreach=foreach, differentiable=differentiable, fused=fused)
         super().__init__(params, defaults)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        self._setdefault_groups(nesterov=False, maximize=False)
+    _group_defaults = dict(nesterov=False, maximize=False)
 
     @_use_grad
     def step(self):
