@@ -618,6 +618,9 @@ class Translator:
         if hashable and f in eval_frame._allowed_in_graph:
             return self.call_strata(f, args, kwargs)
         if _is_strata_function(f):
+            if getattr(f, "__name__", None) == "detach" and getattr(f, "__module__", "").startswith("strata") \
+                    and len(args) == 1 and not kwargs and isinstance(args[0], TensorVar):
+                return self.call_strata(_detached_alias, args, {}, name="strata.detach")
             if f in _GRAPH_BREAK_FUNCS:
                 raise Unsupported(f"{f.__module__}.{f.__name__} is a graph break")
             return self.call_strata(f, args, kwargs)
@@ -733,6 +736,8 @@ class Translator:
                 if not rest_args and not rest_kwargs:
                     return t
                 args, kwargs = rest_args, rest_kwargs
+        if name == "detach" and not args and not kwargs:
+            return self.call_strata(_detached_alias, [t], {}, name="Tensor.detach")
         if name in ("get_device",):
             d = self.device_of(t)
             return ConstVar(-1 if d.type == "cpu" else d.index)
@@ -1069,7 +1074,9 @@ class Translator:
                 return ConstVar(self.device_of(obj))
             if name in ("is_cpu", "is_cuda", "is_meta"):
                 return ConstVar(getattr(self.device_of(obj), "type") == name[3:])
-            if name in ("grad", "data", "_version", "grad_fn", "_base"):
+            if name == "data":
+                return self.call_strata(_detached_alias, [obj], {}, name="Tensor.data")
+            if name in ("grad", "_version", "grad_fn", "_base"):
                 raise Unsupported(f"Tensor.{name} inside the compiled region")
             if name == "shape" and self.out.dynamic:
                 return self.size_var(obj)
@@ -1651,6 +1658,18 @@ _SYM_BINARY = {operator.add: "+", operator.iadd: "+", operator.sub: "-", operato
 
 def _sym_or_const(d):
     return SymIntVar(d) if isinstance(d, SymExpr) else ConstVar(d)
+
+
+def _detached_alias(t):
+    """Tensor.detach() / .data as graph nodes: detach is not an op of the dispatcher, so capture records
+    an alias (same storage and version counter) made under no_grad, which the runner replays under
+    no_grad: the result shares memory with t and does not require grad, as detach's does."""
+    prev = _C._is_grad_enabled()
+    _C._set_grad_enabled(False)
+    try:
+        return _C._ops.alias(t)
+    finally:
+        _C._set_grad_enabled(prev)
 
 
 def _method_caller(name):
