@@ -35,54 +35,6 @@ def _preamble(header_comment):
     return out
 
 
-def render(kernel, header_comment=""):
-    T = kernel.dtype
-    out = _preamble(header_comment)
-    w = out.append
-    if any(isinstance(s, Compute) and s.functor.name == "GeluErfF32" for s in kernel.body):
-        w("#if defined(__AVX512F__)")
-        w("#define STRATA_CPU_NS codegen")
-        w('#include "backends/cpu/kernels/gelu_math.h"')
-        w("#define STRATA_GELU_ERF_F32 strata::cpu::gelu_math::GeluErfF32")
-        w("#else")
-        w("#define STRATA_GELU_ERF_F32 strata::fn::GeluErf")
-        w("#endif")
-    w("")
-    w('extern "C" void strata_kernel(void* const* bufs, int64_t n) {')
-    for k, b in enumerate(kernel.inputs):
-        w(f"  const {b.dtype}* __restrict {b.name} = static_cast<const {b.dtype}*>(bufs[{k}]);")
-    for k, b in enumerate(kernel.outputs):
-        w(f"  {b.dtype}* __restrict {b.name} = static_cast<{b.dtype}*>(bufs[{len(kernel.inputs) + k}]);")
-    hoisted = []
-    body = []
-    for s in kernel.body:
-        if isinstance(s, Load):
-            b = kernel.inputs[s.buf]
-            if b.scalar:
-                hoisted.append(f"  const {b.dtype} {s.var} = {b.name}[0];")
-            else:
-                body.append(f"      const {b.dtype} {s.var} = {b.name}[i];")
-        elif isinstance(s, Const):
-            hoisted.append(f"  const {T} {s.var} = {_literal(s.value, T)};")
-        elif isinstance(s, Compute):
-            src = f"  // {s.source}" if s.source else ""
-            body.append(f"      // {s.node}{src}")
-            body.append(f"      const {T} {s.var} = {_functor(s.functor, T)}({', '.join(s.args)});")
-        elif isinstance(s, Store):
-            body.append(f"      {kernel.outputs[s.buf].name}[i] = {s.var};")
-    out.extend(hoisted)
-    w(f"  const int64_t nblocks = (n + {BLOCK} - 1) / {BLOCK};")
-    w(f"#pragma omp parallel for schedule(static) if (n >= {PARALLEL_MIN})")
-    w("  for (int64_t blk = 0; blk < nblocks; ++blk) {")
-    w(f"    const int64_t begin = blk * {BLOCK}, end = begin + {BLOCK} < n ? begin + {BLOCK} : n;")
-    w("    for (int64_t i = begin; i < end; ++i) {")
-    out.extend(body)
-    w("    }")
-    w("  }")
-    w("}")
-    return "\n".join(out) + "\n"
-
-
 # ---- row kernels (Note [Row kernels] in ir.py) -----------------------------------------------------
 
 def _functor_rows(f, dtype):
@@ -277,6 +229,154 @@ def render_rows(kernel, header_comment=""):
             w(f"      {kernel.outputs[s.buf].name}[r * cols + j] = {s.var};")
         w("    }")
     w("  }")
+    w("  }")
+    w("}")
+    return "\n".join(out) + "\n"
+
+
+# ---- general pointwise kernels (Note [Pointwise kernels with index expressions] in ir.py) -----------
+
+def _pw_literal(value, dtype):
+    from .ir import CTYPES
+    t = CTYPES[dtype]
+    if dtype == "bool":
+        return "true" if value else "false"
+    if dtype.startswith(("int", "uint")):
+        v = int(value)
+        return f"static_cast<{t}>({v}LL)" if v != -(1 << 63) else "std::numeric_limits<int64_t>::min()"
+    x = float(value)
+    if x != x:
+        body = "std::numeric_limits<float>::quiet_NaN()" if dtype != "float64" else "std::numeric_limits<double>::quiet_NaN()"
+    elif x in (float("inf"), float("-inf")):
+        body = ("-" if x < 0 else "") + ("std::numeric_limits<double>::infinity()" if dtype == "float64"
+                                         else "std::numeric_limits<float>::infinity()")
+    else:
+        # Exact: the value was already converted to dtype by eager's cast.
+        body = float(x).hex() if dtype == "float64" else f"static_cast<float>({float(x).hex()})"
+    return f"{t}({body})" if dtype in ("float16", "bfloat16") else f"static_cast<{t}>({body})"
+
+
+def _pw_functor(f):
+    if f.name == "GeluErfF32":
+        return "STRATA_GELU_ERF_F32{}"
+    params = ", ".join(float(p).hex() for p in f.params)
+    return f"strata::fn::{f.name}{{{params}}}"
+
+
+def render_pointwise(kernel, header_comment=""):
+    """`void strata_kernel(void* const* bufs, int64_t n)`: for a flat kernel n is the element count;
+    otherwise the geometry is in the code and n is unused. The iteration space is cut into tiles (an
+    outer index and a block of at most BLOCK inner elements), run by an OpenMP parallel for above
+    PARALLEL_MIN elements; the inner loop has constant strides (1, 0 or k) so GCC vectorises it."""
+    from .ir import CTYPES, PwCompute, PwConst, PwLoad, PwStore
+    out = _preamble(header_comment)
+    w = out.append
+    w('#include "compile/codegen_pointwise.h"')
+    if any(isinstance(s, PwCompute) and s.functor.name == "GeluErfF32" for s in kernel.body):
+        w("#if defined(__AVX512F__)")
+        w("#define STRATA_CPU_NS codegen")
+        w('#include "backends/cpu/kernels/gelu_math.h"')
+        w("#define STRATA_GELU_ERF_F32 strata::cpu::gelu_math::GeluErfF32")
+        w("#else")
+        w("#define STRATA_GELU_ERF_F32 strata::fn::GeluErf")
+        w("#endif")
+    w("")
+    w('extern "C" void strata_kernel(void* const* bufs, int64_t n) {')
+    bufs = kernel.inputs + kernel.outputs
+    for k, b in enumerate(kernel.inputs):
+        w(f"  const {CTYPES[b.dtype]}* __restrict {b.name} = static_cast<const {CTYPES[b.dtype]}*>(bufs[{k}]);")
+    for k, b in enumerate(kernel.outputs):
+        w(f"  {CTYPES[b.dtype]}* __restrict {b.name} = static_cast<{CTYPES[b.dtype]}*>(bufs[{len(kernel.inputs) + k}]);")
+    dtype_of = {}
+    hoisted, body = [], []
+    nd = len(kernel.sizes)
+
+    def inner_index(b):
+        if kernel.flat:
+            return "i" if any(b.strides) else "0"
+        st = b.strides[-1] if nd else 0
+        base = f"o_{b.name}"
+        return base if st == 0 else f"{base} + i" if st == 1 else f"{base} + i * {st}"
+
+    invariant = set()  # vars that do not change along the inner loop (hoisted per tile)
+    for s in kernel.body:
+        if isinstance(s, PwLoad):
+            b = kernel.inputs[s.buf]
+            dtype_of[s.var] = b.dtype
+            line = f"const {CTYPES[b.dtype]} {s.var} = {b.name}[{inner_index(b)}];"
+            if not any(b.strides):
+                hoisted.append("  " + line)
+                invariant.add(s.var)
+            else:
+                body.append("      " + line)
+        elif isinstance(s, PwConst):
+            dtype_of[s.var] = s.dtype
+            hoisted.append(f"  const {CTYPES[s.dtype]} {s.var} = {_pw_literal(s.value, s.dtype)};")
+            invariant.add(s.var)
+        elif isinstance(s, PwCompute):
+            dtype_of[s.var] = s.dtype
+            C, R = CTYPES[s.cdtype], CTYPES[s.dtype]
+            if s.functor.name == "Cast":
+                expr = f"strata::codegen::convert<{R}>({s.args[0]})"
+            elif s.functor.name == "Select":
+                c, a, b2 = s.args
+                cv = lambda v: v if dtype_of[v] == s.cdtype else f"strata::codegen::convert<{C}>({v})"  # noqa: E731
+                expr = f"strata::codegen::select<{C}, {R}>({c}, {cv(a)}, {cv(b2)})"
+            else:
+                conv = [a if dtype_of[a] == s.cdtype else f"strata::codegen::convert<{C}>({a})" for a in s.args]
+                expr = f"strata::codegen::apply<{C}, {R}>({_pw_functor(s.functor)}, {', '.join(conv)})"
+            src = f"  // {s.source}" if s.source else ""
+            line = f"const {R} {s.var} = {expr};"
+            if all(a in invariant for a in s.args):
+                hoisted.append(f"  // {s.node}{src}")
+                hoisted.append("  " + line)
+                invariant.add(s.var)
+            else:
+                body.append(f"      // {s.node}{src}")
+                body.append("      " + line)
+        elif isinstance(s, PwStore):
+            b = kernel.outputs[s.buf]
+            body.append(f"      {b.name}[{inner_index(b)}] = {s.var};")
+    out.extend(hoisted)
+    if kernel.flat:
+        w(f"  const int64_t nblocks = (n + {BLOCK} - 1) / {BLOCK};")
+        w(f"#pragma omp parallel for schedule(static) if (n >= {PARALLEL_MIN})")
+        w("  for (int64_t blk = 0; blk < nblocks; ++blk) {")
+        w(f"    const int64_t begin = blk * {BLOCK}, end = begin + {BLOCK} < n ? begin + {BLOCK} : n;")
+        w("    for (int64_t i = begin; i < end; ++i) {")
+        out.extend(body)
+        w("    }")
+        w("  }")
+        w("}")
+        return "\n".join(out) + "\n"
+    sizes = kernel.sizes
+    inner = sizes[-1] if nd else 1
+    outer = 1
+    for s in sizes[:-1]:
+        outer *= s
+    nblk = max(1, -(-inner // BLOCK))
+    total = outer * inner
+    w(f"  (void)n;")
+    w(f"#pragma omp parallel for schedule(static) if ({total} >= {PARALLEL_MIN})")
+    w(f"  for (int64_t tile = 0; tile < {outer * nblk}; ++tile) {{")
+    w(f"    const int64_t blk = tile % {nblk}, o = tile / {nblk};")
+    w(f"    const int64_t begin = blk * {BLOCK}, end = begin + {BLOCK} < {inner} ? begin + {BLOCK} : {inner};")
+    # Outer dims' indices from o (innermost outer dim varies fastest), then each buffer's offset.
+    if nd > 1:
+        w("    int64_t rem = o;")
+        for d in range(nd - 2, -1, -1):
+            w(f"    const int64_t i{d} = rem % {sizes[d]};")
+            if d:
+                w(f"    rem /= {sizes[d]};")
+    else:
+        w("    (void)o;")
+    for b in bufs:
+        terms = [f"i{d} * {b.strides[d]}" for d in range(nd - 1) if b.strides[d]]
+        w(f"    const int64_t o_{b.name} = {' + '.join(terms) if terms else '0'};")
+    w("    (void)begin;")
+    w("    for (int64_t i = begin; i < end; ++i) {")
+    out.extend(body)
+    w("    }")
     w("  }")
     w("}")
     return "\n".join(out) + "\n"
