@@ -330,14 +330,38 @@ def _plan_row_node(g, node):
         if not _tensor_ok(x, ct) or len(x.shape) == 0 or args[2] is not None or not _last_dim(args[1], len(x.shape)):
             return None
         return "softmax", ct, tuple(x.shape), (x,)
-    if op == "layer_norm":
-        x, ns, wt, bs, eps = args[:5]
+    if op == "log_softmax":
+        x = args[0]
+        if not _tensor_ok(x, ct) or len(x.shape) == 0 or args[2] is not None or not _last_dim(args[1], len(x.shape)):
+            return None
+        return "log_softmax", ct, tuple(x.shape), (x,)
+    if op in ("layer_norm", "rms_norm"):
+        if op == "layer_norm":
+            x, ns, wt, bs, eps = args[:5]
+        else:
+            (x, ns, wt, eps), bs = args[:4], None
+            if eps is None:  # nn_norm.cpp finfo_eps
+                eps = 2.0 ** -23 if ct == "float" else 2.0 ** -52
         if not _tensor_ok(x, ct) or len(x.shape) == 0 or list(ns) != [x.shape[-1]] or not _num(eps):
             return None
         for t in (wt, bs):
             if t is not None and not (_tensor_ok(t, ct) and tuple(t.shape) == (x.shape[-1],)):
                 return None
-        return "layer_norm", ct, tuple(x.shape), (x, wt, bs, float(eps))
+        return op, ct, tuple(x.shape), (x, wt, bs, float(eps))
+    if op.split(".")[0] in ("var", "std"):
+        # var_mean_core (ops/reduction.cpp): mean(keepdim), x - mean, its square, sum, / max(0, n - correction),
+        # sqrt for std.
+        named = dict(zip(node.arg_names, args))
+        x = named.get("self")
+        if "unbiased" in named:
+            corr = 1.0 if named["unbiased"] else 0.0
+        else:
+            corr = named.get("correction")
+            corr = 1.0 if corr is None else corr
+        if (not _num(corr) or not _tensor_ok(x, ct) or len(x.shape) == 0 or "dim" not in named
+                or not _last_dim(named["dim"], len(x.shape))):
+            return None
+        return "var", ct, tuple(x.shape), (x, float(corr), op.startswith("std"))
     f = _fusable(node)
     if f is None:
         return None
@@ -397,7 +421,8 @@ def _row_groups(g):
     for r in runs:
         # Trim trailing/leading pointwise nodes that only make sense with a row op; need one row op.
         # softmax and layer_norm alone are kernels too (eager's loops, one fewer dispatch).
-        if any(p[0] != "pw" for p in r[3]) and (len(r[0]) >= MIN_GROUP or r[3][0][0] in ("softmax", "layer_norm")):
+        if any(p[0] != "pw" for p in r[3]) and (len(r[0]) >= MIN_GROUP or r[3][0][0] in
+                                                  ("softmax", "log_softmax", "layer_norm", "rms_norm", "var")):
             out.append(r)
     return out
 
@@ -466,15 +491,41 @@ def _lower_row_group(g, run, live_after):
             k.body.append(Reduce(s, "simd_sum", e, ct, label))
             inv = compute(Functor("Div"), [const(1.0), s], label)
             var_of[out] = compute(Functor("Mul"), [e, inv], label)
+        elif kind == "log_softmax":
+            # softmax_kernels.cpp softmax_rows(log): max, shift, sum of vexp(x - shift) (omp simd), ls = log(sum),
+            # y = (x - shift) - ls.
+            x = load(p[3][0])
+            m = new("row")
+            k.body.append(Reduce(m, "softmax_max", x, ct, label))
+            shift = compute(Functor("codegen::SoftmaxShift"), [m], label)
+            d = compute(Functor("Sub"), [x, shift], label)
+            s = new("row")
+            k.body.append(Reduce(s, "simd_sum", compute(Functor("codegen::VExp"), [d], label), ct, label))
+            var_of[out] = compute(Functor("Sub"), [d, compute(Functor("Log"), [s], label)], label)
+        elif kind == "var":
+            # var_mean_core: the mean as eager's mean, the squared deviations summed as eager's sum.
+            xa, corr, take_sqrt = p[3]
+            x = load(xa)
+            m = new("row")
+            k.body.append(Reduce(m, "mean", x, ct, label))
+            dev = compute(Functor("Sub"), [x, m], label)
+            s = new("row")
+            k.body.append(Reduce(s, "sum", compute(Functor("Mul"), [dev, dev], label), ct, label))
+            v = compute(Functor("Div"), [s, const(max(0.0, float(S[-1]) - corr))], label)
+            var_of[out] = compute(Functor("Sqrt"), [v], label) if take_sqrt else v
         else:
             # nn_kernels.cpp row_norm: sums in double (omp simd), var from a second pass (FMA-contracted),
             # rstd = T(1 / sqrt(var + eps)), y = (x - T(mean)) * rstd [* w] [+ b], contracted as eager's.
+            # rms_norm: the same with mean 0 (no first pass).
             xa, wt, bs, eps = p[3]
             x = load(xa)
-            s = new("row", "double")
-            k.body.append(Reduce(s, "simd_sum", x, "double", label))
             d = const(float(S[-1]), "double")
-            mean = compute(Functor("Div"), [s, d], label, "double")
+            if kind == "rms_norm":
+                mean = const(0.0, "double")
+            else:
+                s = new("row", "double")
+                k.body.append(Reduce(s, "simd_sum", x, "double", label))
+                mean = compute(Functor("Div"), [s, d], label, "double")
             s2 = new("row", "double")
             k.body.append(Reduce(s2, "simd_sqdev", x, "double", label, extra=mean))
             var = compute(Functor("Div"), [s2, d], label, "double")
