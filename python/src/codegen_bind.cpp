@@ -38,6 +38,9 @@ struct KernelCall {
   bool strided = false;
   std::vector<std::vector<int64_t>> in_sizes, in_strides, out_strides;
   std::vector<ScalarType> out_dtypes;  // one per output; empty: all `dtype`
+  // The kernel takes a status word after its outputs (a gather's bounds check): nonzero -> None, and
+  // the caller runs the graph node by node, where eager raises its own error.
+  bool status = false;
 
   nb::object call(nb::args args) const {
     STRATA_CHECK(static_cast<int64_t>(args.size()) == n_in, "KernelCall: expected ", n_in, " tensors, got ",
@@ -69,6 +72,8 @@ struct KernelCall {
       else outs.push_back(empty_tensor(rows ? IntArrayRef(out_shapes[k]) : r.sizes(), dt, Device()));
       bufs.push_back(outs.back().data_ptr());
     }
+    int64_t status_word = 0;
+    if (status) bufs.push_back(&status_word);
     {
       // Long kernels let other Python threads run; short ones are not worth the GIL round trip.
       std::optional<nb::gil_scoped_release> release;
@@ -76,6 +81,7 @@ struct KernelCall {
       if (rows) reinterpret_cast<RowFn>(fn)(bufs.data(), cols > 0 ? n / cols : 0, cols);
       else reinterpret_cast<PointwiseFn>(fn)(bufs.data(), n);
     }
+    if (status_word != 0) return nb::none();
     nb::tuple result = nb::steal<nb::tuple>(PyTuple_New(static_cast<Py_ssize_t>(outs.size())));
     for (size_t k = 0; k < outs.size(); ++k)
       PyTuple_SET_ITEM(result.ptr(), static_cast<Py_ssize_t>(k), wrap_tensor(std::move(outs[k])).release().ptr());
@@ -93,7 +99,7 @@ void bind_codegen(nb::module_& m) {
              nb::handle dtype, std::vector<std::vector<int64_t>> out_shapes, nb::list out_dtypes,
              std::optional<std::vector<std::vector<int64_t>>> in_sizes,
              std::optional<std::vector<std::vector<int64_t>>> in_strides,
-             std::optional<std::vector<std::vector<int64_t>>> out_strides) {
+             std::optional<std::vector<std::vector<int64_t>>> out_strides, bool status) {
             STRATA_CHECK(fn != 0, "KernelCall: null kernel address");
             STRATA_CHECK(ref >= 0 && ref < n_in, "KernelCall: ref ", ref, " out of range for ", n_in, " inputs");
             auto st = to_scalar_type(dtype);
@@ -120,15 +126,18 @@ void bind_codegen(nb::module_& m) {
             new (self) KernelCall{fn, rows, ref, numel, cols, n_in, *st, std::move(out_shapes), strided,
                                   in_sizes.value_or(std::vector<std::vector<int64_t>>{}),
                                   in_strides.value_or(std::vector<std::vector<int64_t>>{}),
-                                  out_strides.value_or(std::vector<std::vector<int64_t>>{}), std::move(dts)};
+                                  out_strides.value_or(std::vector<std::vector<int64_t>>{}), std::move(dts),
+                                  status};
           },
           nb::arg("fn"), nb::arg("rows"), nb::arg("n_in"), nb::arg("ref"), nb::arg("numel"), nb::arg("cols"),
           nb::arg("dtype"), nb::arg("out_shapes"), nb::arg("out_dtypes") = nb::list(),
           nb::arg("in_sizes") = nb::none(), nb::arg("in_strides") = nb::none(), nb::arg("out_strides") = nb::none(),
+          nb::arg("status") = false,
           "fn: the kernel's address; rows: a row kernel; ref: the input that gives the size; numel: the "
           "captured element count of that input, or -1; out_shapes: one per output (row kernels and strided "
           "kernels: its sizes); out_dtypes: one per output (default: all dtype); in_sizes/in_strides/out_strides: "
-          "a pointwise kernel over a baked geometry (inputs must match exactly).")
+          "a pointwise kernel over a baked geometry (inputs must match exactly); status: the kernel reports "
+          "a failed check (an index out of range) in a status word after its outputs.")
       .def("__call__", &KernelCall::call,
            "Runs the kernel on contiguous CPU tensors; a tuple of fresh outputs, or None when an input is not "
            "contiguous or its size is not the captured one.");

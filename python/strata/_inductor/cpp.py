@@ -268,7 +268,7 @@ def render_pointwise(kernel, header_comment=""):
     otherwise the geometry is in the code and n is unused. The iteration space is cut into tiles (an
     outer index and a block of at most BLOCK inner elements), run by an OpenMP parallel for above
     PARALLEL_MIN elements; the inner loop has constant strides (1, 0 or k) so GCC vectorises it."""
-    from .ir import CTYPES, PwCompute, PwConst, PwLoad, PwStore
+    from .ir import CTYPES, PwCompute, PwConst, PwGather, PwLoad, PwStore
     out = _preamble(header_comment)
     w = out.append
     w('#include "compile/codegen_pointwise.h"')
@@ -287,6 +287,21 @@ def render_pointwise(kernel, header_comment=""):
         w(f"  const {CTYPES[b.dtype]}* __restrict {b.name} = static_cast<const {CTYPES[b.dtype]}*>(bufs[{k}]);")
     for k, b in enumerate(kernel.outputs):
         w(f"  {CTYPES[b.dtype]}* __restrict {b.name} = static_cast<{CTYPES[b.dtype]}*>(bufs[{len(kernel.inputs) + k}]);")
+    gathers = [s for s in kernel.body if isinstance(s, PwGather)]
+    if gathers:
+        # Every index is checked before anything is written (eager raises IndexError on a bad one): the
+        # status word after the outputs tells the caller, which then runs the nodes through eager.
+        loads = {s.var: kernel.inputs[s.buf] for s in kernel.body if isinstance(s, PwLoad)}
+        w(f"  int64_t* status = static_cast<int64_t*>(bufs[{len(kernel.inputs) + len(kernel.outputs)}]);")
+        w("  bool bad = false;")
+        for g in gathers:
+            ib, tb = loads[g.index], kernel.inputs[g.buf]
+            w(f"  for (int64_t k = 0; k < {ib.count}; ++k)")
+            w(f"    bad |= static_cast<uint64_t>(static_cast<int64_t>({ib.name}[k])) >= {tb.rows}u;")
+        w("  if (bad) {")
+        w("    *status = 1;")
+        w("    return;")
+        w("  }")
     dtype_of = {}
     hoisted, body = [], []
     nd = len(kernel.sizes)
@@ -334,6 +349,12 @@ def render_pointwise(kernel, header_comment=""):
             else:
                 body.append(f"      // {s.node}{src}")
                 body.append("      " + line)
+        elif isinstance(s, PwGather):
+            b = kernel.inputs[s.buf]
+            dtype_of[s.var] = b.dtype
+            body.append(f"      // {s.node}")
+            body.append(f"      const {CTYPES[b.dtype]} {s.var} = "
+                        f"{b.name}[static_cast<int64_t>({s.index}) * {b.row_stride} + {inner_index(b)}];")
         elif isinstance(s, PwStore):
             b = kernel.outputs[s.buf]
             body.append(f"      {b.name}[{inner_index(b)}] = {s.var};")

@@ -233,7 +233,7 @@ def _pw_step(graph, unit, plans, live_after, dynamic, logs):
         st.call = _C._compile.KernelCall(_address(st.fn), False, len(in_ids), 0, st.numel, 1, st.dtype,
                                          [list(v.shape) for v in vals], dts,
                                          [list(v.shape) for v in ins], [list(v.stride) for v in ins],
-                                         [list(v.stride) for v in vals])
+                                         [list(v.stride) for v in vals], any(b.rows for b in k.inputs))
     return st
 
 
@@ -581,7 +581,7 @@ and a candidate that reads a value in the alias class of a value some side-effec
 topological order that keeps the original order where it can."""
 
 from .ir import (CTYPES, DTYPE_RULE, FLOAT_ONLY, GENERAL_LOWERINGS, PwBuffer, PwCompute,  # noqa: E402
-                 PwConst, PwKernel, PwLoad, PwStore)
+                 PwConst, PwGather, PwKernel, PwLoad, PwStore)
 
 
 def _eager_convert(x, dtype_name):
@@ -613,8 +613,30 @@ def _broadcast_strides(a, shape):
     return tuple(out)
 
 
+def _plan_gather(g, node, dynamic):
+    """embedding(weight [V, D], indices) as a gather its consumers read in their own loop: indices
+    int64/int32 and contiguous, D > 1, a contiguous result (its last dim is the kernel's innermost)."""
+    args = list(node.args)
+    weight, idx = args[0], args[1]
+    v = g.value(node.outputs[0])
+    if dynamic or node.has_side_effects or len(node.outputs) != 1 or v.kind != "tensor" or str(v.device) != "cpu":
+        return None
+    if not (_is_tensor_value(weight) and _is_tensor_value(idx)) or len(weight.shape) != 2 or weight.shape[1] < 2:
+        return None
+    wdt, idt = _dtype_name(weight.dtype), _dtype_name(idx.dtype)
+    if wdt not in CTYPES or idt not in ("int64", "int32") or str(weight.device) != "cpu" or str(idx.device) != "cpu":
+        return None
+    shape = tuple(v.shape)
+    if not _contiguous(idx.shape, idx.stride) or not _contiguous(shape, v.stride) or shape != tuple(idx.shape) + (weight.shape[1],):
+        return None
+    return {"dtype": wdt, "shape": shape, "functor": Functor("Gather"), "operands": [idx, weight], "cdtype": wdt,
+            "flat": False}
+
+
 def _plan_pw(g, node, dynamic):
     """{"dtype", "shape", "functor", "operands", "cdtype", "flat"} for a pointwise candidate, else None."""
+    if node.op == "embedding":
+        return _plan_gather(g, node, dynamic)
     lower = GENERAL_LOWERINGS.get(node.op)
     if lower is None or node.has_side_effects or len(node.outputs) != 1 or node.list_return:
         return None
@@ -857,6 +879,30 @@ def _lower_pw_group(g, positions, plans, live_after, dynamic):
         plan = plans[p]
         node = g.nodes[p]
         names = []
+        if plan["functor"].name == "Gather":
+            idx, weight = plan["operands"]
+            if idx.id in var_of and not var_of[idx.id].startswith("x"):
+                return None  # indices computed in the kernel: the bounds check reads a buffer
+            if idx.id not in var_of:
+                b = len(k.inputs)
+                k.inputs.append(PwBuffer(f"in{b}", _dtype_name(idx.dtype), tuple(idx.stride) + (0,),
+                                         count=_prod(idx.shape)))
+                in_ids.append(idx.id)
+                in_vals.append(idx)
+                var_of[idx.id] = f"x{b}"
+                dtype_of[f"x{b}"] = _dtype_name(idx.dtype)
+                k.body.append(PwLoad(var_of[idx.id], b))
+            b = len(k.inputs)
+            k.inputs.append(PwBuffer(f"in{b}", _dtype_name(weight.dtype), (0,) * (len(shape) - 1) + (weight.stride[1],),
+                                     rows=weight.shape[0], row_stride=weight.stride[0]))
+            in_ids.append(weight.id)
+            in_vals.append(weight)
+            out = node.outputs[0]
+            var = f"t{len(var_of)}"
+            var_of[out] = var
+            dtype_of[var] = plan["dtype"]
+            k.body.append(PwGather(var, b, var_of[idx.id], f"{node.op} (node {p}: {g.value(out).name})"))
+            continue
         for o in plan["operands"]:
             if not _is_tensor_value(o):
                 var = f"c{len(k.body)}"
@@ -904,4 +950,7 @@ def _lower_pw_group(g, positions, plans, live_after, dynamic):
         k.sizes = sizes
         for b, st in zip(k.inputs + k.outputs, sts):
             b.strides = st
+        # A gather's column must be the innermost loop index (the table's only nonzero stride).
+        if any(b.rows and (not b.strides or any(b.strides[:-1]) or not b.strides[-1]) for b in k.inputs):
+            return None
     return k, in_ids, out_ids

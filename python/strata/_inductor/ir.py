@@ -219,6 +219,19 @@ class PwBuffer:
     name: str
     dtype: str                       # strata dtype name
     strides: tuple = ()              # element strides over the kernel's dims (0: broadcast)
+    rows: int = 0                    # a gather's table: its row count (indices are checked against it)
+    row_stride: int = 0              # ... and the stride between its rows
+    count: int = 0                   # an index buffer of a gather: its element count (contiguous)
+
+
+@dataclass
+class PwGather:
+    """var = table[index, j]: an embedding lookup read where its consumer needs it. The table buffer's
+    strides cover the column (the kernel's innermost dim); the row comes from the index value."""
+    var: str
+    buf: int                         # the table (an input buffer with rows > 0)
+    index: str                       # an integer value (the loaded index)
+    node: str = ""
 
 
 @dataclass
@@ -271,6 +284,8 @@ class PwKernel:
             elif isinstance(s, PwCompute):
                 p = f"{{{', '.join(map(repr, s.functor.params))}}}" if s.functor.params else ""
                 lines.append(f"    {s.var} = {s.functor.name}{p}<{s.cdtype}->{s.dtype}>({', '.join(s.args)})  # {s.node}")
+            elif isinstance(s, PwGather):
+                lines.append(f"    {s.var} = gather({self.inputs[s.buf].name}, {s.index})  # {s.node}")
             else:
                 lines.append(f"    store({self.outputs[s.buf].name}, {s.var})")
         return "\n".join(lines)

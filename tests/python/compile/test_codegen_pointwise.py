@@ -236,3 +236,31 @@ def test_symbolic_sizes_use_the_flat_form():
     for n in (5, 37, 1000):
         x, y = strata.randn(n, 3), strata.randn(n, 3)
         _check((cf(x, y),), (fn(x, y),))
+
+
+def test_embedding_gather_fused_into_its_consumer(capsys):
+    def fn(idx, table, pos):
+        return F.embedding(idx, table) * 22.627416997969522 + pos
+
+    from strata._dynamo import logs
+    table, pos = strata.randn(100, 16), strata.randn(7, 16)
+    idx = strata.randint(0, 100, (4, 7))
+    cf = strata.compile(fn, backend="strata_cpp")
+    logs.set_logs(output_code=True)
+    try:
+        got = cf(idx, table, pos)
+    finally:
+        logs.set_logs(output_code=False)
+    err = capsys.readouterr().err
+    assert "gather(in" in err and err.count("generated kernel (3 nodes)") == 1
+    _check((got,), (fn(idx, table, pos),))
+    # int32 indices and a transposed table (its columns strided)
+    t2 = strata.randn(16, 100).t()
+    i32 = idx.to(strata.int32)
+    _check((strata.compile(fn, backend="strata_cpp")(i32, t2, pos),), (fn(i32, t2, pos),))
+    # An index out of range: the kernel writes nothing and eager raises its own error.
+    for v in (100, -1):
+        bad = idx.clone()
+        bad[1, 2] = v
+        with pytest.raises(IndexError, match="index out of range"):
+            cf(bad, table, pos)
