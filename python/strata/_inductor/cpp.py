@@ -401,3 +401,153 @@ def render_pointwise(kernel, header_comment=""):
     w("  }")
     w("}")
     return "\n".join(out) + "\n"
+
+
+# ---- column reductions (Note [Column reductions] in fusion.py) ----------------------------------------
+
+_COL_OPS = {"sum": "Sum", "mean": "Sum", "amax": "Max", "amin": "Min"}
+
+
+def render_columns(kernel, header_comment=""):
+    """A flat pointwise body over [outer, R, K] whose value `var` is reduced over R, in the
+    reduction engine's column order: `void strata_kernel(void* const* bufs, int64_t n)`, n unused."""
+    from .ir import CTYPES, PwCompute, PwConst, PwLoad, PwStore
+    op, rvar, R, K, outer, ro = kernel.reduce
+    out = _preamble(header_comment)
+    w = out.append
+    w('#include "compile/codegen_pointwise.h"')
+    w('#include "compile/codegen_rows.h"')
+    w("")
+    w('extern "C" void strata_kernel(void* const* bufs, int64_t n) {')
+    for k, b in enumerate(kernel.inputs):
+        w(f"  const {CTYPES[b.dtype]}* __restrict {b.name} = static_cast<const {CTYPES[b.dtype]}*>(bufs[{k}]);")
+    for k, b in enumerate(kernel.outputs):
+        w(f"  {CTYPES[b.dtype]}* __restrict {b.name} = static_cast<{CTYPES[b.dtype]}*>(bufs[{len(kernel.inputs) + k}]);")
+    A = CTYPES[kernel.outputs[ro].dtype]
+    dtype_of, hoisted, body, invariant = {}, [], [], set()
+    for s in kernel.body:
+        if isinstance(s, PwLoad):
+            b = kernel.inputs[s.buf]
+            dtype_of[s.var] = b.dtype
+            if not any(b.strides):
+                hoisted.append(f"  const {CTYPES[b.dtype]} {s.var} = {b.name}[0];")
+                invariant.add(s.var)
+            else:
+                body.append(("load", s.var, f"const {CTYPES[b.dtype]} {{v}} = {b.name}[{{ix}}];"))
+        elif isinstance(s, PwConst):
+            dtype_of[s.var] = s.dtype
+            hoisted.append(f"  const {CTYPES[s.dtype]} {s.var} = {_pw_literal(s.value, s.dtype)};")
+            invariant.add(s.var)
+        elif isinstance(s, PwCompute):
+            dtype_of[s.var] = s.dtype
+            C, Rt = CTYPES[s.cdtype], CTYPES[s.dtype]
+            conv = lambda a: a if dtype_of[a] == s.cdtype else f"strata::codegen::convert<{C}>({a})"  # noqa: E731
+            if s.functor.name == "Cast":
+                expr = f"strata::codegen::convert<{Rt}>({{0}})"
+            elif s.functor.name == "Select":
+                expr = f"strata::codegen::select<{C}, {Rt}>({{0}}, {{1}}, {{2}})"
+            else:
+                expr = f"strata::codegen::apply<{C}, {Rt}>({_pw_functor(s.functor)}, " + \
+                    ", ".join(f"{{{j}}}" for j in range(len(s.args))) + ")"
+            args = [a if s.functor.name in ("Cast",) or (s.functor.name == "Select" and j == 0) else conv(a)
+                    for j, a in enumerate(s.args)]
+            line = f"const {Rt} {{v}} = {expr};"
+            if all(a in invariant for a in s.args):
+                hoisted.append("  " + _fill(line.replace("{v}", s.var), args))
+                invariant.add(s.var)
+            else:
+                body.append(("compute", s.var, line, args, s.node))
+        elif isinstance(s, PwStore):
+            body.append(("store", s.var, kernel.outputs[s.buf].name))
+    out.extend(hoisted)
+
+    def elem(ix, suf, ind):
+        """The body at element index ix, its vars suffixed (the max/min fold computes four rows)."""
+        ren = lambda v: v if v in invariant else v + suf  # noqa: E731
+        lines = []
+        for item in body:
+            if item[0] == "load":
+                lines.append(ind + item[2].replace("{v}", ren(item[1])).replace("{ix}", ix))
+            elif item[0] == "compute":
+                _, var, line, args, node = item
+                args = [_rename_operand(a, ren) for a in args]
+                lines.append(f"{ind}// {node}")
+                lines.append(ind + _fill(line.replace("{v}", ren(var)), args))
+            else:
+                lines.append(f"{ind}{item[2]}[{ix}] = {ren(item[1])};")
+        return lines, ren(rvar)
+
+    Op = f"strata::codegen::{_COL_OPS[op]}"
+    W = 1024 // (8 if A == "double" else 4)
+    nblk = -(-K // W)
+    w(f"  constexpr int64_t W = {W}, R = {R}, K = {K};")
+    w(f"#pragma omp parallel for schedule(static) if ({outer * R * K} >= {PARALLEL_MIN})")
+    w(f"  for (int64_t t = 0; t < {outer * nblk}; ++t) {{")
+    w(f"    const int64_t oo = t / {nblk}, j0 = (t % {nblk}) * W, w = K - j0 < W ? K - j0 : W;")
+    w("    const int64_t base = oo * R * K + j0;")
+    w(f"    {A} acc[W], tot[W], big[W];")
+    w(f"    for (int64_t j = 0; j < W; ++j) acc[j] = tot[j] = big[j] = {Op}::identity<{A}>();")
+    w("    int64_t r = 0;")
+    if op in ("amax", "amin"):
+        w("    if (w == W) {")
+        w("      for (; r + 4 <= R; r += 4) {")
+        w("#pragma omp simd")
+        w("        for (int64_t j = 0; j < W; ++j) {")
+        vs = []
+        for q in range(4):
+            lines, v = elem(f"base + (r + {q}) * K + j", f"_{q}", "          ")
+            out.extend(lines)
+            vs.append(f"static_cast<{A}>({v})")
+        w(f"          const {A} f_ = {Op}::combine({Op}::combine({vs[0]}, {vs[1]}), {Op}::combine({vs[2]}, {vs[3]}));")
+        w(f"          acc[j] = {Op}::combine(acc[j], f_);")
+        w("        }")
+        w("      }")
+        w("    }")
+    else:
+        w("    int64_t rows = 0, groups = 0;")
+    w("    for (; r < R; ++r) {")
+    lines, v = elem("base + r * K + j", "", "          ")
+    w("      if (w == W) {")
+    w("#pragma omp simd")
+    w("        for (int64_t j = 0; j < W; ++j) {")
+    out.extend(lines)
+    w(f"          acc[j] = {Op}::combine(acc[j], static_cast<{A}>({v}));")
+    w("        }")
+    w("      } else {")
+    w("        for (int64_t j = 0; j < w; ++j) {")
+    out.extend(lines)
+    w(f"          acc[j] = {Op}::combine(acc[j], static_cast<{A}>({v}));")
+    w("        }")
+    w("      }")
+    if op in ("sum", "mean"):
+        w("      if (++rows == 256) {")
+        w("        rows = 0;")
+        w(f"        for (int64_t j = 0; j < W; ++j) {{ tot[j] = tot[j] + acc[j]; acc[j] = {A}(0); }}")
+        w("        if (++groups == 256) {")
+        w("          groups = 0;")
+        w(f"          for (int64_t j = 0; j < W; ++j) {{ big[j] = big[j] + tot[j]; tot[j] = {A}(0); }}")
+        w("        }")
+        w("      }")
+    w("    }")
+    o = kernel.outputs[ro].name
+    fin = f"(big[j] + (tot[j] + acc[j])) / static_cast<{A}>(R)" if op == "mean" else \
+        "big[j] + (tot[j] + acc[j])" if op == "sum" else \
+        f"{Op}::combine(big[j], {Op}::combine(tot[j], acc[j]))"
+    w(f"    for (int64_t j = 0; j < w; ++j) {o}[oo * K + j0 + j] = {fin};")
+    w("  }")
+    w("}")
+    return "\n".join(out) + "\n"
+
+
+def _fill(line, args):
+    for j, a in enumerate(args):
+        line = line.replace(f"{{{j}}}", a)
+    return line
+
+
+def _rename_operand(a, ren):
+    """An operand (a variable, or `strata::codegen::convert<C>(v)`) with its variable renamed."""
+    if a.startswith("strata::codegen::convert<"):
+        k = a.rindex("(")
+        return a[:k + 1] + ren(a[k + 1:-1]) + ")"
+    return ren(a)

@@ -112,8 +112,10 @@ def compile_graph(graph, out=None):
             p = _plan_pw(graph, n, dynamic)
             if p is not None:
                 plans[i] = p
-    units = _schedule(graph, plans, [r[0] for r in row_groups])
-    if not row_groups and not any(u.kind == "pw" for u in units):
+    colreds = {} if dynamic else {i: c for i, n in enumerate(graph.nodes)
+                                  if i not in row_pos and (c := _plan_colred(graph, n)) is not None}
+    units = _schedule(graph, plans, [r[0] for r in row_groups], colreds)
+    if not row_groups and not any(u.kind in ("pw", "pwred") for u in units):
         return runner
     try:
         codecache.compiler()
@@ -147,8 +149,8 @@ def compile_graph(graph, out=None):
         st = None
         if u.kind == "rows":
             st = _row_step(graph, row_of[tuple(u.positions)], live_after, logs)
-        elif u.kind == "pw":
-            st = _pw_step(graph, u, plans, live_after, dynamic, logs)
+        elif u.kind in ("pw", "pwred"):
+            st = _pw_step(graph, u, plans, live_after, dynamic, logs, colreds)
         if st is None:
             seg.extend(u.positions)
             continue
@@ -199,16 +201,31 @@ def _row_step(graph, run, live_after, logs):
     return st
 
 
-def _pw_step(graph, unit, plans, live_after, dynamic, logs):
+def _pw_step(graph, unit, plans, live_after, dynamic, logs, colreds=None):
     positions = sorted(unit.positions)
-    lowered = _lower_pw_group(graph, positions, plans, live_after, dynamic)
+    red = None
+    if unit.kind == "pwred":
+        red_pos = positions[-1]
+        positions = positions[:-1]
+        red = colreds[red_pos]
+    lowered = _lower_pw_group(graph, positions, plans, live_after, dynamic, red is not None)
     if lowered is None:
         return None
-    k, in_ids, out_ids = lowered
+    k, in_ids, out_ids, var_of = lowered
+    if red is not None:
+        x, op, R, K, outer = red["x"], red["op"], red["R"], red["K"], red["outer"]
+        out_vid = graph.nodes[red_pos].outputs[0]
+        if x.id not in var_of or not k.flat:
+            return None
+        v = graph.value(out_vid)
+        k.outputs.append(PwBuffer(f"out{len(k.outputs)}", _dtype_name(v.dtype), (1,)))
+        out_ids = out_ids + [out_vid]
+        k.reduce = (op, var_of[x.id], R, K, outer, len(k.outputs) - 1)
+        positions = positions + [red_pos]
     if not out_ids:
         return False  # nothing it computes is read: the nodes are dead
     comment = f"strata_cpp kernel for nodes {', '.join(map(str, positions))}:\n{k}"
-    source = cpp.render_pointwise(k, comment)
+    source = cpp.render_columns(k, comment) if red is not None else cpp.render_pointwise(k, comment)
     if logs.enabled("output_code"):
         logs._emit("output_code", f"generated kernel ({len(positions)} nodes):\n{source}")
     st = _KernelStep()
@@ -220,7 +237,7 @@ def _pw_step(graph, unit, plans, live_after, dynamic, logs):
     st.dtype = vals[0].dtype
     st.shape = tuple(vals[0].shape)
     dts = [v.dtype for v in vals]
-    if k.flat:
+    if k.flat and red is None:
         st.ref = next(j for j, b in enumerate(k.inputs) if any(b.strides))
         st.numel = None if dynamic else _prod(st.shape)
         st.call = _C._compile.KernelCall(_address(st.fn), False, len(in_ids), st.ref,
@@ -229,7 +246,7 @@ def _pw_step(graph, unit, plans, live_after, dynamic, logs):
     else:
         ins = [graph.value(v) for v in in_ids]
         st.ref = 0
-        st.numel = _prod(st.shape)
+        st.numel = _prod(st.shape) if red is None else red["R"] * red["K"] * red["outer"]
         st.call = _C._compile.KernelCall(_address(st.fn), False, len(in_ids), 0, st.numel, 1, st.dtype,
                                          [list(v.shape) for v in vals], dts,
                                          [list(v.shape) for v in ins], [list(v.stride) for v in ins],
@@ -725,7 +742,7 @@ def _alias_classes(g, plans):
     return find
 
 
-def _schedule(g, plans, row_runs):
+def _schedule(g, plans, row_runs, colreds=None):
     """Units (pointwise groups, row groups, single nodes) in a valid run order (Note [Pointwise
     groups, general form])."""
     nodes = g.nodes
@@ -795,7 +812,18 @@ def _schedule(g, plans, row_runs):
             continue
         p = plans.get(i)
         placed = False
-        if p is not None:
+        c = (colreds or {}).get(i)
+        if c is not None:
+            # Note [Column reductions]: closes the flat group of its input's shape that made the input.
+            grp = unit_of.get(producer.get(c["x"].id))
+            if (grp is not None and grp.kind == "pw" and grp in open_groups and grp.shape == c["shape"]
+                    and all(plans[m]["flat"] for m in grp.positions) and not extra[i]):
+                grp.positions.append(i)
+                grp.kind = "pwred"
+                unit_of[i] = grp
+                open_groups.remove(grp)
+                placed = True
+        elif p is not None:
             for grp in reversed(open_groups):
                 if grp.shape != p["shape"]:
                     continue
@@ -820,7 +848,7 @@ def _schedule(g, plans, row_runs):
         i += 1
     # A group of one node gains nothing: it runs as a plain node.
     for u in units:
-        if u.kind == "pw" and len(u.positions) < MIN_GROUP:
+        if u.kind in ("pw", "pwred") and len(u.positions) < MIN_GROUP:
             u.kind = "node"
     # Kahn's algorithm over units, the earliest first position first.
     import heapq
@@ -868,8 +896,9 @@ def _geometry(shape, out_strides, buf_strides):
     return tuple(sizes), [tuple(st) for st in sts]
 
 
-def _lower_pw_group(g, positions, plans, live_after, dynamic):
-    """(PwKernel, input ids, output ids) for a pointwise group, or None."""
+def _lower_pw_group(g, positions, plans, live_after, dynamic, reduced=False):
+    """(PwKernel, input ids, output ids, value id -> kernel var) for a pointwise group, or None.
+    reduced: a column reduction follows (the kernel may have no output of its own)."""
     shape = plans[positions[0]]["shape"]
     flat = all(plans[p]["flat"] for p in positions)
     k = PwKernel(flat=flat)
@@ -945,7 +974,7 @@ def _lower_pw_group(g, positions, plans, live_after, dynamic):
         for b in k.inputs + k.outputs:
             b.strides = (1,) if b in k.outputs or any(b.strides) else (0,)
         k.sizes = (None,)
-    elif out_ids:
+    elif out_ids or reduced:
         sizes, sts = _geometry(shape, k.outputs[0].strides, [b.strides for b in k.inputs + k.outputs])
         k.sizes = sizes
         for b, st in zip(k.inputs + k.outputs, sts):
@@ -953,4 +982,47 @@ def _lower_pw_group(g, positions, plans, live_after, dynamic):
         # A gather's column must be the innermost loop index (the table's only nonzero stride).
         if any(b.rows and (not b.strides or any(b.strides[:-1]) or not b.strides[-1]) for b in k.inputs):
             return None
-    return k, in_ids, out_ids
+    return k, in_ids, out_ids, var_of
+
+
+"""Note [Column reductions]
+sum / mean / amax / amin over one dim d that is not the last, of a contiguous float32/float64
+input S with R = S[d] > 1 rows and K = prod(S[d+1:]) > 1 columns, close the flat pointwise group
+that produced the input: one kernel computes the producers and reduces them without writing the
+input to memory. The loop is the reduction engine's column loop (reduce_kernels.cpp
+reduce_by_columns): tiles of W = 1024 / sizeof(T) adjacent columns, rows added in order, sums
+regrouped every 256 rows and every 256 groups, max/min folding four rows at a time in full tiles,
+so the results are eager's bits (amax/amin: the same values; which of two equal-comparing values
+(-0.0, 0.0) wins follows the same order when eager's kept dims merge into the K columns, as they do
+for a contiguous input)."""
+
+
+def _plan_colred(g, node):
+    if node.op not in _ROW_REDUCE or node.has_side_effects or len(node.outputs) != 1:
+        return None
+    args = list(node.args)
+    x = args[0]
+    v = g.value(node.outputs[0])
+    if not _is_tensor_value(x) or v.kind != "tensor" or str(v.device) != "cpu":
+        return None
+    ct = _DTYPES.get(_dtype_name(x.dtype))
+    if ct is None or not _tensor_ok(x, ct) or _dtype_name(v.dtype) != _dtype_name(x.dtype):
+        return None
+    if node.op in ("sum", "mean") and args[3] is not None:
+        return None
+    dim = args[1]
+    if isinstance(dim, (list, tuple)):
+        if len(dim) != 1:
+            return None
+        dim = dim[0]
+    if not isinstance(dim, int) or isinstance(dim, bool):
+        return None
+    S = tuple(x.shape)
+    nd = len(S)
+    d = dim + nd if dim < 0 else dim
+    if not 0 <= d < nd - 1 or not _contiguous(v.shape, v.stride):
+        return None
+    R, K, outer = S[d], _prod(S[d + 1:]), _prod(S[:d])
+    if R < 2 or K < 2:
+        return None
+    return {"x": x, "op": _ROW_REDUCE[node.op], "R": R, "K": K, "outer": outer, "shape": S, "ct": ct}

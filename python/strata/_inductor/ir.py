@@ -271,9 +271,15 @@ class PwKernel:
     inputs: list = field(default_factory=list)
     outputs: list = field(default_factory=list)
     body: list = field(default_factory=list)
+    # A column reduction of one body value (Note [Column reductions] in fusion.py):
+    # (op, var, R, K, outer, output index); the body then runs over [outer, R, K].
+    reduce: tuple = None
 
     def __str__(self):
         geo = "n (flat)" if self.flat else "x".join(map(str, self.sizes)) or "()"
+        if self.reduce:
+            op, var, R, K, outer, o = self.reduce
+            geo = f"[{outer}, {R}, {K}], {op}({var}) over the {R} rows -> {self.outputs[o].name}"
         lines = [f"pointwise kernel({', '.join(f'{b.name}:{b.dtype}{list(b.strides)}' for b in self.inputs)}) -> "
                  f"({', '.join(f'{b.name}:{b.dtype}{list(b.strides)}' for b in self.outputs)}) over {geo}:"]
         for s in self.body:

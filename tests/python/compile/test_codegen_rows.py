@@ -94,3 +94,33 @@ def test_var_over_other_dims_is_left_to_eager():
     x = strata.randn(7, 9)
     got, ref = strata.compile(fn, backend="strata_cpp")(x), fn(x)
     assert strata.equal(got[0], ref[0]) and strata.equal(got[1], ref[1])
+
+
+def _cols(x, y):
+    h = x * y + 1
+    return h.sum(0), (x.relu() * 2).mean(1, keepdim=True), (x - y).amax(0), (x * 3).amin(-2), h
+
+
+@pytest.mark.parametrize("dtype", [strata.float32, strata.float64])
+def test_column_reductions_with_their_producers_bit_exact(dtype):
+    # Note [Column reductions]: 300 rows (a 256-row regroup of the sums), 37 x 260 columns (full and
+    # partial column tiles), the middle dim reduced too.
+    strata.manual_seed(0)
+    x, y = strata.randn(300, 37, 260, dtype=dtype), strata.randn(300, 37, 260, dtype=dtype)
+    before = _kernels()
+    got = strata.compile(_cols, backend="strata_cpp")(x, y)
+    assert _kernels() == before + 4  # one kernel per reduction, its producers inside
+    ref = _cols(x, y)
+    for k, (a, r) in enumerate(zip(got, ref)):
+        assert a.dtype == r.dtype and tuple(a.shape) == tuple(r.shape) and a.stride() == r.stride(), k
+        assert strata.equal(a, r), (k, float((a - r).abs().max()))
+    # 70000 rows: the second regrouping level (256 x 256 rows).
+    z = strata.randn(70000, 3, dtype=dtype)
+    f2 = lambda z: (z * 2).sum(0)  # noqa: E731
+    assert strata.equal(strata.compile(f2, backend="strata_cpp")(z), f2(z))
+
+
+def test_column_reduction_of_a_broadcast_group_is_left_to_eager():
+    fn = lambda x, y: (x * y + 1).sum(0)  # noqa: E731  (y broadcast: not the flat form)
+    x, y = strata.randn(50, 40), strata.randn(40)
+    assert strata.equal(strata.compile(fn, backend="strata_cpp")(x, y), fn(x, y))
