@@ -10,6 +10,7 @@ from .ir import Compute, Const, Load, Store
 
 PARALLEL_MIN = 1 << 17
 BLOCK = 1 << 15
+TILE = 64  # transposed access: 64 x 64 tiles of the two innermost dims
 
 
 def _literal(x, dtype):
@@ -371,6 +372,9 @@ def render_pointwise(kernel, header_comment=""):
         w("}")
         return "\n".join(out) + "\n"
     sizes = kernel.sizes
+    if nd >= 2 and any(b.strides[-1] not in (0, 1) for b in bufs) and sizes[-1] >= 2 * TILE and sizes[-2] >= 2 * TILE:
+        _tiled_loops(w, out, body, kernel)
+        return "\n".join(out) + "\n"
     inner = sizes[-1] if nd else 1
     outer = 1
     for s in sizes[:-1]:
@@ -551,3 +555,43 @@ def _rename_operand(a, ren):
         k = a.rindex("(")
         return a[:k + 1] + ren(a[k + 1:-1]) + ")"
     return ren(a)
+
+
+def _tiled_loops(w, out, body, kernel):
+    """The loops of a pointwise kernel with an operand whose innermost stride is not 1 (a transposed
+    read or write): TILE x TILE tiles of the two innermost dims, so the lines a strided operand
+    touches in one row are reused by the next rows of the tile while still in cache. (The loop
+    variables must not look like the body's c<N> / x<N> / t<N> values.)"""
+    sizes = kernel.sizes
+    nd = len(sizes)
+    NR, NC = sizes[-2], sizes[-1]
+    outer = 1
+    for s in sizes[:-2]:
+        outer *= s
+    nrb, ncb = -(-NR // TILE), -(-NC // TILE)
+    w(f"  (void)n;")
+    w(f"#pragma omp parallel for schedule(static) if ({outer * NR * NC} >= {PARALLEL_MIN})")
+    w(f"  for (int64_t tile = 0; tile < {outer * nrb * ncb}; ++tile) {{")
+    w(f"    const int64_t cb = tile % {ncb}, rb = (tile / {ncb}) % {nrb}, o = tile / {ncb * nrb};")
+    if nd > 2:
+        w("    int64_t rem = o;")
+        for d in range(nd - 3, -1, -1):
+            w(f"    const int64_t i{d} = rem % {sizes[d]};")
+            if d:
+                w(f"    rem /= {sizes[d]};")
+    else:
+        w("    (void)o;")
+    w(f"    const int64_t col_lo = cb * {TILE}, col_hi = col_lo + {TILE} < {NC} ? col_lo + {TILE} : {NC};")
+    w(f"    const int64_t row_hi = rb * {TILE} + {TILE} < {NR} ? rb * {TILE} + {TILE} : {NR};")
+    w(f"    for (int64_t r = rb * {TILE}; r < row_hi; ++r) {{")
+    for b in kernel.inputs + kernel.outputs:
+        terms = [f"i{d} * {b.strides[d]}" for d in range(nd - 2) if b.strides[d]]
+        if b.strides[nd - 2]:
+            terms.append(f"r * {b.strides[nd - 2]}")
+        w(f"      const int64_t o_{b.name} = {' + '.join(terms) if terms else '0'};")
+    w("      for (int64_t i = col_lo; i < col_hi; ++i) {")
+    out.extend("  " + line for line in body)
+    w("      }")
+    w("    }")
+    w("  }")
+    w("}")

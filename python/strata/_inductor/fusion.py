@@ -24,6 +24,7 @@ from .ir import LOWERINGS, Buffer, Compute, Const, Load, Store
 
 _DTYPES = {"float32": "float", "float64": "double"}
 MIN_GROUP = 2
+MAX_TRIES = 4
 
 
 def _dtype_name(dt):
@@ -824,9 +825,15 @@ def _schedule(g, plans, row_runs, colreds=None):
                 open_groups.remove(grp)
                 placed = True
         elif p is not None:
+            tried = 0
             for grp in reversed(open_groups):
                 if grp.shape != p["shape"]:
                     continue
+                # The most recent groups of this shape only: each try walks the units the node's
+                # operands depend on, and an old group rarely admits a late node.
+                tried += 1
+                if tried > MAX_TRIES:
+                    break
                 ok = True
                 for q in deps_of_pos(i):
                     x = unit_of.get(q)

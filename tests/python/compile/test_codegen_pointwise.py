@@ -264,3 +264,27 @@ def test_embedding_gather_fused_into_its_consumer(capsys):
         bad[1, 2] = v
         with pytest.raises(IndexError, match="index out of range"):
             cf(bad, table, pos)
+
+
+def test_transposed_operands_run_in_tiles():
+    # An operand read across its rows: the kernel runs 64 x 64 tiles of the two innermost dims
+    # (partial tiles at both edges here), a batch dim outside them.
+    def fn(a, b, c):
+        return (a * 2 + b).relu() - c, a.sigmoid() * 3
+
+    a = strata.randn(3, 300, 200).transpose(1, 2)
+    b = strata.randn(200, 300)
+    c = strata.randn(3, 200, 1)
+    cf = strata.compile(fn, backend="strata_cpp")
+    _check(cf(a, b, c), fn(a, b, c), inexact={1})
+    from strata._dynamo import logs
+    import io
+    import contextlib
+    err = io.StringIO()
+    logs.set_logs(output_code=True)
+    try:
+        with contextlib.redirect_stderr(err):
+            strata.compile(lambda a, b: (a * 2 + b).relu() - 1, backend="strata_cpp")(a, b)
+    finally:
+        logs.set_logs(output_code=False)
+    assert "for (int64_t r = rb * 64; r < row_hi; ++r)" in err.getvalue()
