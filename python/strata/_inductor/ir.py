@@ -329,6 +329,7 @@ def _round(a, dt):
 GENERAL_LOWERINGS = dict(LOWERINGS)
 GENERAL_LOWERINGS.update({
     "where": lambda a, dt: (Functor("Select"), [0, 1, 2]),
+    "pow": lambda a, dt: (Functor("Pow"), [0, 1]),  # tensor exponents too (floating only: fusion.py)
     "masked_fill": _masked_fill,
     "_to_copy": _to_copy,
     "eq": _cmp("Eq"), "ne": _cmp("Ne"), "lt": _cmp("Lt"), "le": _cmp("Le"), "gt": _cmp("Gt"), "ge": _cmp("Ge"),
