@@ -288,3 +288,71 @@ def test_transposed_operands_run_in_tiles():
     finally:
         logs.set_logs(output_code=False)
     assert "for (int64_t r = rb * 64; r < row_hi; ++r)" in err.getvalue()
+
+
+# Random fusions: chains over a contiguous x, a row-broadcast r, a column-broadcast c and a
+# transposed t, in each dtype. Exact ops compare bit for bit; a chain with an op that goes through
+# the vector math library compares at TOL (an ulp in one op can grow through later ops: x8).
+_EXACT_OPS = {
+    "add": lambda a, x: a + x, "sub_r": lambda a, x: a - x, "mul": lambda a, x: a * x,
+    "max": lambda a, x: strata.maximum(a, x), "min": lambda a, x: strata.minimum(a, x),
+    "neg": lambda a, x: -a, "abs": lambda a, x: a.abs(), "relu": lambda a, x: a.relu(),
+    "where": lambda a, x: strata.where(a > x, a, x), "clamp": lambda a, x: a.clamp(-3, 3),
+    "add_s": lambda a, x: a + 2, "mul_s": lambda a, x: a * 3, "square": lambda a, x: a * a,
+}
+_FLOAT_OPS = {
+    "div": lambda a, x: a / (x.abs() + 1), "half": lambda a, x: a * 0.5, "hardtanh": lambda a, x: F.hardtanh(a),
+    "leaky": lambda a, x: F.leaky_relu(a, 0.1), "fill": lambda a, x: a.masked_fill(x > 0.5, -1.0),
+}
+_MATH_OPS = {
+    "sigmoid": lambda a, x: a.sigmoid(), "tanh": lambda a, x: a.tanh(), "silu": lambda a, x: F.silu(a),
+    "gelu_t": lambda a, x: F.gelu(a, approximate="tanh"), "exp": lambda a, x: a.clamp(-4, 4).exp(),
+}
+
+
+@pytest.mark.parametrize("dtype", [strata.float32, strata.float64, strata.float16, strata.bfloat16,
+                                   strata.int32, strata.int64])
+@pytest.mark.parametrize("seed", [11, 12])
+def test_random_fusions_match_eager(dtype, seed):
+    import random
+    strata.compiler.reset()  # one code object for every case: stay under the recompile limit
+    rng = random.Random(seed * 31 + sum(map(ord, str(dtype))))
+    floating = dtype.is_floating_point
+    ops = dict(_EXACT_OPS)
+    if floating:
+        ops.update(_FLOAT_OPS)
+        ops.update(_MATH_OPS)
+    names = [rng.choice(sorted(ops)) for _ in range(10)]
+    operands = [rng.choice("xrct") for _ in names]
+    inexact = any(n in _MATH_OPS or (n == "div" and dtype in (strata.float16, strata.bfloat16)) for n in names)
+
+    def fn(x, r, c, t):
+        env = {"x": x, "r": r, "c": c, "t": t}
+        a = x
+        for n, o in zip(names, operands):
+            a = ops[n](a, env[o])
+            if n in ("square", "mul") and not floating:
+                a = a.clamp(-1000, 1000)  # keep integer products from overflowing
+        return a, (a > 0).to(dtype) * x
+
+    strata.manual_seed(seed)
+    if floating:
+        x, r, c = strata.randn(33, 70), strata.randn(70), strata.randn(33, 1)
+        t = strata.randn(70, 33).t()
+        x, r, c, t = (v.to(dtype) for v in (x, r, c, t))
+    else:
+        x, r, c = strata.randint(-9, 9, (33, 70)), strata.randint(-9, 9, (70,)), strata.randint(-9, 9, (33, 1))
+        t = strata.randint(-9, 9, (70, 33)).t()
+        x, r, c, t = (v.to(dtype) for v in (x, r, c, t))
+    before = _kernels()
+    got = strata.compile(fn, backend="strata_cpp")(x, r, c, t)
+    assert _kernels() > before
+    ref = fn(x, r, c, t)
+    if inexact:
+        tol = TOL[dtype] * 8
+        for a, b in zip(got, ref):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            assert strata.allclose(a.double(), b.double(), rtol=tol, atol=tol, equal_nan=True), \
+                (names, operands, float((a.double() - b.double()).abs().max()))
+    else:
+        _check(got, ref)
