@@ -9,7 +9,10 @@
 (c) capture: microseconds per captured op (a chain of 200 ops) and the capture time of a 2-layer
     transformer (the main job's character model, examples/train_charlm.py) against Dynamo's
     time for the same model (torch.compile backend="eager": Dynamo alone, no code generation);
-(d) the guard check per call of the cached entries of (a) and (c).
+(d) the guard check per call of the cached entries of (a) and (c);
+(e) the fusion table (shared/seeds/000_52b58f9c700bbed3.txt): each case under Strata eager,
+    strata.compile(backend="strata_cpp") and torch.compile(inductor, CPU) in the same run, with
+    torch eager for reference (`--table-only` runs just this section).
 Times are per call, the minimum over repeats. Prints a table; asserts nothing."""
 
 import argparse
@@ -100,12 +103,122 @@ def first_call_minus_warm(make_compiled, args, reset):
     return first - warm, cf
 
 
+# ---- (e) the fusion table -------------------------------------------------------------------------
+# Each case: (name, make(T) -> (fn, args), repeats); T is strata or torch, fn uses T's own functional.
+
+def _gelu_tanh(T, n):
+    x = T.randn(n)
+    return (lambda x: 0.5 * x * (1 + T.tanh(0.7978845608 * (x + 0.044715 * x * x * x)))), (x,)
+
+
+def _chain7(T, n):
+    x, y = T.randn(n), T.randn(n)
+    return (lambda x, y: ((x * y + 1).relu() * 0.5 - y).abs() * 2 + x), (x, y)
+
+
+def _linear_act(T, act):
+    F = T.nn.functional
+    x, w, b = T.randn(512, 1024), T.randn(1024, 1024) * 0.03, T.randn(1024)
+    f = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu}[act]
+    return (lambda x, w, b: f(F.linear(x, w, b))), (x, w, b)
+
+
+def _ln_residual_dropout(T):
+    F = T.nn.functional
+    x, h = T.randn(4096, 1024), T.randn(4096, 1024)
+    w, b = T.randn(1024), T.randn(1024)
+    return (lambda x, h, w, b: F.layer_norm(x + F.dropout(h, 0.1, training=True), (1024,), w, b)), (x, h, w, b)
+
+
+def _softmax(T):
+    x = T.randn(4096, 1024)
+    return (lambda x: T.nn.functional.softmax(x, -1)), (x,)
+
+
+def _embedding_scale(T):
+    F = T.nn.functional
+    table, idx = T.randn(32000, 512), T.randint(0, 32000, (32, 256))
+    return (lambda idx, table: F.embedding(idx, table) * 22.627416997969522), (idx, table)
+
+
+def _swiglu(T):
+    F = T.nn.functional
+    x, w1, w3 = T.randn(256, 512), T.randn(512, 1376) * 0.04, T.randn(512, 1376) * 0.04
+    return (lambda x, w1, w3: F.silu(x @ w1) * (x @ w3)), (x, w1, w3)
+
+
+def fusion_cases(quick):
+    big = (1 << 22) if quick else (1 << 25)
+    return [
+        (f"tanh-GELU written out, {big >> 20}M floats", lambda T: _gelu_tanh(T, big), 3 if quick else 5),
+        ("7-op pointwise chain, 1M floats", lambda T: _chain7(T, 1 << 20), 10),
+        ("linear(512x1024 @ 1024x1024) + bias + ReLU", lambda T: _linear_act(T, "relu"), 5),
+        ("linear + bias + GELU", lambda T: _linear_act(T, "gelu"), 5),
+        ("linear + bias + SiLU", lambda T: _linear_act(T, "silu"), 5),
+        ("LayerNorm(x + dropout(h)), (4096, 1024)", _ln_residual_dropout, 10),
+        ("softmax(-1), (4096, 1024)", _softmax, 10),
+        ("embedding(32000x512)[32x256] * scale", _embedding_scale, 10),
+        ("SwiGLU silu(x@W1) * (x@W3), 256x512x1376", _swiglu, 10),
+    ]
+
+
+def fusion_table(torch, quick, inductor=True):
+    """Rows (what, strata eager, strata_cpp, torch eager, torch.compile) in seconds per call."""
+    out = []
+    for name, make, reps in fusion_cases(quick):
+        st.manual_seed(0)
+        fn, args = make(st)
+        eager = per_call(fn, args, 1, reps)
+        try:
+            cf = st.compile(fn, backend="strata_cpp")
+            cf(*args)
+            cpp = per_call(cf, args, 1, reps)
+        except Exception:
+            cpp = float("nan")
+        t_eager = t_comp = float("nan")
+        if torch is not None:
+            tfn, targs = make(torch)
+            t_eager = per_call(tfn, targs, 1, reps)
+            if inductor:
+                try:
+                    torch._dynamo.reset()
+                    tc = torch.compile(tfn, backend="inductor")
+                    tc(*targs)
+                    t_comp = per_call(tc, targs, 1, reps)
+                except Exception:
+                    pass
+        out.append((name, eager, cpp, t_eager, t_comp))
+    return out
+
+
+def print_fusion_table(rows):
+    def ms(t):
+        return "n/a" if t != t else f"{t * 1e3:.3f}"
+    print(f"(e) fusion table, ms per call (min over repeats); ratio = other's time / strata_cpp's")
+    print(f"    {'case':46}{'strata':>9}{'cpp':>9}{'torch':>9}{'inductor':>9}  cpp vs eager, vs inductor")
+    for name, e, c, te, tc in rows:
+        r1 = f"{e / c:.2f}x" if c == c else "n/a"
+        r2 = f"{tc / c:.2f}x" if c == c and tc == tc else "n/a"
+        print(f"    {name:46}{ms(e):>9}{ms(c):>9}{ms(te):>9}{ms(tc):>9}  {r1:>6}, {r2:>6}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--no-inductor", action="store_true")
+    ap.add_argument("--table-only", action="store_true", help="only (e), the fusion table")
     a = ap.parse_args()
+    if a.table_only:
+        torch = None
+        if not a.no_torch:
+            try:
+                import torch
+                import torch._dynamo
+            except ImportError:
+                torch = None
+        print_fusion_table(fusion_table(torch, a.quick, not a.no_inductor))
+        return
     n = 2000 if a.quick else 20000
     rows = []   # (section, what, seconds, ratio text)
 
@@ -194,6 +307,8 @@ def main():
     for sec, what, t, ratio in rows:
         ts = "n/a" if t != t else (f"{t * 1e6:9.2f} us" if t < 1e-3 else f"{t * 1e3:9.1f} ms")
         print(f"({sec}) {what:68}{ts:>12}  {ratio}")
+    print()
+    print_fusion_table(fusion_table(torch, a.quick, not a.no_inductor))
 
 
 if __name__ == "__main__":

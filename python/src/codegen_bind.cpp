@@ -10,11 +10,13 @@
 // the ctypes object, which keeps the library loaded) and does the checks, the allocation and the call
 // in one C++ call. It returns None where the kernel cannot run (an input that is not contiguous, a
 // size other than the captured one): the caller then runs the graph node by node.
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "bind.h"
 #include "core/error.h"
+#include "ops/api/creation.h"
 
 namespace strata::py {
 namespace {
@@ -30,6 +32,15 @@ struct KernelCall {
   int64_t n_in = 0;
   ScalarType dtype = ScalarType::Float32;
   std::vector<std::vector<int64_t>> out_shapes;  // row kernels; pointwise: one entry per output (unused sizes)
+  // Pointwise kernels over a baked geometry (Note [Pointwise kernels with index expressions] in
+  // python/strata/_inductor/ir.py): each input's expected sizes and strides (any other -> None), each
+  // output's strides (sizes: out_shapes). Empty: the flat form (contiguous inputs, outputs like ref).
+  bool strided = false;
+  std::vector<std::vector<int64_t>> in_sizes, in_strides, out_strides;
+  std::vector<ScalarType> out_dtypes;  // one per output; empty: all `dtype`
+  // The kernel takes a status word after its outputs (a gather's bounds check): nonzero -> None, and
+  // the caller runs the graph node by node, where eager raises its own error.
+  bool status = false;
 
   nb::object call(nb::args args) const {
     STRATA_CHECK(static_cast<int64_t>(args.size()) == n_in, "KernelCall: expected ", n_in, " tensors, got ",
@@ -38,28 +49,39 @@ struct KernelCall {
     ins.reserve(n_in);
     for (nb::handle h : args) {
       Tensor t = nb::cast<Tensor>(h);
-      if (!t.is_contiguous()) return nb::none();
+      if (strided) {
+        const size_t k = ins.size();
+        if (!std::ranges::equal(t.sizes(), in_sizes[k]) || !std::ranges::equal(t.strides(), in_strides[k]))
+          return nb::none();
+      } else if (!t.is_contiguous()) {
+        return nb::none();
+      }
       ins.push_back(std::move(t));
     }
     const Tensor& r = ins[ref];
-    const int64_t n = r.numel();
-    if (numel >= 0 && n != numel) return nb::none();
+    const int64_t n = strided ? 0 : r.numel();
+    if (!strided && numel >= 0 && n != numel) return nb::none();
     std::vector<void*> bufs;
     bufs.reserve(ins.size() + out_shapes.size());
     for (const Tensor& t : ins) bufs.push_back(t.data_ptr());
     std::vector<Tensor> outs;
     outs.reserve(out_shapes.size());
-    for (const auto& shape : out_shapes) {
-      outs.push_back(empty_tensor(rows ? IntArrayRef(shape) : r.sizes(), dtype, Device()));
+    for (size_t k = 0; k < out_shapes.size(); ++k) {
+      const ScalarType dt = out_dtypes.empty() ? dtype : out_dtypes[k];
+      if (strided) outs.push_back(empty_strided(out_shapes[k], out_strides[k], dt, Device()));
+      else outs.push_back(empty_tensor(rows ? IntArrayRef(out_shapes[k]) : r.sizes(), dt, Device()));
       bufs.push_back(outs.back().data_ptr());
     }
+    int64_t status_word = 0;
+    if (status) bufs.push_back(&status_word);
     {
       // Long kernels let other Python threads run; short ones are not worth the GIL round trip.
       std::optional<nb::gil_scoped_release> release;
-      if (n >= (int64_t{1} << 17)) release.emplace();
+      if (n >= (int64_t{1} << 17) || (strided && numel >= (int64_t{1} << 17))) release.emplace();
       if (rows) reinterpret_cast<RowFn>(fn)(bufs.data(), cols > 0 ? n / cols : 0, cols);
       else reinterpret_cast<PointwiseFn>(fn)(bufs.data(), n);
     }
+    if (status_word != 0) return nb::none();
     nb::tuple result = nb::steal<nb::tuple>(PyTuple_New(static_cast<Py_ssize_t>(outs.size())));
     for (size_t k = 0; k < outs.size(); ++k)
       PyTuple_SET_ITEM(result.ptr(), static_cast<Py_ssize_t>(k), wrap_tensor(std::move(outs[k])).release().ptr());
@@ -74,17 +96,48 @@ void bind_codegen(nb::module_& m) {
       .def(
           "__init__",
           [](KernelCall* self, uintptr_t fn, bool rows, int64_t n_in, int64_t ref, int64_t numel, int64_t cols,
-             nb::handle dtype, std::vector<std::vector<int64_t>> out_shapes) {
+             nb::handle dtype, std::vector<std::vector<int64_t>> out_shapes, nb::list out_dtypes,
+             std::optional<std::vector<std::vector<int64_t>>> in_sizes,
+             std::optional<std::vector<std::vector<int64_t>>> in_strides,
+             std::optional<std::vector<std::vector<int64_t>>> out_strides, bool status) {
             STRATA_CHECK(fn != 0, "KernelCall: null kernel address");
             STRATA_CHECK(ref >= 0 && ref < n_in, "KernelCall: ref ", ref, " out of range for ", n_in, " inputs");
             auto st = to_scalar_type(dtype);
             STRATA_CHECK(st.has_value(), "KernelCall: dtype must be a strata dtype");
-            new (self) KernelCall{fn, rows, ref, numel, cols, n_in, *st, std::move(out_shapes)};
+            std::vector<ScalarType> dts;
+            for (nb::handle h : out_dtypes) {
+              auto d = to_scalar_type(h);
+              STRATA_CHECK(d.has_value(), "KernelCall: out_dtypes must be strata dtypes");
+              dts.push_back(*d);
+            }
+            STRATA_CHECK(dts.empty() || dts.size() == out_shapes.size(), "KernelCall: ", dts.size(),
+                         " out_dtypes for ", out_shapes.size(), " outputs");
+            const bool strided = in_sizes.has_value();
+            if (strided) {
+              STRATA_CHECK(in_strides && out_strides && static_cast<int64_t>(in_sizes->size()) == n_in &&
+                               static_cast<int64_t>(in_strides->size()) == n_in &&
+                               out_strides->size() == out_shapes.size(),
+                           "KernelCall: in_sizes, in_strides (one per input) and out_strides (one per output) "
+                           "go together");
+              for (size_t k = 0; k < out_shapes.size(); ++k)
+                STRATA_CHECK(out_shapes[k].size() == (*out_strides)[k].size(), "KernelCall: output ", k,
+                             " has ", out_shapes[k].size(), " sizes and ", (*out_strides)[k].size(), " strides");
+            }
+            new (self) KernelCall{fn, rows, ref, numel, cols, n_in, *st, std::move(out_shapes), strided,
+                                  in_sizes.value_or(std::vector<std::vector<int64_t>>{}),
+                                  in_strides.value_or(std::vector<std::vector<int64_t>>{}),
+                                  out_strides.value_or(std::vector<std::vector<int64_t>>{}), std::move(dts),
+                                  status};
           },
           nb::arg("fn"), nb::arg("rows"), nb::arg("n_in"), nb::arg("ref"), nb::arg("numel"), nb::arg("cols"),
-          nb::arg("dtype"), nb::arg("out_shapes"),
+          nb::arg("dtype"), nb::arg("out_shapes"), nb::arg("out_dtypes") = nb::list(),
+          nb::arg("in_sizes") = nb::none(), nb::arg("in_strides") = nb::none(), nb::arg("out_strides") = nb::none(),
+          nb::arg("status") = false,
           "fn: the kernel's address; rows: a row kernel; ref: the input that gives the size; numel: the "
-          "captured element count of that input, or -1; out_shapes: one per output (row kernels: its sizes).")
+          "captured element count of that input, or -1; out_shapes: one per output (row kernels and strided "
+          "kernels: its sizes); out_dtypes: one per output (default: all dtype); in_sizes/in_strides/out_strides: "
+          "a pointwise kernel over a baked geometry (inputs must match exactly); status: the kernel reports "
+          "a failed check (an index out of range) in a status word after its outputs.")
       .def("__call__", &KernelCall::call,
            "Runs the kernel on contiguous CPU tensors; a tuple of fresh outputs, or None when an input is not "
            "contiguous or its size is not the captured one.");

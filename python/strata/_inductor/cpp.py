@@ -10,6 +10,7 @@ from .ir import Compute, Const, Load, Store
 
 PARALLEL_MIN = 1 << 17
 BLOCK = 1 << 15
+TILE = 64  # transposed access: 64 x 64 tiles of the two innermost dims
 
 
 def _literal(x, dtype):
@@ -33,54 +34,6 @@ def _preamble(header_comment):
     out += ["#include <cstdint>", '#include "ops/pointwise_functors.h"', '#include "ops/nn_functors.h"',
             '#include "backends/cpu/vector_math.h"']
     return out
-
-
-def render(kernel, header_comment=""):
-    T = kernel.dtype
-    out = _preamble(header_comment)
-    w = out.append
-    if any(isinstance(s, Compute) and s.functor.name == "GeluErfF32" for s in kernel.body):
-        w("#if defined(__AVX512F__)")
-        w("#define STRATA_CPU_NS codegen")
-        w('#include "backends/cpu/kernels/gelu_math.h"')
-        w("#define STRATA_GELU_ERF_F32 strata::cpu::gelu_math::GeluErfF32")
-        w("#else")
-        w("#define STRATA_GELU_ERF_F32 strata::fn::GeluErf")
-        w("#endif")
-    w("")
-    w('extern "C" void strata_kernel(void* const* bufs, int64_t n) {')
-    for k, b in enumerate(kernel.inputs):
-        w(f"  const {b.dtype}* __restrict {b.name} = static_cast<const {b.dtype}*>(bufs[{k}]);")
-    for k, b in enumerate(kernel.outputs):
-        w(f"  {b.dtype}* __restrict {b.name} = static_cast<{b.dtype}*>(bufs[{len(kernel.inputs) + k}]);")
-    hoisted = []
-    body = []
-    for s in kernel.body:
-        if isinstance(s, Load):
-            b = kernel.inputs[s.buf]
-            if b.scalar:
-                hoisted.append(f"  const {b.dtype} {s.var} = {b.name}[0];")
-            else:
-                body.append(f"      const {b.dtype} {s.var} = {b.name}[i];")
-        elif isinstance(s, Const):
-            hoisted.append(f"  const {T} {s.var} = {_literal(s.value, T)};")
-        elif isinstance(s, Compute):
-            src = f"  // {s.source}" if s.source else ""
-            body.append(f"      // {s.node}{src}")
-            body.append(f"      const {T} {s.var} = {_functor(s.functor, T)}({', '.join(s.args)});")
-        elif isinstance(s, Store):
-            body.append(f"      {kernel.outputs[s.buf].name}[i] = {s.var};")
-    out.extend(hoisted)
-    w(f"  const int64_t nblocks = (n + {BLOCK} - 1) / {BLOCK};")
-    w(f"#pragma omp parallel for schedule(static) if (n >= {PARALLEL_MIN})")
-    w("  for (int64_t blk = 0; blk < nblocks; ++blk) {")
-    w(f"    const int64_t begin = blk * {BLOCK}, end = begin + {BLOCK} < n ? begin + {BLOCK} : n;")
-    w("    for (int64_t i = begin; i < end; ++i) {")
-    out.extend(body)
-    w("    }")
-    w("  }")
-    w("}")
-    return "\n".join(out) + "\n"
 
 
 # ---- row kernels (Note [Row kernels] in ir.py) -----------------------------------------------------
@@ -280,3 +233,365 @@ def render_rows(kernel, header_comment=""):
     w("  }")
     w("}")
     return "\n".join(out) + "\n"
+
+
+# ---- general pointwise kernels (Note [Pointwise kernels with index expressions] in ir.py) -----------
+
+def _pw_literal(value, dtype):
+    from .ir import CTYPES
+    t = CTYPES[dtype]
+    if dtype == "bool":
+        return "true" if value else "false"
+    if dtype.startswith(("int", "uint")):
+        v = int(value)
+        return f"static_cast<{t}>({v}LL)" if v != -(1 << 63) else "std::numeric_limits<int64_t>::min()"
+    x = float(value)
+    if x != x:
+        body = "std::numeric_limits<float>::quiet_NaN()" if dtype != "float64" else "std::numeric_limits<double>::quiet_NaN()"
+    elif x in (float("inf"), float("-inf")):
+        body = ("-" if x < 0 else "") + ("std::numeric_limits<double>::infinity()" if dtype == "float64"
+                                         else "std::numeric_limits<float>::infinity()")
+    else:
+        # Exact: the value was already converted to dtype by eager's cast.
+        body = float(x).hex() if dtype == "float64" else f"static_cast<float>({float(x).hex()})"
+    return f"{t}({body})" if dtype in ("float16", "bfloat16") else f"static_cast<{t}>({body})"
+
+
+def _pw_functor(f):
+    if f.name == "GeluErfF32":
+        return "STRATA_GELU_ERF_F32{}"
+    params = ", ".join(float(p).hex() for p in f.params)
+    return f"strata::fn::{f.name}{{{params}}}"
+
+
+def render_pointwise(kernel, header_comment=""):
+    """`void strata_kernel(void* const* bufs, int64_t n)`: for a flat kernel n is the element count;
+    otherwise the geometry is in the code and n is unused. The iteration space is cut into tiles (an
+    outer index and a block of at most BLOCK inner elements), run by an OpenMP parallel for above
+    PARALLEL_MIN elements; the inner loop has constant strides (1, 0 or k) so GCC vectorises it."""
+    from .ir import CTYPES, PwCompute, PwConst, PwGather, PwLoad, PwStore
+    out = _preamble(header_comment)
+    w = out.append
+    w('#include "compile/codegen_pointwise.h"')
+    if any(isinstance(s, PwCompute) and s.functor.name == "GeluErfF32" for s in kernel.body):
+        w("#if defined(__AVX512F__)")
+        w("#define STRATA_CPU_NS codegen")
+        w('#include "backends/cpu/kernels/gelu_math.h"')
+        w("#define STRATA_GELU_ERF_F32 strata::cpu::gelu_math::GeluErfF32")
+        w("#else")
+        w("#define STRATA_GELU_ERF_F32 strata::fn::GeluErf")
+        w("#endif")
+    w("")
+    w('extern "C" void strata_kernel(void* const* bufs, int64_t n) {')
+    bufs = kernel.inputs + kernel.outputs
+    for k, b in enumerate(kernel.inputs):
+        w(f"  const {CTYPES[b.dtype]}* __restrict {b.name} = static_cast<const {CTYPES[b.dtype]}*>(bufs[{k}]);")
+    for k, b in enumerate(kernel.outputs):
+        w(f"  {CTYPES[b.dtype]}* __restrict {b.name} = static_cast<{CTYPES[b.dtype]}*>(bufs[{len(kernel.inputs) + k}]);")
+    gathers = [s for s in kernel.body if isinstance(s, PwGather)]
+    if gathers:
+        # Every index is checked before anything is written (eager raises IndexError on a bad one): the
+        # status word after the outputs tells the caller, which then runs the nodes through eager.
+        loads = {s.var: kernel.inputs[s.buf] for s in kernel.body if isinstance(s, PwLoad)}
+        w(f"  int64_t* status = static_cast<int64_t*>(bufs[{len(kernel.inputs) + len(kernel.outputs)}]);")
+        w("  bool bad = false;")
+        for g in gathers:
+            ib, tb = loads[g.index], kernel.inputs[g.buf]
+            w(f"  for (int64_t k = 0; k < {ib.count}; ++k)")
+            w(f"    bad |= static_cast<uint64_t>(static_cast<int64_t>({ib.name}[k])) >= {tb.rows}u;")
+        w("  if (bad) {")
+        w("    *status = 1;")
+        w("    return;")
+        w("  }")
+    dtype_of = {}
+    hoisted, body = [], []
+    nd = len(kernel.sizes)
+
+    def inner_index(b):
+        if kernel.flat:
+            return "i" if any(b.strides) else "0"
+        st = b.strides[-1] if nd else 0
+        base = f"o_{b.name}"
+        return base if st == 0 else f"{base} + i" if st == 1 else f"{base} + i * {st}"
+
+    invariant = set()  # vars that do not change along the inner loop (hoisted per tile)
+    for s in kernel.body:
+        if isinstance(s, PwLoad):
+            b = kernel.inputs[s.buf]
+            dtype_of[s.var] = b.dtype
+            line = f"const {CTYPES[b.dtype]} {s.var} = {b.name}[{inner_index(b)}];"
+            if not any(b.strides):
+                hoisted.append("  " + line)
+                invariant.add(s.var)
+            else:
+                body.append("      " + line)
+        elif isinstance(s, PwConst):
+            dtype_of[s.var] = s.dtype
+            hoisted.append(f"  const {CTYPES[s.dtype]} {s.var} = {_pw_literal(s.value, s.dtype)};")
+            invariant.add(s.var)
+        elif isinstance(s, PwCompute):
+            dtype_of[s.var] = s.dtype
+            C, R = CTYPES[s.cdtype], CTYPES[s.dtype]
+            if s.functor.name == "Cast":
+                expr = f"strata::codegen::convert<{R}>({s.args[0]})"
+            elif s.functor.name == "Select":
+                c, a, b2 = s.args
+                cv = lambda v: v if dtype_of[v] == s.cdtype else f"strata::codegen::convert<{C}>({v})"  # noqa: E731
+                expr = f"strata::codegen::select<{C}, {R}>({c}, {cv(a)}, {cv(b2)})"
+            else:
+                conv = [a if dtype_of[a] == s.cdtype else f"strata::codegen::convert<{C}>({a})" for a in s.args]
+                expr = f"strata::codegen::apply<{C}, {R}>({_pw_functor(s.functor)}, {', '.join(conv)})"
+            src = f"  // {s.source}" if s.source else ""
+            line = f"const {R} {s.var} = {expr};"
+            if all(a in invariant for a in s.args):
+                hoisted.append(f"  // {s.node}{src}")
+                hoisted.append("  " + line)
+                invariant.add(s.var)
+            else:
+                body.append(f"      // {s.node}{src}")
+                body.append("      " + line)
+        elif isinstance(s, PwGather):
+            b = kernel.inputs[s.buf]
+            dtype_of[s.var] = b.dtype
+            body.append(f"      // {s.node}")
+            body.append(f"      const {CTYPES[b.dtype]} {s.var} = "
+                        f"{b.name}[static_cast<int64_t>({s.index}) * {b.row_stride} + {inner_index(b)}];")
+        elif isinstance(s, PwStore):
+            b = kernel.outputs[s.buf]
+            body.append(f"      {b.name}[{inner_index(b)}] = {s.var};")
+    out.extend(hoisted)
+    if kernel.flat:
+        w(f"  const int64_t nblocks = (n + {BLOCK} - 1) / {BLOCK};")
+        w(f"#pragma omp parallel for schedule(static) if (n >= {PARALLEL_MIN})")
+        w("  for (int64_t blk = 0; blk < nblocks; ++blk) {")
+        w(f"    const int64_t begin = blk * {BLOCK}, end = begin + {BLOCK} < n ? begin + {BLOCK} : n;")
+        w("    for (int64_t i = begin; i < end; ++i) {")
+        out.extend(body)
+        w("    }")
+        w("  }")
+        w("}")
+        return "\n".join(out) + "\n"
+    sizes = kernel.sizes
+    if nd >= 2 and any(b.strides[-1] not in (0, 1) for b in bufs) and sizes[-1] >= 2 * TILE and sizes[-2] >= 2 * TILE:
+        _tiled_loops(w, out, body, kernel)
+        return "\n".join(out) + "\n"
+    inner = sizes[-1] if nd else 1
+    outer = 1
+    for s in sizes[:-1]:
+        outer *= s
+    nblk = max(1, -(-inner // BLOCK))
+    total = outer * inner
+    w(f"  (void)n;")
+    w(f"#pragma omp parallel for schedule(static) if ({total} >= {PARALLEL_MIN})")
+    w(f"  for (int64_t tile = 0; tile < {outer * nblk}; ++tile) {{")
+    w(f"    const int64_t blk = tile % {nblk}, o = tile / {nblk};")
+    w(f"    const int64_t begin = blk * {BLOCK}, end = begin + {BLOCK} < {inner} ? begin + {BLOCK} : {inner};")
+    # Outer dims' indices from o (innermost outer dim varies fastest), then each buffer's offset.
+    if nd > 1:
+        w("    int64_t rem = o;")
+        for d in range(nd - 2, -1, -1):
+            w(f"    const int64_t i{d} = rem % {sizes[d]};")
+            if d:
+                w(f"    rem /= {sizes[d]};")
+    else:
+        w("    (void)o;")
+    for b in bufs:
+        terms = [f"i{d} * {b.strides[d]}" for d in range(nd - 1) if b.strides[d]]
+        w(f"    const int64_t o_{b.name} = {' + '.join(terms) if terms else '0'};")
+    w("    (void)begin;")
+    w("    for (int64_t i = begin; i < end; ++i) {")
+    out.extend(body)
+    w("    }")
+    w("  }")
+    w("}")
+    return "\n".join(out) + "\n"
+
+
+# ---- column reductions (Note [Column reductions] in fusion.py) ----------------------------------------
+
+_COL_OPS = {"sum": "Sum", "mean": "Sum", "amax": "Max", "amin": "Min"}
+
+
+def render_columns(kernel, header_comment=""):
+    """A flat pointwise body over [outer, R, K] whose value `var` is reduced over R, in the
+    reduction engine's column order: `void strata_kernel(void* const* bufs, int64_t n)`, n unused."""
+    from .ir import CTYPES, PwCompute, PwConst, PwLoad, PwStore
+    op, rvar, R, K, outer, ro = kernel.reduce
+    out = _preamble(header_comment)
+    w = out.append
+    w('#include "compile/codegen_pointwise.h"')
+    w('#include "compile/codegen_rows.h"')
+    w("")
+    w('extern "C" void strata_kernel(void* const* bufs, int64_t n) {')
+    for k, b in enumerate(kernel.inputs):
+        w(f"  const {CTYPES[b.dtype]}* __restrict {b.name} = static_cast<const {CTYPES[b.dtype]}*>(bufs[{k}]);")
+    for k, b in enumerate(kernel.outputs):
+        w(f"  {CTYPES[b.dtype]}* __restrict {b.name} = static_cast<{CTYPES[b.dtype]}*>(bufs[{len(kernel.inputs) + k}]);")
+    A = CTYPES[kernel.outputs[ro].dtype]
+    dtype_of, hoisted, body, invariant = {}, [], [], set()
+    for s in kernel.body:
+        if isinstance(s, PwLoad):
+            b = kernel.inputs[s.buf]
+            dtype_of[s.var] = b.dtype
+            if not any(b.strides):
+                hoisted.append(f"  const {CTYPES[b.dtype]} {s.var} = {b.name}[0];")
+                invariant.add(s.var)
+            else:
+                body.append(("load", s.var, f"const {CTYPES[b.dtype]} {{v}} = {b.name}[{{ix}}];"))
+        elif isinstance(s, PwConst):
+            dtype_of[s.var] = s.dtype
+            hoisted.append(f"  const {CTYPES[s.dtype]} {s.var} = {_pw_literal(s.value, s.dtype)};")
+            invariant.add(s.var)
+        elif isinstance(s, PwCompute):
+            dtype_of[s.var] = s.dtype
+            C, Rt = CTYPES[s.cdtype], CTYPES[s.dtype]
+            conv = lambda a: a if dtype_of[a] == s.cdtype else f"strata::codegen::convert<{C}>({a})"  # noqa: E731
+            if s.functor.name == "Cast":
+                expr = f"strata::codegen::convert<{Rt}>({{0}})"
+            elif s.functor.name == "Select":
+                expr = f"strata::codegen::select<{C}, {Rt}>({{0}}, {{1}}, {{2}})"
+            else:
+                expr = f"strata::codegen::apply<{C}, {Rt}>({_pw_functor(s.functor)}, " + \
+                    ", ".join(f"{{{j}}}" for j in range(len(s.args))) + ")"
+            args = [a if s.functor.name in ("Cast",) or (s.functor.name == "Select" and j == 0) else conv(a)
+                    for j, a in enumerate(s.args)]
+            line = f"const {Rt} {{v}} = {expr};"
+            if all(a in invariant for a in s.args):
+                hoisted.append("  " + _fill(line.replace("{v}", s.var), args))
+                invariant.add(s.var)
+            else:
+                body.append(("compute", s.var, line, args, s.node))
+        elif isinstance(s, PwStore):
+            body.append(("store", s.var, kernel.outputs[s.buf].name))
+    out.extend(hoisted)
+
+    def elem(ix, suf, ind):
+        """The body at element index ix, its vars suffixed (the max/min fold computes four rows)."""
+        ren = lambda v: v if v in invariant else v + suf  # noqa: E731
+        lines = []
+        for item in body:
+            if item[0] == "load":
+                lines.append(ind + item[2].replace("{v}", ren(item[1])).replace("{ix}", ix))
+            elif item[0] == "compute":
+                _, var, line, args, node = item
+                args = [_rename_operand(a, ren) for a in args]
+                lines.append(f"{ind}// {node}")
+                lines.append(ind + _fill(line.replace("{v}", ren(var)), args))
+            else:
+                lines.append(f"{ind}{item[2]}[{ix}] = {ren(item[1])};")
+        return lines, ren(rvar)
+
+    Op = f"strata::codegen::{_COL_OPS[op]}"
+    W = 1024 // (8 if A == "double" else 4)
+    nblk = -(-K // W)
+    w(f"  constexpr int64_t W = {W}, R = {R}, K = {K};")
+    w(f"#pragma omp parallel for schedule(static) if ({outer * R * K} >= {PARALLEL_MIN})")
+    w(f"  for (int64_t t = 0; t < {outer * nblk}; ++t) {{")
+    w(f"    const int64_t oo = t / {nblk}, j0 = (t % {nblk}) * W, w = K - j0 < W ? K - j0 : W;")
+    w("    const int64_t base = oo * R * K + j0;")
+    w(f"    {A} acc[W], tot[W], big[W];")
+    w(f"    for (int64_t j = 0; j < W; ++j) acc[j] = tot[j] = big[j] = {Op}::identity<{A}>();")
+    w("    int64_t r = 0;")
+    if op in ("amax", "amin"):
+        w("    if (w == W) {")
+        w("      for (; r + 4 <= R; r += 4) {")
+        w("#pragma omp simd")
+        w("        for (int64_t j = 0; j < W; ++j) {")
+        vs = []
+        for q in range(4):
+            lines, v = elem(f"base + (r + {q}) * K + j", f"_{q}", "          ")
+            out.extend(lines)
+            vs.append(f"static_cast<{A}>({v})")
+        w(f"          const {A} f_ = {Op}::combine({Op}::combine({vs[0]}, {vs[1]}), {Op}::combine({vs[2]}, {vs[3]}));")
+        w(f"          acc[j] = {Op}::combine(acc[j], f_);")
+        w("        }")
+        w("      }")
+        w("    }")
+    else:
+        w("    int64_t rows = 0, groups = 0;")
+    w("    for (; r < R; ++r) {")
+    lines, v = elem("base + r * K + j", "", "          ")
+    w("      if (w == W) {")
+    w("#pragma omp simd")
+    w("        for (int64_t j = 0; j < W; ++j) {")
+    out.extend(lines)
+    w(f"          acc[j] = {Op}::combine(acc[j], static_cast<{A}>({v}));")
+    w("        }")
+    w("      } else {")
+    w("        for (int64_t j = 0; j < w; ++j) {")
+    out.extend(lines)
+    w(f"          acc[j] = {Op}::combine(acc[j], static_cast<{A}>({v}));")
+    w("        }")
+    w("      }")
+    if op in ("sum", "mean"):
+        w("      if (++rows == 256) {")
+        w("        rows = 0;")
+        w(f"        for (int64_t j = 0; j < W; ++j) {{ tot[j] = tot[j] + acc[j]; acc[j] = {A}(0); }}")
+        w("        if (++groups == 256) {")
+        w("          groups = 0;")
+        w(f"          for (int64_t j = 0; j < W; ++j) {{ big[j] = big[j] + tot[j]; tot[j] = {A}(0); }}")
+        w("        }")
+        w("      }")
+    w("    }")
+    o = kernel.outputs[ro].name
+    fin = f"(big[j] + (tot[j] + acc[j])) / static_cast<{A}>(R)" if op == "mean" else \
+        "big[j] + (tot[j] + acc[j])" if op == "sum" else \
+        f"{Op}::combine(big[j], {Op}::combine(tot[j], acc[j]))"
+    w(f"    for (int64_t j = 0; j < w; ++j) {o}[oo * K + j0 + j] = {fin};")
+    w("  }")
+    w("}")
+    return "\n".join(out) + "\n"
+
+
+def _fill(line, args):
+    for j, a in enumerate(args):
+        line = line.replace(f"{{{j}}}", a)
+    return line
+
+
+def _rename_operand(a, ren):
+    """An operand (a variable, or `strata::codegen::convert<C>(v)`) with its variable renamed."""
+    if a.startswith("strata::codegen::convert<"):
+        k = a.rindex("(")
+        return a[:k + 1] + ren(a[k + 1:-1]) + ")"
+    return ren(a)
+
+
+def _tiled_loops(w, out, body, kernel):
+    """The loops of a pointwise kernel with an operand whose innermost stride is not 1 (a transposed
+    read or write): TILE x TILE tiles of the two innermost dims, so the lines a strided operand
+    touches in one row are reused by the next rows of the tile while still in cache. (The loop
+    variables must not look like the body's c<N> / x<N> / t<N> values.)"""
+    sizes = kernel.sizes
+    nd = len(sizes)
+    NR, NC = sizes[-2], sizes[-1]
+    outer = 1
+    for s in sizes[:-2]:
+        outer *= s
+    nrb, ncb = -(-NR // TILE), -(-NC // TILE)
+    w(f"  (void)n;")
+    w(f"#pragma omp parallel for schedule(static) if ({outer * NR * NC} >= {PARALLEL_MIN})")
+    w(f"  for (int64_t tile = 0; tile < {outer * nrb * ncb}; ++tile) {{")
+    w(f"    const int64_t cb = tile % {ncb}, rb = (tile / {ncb}) % {nrb}, o = tile / {ncb * nrb};")
+    if nd > 2:
+        w("    int64_t rem = o;")
+        for d in range(nd - 3, -1, -1):
+            w(f"    const int64_t i{d} = rem % {sizes[d]};")
+            if d:
+                w(f"    rem /= {sizes[d]};")
+    else:
+        w("    (void)o;")
+    w(f"    const int64_t col_lo = cb * {TILE}, col_hi = col_lo + {TILE} < {NC} ? col_lo + {TILE} : {NC};")
+    w(f"    const int64_t row_hi = rb * {TILE} + {TILE} < {NR} ? rb * {TILE} + {TILE} : {NR};")
+    w(f"    for (int64_t r = rb * {TILE}; r < row_hi; ++r) {{")
+    for b in kernel.inputs + kernel.outputs:
+        terms = [f"i{d} * {b.strides[d]}" for d in range(nd - 2) if b.strides[d]]
+        if b.strides[nd - 2]:
+            terms.append(f"r * {b.strides[nd - 2]}")
+        w(f"      const int64_t o_{b.name} = {' + '.join(terms) if terms else '0'};")
+    w("      for (int64_t i = col_lo; i < col_hi; ++i) {")
+    out.extend("  " + line for line in body)
+    w("      }")
+    w("    }")
+    w("  }")
+    w("}")

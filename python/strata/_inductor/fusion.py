@@ -1,18 +1,17 @@
-"""backend="strata_cpp": fuse runs of pointwise nodes of a captured graph into generated kernels.
+"""backend="strata_cpp": fuse pointwise nodes and row reductions of a captured graph into generated kernels.
 
 Note [Pointwise groups]
-A node is fusable when its op has a lowering (ir.LOWERINGS) for its arguments, out= is not given,
-it runs on the CPU, its result and every tensor operand have one float dtype (float32 or float64;
-where's condition is bool), the operands have the result's sizes or are 0-d, and all of them are
-contiguous. A group is a maximal run of consecutive fusable nodes with the same result shape and
-dtype (program order, so no node outside the group sits between two of its nodes; reordering to
-grow groups is later work); a group of at least two nodes becomes one kernel whose outputs are the
-values it produces that a later node or the graph's result reads. The rest of the graph runs in
-segments extracted from it (Graph.extract) through their own node-by-node runners.
+Pointwise nodes with the same result shape form groups (Note [Pointwise groups, general form]
+below: broadcasting, strides, eager's per-op dtypes, reordering); a group of at least two nodes
+becomes one kernel whose outputs are the values it produces that a later step or the graph's
+result reads. Row groups (Note [Row groups]) are runs of consecutive nodes around a reduction over
+the last dim. The rest of the graph runs in segments extracted from it (Graph.extract) through
+their own node-by-node runners.
 
 No fusion (the graph's own runner) when an input requires grad under grad mode: generated kernels
-have no derivatives yet. At run time a kernel input that is not contiguous, or a size that
-differs from the captured one for a static graph, runs the whole graph node by node instead."""
+have no derivatives yet. At run time a kernel input whose sizes or strides differ from the captured
+ones (a flat kernel: that is not contiguous, or whose size differs in a static graph) runs the whole
+graph node by node instead."""
 
 import ctypes
 import warnings
@@ -21,10 +20,11 @@ import strata
 
 from .. import _C  # noqa: F401
 from . import codecache, cpp
-from .ir import LOWERINGS, Buffer, Compute, Const, Load, LoopKernel, Store
+from .ir import LOWERINGS, Buffer, Compute, Const, Load, Store
 
 _DTYPES = {"float32": "float", "float64": "double"}
 MIN_GROUP = 2
+MAX_TRIES = 4
 
 
 def _dtype_name(dt):
@@ -57,27 +57,6 @@ def _fusable(node):
     return out, lower, args
 
 
-def _plan_node(g, node):
-    f = _fusable(node)
-    if f is None:
-        return None
-    vid, lower, args = f
-    v = g.value(vid)
-    if v.kind != "tensor" or str(v.device) != "cpu":
-        return None
-    ct = _DTYPES.get(_dtype_name(v.dtype))
-    if ct is None or not _contiguous(v.shape, v.stride):
-        return None
-    r = _lower_operands(lower, args, ct)
-    if r is None:
-        return None
-    functor, operands = r
-    # An elementwise group reads each tensor operand at the output's shape, or a 0-d one.
-    if any(_is_tensor_value(a) and tuple(a.shape) != tuple(v.shape) and len(a.shape) != 0 for a in operands):
-        return None
-    return ct, tuple(v.shape), functor, operands
-
-
 def _lower_operands(lower, args, ct):
     """(functor, operands) for a pointwise node whose tensor operands are contiguous CPU tensors of
     the group's dtype (a bool condition for where) and whose other operands are numbers, else None.
@@ -104,63 +83,6 @@ def _lower_operands(lower, args, ct):
     return functor, operands
 
 
-def _groups(g, exclude=()):
-    """[(positions, ctype, shape, [(functor, operands)])] for fusable runs, in program order."""
-    nodes = g.nodes
-    runs, cur = [], None
-    for i, n in enumerate(nodes):
-        p = None if i in exclude else _plan_node(g, n)
-        if p is not None and cur is not None and (p[0], p[1]) == cur[1]:
-            cur[0].append((i, p))
-            continue
-        if cur is not None:
-            runs.append(cur)
-        cur = ([(i, p)], (p[0], p[1])) if p is not None else None
-    if cur is not None:
-        runs.append(cur)
-    return [r for r in runs if len(r[0]) >= MIN_GROUP]
-
-
-def _lower_group(g, run, live_after):
-    """A LoopKernel for one run, with its input value ids and output value ids."""
-    members, (ct, shape) = run
-    produced = {g.nodes[i].outputs[0] for i, _ in members}
-    k = LoopKernel(dtype=ct)
-    var_of, in_ids, out_ids = {}, [], []
-    last_source = ""
-    for i, (_, _, functor, operands) in members:
-        node = g.nodes[i]
-        names = []
-        for o in operands:
-            if isinstance(o, float):
-                var = f"c{len(k.body)}"
-                k.body.append(Const(var, o))
-                names.append(var)
-                continue
-            vid = o.id
-            if vid not in var_of:
-                b = len(k.inputs)
-                dt = "bool" if _dtype_name(o.dtype) == "bool" else ct
-                k.inputs.append(Buffer(f"in{b}", dt, scalar=len(o.shape) == 0 and len(shape) != 0))
-                in_ids.append(vid)
-                var_of[vid] = f"x{b}"
-                k.body.append(Load(var_of[vid], b))
-            names.append(var_of[vid])
-        if node.source:
-            last_source = node.source
-        out = node.outputs[0]
-        var_of[out] = f"t{len(var_of)}"
-        k.body.append(Compute(var_of[out], functor, names, f"{node.op} (node {i}: {g.value(out).name})", last_source))
-    for vid in sorted(produced):
-        if vid in live_after:
-            k.outputs.append(Buffer(f"out{len(k.outputs)}", ct))
-            out_ids.append(vid)
-            k.body.append(Store(len(k.outputs) - 1, var_of[vid]))
-    if not any(not b.scalar for b in k.inputs):
-        return None  # no full-size operand to take the size from (all inputs 0-d): leave to eager
-    return k, in_ids, out_ids
-
-
 def _address(fn):
     return ctypes.cast(fn, ctypes.c_void_p).value
 
@@ -185,8 +107,16 @@ def compile_graph(graph, out=None):
     dynamic = any(graph.value(v).kind == "int" for v in graph.inputs)
     row_groups = [] if dynamic else _row_groups(graph)
     row_pos = {i for r in row_groups for i in r[0]}
-    groups = _groups(graph, row_pos)
-    if not groups and not row_groups:
+    plans = {}
+    for i, n in enumerate(graph.nodes):
+        if i not in row_pos:
+            p = _plan_pw(graph, n, dynamic)
+            if p is not None:
+                plans[i] = p
+    colreds = {} if dynamic else {i: c for i, n in enumerate(graph.nodes)
+                                  if i not in row_pos and (c := _plan_colred(graph, n)) is not None}
+    units = _schedule(graph, plans, [r[0] for r in row_groups], colreds)
+    if not row_groups and not any(u.kind in ("pw", "pwred") for u in units):
         return runner
     try:
         codecache.compiler()
@@ -195,101 +125,134 @@ def compile_graph(graph, out=None):
         warnings.warn(str(e), RuntimeWarning, stacklevel=2)
         return runner
     nodes = graph.nodes
-    # Values read after each position (by a node or as a graph output).
-    outputs = list(graph.outputs)
+    order = [p for u in units for p in u.positions]
+    rank = {p: k for k, p in enumerate(order)}
+    # Values read after each step (by a node or as a graph output), in the scheduled order.
     last_use = {}
-    for i, n in enumerate(nodes):
-        for vid in n.input_ids:
-            last_use[vid] = i
-    for vid in outputs:
-        last_use[vid] = len(nodes)
-    grouped, row_grouped = {}, {}
-    for gi, run in enumerate(groups):
-        for i, _ in run[0]:
-            grouped[i] = gi
-    for gi, run in enumerate(row_groups):
-        for i in run[0]:
-            row_grouped[i] = gi
-    steps, i = [], 0
+    for p in order:
+        for vid in nodes[p].input_ids:
+            last_use[vid] = max(last_use.get(vid, -1), rank[p])
+    for vid in graph.outputs:
+        last_use[vid] = len(order)
+    row_of = {tuple(r[0]): r for r in row_groups}
+    steps, seg = [], []
     from .. import _dynamo
     logs = _dynamo.logs
-    while i < len(nodes):
-        if i in row_grouped:
-            run = row_groups[row_grouped[i]]
-            positions = run[0]
-            end = positions[-1]
-            live_after = {v for v, u in last_use.items() if u > end}
-            lowered = _lower_row_group(graph, run, live_after)
-            if lowered is not None and lowered[2]:
-                k, in_ids, out_ids = lowered
-                comment = f"strata_cpp row kernel for nodes {positions[0]}..{end}:\n{k}"
-                source = cpp.render_rows(k, comment)
-                if logs.enabled("output_code"):
-                    logs._emit("output_code", f"generated row kernel ({len(positions)} nodes):\n{source}")
-                st = _RowStep()
-                st.fn = codecache.load(source, nargs=3)
-                st.in_ids, st.out_ids = in_ids, out_ids
-                st.ref = next(j for j, b in enumerate(k.inputs) if b.kind == "full")
-                st.cols = run[2][-1]
-                st.numel = _prod(run[2])
-                st.outs = [(tuple(graph.value(v).shape), graph.value(v).dtype) for v in out_ids]
-                st.nbuf = len(in_ids) + len(out_ids)
-                st.source = source
-                st.call = _C._compile.KernelCall(_address(st.fn), True, len(in_ids), st.ref, st.numel, st.cols,
-                                                 graph.value(out_ids[0]).dtype, [list(sh) for sh, _ in st.outs])
-                steps.append(st)
-                i = end + 1
-                continue
-            seg = positions
-            i = end + 1
-        elif i in grouped:
-            run = groups[grouped[i]]
-            positions = [p for p, _ in run[0]]
-            end = positions[-1]
-            live_after = {v for v, u in last_use.items() if u > end}
-            lowered = _lower_group(graph, run, live_after)
-            if lowered is not None:
-                k, in_ids, out_ids = lowered
-                comment = f"strata_cpp kernel for nodes {positions[0]}..{end}:\n{k}"
-                source = cpp.render(k, comment)
-                if logs.enabled("output_code"):
-                    logs._emit("output_code", f"generated kernel ({len(positions)} nodes):\n{source}")
-                st = _KernelStep()
-                st.fn = codecache.load(source)
-                st.in_ids, st.out_ids = in_ids, out_ids
-                st.ref = next(j for j, b in enumerate(k.inputs) if not b.scalar)
-                st.shape = tuple(graph.value(out_ids[0]).shape) if out_ids else None
-                st.numel = None if dynamic else _prod(st.shape or ())
-                st.dtype = graph.value(out_ids[0]).dtype if out_ids else None
-                st.nbuf = len(in_ids) + len(out_ids)
-                st.source = source
-                st.call = _C._compile.KernelCall(_address(st.fn), False, len(in_ids), st.ref,
-                                                 -1 if st.numel is None else st.numel, 1, st.dtype or strata.float32,
-                                                 [[] for _ in out_ids])
-                if out_ids:
-                    steps.append(st)
-                i = end + 1
-                continue
-            seg = positions
-            i = end + 1
-        else:
-            seg = []
-            while i < len(nodes) and i not in grouped and i not in row_grouped:
-                seg.append(i)
-                i += 1
-        produced = {v for p in seg for v in nodes[p].outputs}
-        reads = []
-        for p in seg:
-            for v in nodes[p].input_ids:
-                if v not in produced and v not in reads and not graph.value(v).is_constant:
-                    reads.append(v)
-        live_after = {v for v, u in last_use.items() if u > seg[-1]}
-        outs = [v for p in seg for v in nodes[p].outputs if v in live_after]
-        st = _GraphStep()
-        st.runner = graph.extract(reads, seg, outs).runner()
-        st.in_ids, st.out_ids = reads, outs
-        steps.append(st)
+
+    def flush():
+        if seg:
+            steps.append(_segment_step(graph, sorted(seg), last_use, rank))
+            seg.clear()
+
+    for u in units:
+        end = max(rank[p] for p in u.positions)
+        live_after = {v for v, k in last_use.items() if k > end}
+        st = None
+        if u.kind == "rows":
+            st = _row_step(graph, row_of[tuple(u.positions)], live_after, logs)
+        elif u.kind in ("pw", "pwred"):
+            st = _pw_step(graph, u, plans, live_after, dynamic, logs, colreds)
+        if st is None:
+            seg.extend(u.positions)
+            continue
+        flush()
+        if st is not False:
+            steps.append(st)
+    flush()
     return _Runner(graph, runner, steps)
+
+
+def _segment_step(graph, seg, last_use, rank):
+    nodes = graph.nodes
+    produced = {v for p in seg for v in nodes[p].outputs}
+    reads = []
+    for p in seg:
+        for v in nodes[p].input_ids:
+            if v not in produced and v not in reads and not graph.value(v).is_constant:
+                reads.append(v)
+    end = max(rank[p] for p in seg)
+    outs = [v for p in seg for v in nodes[p].outputs if last_use.get(v, -1) > end]
+    st = _GraphStep()
+    st.runner = graph.extract(reads, seg, outs).runner()
+    st.in_ids, st.out_ids = reads, outs
+    return st
+
+
+def _row_step(graph, run, live_after, logs):
+    positions = run[0]
+    lowered = _lower_row_group(graph, run, live_after)
+    if lowered is None or not lowered[2]:
+        return None
+    k, in_ids, out_ids = lowered
+    comment = f"strata_cpp row kernel for nodes {positions[0]}..{positions[-1]}:\n{k}"
+    source = cpp.render_rows(k, comment)
+    if logs.enabled("output_code"):
+        logs._emit("output_code", f"generated row kernel ({len(positions)} nodes):\n{source}")
+    st = _RowStep()
+    st.fn = codecache.load(source, nargs=3)
+    st.in_ids, st.out_ids = in_ids, out_ids
+    st.ref = next(j for j, b in enumerate(k.inputs) if b.kind == "full")
+    st.cols = run[2][-1]
+    st.numel = _prod(run[2])
+    st.outs = [(tuple(graph.value(v).shape), graph.value(v).dtype) for v in out_ids]
+    st.nbuf = len(in_ids) + len(out_ids)
+    st.source = source
+    st.call = _C._compile.KernelCall(_address(st.fn), True, len(in_ids), st.ref, st.numel, st.cols,
+                                     graph.value(out_ids[0]).dtype, [list(sh) for sh, _ in st.outs])
+    return st
+
+
+def _pw_step(graph, unit, plans, live_after, dynamic, logs, colreds=None):
+    positions = sorted(unit.positions)
+    red = None
+    if unit.kind == "pwred":
+        red_pos = positions[-1]
+        positions = positions[:-1]
+        red = colreds[red_pos]
+    lowered = _lower_pw_group(graph, positions, plans, live_after, dynamic, red is not None)
+    if lowered is None:
+        return None
+    k, in_ids, out_ids, var_of = lowered
+    if red is not None:
+        x, op, R, K, outer = red["x"], red["op"], red["R"], red["K"], red["outer"]
+        out_vid = graph.nodes[red_pos].outputs[0]
+        if x.id not in var_of or not k.flat:
+            return None
+        v = graph.value(out_vid)
+        k.outputs.append(PwBuffer(f"out{len(k.outputs)}", _dtype_name(v.dtype), (1,)))
+        out_ids = out_ids + [out_vid]
+        k.reduce = (op, var_of[x.id], R, K, outer, len(k.outputs) - 1)
+        positions = positions + [red_pos]
+    if not out_ids:
+        return False  # nothing it computes is read: the nodes are dead
+    comment = f"strata_cpp kernel for nodes {', '.join(map(str, positions))}:\n{k}"
+    source = cpp.render_columns(k, comment) if red is not None else cpp.render_pointwise(k, comment)
+    if logs.enabled("output_code"):
+        logs._emit("output_code", f"generated kernel ({len(positions)} nodes):\n{source}")
+    st = _KernelStep()
+    st.fn = codecache.load(source)
+    st.in_ids, st.out_ids = in_ids, out_ids
+    st.nbuf = len(in_ids) + len(out_ids)
+    st.source = source
+    vals = [graph.value(v) for v in out_ids]
+    st.dtype = vals[0].dtype
+    st.shape = tuple(vals[0].shape)
+    dts = [v.dtype for v in vals]
+    if k.flat and red is None:
+        st.ref = next(j for j, b in enumerate(k.inputs) if any(b.strides))
+        st.numel = None if dynamic else _prod(st.shape)
+        st.call = _C._compile.KernelCall(_address(st.fn), False, len(in_ids), st.ref,
+                                         -1 if st.numel is None else st.numel, 1, st.dtype,
+                                         [[] for _ in out_ids], dts)
+    else:
+        ins = [graph.value(v) for v in in_ids]
+        st.ref = 0
+        st.numel = _prod(st.shape) if red is None else red["R"] * red["K"] * red["outer"]
+        st.call = _C._compile.KernelCall(_address(st.fn), False, len(in_ids), 0, st.numel, 1, st.dtype,
+                                         [list(v.shape) for v in vals], dts,
+                                         [list(v.shape) for v in ins], [list(v.stride) for v in ins],
+                                         [list(v.stride) for v in vals], any(b.rows for b in k.inputs))
+    return st
 
 
 def _prod(shape):
@@ -385,14 +348,38 @@ def _plan_row_node(g, node):
         if not _tensor_ok(x, ct) or len(x.shape) == 0 or args[2] is not None or not _last_dim(args[1], len(x.shape)):
             return None
         return "softmax", ct, tuple(x.shape), (x,)
-    if op == "layer_norm":
-        x, ns, wt, bs, eps = args[:5]
+    if op == "log_softmax":
+        x = args[0]
+        if not _tensor_ok(x, ct) or len(x.shape) == 0 or args[2] is not None or not _last_dim(args[1], len(x.shape)):
+            return None
+        return "log_softmax", ct, tuple(x.shape), (x,)
+    if op in ("layer_norm", "rms_norm"):
+        if op == "layer_norm":
+            x, ns, wt, bs, eps = args[:5]
+        else:
+            (x, ns, wt, eps), bs = args[:4], None
+            if eps is None:  # nn_norm.cpp finfo_eps
+                eps = 2.0 ** -23 if ct == "float" else 2.0 ** -52
         if not _tensor_ok(x, ct) or len(x.shape) == 0 or list(ns) != [x.shape[-1]] or not _num(eps):
             return None
         for t in (wt, bs):
             if t is not None and not (_tensor_ok(t, ct) and tuple(t.shape) == (x.shape[-1],)):
                 return None
-        return "layer_norm", ct, tuple(x.shape), (x, wt, bs, float(eps))
+        return op, ct, tuple(x.shape), (x, wt, bs, float(eps))
+    if op.split(".")[0] in ("var", "std"):
+        # var_mean_core (ops/reduction.cpp): mean(keepdim), x - mean, its square, sum, / max(0, n - correction),
+        # sqrt for std.
+        named = dict(zip(node.arg_names, args))
+        x = named.get("self")
+        if "unbiased" in named:
+            corr = 1.0 if named["unbiased"] else 0.0
+        else:
+            corr = named.get("correction")
+            corr = 1.0 if corr is None else corr
+        if (not _num(corr) or not _tensor_ok(x, ct) or len(x.shape) == 0 or "dim" not in named
+                or not _last_dim(named["dim"], len(x.shape))):
+            return None
+        return "var", ct, tuple(x.shape), (x, float(corr), op.startswith("std"))
     f = _fusable(node)
     if f is None:
         return None
@@ -452,7 +439,8 @@ def _row_groups(g):
     for r in runs:
         # Trim trailing/leading pointwise nodes that only make sense with a row op; need one row op.
         # softmax and layer_norm alone are kernels too (eager's loops, one fewer dispatch).
-        if any(p[0] != "pw" for p in r[3]) and (len(r[0]) >= MIN_GROUP or r[3][0][0] in ("softmax", "layer_norm")):
+        if any(p[0] != "pw" for p in r[3]) and (len(r[0]) >= MIN_GROUP or r[3][0][0] in
+                                                  ("softmax", "log_softmax", "layer_norm", "rms_norm", "var")):
             out.append(r)
     return out
 
@@ -521,15 +509,41 @@ def _lower_row_group(g, run, live_after):
             k.body.append(Reduce(s, "simd_sum", e, ct, label))
             inv = compute(Functor("Div"), [const(1.0), s], label)
             var_of[out] = compute(Functor("Mul"), [e, inv], label)
+        elif kind == "log_softmax":
+            # softmax_kernels.cpp softmax_rows(log): max, shift, sum of vexp(x - shift) (omp simd), ls = log(sum),
+            # y = (x - shift) - ls.
+            x = load(p[3][0])
+            m = new("row")
+            k.body.append(Reduce(m, "softmax_max", x, ct, label))
+            shift = compute(Functor("codegen::SoftmaxShift"), [m], label)
+            d = compute(Functor("Sub"), [x, shift], label)
+            s = new("row")
+            k.body.append(Reduce(s, "simd_sum", compute(Functor("codegen::VExp"), [d], label), ct, label))
+            var_of[out] = compute(Functor("Sub"), [d, compute(Functor("Log"), [s], label)], label)
+        elif kind == "var":
+            # var_mean_core: the mean as eager's mean, the squared deviations summed as eager's sum.
+            xa, corr, take_sqrt = p[3]
+            x = load(xa)
+            m = new("row")
+            k.body.append(Reduce(m, "mean", x, ct, label))
+            dev = compute(Functor("Sub"), [x, m], label)
+            s = new("row")
+            k.body.append(Reduce(s, "sum", compute(Functor("Mul"), [dev, dev], label), ct, label))
+            v = compute(Functor("Div"), [s, const(max(0.0, float(S[-1]) - corr))], label)
+            var_of[out] = compute(Functor("Sqrt"), [v], label) if take_sqrt else v
         else:
             # nn_kernels.cpp row_norm: sums in double (omp simd), var from a second pass (FMA-contracted),
             # rstd = T(1 / sqrt(var + eps)), y = (x - T(mean)) * rstd [* w] [+ b], contracted as eager's.
+            # rms_norm: the same with mean 0 (no first pass).
             xa, wt, bs, eps = p[3]
             x = load(xa)
-            s = new("row", "double")
-            k.body.append(Reduce(s, "simd_sum", x, "double", label))
             d = const(float(S[-1]), "double")
-            mean = compute(Functor("Div"), [s, d], label, "double")
+            if kind == "rms_norm":
+                mean = const(0.0, "double")
+            else:
+                s = new("row", "double")
+                k.body.append(Reduce(s, "simd_sum", x, "double", label))
+                mean = compute(Functor("Div"), [s, d], label, "double")
             s2 = new("row", "double")
             k.body.append(Reduce(s2, "simd_sqdev", x, "double", label, extra=mean))
             var = compute(Functor("Div"), [s2, d], label, "double")
@@ -563,3 +577,459 @@ def _lower_row_group(g, run, live_after):
     if not any(b.kind == "full" for b in k.inputs):
         return None
     return k, in_ids, out_ids
+
+
+# ---- general pointwise groups (Note [Pointwise groups]) ---------------------------------------------
+"""Note [Pointwise groups, general form]
+A node is a pointwise candidate when its op has a general lowering (ir.GENERAL_LOWERINGS), out= is
+not given, it runs on the CPU, and its result and tensor operands have dtypes the renderer knows
+(bool, integers, float16, bfloat16, float32, float64). Operands may have any strides and any shape
+that broadcasts to the result's (eager already checked that); numbers are converted to the op's
+compute dtype by eager's own cast. The compute dtype follows eager's rule for the op (ir.DTYPE_RULE).
+A graph with symbolic sizes takes only the flat form (every operand contiguous with the result's
+shape, or 0-d), whose kernel takes the element count at run time.
+
+Scheduling (_schedule): candidates with the same result shape join one group even when other nodes
+sit between them, as long as the group stays a single step of a valid order: a node may join group
+G unless one of its operands is made by a node (or another group) that itself depends on G. So
+independent nodes are moved out of the way and two consumers of one value (siblings) share a
+kernel. Order constraints beyond data: nodes with side effects keep their order among themselves,
+and a candidate that reads a value in the alias class of a value some side-effecting node touches
+(an in-place write, out=, random state) stays on its side of that node. The steps then run in a
+topological order that keeps the original order where it can."""
+
+from .ir import (CTYPES, DTYPE_RULE, FLOAT_ONLY, GENERAL_LOWERINGS, PwBuffer, PwCompute,  # noqa: E402
+                 PwConst, PwGather, PwKernel, PwLoad, PwStore)
+
+
+def _eager_convert(x, dtype_name):
+    """The Python number x as eager's cast to dtype_name gives it (a wrapped number: bool, int64 or
+    float64, converted like TensorIterator converts inputs)."""
+    src = strata.bool if isinstance(x, bool) else strata.int64 if isinstance(x, int) else strata.float64
+    t = strata.tensor(x, dtype=src).to(getattr(strata, dtype_name))
+    return t.item()
+
+
+def _meta_of(a):
+    if _is_tensor_value(a):
+        return strata.empty(tuple(a.shape), dtype=a.dtype, device="meta")
+    return a
+
+
+def _broadcast_strides(a, shape):
+    """a's element strides over shape (0 along broadcast dims), or None if a does not broadcast."""
+    sh, st = tuple(a.shape), tuple(a.stride)
+    off = len(shape) - len(sh)
+    if off < 0:
+        return None
+    out = [0] * len(shape)
+    for d, (s, t) in enumerate(zip(sh, st)):
+        if s == shape[off + d]:
+            out[off + d] = t if s != 1 else 0
+        elif s != 1:
+            return None
+    return tuple(out)
+
+
+def _plan_gather(g, node, dynamic):
+    """embedding(weight [V, D], indices) as a gather its consumers read in their own loop: indices
+    int64/int32 and contiguous, D > 1, a contiguous result (its last dim is the kernel's innermost)."""
+    args = list(node.args)
+    weight, idx = args[0], args[1]
+    v = g.value(node.outputs[0])
+    if dynamic or node.has_side_effects or len(node.outputs) != 1 or v.kind != "tensor" or str(v.device) != "cpu":
+        return None
+    if not (_is_tensor_value(weight) and _is_tensor_value(idx)) or len(weight.shape) != 2 or weight.shape[1] < 2:
+        return None
+    wdt, idt = _dtype_name(weight.dtype), _dtype_name(idx.dtype)
+    if wdt not in CTYPES or idt not in ("int64", "int32") or str(weight.device) != "cpu" or str(idx.device) != "cpu":
+        return None
+    shape = tuple(v.shape)
+    if not _contiguous(idx.shape, idx.stride) or not _contiguous(shape, v.stride) or shape != tuple(idx.shape) + (weight.shape[1],):
+        return None
+    return {"dtype": wdt, "shape": shape, "functor": Functor("Gather"), "operands": [idx, weight], "cdtype": wdt,
+            "flat": False}
+
+
+def _plan_pw(g, node, dynamic):
+    """{"dtype", "shape", "functor", "operands", "cdtype", "flat"} for a pointwise candidate, else None."""
+    if node.op == "embedding":
+        return _plan_gather(g, node, dynamic)
+    lower = GENERAL_LOWERINGS.get(node.op)
+    if lower is None or node.has_side_effects or len(node.outputs) != 1 or node.list_return:
+        return None
+    args = list(node.args)
+    if args and node.arg_names[-1] == "out" and args[-1] is not None:
+        return None
+    v = g.value(node.outputs[0])
+    if v.kind != "tensor" or str(v.device) != "cpu":
+        return None
+    odt = _dtype_name(v.dtype)
+    if odt not in CTYPES:
+        return None
+    r = lower(args, "double" if odt == "float64" else "float")
+    if r is None:
+        return None
+    functor, positions = r
+    operands = [args[p] for p in positions]
+    for o in operands:
+        if _is_tensor_value(o):
+            if str(o.device) != "cpu" or _dtype_name(o.dtype) not in CTYPES:
+                return None
+        elif not isinstance(o, (bool, int, float)):
+            return None
+    rule = DTYPE_RULE.get(node.op, "out")
+    if rule == "out":
+        cdt = odt
+    elif rule == "common":
+        try:
+            cdt = _dtype_name(strata.result_type(*[_meta_of(o) for o in operands]))
+        except Exception:
+            return None
+    else:
+        if not _is_tensor_value(operands[0]):
+            return None
+        cdt = _dtype_name(operands[0].dtype)
+    if cdt not in CTYPES:
+        return None
+    if functor.name in FLOAT_ONLY and cdt not in ("float32", "float64", "float16", "bfloat16"):
+        return None
+    if functor.name == "Pow" and cdt not in ("float32", "float64", "float16", "bfloat16"):
+        return None  # integer pow checks negative exponents in eager
+    if functor.name == "Select" and not (_is_tensor_value(operands[0]) and _dtype_name(operands[0].dtype) == "bool"):
+        return None
+    shape = tuple(v.shape)
+    strides = []
+    for o in operands:
+        if _is_tensor_value(o):
+            st = _broadcast_strides(o, shape)
+            if st is None:
+                return None
+            strides.append(st)
+    flat = _contiguous(shape, v.stride) and all(
+        not _is_tensor_value(o) or len(o.shape) == 0 or (tuple(o.shape) == shape and _contiguous(o.shape, o.stride))
+        for o in operands)
+    if dynamic and not flat:
+        return None
+    return {"dtype": odt, "shape": shape, "functor": functor, "operands": operands, "cdtype": cdt, "flat": flat}
+
+
+class _Unit:
+    __slots__ = ("kind", "positions", "shape", "id")
+
+    def __init__(self, kind, positions, shape=None):
+        self.kind, self.positions, self.shape = kind, positions, shape
+
+
+def _alias_classes(g, plans):
+    """Union-find over values: the inputs and outputs of every node that is not a pointwise candidate
+    share a class (it may return a view or write into an operand). Returns value -> root."""
+    parent = {}
+
+    def find(v):
+        while parent.get(v, v) != v:
+            parent[v] = parent.get(parent[v], parent[v])
+            v = parent[v]
+        return v
+
+    for i, n in enumerate(g.nodes):
+        if i in plans:
+            continue
+        vals = [v for v in list(n.input_ids) + list(n.outputs) if g.value(v).kind == "tensor"]
+        for a, b in zip(vals, vals[1:]):
+            ra, rb = find(a), find(b)
+            if ra != rb:
+                parent[ra] = rb
+    return find
+
+
+def _schedule(g, plans, row_runs, colreds=None):
+    """Units (pointwise groups, row groups, single nodes) in a valid run order (Note [Pointwise
+    groups, general form])."""
+    nodes = g.nodes
+    producer = {}
+    for i, n in enumerate(nodes):
+        for v in n.outputs:
+            producer[v] = i
+    # Extra order edges: side-effecting nodes in sequence; candidates around the side-effecting nodes
+    # that touch their operands' alias class.
+    extra = {i: set() for i in range(len(nodes))}
+    effects = [i for i, n in enumerate(nodes) if n.has_side_effects]
+    for a, b in zip(effects, effects[1:]):
+        extra[b].add(a)
+    if effects:
+        find = _alias_classes(g, plans)
+        touched = {}
+        for i in effects:
+            for v in list(nodes[i].input_ids) + list(nodes[i].outputs):
+                touched.setdefault(find(v), []).append(i)
+        for i in plans:
+            for v in nodes[i].input_ids:
+                for m in touched.get(find(v), ()):
+                    if m < i:
+                        extra[i].add(m)
+                    else:
+                        extra[m].add(i)
+    unit_of, units = {}, []
+
+    def new_unit(kind, positions, shape=None):
+        u = _Unit(kind, list(positions), shape)
+        u.id = len(units)
+        units.append(u)
+        for p in positions:
+            unit_of[p] = u
+        return u
+
+    def deps_of_pos(p):
+        for v in nodes[p].input_ids:
+            q = producer.get(v)
+            if q is not None:
+                yield q
+        yield from extra[p]
+
+    def depends_on(u, target):
+        """Whether unit u (transitively) depends on unit target."""
+        seen, stack = {u.id}, [u]
+        while stack:
+            w = stack.pop()
+            for p in w.positions:
+                for q in deps_of_pos(p):
+                    x = unit_of.get(q)
+                    if x is None or x.id in seen:
+                        continue
+                    if x is target:
+                        return True
+                    seen.add(x.id)
+                    stack.append(x)
+        return False
+
+    row_start = {r[0]: r for r in row_runs}
+    open_groups = []
+    i = 0
+    while i < len(nodes):
+        if i in row_start:
+            new_unit("rows", row_start[i])
+            i = row_start[i][-1] + 1
+            continue
+        p = plans.get(i)
+        placed = False
+        c = (colreds or {}).get(i)
+        if c is not None:
+            # Note [Column reductions]: closes the flat group of its input's shape that made the input.
+            grp = unit_of.get(producer.get(c["x"].id))
+            if (grp is not None and grp.kind == "pw" and grp in open_groups and grp.shape == c["shape"]
+                    and all(plans[m]["flat"] for m in grp.positions) and not extra[i]):
+                grp.positions.append(i)
+                grp.kind = "pwred"
+                unit_of[i] = grp
+                open_groups.remove(grp)
+                placed = True
+        elif p is not None:
+            tried = 0
+            for grp in reversed(open_groups):
+                if grp.shape != p["shape"]:
+                    continue
+                # The most recent groups of this shape only: each try walks the units the node's
+                # operands depend on, and an old group rarely admits a late node.
+                tried += 1
+                if tried > MAX_TRIES:
+                    break
+                ok = True
+                for q in deps_of_pos(i):
+                    x = unit_of.get(q)
+                    if x is None or x is grp:
+                        continue
+                    if depends_on(x, grp):
+                        ok = False
+                        break
+                if ok:
+                    grp.positions.append(i)
+                    unit_of[i] = grp
+                    placed = True
+                    break
+            if not placed:
+                open_groups.append(new_unit("pw", [i], p["shape"]))
+                placed = True
+        if not placed:
+            new_unit("node", [i])
+        i += 1
+    # A group of one node gains nothing: it runs as a plain node.
+    for u in units:
+        if u.kind in ("pw", "pwred") and len(u.positions) < MIN_GROUP:
+            u.kind = "node"
+    # Kahn's algorithm over units, the earliest first position first.
+    import heapq
+    indeg, succ = {u.id: 0 for u in units}, {u.id: set() for u in units}
+    for u in units:
+        for p in u.positions:
+            for q in deps_of_pos(p):
+                x = unit_of.get(q)
+                if x is not None and x is not u and u.id not in succ[x.id]:
+                    succ[x.id].add(u.id)
+                    indeg[u.id] += 1
+    heap = [(min(u.positions), u.id) for u in units if indeg[u.id] == 0]
+    heapq.heapify(heap)
+    out = []
+    while heap:
+        _, uid = heapq.heappop(heap)
+        u = units[uid]
+        out.append(u)
+        for s in succ[uid]:
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                heapq.heappush(heap, (min(units[s].positions), s))
+    if len(out) != len(units):  # cannot happen when the merge checks hold; run the graph as captured
+        return [_Unit("node", [i]) for i in range(len(nodes))]
+    return out
+
+
+def _geometry(shape, out_strides, buf_strides):
+    """(sizes, [strides per buffer]) over the dims ordered by the first output's strides (its
+    innermost dim last) with size-1 dims dropped and dims merged where every buffer allows."""
+    dims = [d for d in range(len(shape)) if shape[d] != 1]
+    dims.sort(key=lambda d: -abs(out_strides[d]))
+    sizes = [shape[d] for d in dims]
+    sts = [[st[d] for d in dims] for st in buf_strides]
+    k = len(sizes) - 1
+    while k > 0:
+        if all(st[k - 1] == st[k] * sizes[k] for st in sts):
+            sizes[k - 1] *= sizes[k]
+            for st in sts:
+                st[k - 1] = st[k]
+            del sizes[k]
+            for st in sts:
+                del st[k]
+        k -= 1
+    return tuple(sizes), [tuple(st) for st in sts]
+
+
+def _lower_pw_group(g, positions, plans, live_after, dynamic, reduced=False):
+    """(PwKernel, input ids, output ids, value id -> kernel var) for a pointwise group, or None.
+    reduced: a column reduction follows (the kernel may have no output of its own)."""
+    shape = plans[positions[0]]["shape"]
+    flat = all(plans[p]["flat"] for p in positions)
+    k = PwKernel(flat=flat)
+    var_of, dtype_of, in_ids, in_vals = {}, {}, [], []
+    produced = {g.nodes[p].outputs[0] for p in positions}
+    for p in positions:
+        plan = plans[p]
+        node = g.nodes[p]
+        names = []
+        if plan["functor"].name == "Gather":
+            idx, weight = plan["operands"]
+            if idx.id in var_of and not var_of[idx.id].startswith("x"):
+                return None  # indices computed in the kernel: the bounds check reads a buffer
+            if idx.id not in var_of:
+                b = len(k.inputs)
+                k.inputs.append(PwBuffer(f"in{b}", _dtype_name(idx.dtype), tuple(idx.stride) + (0,),
+                                         count=_prod(idx.shape)))
+                in_ids.append(idx.id)
+                in_vals.append(idx)
+                var_of[idx.id] = f"x{b}"
+                dtype_of[f"x{b}"] = _dtype_name(idx.dtype)
+                k.body.append(PwLoad(var_of[idx.id], b))
+            b = len(k.inputs)
+            k.inputs.append(PwBuffer(f"in{b}", _dtype_name(weight.dtype), (0,) * (len(shape) - 1) + (weight.stride[1],),
+                                     rows=weight.shape[0], row_stride=weight.stride[0]))
+            in_ids.append(weight.id)
+            in_vals.append(weight)
+            out = node.outputs[0]
+            var = f"t{len(var_of)}"
+            var_of[out] = var
+            dtype_of[var] = plan["dtype"]
+            k.body.append(PwGather(var, b, var_of[idx.id], f"{node.op} (node {p}: {g.value(out).name})"))
+            continue
+        for o in plan["operands"]:
+            if not _is_tensor_value(o):
+                var = f"c{len(k.body)}"
+                # where's condition is never a number (checked); other numbers take the compute dtype.
+                try:
+                    value = _eager_convert(o, plan["cdtype"])
+                except Exception:
+                    return None
+                k.body.append(PwConst(var, value, plan["cdtype"]))
+                dtype_of[var] = plan["cdtype"]
+                names.append(var)
+                continue
+            if o.id not in var_of:
+                b = len(k.inputs)
+                k.inputs.append(PwBuffer(f"in{b}", _dtype_name(o.dtype), _broadcast_strides(o, shape)))
+                in_ids.append(o.id)
+                in_vals.append(o)
+                var_of[o.id] = f"x{b}"
+                dtype_of[f"x{b}"] = _dtype_name(o.dtype)
+                k.body.append(PwLoad(var_of[o.id], b))
+            names.append(var_of[o.id])
+        out = node.outputs[0]
+        var = f"t{len(var_of)}"
+        var_of[out] = var
+        dtype_of[var] = plan["dtype"]
+        cdt = dtype_of[names[0]] if plan["functor"].name == "Cast" else plan["cdtype"]
+        k.body.append(PwCompute(var, plan["functor"], names, cdt, plan["dtype"],
+                                f"{node.op} (node {p}: {g.value(out).name})", node.source or ""))
+    out_ids = []
+    for p in positions:
+        vid = g.nodes[p].outputs[0]
+        if vid in live_after:
+            v = g.value(vid)
+            k.outputs.append(PwBuffer(f"out{len(k.outputs)}", _dtype_name(v.dtype), tuple(v.stride)))
+            out_ids.append(vid)
+            k.body.append(PwStore(len(k.outputs) - 1, var_of[vid]))
+    if not in_ids or all(len(v.shape) == 0 for v in in_vals) and len(shape) != 0:
+        return None  # nothing full-size to take the size from: leave to eager
+    if flat:
+        for b in k.inputs + k.outputs:
+            b.strides = (1,) if b in k.outputs or any(b.strides) else (0,)
+        k.sizes = (None,)
+    elif out_ids or reduced:
+        sizes, sts = _geometry(shape, k.outputs[0].strides, [b.strides for b in k.inputs + k.outputs])
+        k.sizes = sizes
+        for b, st in zip(k.inputs + k.outputs, sts):
+            b.strides = st
+        # A gather's column must be the innermost loop index (the table's only nonzero stride).
+        if any(b.rows and (not b.strides or any(b.strides[:-1]) or not b.strides[-1]) for b in k.inputs):
+            return None
+    return k, in_ids, out_ids, var_of
+
+
+"""Note [Column reductions]
+sum / mean / amax / amin over one dim d that is not the last, of a contiguous float32/float64
+input S with R = S[d] > 1 rows and K = prod(S[d+1:]) > 1 columns, close the flat pointwise group
+that produced the input: one kernel computes the producers and reduces them without writing the
+input to memory. The loop is the reduction engine's column loop (reduce_kernels.cpp
+reduce_by_columns): tiles of W = 1024 / sizeof(T) adjacent columns, rows added in order, sums
+regrouped every 256 rows and every 256 groups, max/min folding four rows at a time in full tiles,
+so the results are eager's bits (amax/amin: the same values; which of two equal-comparing values
+(-0.0, 0.0) wins follows the same order when eager's kept dims merge into the K columns, as they do
+for a contiguous input)."""
+
+
+def _plan_colred(g, node):
+    if node.op not in _ROW_REDUCE or node.has_side_effects or len(node.outputs) != 1:
+        return None
+    args = list(node.args)
+    x = args[0]
+    v = g.value(node.outputs[0])
+    if not _is_tensor_value(x) or v.kind != "tensor" or str(v.device) != "cpu":
+        return None
+    ct = _DTYPES.get(_dtype_name(x.dtype))
+    if ct is None or not _tensor_ok(x, ct) or _dtype_name(v.dtype) != _dtype_name(x.dtype):
+        return None
+    if node.op in ("sum", "mean") and args[3] is not None:
+        return None
+    dim = args[1]
+    if isinstance(dim, (list, tuple)):
+        if len(dim) != 1:
+            return None
+        dim = dim[0]
+    if not isinstance(dim, int) or isinstance(dim, bool):
+        return None
+    S = tuple(x.shape)
+    nd = len(S)
+    d = dim + nd if dim < 0 else dim
+    if not 0 <= d < nd - 1 or not _contiguous(v.shape, v.stride):
+        return None
+    R, K, outer = S[d], _prod(S[d + 1:]), _prod(S[:d])
+    if R < 2 or K < 2:
+        return None
+    return {"x": x, "op": _ROW_REDUCE[node.op], "R": R, "K": K, "outer": outer, "shape": S, "ct": ct}

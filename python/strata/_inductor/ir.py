@@ -1,6 +1,6 @@
 """Note [The loop IR and its renderer]
-A pointwise kernel is a LoopKernel: typed buffers in and out and a straight-line body run for each
-index i of a flat contiguous range:
+A pointwise kernel (PwKernel, Note [Pointwise kernels with index expressions]) is typed buffers in
+and out and a straight-line body run for each index of its iteration space:
 
     for i in range(n):
         t0 = load(in0, i)          # Load (a 0-d input is loaded once: Load.scalar)
@@ -39,7 +39,7 @@ class Buffer:
 @dataclass
 class Load:
     var: str
-    buf: int             # index into LoopKernel.inputs
+    buf: int             # index into the kernel's inputs
 
 
 @dataclass
@@ -59,32 +59,8 @@ class Compute:
 
 @dataclass
 class Store:
-    buf: int             # index into LoopKernel.outputs
+    buf: int             # index into the kernel's outputs
     var: str
-
-
-@dataclass
-class LoopKernel:
-    dtype: str
-    inputs: list = field(default_factory=list)
-    outputs: list = field(default_factory=list)
-    body: list = field(default_factory=list)
-
-    def __str__(self):
-        lines = [f"kernel({', '.join(b.name for b in self.inputs)}) -> ({', '.join(b.name for b in self.outputs)}), {self.dtype}:",
-                 "  for i in range(n):"]
-        for s in self.body:
-            if isinstance(s, Load):
-                b = self.inputs[s.buf]
-                lines.append(f"    {s.var} = load({b.name}{'' if b.scalar else ', i'})")
-            elif isinstance(s, Const):
-                lines.append(f"    {s.var} = const({s.value!r})")
-            elif isinstance(s, Compute):
-                p = f"{{{', '.join(map(repr, s.functor.params))}}}" if s.functor.params else ""
-                lines.append(f"    {s.var} = {s.functor.name}{p}({', '.join(s.args)})  # {s.node}")
-            else:
-                lines.append(f"    store({self.outputs[s.buf].name}, i, {s.var})")
-        return "\n".join(lines)
 
 
 def _num(x):
@@ -219,3 +195,159 @@ class RowKernel:
             else:
                 lines.append(f"    store({self.outputs[s.buf].name}, {s.var})")
         return "\n".join(lines)
+
+
+# ---- general pointwise kernels -------------------------------------------------------------------
+"""Note [Pointwise kernels with index expressions]
+A PwKernel: an iteration space of
+`sizes` (dims outermost first, already ordered and collapsed by fusion.py so that the first
+output's innermost dim is its stride-1 dim), and for each buffer (input or output) its element
+strides over those dims, 0 along a broadcast dim. Each buffer and each value has its own dtype
+(a strata dtype name); each Compute names its compute dtype C and result dtype (Note [Pointwise
+kernels follow eager's per-op dtypes] in src/compile/codegen_pointwise.h). `flat`: every buffer
+is contiguous over one dim or 0-d; the kernel then takes the element count at run time (one kernel
+serves every size: graphs with symbolic sizes)."""
+
+CTYPES = {"float32": "float", "float64": "double", "float16": "strata::Half", "bfloat16": "strata::BFloat16",
+          "bool": "bool", "uint8": "uint8_t", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
+          "int64": "int64_t"}
+FLOATS = ("float32", "float64", "float16", "bfloat16")
+
+
+@dataclass
+class PwBuffer:
+    name: str
+    dtype: str                       # strata dtype name
+    strides: tuple = ()              # element strides over the kernel's dims (0: broadcast)
+    rows: int = 0                    # a gather's table: its row count (indices are checked against it)
+    row_stride: int = 0              # ... and the stride between its rows
+    count: int = 0                   # an index buffer of a gather: its element count (contiguous)
+
+
+@dataclass
+class PwGather:
+    """var = table[index, j]: an embedding lookup read where its consumer needs it. The table buffer's
+    strides cover the column (the kernel's innermost dim); the row comes from the index value."""
+    var: str
+    buf: int                         # the table (an input buffer with rows > 0)
+    index: str                       # an integer value (the loaded index)
+    node: str = ""
+
+
+@dataclass
+class PwLoad:
+    var: str
+    buf: int
+
+
+@dataclass
+class PwConst:
+    var: str
+    value: object                    # already converted to dtype by eager's cast
+    dtype: str
+
+
+@dataclass
+class PwCompute:
+    var: str
+    functor: Functor                 # "Cast" / "Select" are renderer specials
+    args: list
+    cdtype: str                      # C: the op's common dtype (operands converted to it)
+    dtype: str                       # the result's dtype
+    node: str
+    source: str = ""
+
+
+@dataclass
+class PwStore:
+    buf: int
+    var: str
+
+
+@dataclass
+class PwKernel:
+    sizes: tuple = ()                # iteration space, outermost first
+    flat: bool = False
+    inputs: list = field(default_factory=list)
+    outputs: list = field(default_factory=list)
+    body: list = field(default_factory=list)
+    # A column reduction of one body value (Note [Column reductions] in fusion.py):
+    # (op, var, R, K, outer, output index); the body then runs over [outer, R, K].
+    reduce: tuple = None
+
+    def __str__(self):
+        geo = "n (flat)" if self.flat else "x".join(map(str, self.sizes)) or "()"
+        if self.reduce:
+            op, var, R, K, outer, o = self.reduce
+            geo = f"[{outer}, {R}, {K}], {op}({var}) over the {R} rows -> {self.outputs[o].name}"
+        lines = [f"pointwise kernel({', '.join(f'{b.name}:{b.dtype}{list(b.strides)}' for b in self.inputs)}) -> "
+                 f"({', '.join(f'{b.name}:{b.dtype}{list(b.strides)}' for b in self.outputs)}) over {geo}:"]
+        for s in self.body:
+            if isinstance(s, PwLoad):
+                lines.append(f"    {s.var} = load({self.inputs[s.buf].name})")
+            elif isinstance(s, PwConst):
+                lines.append(f"    {s.var} = const<{s.dtype}>({s.value!r})")
+            elif isinstance(s, PwCompute):
+                p = f"{{{', '.join(map(repr, s.functor.params))}}}" if s.functor.params else ""
+                lines.append(f"    {s.var} = {s.functor.name}{p}<{s.cdtype}->{s.dtype}>({', '.join(s.args)})  # {s.node}")
+            elif isinstance(s, PwGather):
+                lines.append(f"    {s.var} = gather({self.inputs[s.buf].name}, {s.index})  # {s.node}")
+            else:
+                lines.append(f"    store({self.outputs[s.buf].name}, {s.var})")
+        return "\n".join(lines)
+
+
+# Lowerings with their dtype rule: "out" (the op computes in its result's dtype: arithmetic, where,
+# the float-only unary ops whose integer inputs eager converts to the default float), "common" (the
+# operands' promoted dtype, a bool result: comparisons, logical ops), "self" (the first operand's dtype,
+# a bool result: isnan & co.), "cast" (_to_copy).
+def _cmp(name):
+    return lambda a, dt: (Functor(name), [0, 1])
+
+
+def _masked_fill(a, dt):
+    return Functor("Select"), [1, 2, 0]
+
+
+def _to_copy(a, dt):
+    # _to_copy(self, dtype, device): a dtype change on the same device.
+    return (Functor("Cast"), [0]) if a[2] is None else None
+
+
+def _param_unary(name, *positions):
+    def lower(a, dt):
+        if not all(_num(a[p]) for p in positions):
+            return None
+        return Functor(name, tuple(float(a[p]) for p in positions)), [0]
+    return lower
+
+
+def _round(a, dt):
+    return (Functor("Round"), [0]) if a[1] == 0 else None
+
+
+GENERAL_LOWERINGS = dict(LOWERINGS)
+GENERAL_LOWERINGS.update({
+    "where": lambda a, dt: (Functor("Select"), [0, 1, 2]),
+    "pow": lambda a, dt: (Functor("Pow"), [0, 1]),  # tensor exponents too (floating only: fusion.py)
+    "masked_fill": _masked_fill,
+    "_to_copy": _to_copy,
+    "eq": _cmp("Eq"), "ne": _cmp("Ne"), "lt": _cmp("Lt"), "le": _cmp("Le"), "gt": _cmp("Gt"), "ge": _cmp("Ge"),
+    "logical_and": _cmp("LogicalAnd"), "logical_or": _cmp("LogicalOr"), "logical_xor": _cmp("LogicalXor"),
+    "logical_not": _unary("LogicalNot"), "isnan": _unary("IsNan"), "isinf": _unary("IsInf"),
+    "isfinite": _unary("IsFinite"),
+    "sin": _unary("Sin"), "cos": _unary("Cos"), "erf": _unary("Erf"), "log1p": _unary("Log1p"),
+    "expm1": _unary("Expm1"), "reciprocal": _unary("Reciprocal"), "square": _unary("Square"),
+    "sign": _unary("Sign"), "floor": _unary("Floor"), "ceil": _unary("Ceil"), "trunc": _unary("Trunc"),
+    "round": _round, "log2": _unary("Log2"), "exp2": _unary("Exp2"),
+    "hardsigmoid": _unary("Hardsigmoid"), "hardswish": _unary("Hardswish"), "mish": _unary("Mish"),
+    "leaky_relu": _param_unary("LeakyRelu", 1), "hardtanh": _param_unary("Hardtanh", 1, 2),
+    "softplus": _param_unary("Softplus", 1, 2), "elu": _param_unary("Elu", 1, 2, 3),
+})
+DTYPE_RULE = {op: "common" for op in ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor")}
+DTYPE_RULE.update({op: "self" for op in ("logical_not", "isnan", "isinf", "isfinite")})
+DTYPE_RULE["_to_copy"] = "cast"
+# Ops eager runs only on floating inputs after converting integers (their C is the float result).
+FLOAT_ONLY = {"GeluErf", "GeluErfF32", "GeluTanh", "Silu", "Mish", "Softplus", "LeakyRelu", "Elu", "Hardtanh",
+              "Hardsigmoid", "Hardswish"}
+NOT_BIT_EXACT_MORE = NOT_BIT_EXACT | {"Sin", "Cos", "Erf", "Log1p", "Expm1", "Log2", "Exp2", "Mish", "Softplus", "Elu"}
