@@ -474,12 +474,16 @@ from ..autograd.function import Function  # noqa: E402
 class _Plan:
     """What a CompiledFunction call runs."""
 
-    def __init__(self, graph, joint, part):
+    def __init__(self, graph, joint, part, compile_fn=None):
         self.graph = graph
         self.joint = joint
         self.partition = part
-        self.fwd = part.forward.runner()
-        self.bwd = part.backward.runner()
+        if compile_fn is None:
+            self.fwd = part.forward.runner()
+            self.bwd = part.backward.runner()
+        else:
+            self.fwd = compile_fn(part.forward)
+            self.bwd = compile_fn(part.backward)
         self.num_inputs = joint.num_primals
         self.num_outputs = joint.num_fwd_outputs
         self.diff_outputs = joint.diff_outputs
@@ -539,11 +543,23 @@ class CompiledFunction(Function):
         return (None,) + tuple(None if k is None else res[k] for k in plan.grad_slots)
 
 
-def aot_compile(graph):
-    """The aot_eager backend's callable for a captured graph (Note [CompiledFunction])."""
+def aot_compile(graph, compile_fn=None):
+    """The aot_eager backend's callable for a captured graph (Note [CompiledFunction]).
+
+    compile_fn(graph) -> callable, when given, compiles the forward graph, the backward graph and
+    the captured graph for calls without grad (backend "strata_cpp": Note [Compiled training
+    steps] in backends.py); it is called with grad mode off, and the graph for calls without grad
+    is compiled at its first such call. Without it every graph runs through its own runner."""
     plain = graph.runner()
-    if not any(graph.value(v).requires_grad for v in graph.inputs) or not _C._is_grad_enabled():
-        return plain
+    needs_grad = any(graph.value(v).requires_grad for v in graph.inputs)
+    if compile_fn is None:
+        no_grad_run = plain
+    else:
+        no_grad_run = _LazyCompiled(compile_fn, graph)
+        if not needs_grad:
+            return _compiled_now(no_grad_run)
+    if not needs_grad or not _C._is_grad_enabled():
+        return no_grad_run
     try:
         joint = make_joint(graph)
         if joint.num_tangents == 0 or all(v is None for v in joint.grad_values):
@@ -552,7 +568,12 @@ def aot_compile(graph):
     except AOTUnsupported as e:
         logs.aot(f"the graph runs as the eager backend: {e}")
         return plain
-    plan = _Plan(graph, joint, part)
+    if compile_fn is None:
+        plan = _Plan(graph, joint, part)
+    else:
+        import strata
+        with strata.no_grad():
+            plan = _Plan(graph, joint, part, compile_fn)
     logs.aot(f"joint graph of {joint.graph.num_ops} ops: forward {part.forward.num_ops} ops, backward "
              f"{part.backward.num_ops} ops; " + part.describe())
     apply = CompiledFunction.apply
@@ -561,7 +582,32 @@ def aot_compile(graph):
     def run(*inputs):
         if is_grad():
             return apply(plan, *inputs)
-        return plain(*inputs)
+        return no_grad_run(*inputs)
 
     run.plan = plan
+    run.no_grad_run = no_grad_run
     return run
+
+
+class _LazyCompiled:
+    """A graph compiled with compile_fn (grad mode off) at its first call."""
+
+    def __init__(self, compile_fn, graph):
+        self.compile_fn = compile_fn
+        self.graph = graph
+        self.fn = None
+
+    def get(self):
+        if self.fn is None:
+            import strata
+            with strata.no_grad():
+                self.fn = self.compile_fn(self.graph)
+        return self.fn
+
+    def __call__(self, *inputs):
+        return (self.fn or self.get())(*inputs)
+
+
+def _compiled_now(lazy):
+    """A graph without inputs that require grad needs no AOT step: compile it at once."""
+    return lazy.get()

@@ -57,9 +57,27 @@ register_backend("inductor", _eager)
 
 @register_backend("strata_cpp")
 def _strata_cpp(graph, out):
-    """Pointwise groups fused into generated C++ kernels, the rest node by node (_inductor/fusion.py)."""
+    """Generated C++ kernels for fused groups, the rest node by node (Note [Compiled training steps])."""
+    from .aot import aot_compile
+    mode = _mode_of(out)
+    return aot_compile(graph, compile_fn=lambda g: _compile_cpp(g, mode))
+
+
+_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def _mode_of(out):
+    opts = getattr(out, "backend_options", None) or {}
+    mode = opts.get("mode")
+    if mode not in _MODES:
+        raise ValueError(f"strata.compile: unknown mode {mode!r}; available: "
+                         + ", ".join(repr(m) for m in _MODES[1:]))
+    return mode or "default"
+
+
+def _compile_cpp(graph, mode):
     from .._inductor.fusion import compile_graph
-    return compile_graph(graph, out)
+    return compile_graph(graph, None)
 
 
 @register_backend("aot_eager")
