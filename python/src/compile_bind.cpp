@@ -142,9 +142,13 @@ struct Runner {
   std::vector<IValue> env, outs, in;
   Stack stack;
   bool busy = false;
+  // A kernel plan (Graph.kernel_runner, Note [Kernel plans] in executor.cpp) is fixed: it is not
+  // rebuilt from the graph, and its arena state lives here.
+  bool fixed = false;
+  std::unique_ptr<compile::ArenaState> arena;
 
   nb::tuple call(nb::args args) {
-    if (version != g->version()) {
+    if (!fixed && version != g->version()) {
       plan = g->plan();
       version = g->version();
     }
@@ -174,7 +178,7 @@ struct Runner {
       }
     }
     std::shared_ptr<const Plan> p = plan;  // the graph may change during the call
-    compile::execute(*p, in.data(), n, env, stack, outs);
+    compile::execute(*p, in.data(), n, env, stack, outs, arena.get());
     return outputs_to_tuple(compile::plan_outputs(*p), outs, in.data(), objs(args), n);
   }
 };
@@ -509,8 +513,17 @@ void bind_compile(nb::module_& parent) {
         return s + "])";
       });
 
-  nb::class_<Runner>(m, "GraphRunner")
+  nb::class_<Runner>(m, "GraphRunner", nb::dynamic_attr())
       .def("__call__", [](Runner& r, nb::args args) { return r.call(std::move(args)); })
+      .def_prop_ro("num_kernels", [](const Runner& r) { return compile::plan_num_kernels(*r.plan); })
+      .def_prop_ro("arena_bytes", [](const Runner& r) { return compile::plan_arena_bytes(*r.plan); })
+      .def_prop_ro("keeps_arena", [](const Runner& r) { return r.arena && r.arena->keep; })
+      .def_prop_ro("arena_allocated", [](const Runner& r) {
+        return r.arena && r.arena->buffer.defined() ? static_cast<int64_t>(r.arena->buffer.numel()) : int64_t{0};
+      })
+      .def_prop_ro("calls", [](const Runner& r) { return r.arena ? r.arena->calls : int64_t{0}; })
+      .def_prop_ro("fallbacks", [](const Runner& r) { return r.arena ? r.arena->fallbacks : int64_t{0}; },
+                   "Kernel steps that ran their nodes instead (an input not contiguous, another size).")
       .def_prop_ro("graph", [](const Runner& r) { return r.g; });
   bind_frame_cache(m);
 
@@ -611,6 +624,44 @@ void bind_compile(nb::module_& parent) {
           },
           "Runs the graph on Meta inputs with every device argument Meta and constant tensors made Meta "
           "(Note [Replaying a graph on Meta]); tensor outputs, None for others.")
+      .def(
+          "kernel_runner",
+          [](std::shared_ptr<Graph> g, nb::list specs, int64_t arena_bytes, bool keep) {
+            std::vector<compile::KernelSpec> ks;
+            for (nb::handle h : specs) {
+              auto t = nb::cast<nb::tuple>(h);
+              STRATA_CHECK(t.size() == 11, "Graph.kernel_runner: a kernel spec has 11 fields, got ", t.size());
+              compile::KernelSpec s;
+              s.fn = nb::cast<uintptr_t>(t[0]);
+              s.rows = nb::cast<bool>(t[1]);
+              s.ref = nb::cast<int64_t>(t[2]);
+              s.numel = nb::cast<int64_t>(t[3]);
+              s.cols = nb::cast<int64_t>(t[4]);
+              auto st = to_scalar_type(t[5]);
+              STRATA_CHECK(st.has_value(), "Graph.kernel_runner: dtype must be a strata dtype");
+              s.dtype = *st;
+              s.in_vids = nb::cast<std::vector<int>>(t[6]);
+              s.out_vids = nb::cast<std::vector<int>>(t[7]);
+              s.out_shapes = nb::cast<std::vector<std::vector<int64_t>>>(t[8]);
+              s.nodes = nb::cast<std::vector<int>>(t[9]);
+              s.arena_offsets = nb::cast<std::vector<int64_t>>(t[10]);
+              ks.push_back(std::move(s));
+            }
+            STRATA_CHECK(arena_bytes >= 0, "Graph.kernel_runner: negative arena size");
+            auto r = std::make_unique<Runner>();
+            r->g = g;
+            r->plan = compile::build_kernel_plan(*g, ks, arena_bytes);
+            r->version = g->version();
+            r->fixed = true;
+            r->arena = std::make_unique<compile::ArenaState>();
+            r->arena->keep = keep;
+            return r;
+          },
+          nb::arg("kernels"), nb::arg("arena_bytes"), nb::arg("keep_arena"),
+          "A runner of the graph with generated kernels in place of some nodes (Note [Kernel plans] in "
+          "src/compile/executor.cpp). kernels: (fn address, rows, ref, numel, cols, dtype, input ids, output ids, "
+          "row-kernel output shapes, replaced node positions, arena byte offset per output or -1); keep_arena: "
+          "the arena and the tensors over it are made at the first call and reused (mode reduce-overhead).")
       .def("runner", [](std::shared_ptr<Graph> g) {
         auto r = std::make_unique<Runner>();
         r->g = g;

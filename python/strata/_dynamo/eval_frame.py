@@ -144,11 +144,11 @@ def states_of(code):
 
 def _opts_key(opts):
     b = opts.get("backend", "eager")
-    return (b if isinstance(b, str) else id(b), bool(opts.get("fullgraph")), opts.get("dynamic"))
+    return (b if isinstance(b, str) else id(b), bool(opts.get("fullgraph")), opts.get("dynamic"), opts.get("mode"))
 
 
 def _state(code, opts=None):
-    """The cache of one code object under one set of options (backend, fullgraph, dynamic): the
+    """The cache of one code object under one set of options (backend, fullgraph, dynamic, mode): the
     same function compiled twice with different options keeps two caches."""
     opts = opts or _DEFAULT_OPTS
     key = (code, _opts_key(opts))
