@@ -211,7 +211,8 @@ std::shared_ptr<const Plan> Graph::plan() const {
 // kernel step at the position of its last node, so kernels and the nodes that stay (matmuls,
 // views, anything without a lowering) run in this one loop, with no Python between them, and
 // every value is released after its last use as in a plain plan. A kernel step checks its inputs
-// (defined CPU tensors, contiguous, the captured element count); when one fails it runs the nodes
+// (defined CPU tensors, contiguous, the captured element count, and for a kernel of static sizes
+// the captured sizes of the input it takes its sizes from); when one fails it runs the nodes
 // it replaced instead, node by node, so a compiled graph never fails where its nodes would not.
 // Kernel outputs the memory plan gave an arena offset (Note [Memory plans] in backends.py) are
 // tensors over one arena buffer: allocated per call, or, with ArenaState::keep (mode
@@ -388,8 +389,9 @@ void run_kernel(const Plan& p, const PlanStep& st, std::vector<IValue>& env, Sta
   }
   int64_t n = 0;
   if (ok) {
-    n = env[s.in_vids[s.ref]].to_tensor().numel();
-    ok = s.numel < 0 || n == s.numel;
+    const Tensor& r = env[s.in_vids[s.ref]].to_tensor();
+    n = r.numel();
+    ok = (s.numel < 0 || n == s.numel) && (!s.check_sizes || std::ranges::equal(r.sizes(), s.ref_sizes));
   }
   if (!ok) {
     for (const PlanStep& f : ks.fallback) run_node(f, env, stack, graph_device);
@@ -438,11 +440,11 @@ void run_kernel(const Plan& p, const PlanStep& st, std::vector<IValue>& env, Sta
 
 void execute(const Plan& p, const IValue* inputs, size_t n, std::vector<IValue>& env, Stack& stack,
              std::vector<IValue>& outs) {
-  execute(p, inputs, n, env, stack, outs, nullptr);
+  execute(p, const_cast<IValue*>(inputs), n, env, stack, outs, nullptr, false);
 }
 
-void execute(const Plan& p, const IValue* inputs, size_t n, std::vector<IValue>& env, Stack& stack,
-             std::vector<IValue>& outs, ArenaState* arena) {
+void execute(const Plan& p, IValue* inputs, size_t n, std::vector<IValue>& env, Stack& stack,
+             std::vector<IValue>& outs, ArenaState* arena, bool consume) {
   if (n != p.inputs.size())
     throw TypeError(str("compile: the graph takes ", p.inputs.size(), " inputs but ", n, " were given"));
   if (env.size() < p.num_values) env.resize(p.num_values);
@@ -451,11 +453,15 @@ void execute(const Plan& p, const IValue* inputs, size_t n, std::vector<IValue>&
     if (!kind_matches(p.input_kinds[i], inputs[i]))
       throw TypeError(str("compile: input ", i, " ('", p.input_names[i], "') must be a ",
                           value_kind_name(p.input_kinds[i])));
-    env[p.inputs[i]] = inputs[i];
+    if (consume) {
+      env[p.inputs[i]] = std::move(inputs[i]);
+    } else {
+      env[p.inputs[i]] = inputs[i];
+    }
   }
   for (const auto& [vid, c] : p.constants) env[vid] = c;
   Device graph_device;
-  if (p.first_tensor_input >= 0) graph_device = inputs[p.first_tensor_input].to_tensor().device();
+  if (p.first_tensor_input >= 0) graph_device = env[p.inputs[p.first_tensor_input]].to_tensor().device();
   Tensor call_arena;
   if (arena) ++arena->calls;
 

@@ -151,8 +151,8 @@ class Graph {
   // graph output), except those with side effects. Returns how many.
   int eliminate_dead_code();
 
-  // A new graph made of some of this graph's nodes (positions in nodes(), in
-  // increasing order): `inputs` (any values of this graph: inputs or op
+  // A new graph made of some of this graph's nodes (distinct positions in nodes(), in
+  // the order the new graph runs them): `inputs` (any values of this graph: inputs or op
   // results) become its inputs in that order, the constants the nodes read are
   // copied, `outputs` are values of this graph the new one returns. Every
   // value a node reads must be an input, a constant or the result of an
@@ -274,6 +274,8 @@ struct KernelSpec {
   std::vector<std::vector<int64_t>> out_shapes;  // row kernels: each output's sizes
   std::vector<int> nodes;                        // positions of the nodes it replaces, ascending
   std::vector<int64_t> arena_offsets;            // per output: byte offset in the arena, or -1
+  bool check_sizes = false;                      // the ref input must have exactly ref_sizes
+  std::vector<int64_t> ref_sizes;
 };
 
 // The graph's plan with each spec's nodes replaced by one kernel step placed at its last node.
@@ -291,8 +293,9 @@ struct ArenaState {
   int64_t calls = 0;
   int64_t fallbacks = 0;  // kernel steps that ran their nodes instead (an input not contiguous, another size)
 };
-void execute(const Plan& plan, const IValue* inputs, size_t n, std::vector<IValue>& env, Stack& stack,
-             std::vector<IValue>& outs, ArenaState* arena);
+// consume: the inputs are moved into the environment (and so released at their last use).
+void execute(const Plan& plan, IValue* inputs, size_t n, std::vector<IValue>& env, Stack& stack,
+             std::vector<IValue>& outs, ArenaState* arena, bool consume = false);
 int64_t plan_arena_bytes(const Plan& p);
 size_t plan_num_kernels(const Plan& p);
 

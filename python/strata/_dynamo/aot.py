@@ -66,7 +66,15 @@ outputs that got no tangent non-differentiable; backward makes each incoming gra
 contiguous (the joint trace used contiguous tangents, and views decided at trace time rely
 on it), runs the backward graph's runner and returns one gradient per input (None for inputs
 that do not require grad). Otherwise it runs the captured graph as the eager backend does.
-Double backward through a compiled function raises. A graph whose joint trace fails (an op
+Double backward through a compiled function raises.
+
+Note [Compiled backward frees saved values]
+Eager autograd frees a node's saved tensors as soon as that node's backward has run; a compiled
+backward is one node whose backward graph reads every saved value. Unless the backward pass keeps
+the graph (retain_graph, _compile.backward_keeps_graph()), CompiledFunctionBackward releases
+the context's references first and hands the saved values and tangents to the backward runner in
+a list it empties (GraphRunner.call_consuming), so the runner holds the only reference and each
+saved value dies at its last use in the backward graph, as in eager mode. A graph whose joint trace fails (an op
 without a derivative, an in-place write autograd must clone) runs as the eager backend and
 says why once (STRATA_LOGS=aot).
 """
@@ -458,12 +466,49 @@ def partition(joint, recompute=True):
         stack.extend(reads[i])
 
     forward = g.extract(primals, sorted(fwd_nodes), list(joint.fwd_values) + saved)
-    backward = g.extract(saved + list(joint.tangents), sorted(bwd_nodes), grads, grad_enabled=False)
+    backward = g.extract(saved + list(joint.tangents), _sink_recomputed(nodes, bwd_nodes, is_bwd, producer, reads),
+                         grads, grad_enabled=False)
     info = []
     for v in saved:
         val = values[v]
         info.append((val.name, val.kind, val.shape, val.dtype, _value_bytes(val)))
     return Partition(joint, forward, backward, info, recomputed)
+
+
+def _sink_recomputed(nodes, bwd_nodes, is_bwd, producer, reads):
+    """The backward graph's node order: the backward nodes in joint order, each recomputed forward
+    node placed just before the first node that reads it (its own inputs first), so a recomputed
+    value lives from just before its first use rather than from the start of the backward (and
+    lands beside the pointwise nodes that use it, where fusion can take it). Joint order when a
+    backward node writes in place or has side effects."""
+    order = sorted(bwd_nodes)
+    if any(is_bwd[i] and (nodes[i].has_side_effects or nodes[i].flags & _FLAGS["inplace"]) for i in order):
+        return order
+    recomputed = {i for i in order if not is_bwd[i]}
+    out, done = [], set()
+
+    def emit(i):
+        stack = [(i, False)]
+        while stack:
+            j, ready = stack.pop()
+            if j in done:
+                continue
+            if ready:
+                done.add(j)
+                out.append(j)
+                continue
+            stack.append((j, True))
+            for v in reversed(reads[j]):
+                k = producer.get(v)
+                if k is not None and k in recomputed and k not in done:
+                    stack.append((k, False))
+
+    for i in order:
+        if i not in recomputed:
+            emit(i)
+    for i in order:
+        emit(i)
+    return out
 
 
 # ---- runtime -----------------------------------------------------------------------------------
@@ -483,7 +528,7 @@ class _Plan:
             self.bwd = part.backward.runner()
         else:
             self.fwd = compile_fn(part.forward)
-            self.bwd = compile_fn(part.backward)
+            self.bwd = compile_fn(part.backward, inputs_die=True)
         self.num_inputs = joint.num_primals
         self.num_outputs = joint.num_fwd_outputs
         self.diff_outputs = joint.diff_outputs
@@ -528,8 +573,12 @@ class CompiledFunction(Function):
                                "to differentiate the backward")
         tensors = iter(ctx.saved_tensors)
         numbers = iter(ctx.saved_numbers)
-        saved = [next(tensors) if k == "tensor" else next(numbers) for k in plan.saved_kinds]
-        tangents = []
+        args = [next(tensors) if k == "tensor" else next(numbers) for k in plan.saved_kinds]
+        del tensors, numbers
+        consume = not _compile.backward_keeps_graph() and hasattr(plan.bwd, "call_consuming")
+        if consume:
+            ctx._release()  # Note [Compiled backward frees saved values]
+        gr = None
         for i in plan.diff_outputs:
             gr = grads[i]
             if gr is None:
@@ -538,15 +587,18 @@ class CompiledFunction(Function):
                 gr = strata.zeros(v.shape, dtype=v.dtype, device=v.device)
             elif not gr.is_contiguous():
                 gr = gr.contiguous()
-            tangents.append(gr)
-        res = plan.bwd(*saved, *tangents)
+            args.append(gr)
+        del grads, gr
+        res = plan.bwd.call_consuming(args) if consume else plan.bwd(*args)
         return (None,) + tuple(None if k is None else res[k] for k in plan.grad_slots)
 
 
 def aot_compile(graph, compile_fn=None):
     """The aot_eager backend's callable for a captured graph (Note [CompiledFunction]).
 
-    compile_fn(graph) -> callable, when given, compiles the forward graph, the backward graph and
+    compile_fn(graph, inputs_die=False) -> callable, when given, compiles the forward graph, the
+    backward graph (inputs_die=True: its inputs are released at their last use, Note [Compiled
+    backward frees saved values]) and
     the captured graph for calls without grad (backend "strata_cpp": Note [Compiled training
     steps] in backends.py); it is called with grad mode off, and the graph for calls without grad
     is compiled at its first such call. Without it every graph runs through its own runner."""

@@ -61,7 +61,18 @@ def _strata_cpp(graph, out):
     """Generated C++ kernels for fused groups, the rest node by node (Note [Compiled training steps])."""
     from .aot import aot_compile
     mode = _mode_of(out)
-    return aot_compile(graph, compile_fn=lambda g: _compile_cpp(g, mode))
+
+    def compile_fn(g, inputs_die=False):
+        return _compile_cpp(g, mode, inputs_die)
+    if getattr(out, "dynamic", False):
+        # Symbolic sizes: AOT autograd traces at the capture sizes, so a graph that needs grad
+        # replays node by node with eager autograd, as the eager backend does.
+        if _C._is_grad_enabled() and any(graph.value(v).requires_grad for v in graph.inputs):
+            return graph.runner()
+        import strata
+        with strata.no_grad():
+            return compile_fn(graph)
+    return aot_compile(graph, compile_fn=compile_fn)
 
 
 _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -76,16 +87,17 @@ def _mode_of(out):
     return mode or "default"
 
 
-def _compile_cpp(graph, mode):
+def _compile_cpp(graph, mode, inputs_die=False):
     """compile_graph's fused groups as one kernel plan (Note [Kernel plans] in src/compile/executor.cpp)
-    with a memory plan; what compile_graph returns when it fused nothing or the plan cannot be made."""
+    with a memory plan; what compile_graph returns when it fused nothing or the plan cannot be made.
+    inputs_die: the caller hands over its inputs (a backward graph), so they count in the plan."""
     from .._inductor.fusion import compile_graph
     fused = compile_graph(graph, None)
     steps = getattr(fused, "steps", None)
     if steps is None:
         return fused
     try:
-        return kernel_runner(graph, steps, keep_arena=mode == "reduce-overhead")
+        return kernel_runner(graph, steps, keep_arena=mode == "reduce-overhead", inputs_die=inputs_die)
     except _NoPlan as e:
         logs.aot(f"strata_cpp: the fused graph runs step by step from Python: {e}")
         return fused
@@ -146,17 +158,9 @@ _MAY_ALIAS = {"contiguous", "reshape", "to", "type_as", "flatten", "unflatten", 
 _ALIAS_FLAGS = None
 
 
-class MemoryPlan:
-    """Note [Memory plans]
-    The liveness of every value over the kernel plan's steps (node steps in graph order, each
-    kernel at its last node), and an arena for kernel outputs. A kernel output gets an arena slot
-    when it has a static size, is not a graph output, and every node outside the kernels that reads
-    it neither aliases nor writes it (not a view, not in-place, no op that may return its input):
-    then nothing outside the call can hold it. Slots are assigned in step order, first fit among
-    the slots whose value died before the step (the smallest that is large enough; a new slot at the
-    end of the arena otherwise), 64-byte aligned. peak_bytes estimates the most bytes live at once:
-    the arena plus every other node result (views count 0) from its step to its last use (graph
-    outputs to the end); graph inputs are the caller's and not counted."""
+class _Liveness:
+    """Steps of a kernel plan (node steps in graph order, each kernel at its last node) and the
+    last step that reads each value."""
 
     def __init__(self, graph, specs):
         global _ALIAS_FLAGS
@@ -164,40 +168,120 @@ class MemoryPlan:
             f = _C._op_flags()
             _ALIAS_FLAGS = f["view"] | f["inplace"]
         nodes = graph.nodes
-        kernel_of = {}
+        self.graph, self.specs = graph, specs
+        self.kernel_of = kernel_of = {}
         for k, sp in enumerate(specs):
             for p in sp[9]:
                 kernel_of[p] = k
-        # Step index of each node (a kernel's nodes share the kernel's step).
-        step_of, steps, k_step = {}, 0, {}
+        self.step_of, steps, self.k_step = {}, 0, {}
         for i in range(len(nodes)):
             k = kernel_of.get(i)
             if k is None:
-                step_of[i] = steps
+                self.step_of[i] = steps
                 steps += 1
             elif i == specs[k][9][-1]:
-                k_step[k] = steps
+                self.k_step[k] = steps
                 steps += 1
         for i, k in kernel_of.items():
-            step_of[i] = k_step[k]
-        outputs = set(graph.outputs)
-        last, unsafe = {}, set()
+            self.step_of[i] = self.k_step[k]
+        self.steps = steps
+        self.outputs = set(graph.outputs)
+        self.last, self.unsafe = {}, set()
         for i, n in enumerate(nodes):
-            s = step_of[i]
+            st = self.step_of[i]
             for v in n.input_ids:
-                last[v] = max(last.get(v, -1), s)
+                self.last[v] = max(self.last.get(v, -1), st)
                 if i not in kernel_of and ((n.flags & _ALIAS_FLAGS) or n.op in _MAY_ALIAS or n.list_return):
-                    unsafe.add(v)
-        self.num_steps = steps
+                    self.unsafe.add(v)
+
+    def peak(self, in_arena=(), inputs_die=False):
+        """The most bytes live at once, not counting the values in in_arena: node results (views
+        count 0; values inside a kernel are never materialized) from their step to their last use
+        (graph outputs to the end), and with inputs_die the graph's inputs until their last use."""
+        graph, specs, kernel_of, steps = self.graph, self.specs, self.kernel_of, self.steps
+        delta = [0] * (steps + 1)
+        view = _C._op_flags()["view"]
+
+        def live(v, d):
+            val = graph.value(v)
+            if val.kind != "tensor":
+                return
+            u = steps if v in self.outputs else max(self.last.get(v, d), d)
+            delta[d] += _nbytes(val)
+            delta[min(u + 1, steps)] -= _nbytes(val)
+        if inputs_die:
+            for v in graph.inputs:
+                live(v, 0)
+        for i, n in enumerate(graph.nodes):
+            if n.flags & view:
+                continue
+            for v in n.outputs:
+                if v in in_arena or (i in kernel_of and v not in specs[kernel_of[i]][7]):
+                    continue
+                live(v, self.step_of[i])
+        cur, peak = 0, 0
+        for x in delta:
+            cur += x
+            peak = max(peak, cur)
+        return peak
+
+
+def _choose_kernels(graph, specs, inputs_die):
+    """The kernels to use: all of them, unless together they raise the planned peak above running
+    every node by node (a kernel holds all its inputs until it ends and makes all its outputs at
+    once); then kernels are left out, in order, while leaving one out lowers the peak, until the
+    peak is no higher than node by node. Returns (kernels, left out, node-by-node peak)."""
+    base = _Liveness(graph, []).peak(inputs_die=inputs_die)
+    chosen = list(specs)
+    cur = _Liveness(graph, chosen).peak(inputs_die=inputs_die)
+    dropped = []
+    for sp in specs:
+        if cur <= base:
+            break
+        trial = [x for x in chosen if x is not sp]
+        p = _Liveness(graph, trial).peak(inputs_die=inputs_die)
+        if p < cur:
+            chosen, cur = trial, p
+            dropped.append(sp)
+    return chosen, dropped, base
+
+
+class MemoryPlan:
+    """Note [Memory plans]
+    Liveness of every value over the kernel plan's steps (_Liveness: node steps in graph order,
+    each kernel at its last node) decides two things.
+    Which kernels run: a kernel keeps all its inputs until it ends and makes all its outputs at
+    once, so a large fused group can raise the peak above running its nodes one by one; kernels
+    are left out (their nodes run node by node) while the planned peak with them is above the
+    node-by-node peak (_choose_kernels). For a backward graph (inputs_die) the inputs, the saved
+    values, count too: they die at their last use (Note [Compiled backward frees saved values]).
+    The arena: a kernel output gets an arena slot when it has a static size, is not a graph
+    output, and every node outside the kernels that reads it neither aliases nor writes it (not a
+    view, not in-place, no op that may return its input): then nothing outside the call can hold
+    it. Slots are assigned in step order, first fit among the slots whose value died before the
+    step (the smallest that is large enough; a new slot at the end of the arena otherwise), 64-byte
+    aligned. Mode "reduce-overhead" keeps the arena across calls. Otherwise an arena is made per
+    call and lives for the whole call, so it is kept only where it does not raise the peak; else
+    kernel outputs are allocated one by one and released at their last use.
+    peak_bytes: the planned peak, arena included; graph inputs are the caller's and not counted
+    (except with inputs_die)."""
+
+    def __init__(self, graph, specs, keep_arena=False, inputs_die=False, dropped=(), node_peak=None):
+        lv = _Liveness(graph, specs)
+        self.num_steps = lv.steps
+        self.kernels = len(specs)
+        self.dropped_kernels = len(dropped)
+        self.node_by_node_peak = node_peak
         self.slots = []            # [offset, size, free_after_step]
         self.offsets = {}          # value id -> arena offset
         intervals = []
         for k, sp in enumerate(specs):
+            d = lv.k_step[k]
             for v in sp[7]:
                 val = graph.value(v)
-                if v in outputs or v in unsafe or sp[3] < 0 or val.kind != "tensor":
+                if v in lv.outputs or v in lv.unsafe or sp[3] < 0 or val.kind != "tensor":
                     continue
-                intervals.append((k_step[k], max(last.get(v, k_step[k]), k_step[k]), _nbytes(val), v))
+                intervals.append((d, max(lv.last.get(v, d), d), _nbytes(val), v))
         intervals.sort()
         end = 0
         for d, u, size, v in intervals:
@@ -214,35 +298,24 @@ class MemoryPlan:
         self.arena_bytes = end
         self.arena_values = len(self.offsets)
         self.arena_unplanned_bytes = sum((iv[2] + 63) // 64 * 64 for iv in intervals)
-        # Live bytes per step outside the arena.
-        delta = [0] * (steps + 1)
-        view = _C._op_flags()["view"]
-        for i, n in enumerate(nodes):
-            if n.flags & view:
-                continue
-            for v in n.outputs:
-                if v in self.offsets:
-                    continue
-                val = graph.value(v)
-                if val.kind != "tensor":
-                    continue
-                if i in kernel_of and v not in specs[kernel_of[i]][7]:
-                    continue  # inside a kernel: never materialized
-                d = step_of[i]
-                u = steps if v in outputs else max(last.get(v, d), d)
-                delta[d] += _nbytes(val)
-                delta[u + 1 if u < steps else steps] -= _nbytes(val)
-        live, peak = 0, 0
-        for x in delta:
-            live += x
-            peak = max(peak, live)
-        self.peak_bytes = peak + self.arena_bytes
-        self.kernels = len(specs)
+        fresh = lv.peak(inputs_die=inputs_die)
+        self.peak_bytes = lv.peak(set(self.offsets), inputs_die) + self.arena_bytes
+        self.arena_dropped = False
+        if not keep_arena and self.peak_bytes > fresh:
+            self.offsets, self.slots, self.arena_bytes, self.arena_values = {}, [], 0, 0
+            self.peak_bytes, self.arena_dropped = fresh, True
 
     def describe(self):
-        return (f"{self.kernels} kernels in {self.num_steps} steps; arena {self.arena_bytes} B in {len(self.slots)} "
-                f"slots for {self.arena_values} kernel outputs ({self.arena_unplanned_bytes} B without reuse); "
-                f"planned peak {self.peak_bytes} B")
+        s = (f"{self.kernels} kernels in {self.num_steps} steps; arena {self.arena_bytes} B in {len(self.slots)} "
+             f"slots for {self.arena_values} kernel outputs ({self.arena_unplanned_bytes} B without reuse); "
+             f"planned peak {self.peak_bytes} B")
+        if self.node_by_node_peak is not None:
+            s += f" (node by node: {self.node_by_node_peak} B)"
+        if self.arena_dropped:
+            s += "; arena per call dropped (it would raise the peak)"
+        if self.dropped_kernels:
+            s += f"; {self.dropped_kernels} kernels left out (they would raise the peak)"
+        return s
 
 
 def _nbytes(v):
@@ -254,14 +327,41 @@ def _nbytes(v):
     return n * v.dtype.itemsize
 
 
-def kernel_runner(graph, steps, keep_arena=False):
+def memory_plans(fn):
+    """[(which graph, MemoryPlan)] of a callable the strata_cpp backend made: "graph" for a graph
+    run as it is, "forward" and "backward" for a training graph (and "no_grad" once its graph for
+    calls without grad was compiled)."""
+    out = []
+    if fn is None:
+        return out
+    mp = getattr(fn, "memory_plan", None)
+    if mp is not None:
+        out.append(("graph", mp))
+    plan = getattr(fn, "plan", None)
+    if plan is not None and hasattr(plan, "fwd"):
+        for which, r in (("forward", plan.fwd), ("backward", plan.bwd)):
+            mp = getattr(r, "memory_plan", None)
+            if mp is not None:
+                out.append((which, mp))
+    lazy = getattr(fn, "no_grad_run", None)
+    mp = getattr(getattr(lazy, "fn", None), "memory_plan", None)
+    if mp is not None:
+        out.append(("no_grad", mp))
+    return out
+
+
+def kernel_runner(graph, steps, keep_arena=False, inputs_die=False):
     """A GraphRunner of graph with compile_graph's kernel steps in place of their nodes, and its
     MemoryPlan as .memory_plan."""
     specs = _kernel_specs(graph, steps)
     if not specs:
         raise _NoPlan("no kernel")
-    plan = MemoryPlan(graph, specs)
-    full = [tuple(sp) + ([plan.offsets.get(v, -1) for v in sp[7]],) for sp in specs]
+    specs, dropped, node_peak = _choose_kernels(graph, specs, inputs_die)
+    plan = MemoryPlan(graph, specs, keep_arena, inputs_die, dropped, node_peak)
+    full = []
+    for sp in specs:
+        ref_sizes = list(graph.value(sp[6][sp[2]]).shape) if sp[3] >= 0 else None
+        full.append(tuple(sp) + ([plan.offsets.get(v, -1) for v in sp[7]], ref_sizes))
     try:
         r = graph.kernel_runner(full, plan.arena_bytes, keep_arena)
     except Exception as e:
