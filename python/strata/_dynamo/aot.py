@@ -611,6 +611,8 @@ def aot_compile(graph, compile_fn=None):
         if not needs_grad:
             return _compiled_now(no_grad_run)
     if not needs_grad or not _C._is_grad_enabled():
+        if compile_fn is not None and needs_grad and any(n.grad_enabled for n in graph.nodes):
+            return plain  # enable_grad inside a no_grad caller: those nodes must record autograd
         return no_grad_run
     try:
         joint = make_joint(graph)

@@ -1,9 +1,30 @@
 """Backends: what runs a captured graph.
 
+"strata_cpp" (also "inductor", torch's default name, and strata.compile's default): groups of
+pointwise and row ops become generated C++ kernels (python/strata/_inductor), run with the
+remaining nodes in one C++ loop (Note [Kernel plans] in src/compile/executor.cpp) under a memory
+plan (Note [Memory plans]); a graph whose inputs need grad goes through AOT autograd and both its
+forward and backward graphs are compiled that way (Note [Compiled training steps]).
 "eager": the graph's own C++ runner (node by node through the dispatcher, no Python per op).
-A Python callable `backend(graph_module, example_inputs) -> callable` is accepted as torch
-allows. "inductor" (torch's default, often named in scripts) is the eager runner until the fusing
-code generator exists; it then becomes the default."""
+"aot_eager": AOT autograd with node-by-node runners. A Python callable
+`backend(graph_module, example_inputs) -> callable` is accepted as torch allows.
+
+Note [Compiled training steps]
+With grad mode on and an input that requires grad, strata_cpp calls aot_compile with a
+compile_fn: the joint graph is partitioned as for aot_eager, and the forward graph, the backward
+graph and (at its first call without grad) the captured graph are each compiled by
+compile_graph with grad mode off (the graphs themselves need no autograd: CompiledFunction is the
+autograd node). A training step is then the forward kernel plan, CompiledFunctionBackward running
+the backward kernel plan, and the optimizer in eager mode. Whatever cannot be fused or planned
+runs node by node (the graph's own runner, or compile_graph's own step runner when a kernel
+plan cannot be built); a graph AOT autograd cannot trace replays with eager autograd. Graphs with
+symbolic sizes skip AOT autograd (it traces at the capture sizes): with grad they replay with
+eager autograd, without grad they are fused.
+
+Modes: "default"; "reduce-overhead" keeps the arena of kernel outputs and the tensors over it from
+the first call (later calls allocate only graph outputs and what nodes outside kernels allocate,
+and run no Python per node); "max-autotune" and "max-autotune-no-cudagraphs" are accepted and
+run as "default" (no autotuning yet)."""
 
 from .. import _C
 from . import logs
@@ -51,11 +72,6 @@ def _eager(graph, out):
     return graph.runner()
 
 
-# torch's default backend name, which torch scripts pass explicitly: until Strata's fusing code
-# generator (the next piece of the compiled path) exists, it is the eager runner.
-register_backend("inductor", _eager)
-
-
 @register_backend("strata_cpp")
 def _strata_cpp(graph, out):
     """Generated C++ kernels for fused groups, the rest node by node (Note [Compiled training steps])."""
@@ -73,6 +89,10 @@ def _strata_cpp(graph, out):
         with strata.no_grad():
             return compile_fn(graph)
     return aot_compile(graph, compile_fn=compile_fn)
+
+
+# torch's default backend name, which torch scripts pass explicitly, and strata.compile's default.
+register_backend("inductor", _strata_cpp)
 
 
 _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -114,6 +134,18 @@ def _kernel_specs(graph, steps):
     for i, n in enumerate(nodes):
         for o in n.outputs:
             producer[o] = i
+    # Live nodes: those a graph output or a side effect needs. A dead node that reads a value a
+    # kernel keeps inside is dropped with the kernel's nodes (compile_graph's runner skips it too).
+    live, stack = set(), list(graph.outputs)
+    for i, n in enumerate(nodes):
+        if n.has_side_effects:
+            live.add(i)
+            stack.extend(n.input_ids)
+    while stack:
+        i = producer.get(stack.pop())
+        if i is not None and i not in live:
+            live.add(i)
+            stack.extend(nodes[i].input_ids)
     specs = []
     for st in steps:
         kind = type(st).__name__
@@ -134,6 +166,17 @@ def _kernel_specs(graph, steps):
                 continue
             pos.add(i)
             stack.extend(nodes[i].input_ids)
+        outs = set(st.out_ids)
+        changed = True
+        while changed:
+            changed = False
+            inside = {o for p in pos for o in nodes[p].outputs} - outs
+            for j, n in enumerate(nodes):
+                if j not in pos and any(v in inside for v in n.input_ids):
+                    if j in live:
+                        raise _NoPlan(f"node {j} ({n.op}) reads a value kernel nodes keep inside")
+                    pos.add(j)
+                    changed = True
         if rows:
             out_shapes = [list(sh) for sh, _ in st.outs]
             numel, cols, dtype = st.numel, st.cols, graph.value(st.out_ids[0]).dtype

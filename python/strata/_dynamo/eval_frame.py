@@ -134,7 +134,7 @@ def call_eager(fn, args):
     return fn(*pos, **kw)
 
 
-_DEFAULT_OPTS = {"backend": "eager", "fullgraph": False}
+_DEFAULT_OPTS = {"backend": "inductor", "fullgraph": False}
 
 
 def states_of(code):
@@ -143,7 +143,7 @@ def states_of(code):
 
 
 def _opts_key(opts):
-    b = opts.get("backend", "eager")
+    b = opts.get("backend", "inductor")
     return (b if isinstance(b, str) else id(b), bool(opts.get("fullgraph")), opts.get("dynamic"), opts.get("mode"))
 
 
@@ -240,10 +240,10 @@ def _dynamic_spec(fn, st, args, opts):
     None for static sizes: dynamic=True makes every dim of every tensor argument symbolic; with
     dynamic=None (the default), a dim that differs from the previous entry's (automatic dynamic) and
     dims marked with mark_dynamic are. dynamic=False, a frame where symbolic sizes failed once, and
-    backends other than eager and strata_cpp (AOT autograd specializes sizes) keep sizes static."""
+    backends other than eager and strata_cpp/inductor (aot_eager specializes sizes) keep sizes static."""
     mode = opts.get("dynamic")
-    backend = opts.get("backend", "eager")
-    if mode is False or st.static_only or not (backend in ("eager", "strata_cpp") or callable(backend)):
+    backend = opts.get("backend", "inductor")
+    if mode is False or st.static_only or not (backend in ("eager", "strata_cpp", "inductor") or callable(backend)):
         return None
     if st.entries and config.automatic_dynamic_shapes and mode is None or mode is True and st.entries:
         last = st.entries[-1]
