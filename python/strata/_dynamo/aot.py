@@ -272,6 +272,20 @@ class _FlowNetwork:
                 u = self.to[e ^ 1]
                 it[u] += 1
 
+    def reaches(self, t):
+        """Per node: whether it reaches t in the residual network."""
+        seen = [False] * len(self.adj)
+        seen[t] = True
+        q = deque([t])
+        while q:
+            w = q.popleft()
+            for e in self.adj[w]:
+                u = self.to[e]
+                if self.cap[e ^ 1] > 0 and not seen[u]:
+                    seen[u] = True
+                    q.append(u)
+        return seen
+
     def reachable(self, s):
         seen = [False] * len(self.adj)
         seen[s] = True
@@ -388,9 +402,11 @@ def partition(joint, recompute=True):
     n_in = {}                          # node position (or ("p", vid) for a primal) -> network node
     v_out = {}                         # value id -> network node
 
-    def add_value(vid, src):
+    def add_value(vid, src, view=False):
+        # A view costs one byte more than its bytes: it keeps its base alive anyway, so between a
+        # value and a view of it (a weight and its transpose) the cut saves the value.
         v_out[vid] = net.node()
-        net.edge(src, v_out[vid], _value_bytes(values[vid]))
+        net.edge(src, v_out[vid], _value_bytes(values[vid]) + (1 if view else 0))
 
     for p in primals:
         k = net.node()
@@ -405,7 +421,7 @@ def partition(joint, recompute=True):
         if not movable(i):
             net.edge(S, k, _INF)
         for o in n.outputs:
-            add_value(o, k)
+            add_value(o, k, bool(n.flags & _FLAGS["view"]))
         for v in reads[i]:
             if v in v_out:
                 net.edge(v_out[v], k, _INF)
@@ -418,7 +434,10 @@ def partition(joint, recompute=True):
         if v in v_out:
             net.edge(v_out[v], T, _INF)
     net.max_flow(S, T)
-    s_side = net.reachable(S)
+    # Of the minimum cuts, the one nearest T: where several cuts save the same bytes (a conv's
+    # output or the relu after it), save the later value, so the earlier one dies in the forward
+    # and the backward recomputes less.
+    s_side = [not r for r in net.reaches(T)]
 
     # The backward graph: walk back from the gradients.
     bwd_nodes, saved, seen = set(), [], set()

