@@ -590,6 +590,11 @@ class CompiledFunction(Function):
             raise RuntimeError("strata.compile(backend='aot_eager'): double backward (create_graph=True) "
                                "through a compiled function is not supported; compile with backend='eager' "
                                "to differentiate the backward")
+        if getattr(ctx, "_released", False) and plan.saved_kinds:
+            raise RuntimeError(
+                "Trying to backward through the graph a second time (or directly access saved tensors after they "
+                "have already been freed). Specify retain_graph=True if you need to backward through the graph a "
+                "second time or if you need to access saved tensors after calling backward.")
         tensors = iter(ctx.saved_tensors)
         numbers = iter(ctx.saved_numbers)
         args = [next(tensors) if k == "tensor" else next(numbers) for k in plan.saved_kinds]

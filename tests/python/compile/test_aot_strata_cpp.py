@@ -358,3 +358,26 @@ def test_compiled_module_trains_like_torch():
     for n, p in m.named_parameters():
         tg = dict(tm.named_parameters())[n].grad.numpy()
         assert abs(p.grad.numpy() - tg).max() < 1e-5, n
+
+
+@needs_cxx
+def test_retain_graph_keeps_saved_values_and_a_second_backward_without_it_raises():
+    strata.manual_seed(9)
+    w = strata.randn(8, 8, requires_grad=True)
+
+    def f(x):
+        return ((x @ w).tanh() * 3 + 1).sigmoid().sum()
+
+    x = strata.randn(4, 8)
+    ref = f(x)
+    ref.backward(retain_graph=True)
+    ref.backward()
+    expected = w.grad.clone()
+    w.grad = None
+    c = strata.compile(f, backend="strata_cpp")
+    y = c(x)
+    y.backward(retain_graph=True)   # saved values stay with the graph
+    y.backward()                    # and this one frees them as it goes
+    assert strata.allclose(w.grad, expected, rtol=1e-5, atol=1e-6)
+    with pytest.raises(RuntimeError, match="second time"):
+        y.backward()
