@@ -166,7 +166,15 @@ struct Runner {
     }
     inputs.clear();
     std::shared_ptr<const Plan> p = plan;
-    compile::execute(*p, in2.data(), in2.size(), env2, stack2, outs2, busy ? nullptr : arena.get(), true);
+    compile::ArenaState* a = busy ? nullptr : arena.get();  // a re-entrant call never shares the arena
+    const bool was_busy = busy;
+    busy = true;
+    struct Done {
+      bool& busy;
+      bool prev;
+      ~Done() { busy = prev; }
+    } done{busy, was_busy};
+    compile::execute(*p, in2.data(), in2.size(), env2, stack2, outs2, a, true);
     return outputs_to_tuple(compile::plan_outputs(*p), outs2);
   }
 
