@@ -1,9 +1,22 @@
-"""One training step (forward + backward) of the MLP and of the 2-block transformer of
-tests/python/compile/test_aot.py: eager vs strata.compile(backend="eager") vs
-backend="aot_eager", and the AOT partition's saved-tensor decisions (min-cut vs what eager
-autograd keeps vs every forward intermediate).
+"""Training steps compiled ahead of time (AOT autograd), and backend "strata_cpp" on them.
 
-    PYTHONPATH=python python bench/aot_train_step.py [--reps N]"""
+Section "partition" (the default set runs every section): one training step (forward +
+backward) of the MLP and of the 2-block transformer of tests/python/compile/test_aot.py under
+eager vs strata.compile(backend="eager" / "strata_cpp" / "aot_eager"), and the AOT partition's
+saved-tensor decisions (min-cut vs what eager autograd keeps vs every forward intermediate).
+
+Section "main": full training steps (zero_grad, forward, loss, backward, clip, AdamW) of the two
+main-job models (examples/train_digits.py, examples/train_charlm.py at bench/train_step.py's
+sizes) under eager strata, strata.compile(model, backend="strata_cpp"), torch eager and
+torch.compile(model) (Inductor), in the same run, with ratios; and the peak CPU memory of one
+step, strata eager vs strata_cpp.
+
+Section "latency": compile latency of a training step of one transformer block (d=128): strata_cpp
+cold (fresh STRATA_CACHE_DIR, new process) and warm (the same cache, new process) against
+torch.compile cold (fresh TORCHINDUCTOR_CACHE_DIR, new process).
+
+    PYTHONPATH=python python bench/aot_train_step.py [--reps N] [--section partition|main|latency]
+        [--threads 1] [--steps 20]"""
 
 import argparse
 import os
@@ -49,10 +62,7 @@ def timed(fn, reps):
     return best
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--reps", type=int, default=20)
-    args = ap.parse_args()
+def partition_section(args):
     for name, m, x, t, loss in models():
         def step_fn(model, x, t, _loss=loss):
             return _loss(model, x, t)
@@ -63,7 +73,7 @@ def main():
 
         # The compile cache is per code object (as torch's): reset between backends.
         res = {"eager": timed(lambda: run(step_fn), args.reps)}
-        for backend in ("eager", "aot_eager"):
+        for backend in ("eager", "strata_cpp", "aot_eager"):
             strata.compiler.reset()
             f = strata.compile(step_fn, backend=backend)
             res[f"compile({backend})"] = timed(lambda f=f: run(f), args.reps)
@@ -82,6 +92,194 @@ def main():
               f"{base.saved_bytes} B; every forward value {len(every)} / {every_bytes} B")
         print("  step (forward+backward), best of 5 x %d: " % args.reps
               + ", ".join(f"{k} {v * 1e6:.0f} us" for k, v in res.items()))
+
+
+# ---- main-job training steps -------------------------------------------------------------------
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
+
+
+def main_job_steps(fw, compiled):
+    """{name: (step callable, model)} for the two main-job models under framework module fw."""
+    import numpy as np
+    import train_charlm
+    import train_digits
+    fw.manual_seed(0)
+    out = {}
+    xtr, ytr, _, _ = train_digits.load_data(0)
+    x, y = fw.from_numpy(xtr[:64]), fw.from_numpy(ytr[:64])
+    model = train_digits.build_model(fw).train()
+    run_model = fw.compile(model, **compiled) if compiled is not None else model
+    opt = fw.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-2)
+    loss_fn = fw.nn.CrossEntropyLoss()
+    out["digits CNN (batch 64)"] = lambda: train_digits.train_step(fw, run_model, opt, None, loss_fn, x, y, 1.0)
+    rng = np.random.RandomState(0)
+    vocab, block, batch = 70, 64, 32
+    model2 = train_charlm.build_model(fw, vocab_size=vocab, block=block, d_model=128, n_layers=2, n_heads=4,
+                                      dropout=0.0).train()
+    run_model2 = fw.compile(model2, **compiled) if compiled is not None else model2
+    opt2 = fw.optim.AdamW(model2.parameters(), lr=1e-3, weight_decay=1e-2, betas=(0.9, 0.98))
+    xc = fw.from_numpy(rng.randint(0, vocab, size=(batch, block)).astype(np.int64))
+    yc = fw.from_numpy(rng.randint(0, vocab, size=(batch, block)).astype(np.int64))
+    out["char transformer (2 layers, d=128, 32x64)"] = lambda: train_charlm.train_step(fw, run_model2, opt2, None, xc,
+                                                                                       yc, 1.0)
+    return out
+
+
+def step_ms(step, n):
+    import statistics
+    for _ in range(3):
+        step()
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        step()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times), min(times)
+
+
+def strata_peak(step):
+    from strata import _C
+    step()
+    _C._reset_peak_memory_stats()
+    base = _C._cpu_allocator_stats()["allocated_bytes"]
+    step()
+    return _C._cpu_allocator_stats()["peak_bytes"] - base
+
+
+def main_section(args):
+    import torch
+    torch.set_num_threads(args.threads)
+    strata.set_num_threads(args.threads)
+    configs = [("strata eager", strata, None), ("strata.compile(strata_cpp)", strata, {"backend": "strata_cpp"}),
+               ("torch eager", torch, None), ("torch.compile(inductor)", torch, {})]
+    res = {}
+    for label, fw, compiled in configs:
+        t0 = time.perf_counter()
+        steps = main_job_steps(fw, compiled)
+        for name, step in steps.items():
+            t1 = time.perf_counter()
+            step()
+            first = time.perf_counter() - t1
+            med, best = step_ms(step, args.steps)
+            res[(label, name)] = (med, best, first)
+        del t0
+    mem = {}
+    for label, compiled in (("strata eager", None), ("strata.compile(strata_cpp)", {"backend": "strata_cpp"})):
+        strata.compiler.reset()
+        for name, step in main_job_steps(strata, compiled).items():
+            mem[(label, name)] = strata_peak(step)
+    names = list(main_job_steps(strata, None))
+    print(f"main-job training steps, threads={args.threads}, median (min) ms of {args.steps} steps after 3 warm-up "
+          f"(first call incl. compile in brackets):")
+    for name in names:
+        print(f"  {name}")
+        for label, _, _ in configs:
+            med, best, first = res[(label, name)]
+            print(f"    {label:28s} {med:8.2f} ({best:.2f}) ms   [first {first:.2f} s]")
+        se, sc = res[("strata eager", name)][0], res[("strata.compile(strata_cpp)", name)][0]
+        te, tc = res[("torch eager", name)][0], res[("torch.compile(inductor)", name)][0]
+        print(f"    strata_cpp vs strata eager {se / sc:.2f}x, vs torch.compile {tc / sc:.2f}x, vs torch eager "
+              f"{te / sc:.2f}x (higher: strata_cpp faster)")
+        pe, pc = mem[("strata eager", name)], mem[("strata.compile(strata_cpp)", name)]
+        print(f"    peak CPU memory of one step: strata eager {pe / 1e6:.2f} MB, strata_cpp {pc / 1e6:.2f} MB "
+              f"({pc / max(pe, 1):.2f}x)")
+
+
+# ---- compile latency ---------------------------------------------------------------------------
+
+def latency_child(framework):
+    """One cold or warm compile of a transformer block's training step in this (new) process."""
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "python", "compile"))
+    t_import = time.perf_counter()
+    if framework == "torch":
+        import torch as fw
+        nnm = fw.nn
+    else:
+        fw = strata
+        nnm = strata.nn
+    F_ = fw.nn.functional
+
+    class Block(nnm.Module):
+        def __init__(self, d=128, heads=4):
+            super().__init__()
+            self.heads = heads
+            self.ln1, self.ln2 = nnm.LayerNorm(d), nnm.LayerNorm(d)
+            self.qkv, self.proj = nnm.Linear(d, 3 * d), nnm.Linear(d, d)
+            self.fc1, self.fc2 = nnm.Linear(d, 4 * d), nnm.Linear(4 * d, d)
+
+        def forward(self, x):
+            b, t, d = x.shape
+            h = self.heads
+            q, k, v = self.qkv(self.ln1(x)).chunk(3, dim=-1)
+            q = q.reshape(b, t, h, d // h).transpose(1, 2)
+            k = k.reshape(b, t, h, d // h).transpose(1, 2)
+            v = v.reshape(b, t, h, d // h).transpose(1, 2)
+            y = F_.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, d)
+            x = x + self.proj(y)
+            return x + self.fc2(F_.gelu(self.fc1(self.ln2(x))))
+
+    fw.manual_seed(0)
+    m = Block()
+    x = fw.randn(8, 64, 128)
+    m(x).sum().backward()  # eager warm-up: op libraries loaded before the clock starts
+    t_import = time.perf_counter() - t_import
+    c = fw.compile(m, backend="strata_cpp") if framework != "torch" else fw.compile(m)
+    t0 = time.perf_counter()
+    c(x).sum().backward()
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    c(x).sum().backward()
+    second = time.perf_counter() - t0
+    print(f"{first - second:.4f}")
+
+
+def latency_section(args):
+    import subprocess
+    import tempfile
+    env = dict(os.environ)
+    root = os.path.dirname(HERE)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [os.path.join(root, "python"), env.get("PYTHONPATH")] if p)
+    env["OMP_NUM_THREADS"] = str(args.threads)
+    me = os.path.abspath(__file__)
+
+    def child(framework, extra):
+        e = dict(env, **extra)
+        r = subprocess.run([sys.executable, me, "--latency-child", framework], env=e, capture_output=True, text=True,
+                           timeout=900)
+        if r.returncode != 0:
+            raise RuntimeError(r.stderr[-3000:])
+        return float(r.stdout.strip().splitlines()[-1])
+
+    with tempfile.TemporaryDirectory() as d1, tempfile.TemporaryDirectory() as d2:
+        cold = child("strata", {"STRATA_CACHE_DIR": d1})
+        warm = child("strata", {"STRATA_CACHE_DIR": d1})
+        tcold = child("torch", {"TORCHINDUCTOR_CACHE_DIR": d2})
+    print("compile latency, training step (forward+backward) of one transformer block (d=128, b=8, t=64), "
+          "first call minus second call, each in a new process:")
+    print(f"  strata.compile(strata_cpp): cold {cold * 1e3:.0f} ms, warm (disk cache) {warm * 1e3:.0f} ms")
+    print(f"  torch.compile(inductor): cold {tcold * 1e3:.0f} ms")
+    print(f"  strata cold / torch cold = {cold / tcold:.3f}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--section", choices=["partition", "main", "latency", "all"], default="all")
+    ap.add_argument("--latency-child", choices=["strata", "torch"])
+    args = ap.parse_args()
+    if args.latency_child:
+        latency_child(args.latency_child)
+        return
+    if args.section in ("partition", "all"):
+        partition_section(args)
+    if args.section in ("main", "all"):
+        main_section(args)
+    if args.section in ("latency", "all"):
+        latency_section(args)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/unique_ptr.h>
 
+#include "autograd/engine.h"
 #include "autograd/variable.h"
 #include "bind.h"
 #include "compile/graph.h"
@@ -142,9 +143,43 @@ struct Runner {
   std::vector<IValue> env, outs, in;
   Stack stack;
   bool busy = false;
+  // A kernel plan (Graph.kernel_runner, Note [Kernel plans] in executor.cpp) is fixed: it is not
+  // rebuilt from the graph, and its arena state lives here.
+  bool fixed = false;
+  std::unique_ptr<compile::ArenaState> arena;
+
+  // Runs with the inputs taken out of `inputs` (the list is emptied), so each is released at its
+  // last use in the graph (Note [Compiled backward frees saved values] in aot.py).
+  nb::tuple call_consuming(nb::list inputs) {
+    if (!fixed && version != g->version()) {
+      plan = g->plan();
+      version = g->version();
+    }
+    std::vector<IValue> in2, env2, outs2;
+    Stack stack2;
+    for (nb::handle h : inputs) {
+      if (nb::isinstance<Tensor>(h)) {
+        in2.emplace_back(*nb::inst_ptr<Tensor>(h));
+      } else {
+        in2.push_back(to_ivalue(h, "the graph runner"));
+      }
+    }
+    inputs.clear();
+    std::shared_ptr<const Plan> p = plan;
+    compile::ArenaState* a = busy ? nullptr : arena.get();  // a re-entrant call never shares the arena
+    const bool was_busy = busy;
+    busy = true;
+    struct Done {
+      bool& busy;
+      bool prev;
+      ~Done() { busy = prev; }
+    } done{busy, was_busy};
+    compile::execute(*p, in2.data(), in2.size(), env2, stack2, outs2, a, true);
+    return outputs_to_tuple(compile::plan_outputs(*p), outs2);
+  }
 
   nb::tuple call(nb::args args) {
-    if (version != g->version()) {
+    if (!fixed && version != g->version()) {
       plan = g->plan();
       version = g->version();
     }
@@ -174,7 +209,7 @@ struct Runner {
       }
     }
     std::shared_ptr<const Plan> p = plan;  // the graph may change during the call
-    compile::execute(*p, in.data(), n, env, stack, outs);
+    compile::execute(*p, in.data(), n, env, stack, outs, arena.get());
     return outputs_to_tuple(compile::plan_outputs(*p), outs, in.data(), objs(args), n);
   }
 };
@@ -509,8 +544,19 @@ void bind_compile(nb::module_& parent) {
         return s + "])";
       });
 
-  nb::class_<Runner>(m, "GraphRunner")
+  nb::class_<Runner>(m, "GraphRunner", nb::dynamic_attr())
       .def("__call__", [](Runner& r, nb::args args) { return r.call(std::move(args)); })
+      .def("call_consuming", &Runner::call_consuming, nb::arg("inputs"),
+           "Runs on the inputs in the list, which is emptied first: each input is released at its last use.")
+      .def_prop_ro("num_kernels", [](const Runner& r) { return compile::plan_num_kernels(*r.plan); })
+      .def_prop_ro("arena_bytes", [](const Runner& r) { return compile::plan_arena_bytes(*r.plan); })
+      .def_prop_ro("keeps_arena", [](const Runner& r) { return r.arena && r.arena->keep; })
+      .def_prop_ro("arena_allocated", [](const Runner& r) {
+        return r.arena && r.arena->buffer.defined() ? static_cast<int64_t>(r.arena->buffer.numel()) : int64_t{0};
+      })
+      .def_prop_ro("calls", [](const Runner& r) { return r.arena ? r.arena->calls : int64_t{0}; })
+      .def_prop_ro("fallbacks", [](const Runner& r) { return r.arena ? r.arena->fallbacks : int64_t{0}; },
+                   "Kernel steps that ran their nodes instead (an input not contiguous, another size).")
       .def_prop_ro("graph", [](const Runner& r) { return r.g; });
   bind_frame_cache(m);
 
@@ -611,6 +657,49 @@ void bind_compile(nb::module_& parent) {
           },
           "Runs the graph on Meta inputs with every device argument Meta and constant tensors made Meta "
           "(Note [Replaying a graph on Meta]); tensor outputs, None for others.")
+      .def(
+          "kernel_runner",
+          [](std::shared_ptr<Graph> g, nb::list specs, int64_t arena_bytes, bool keep) {
+            std::vector<compile::KernelSpec> ks;
+            for (nb::handle h : specs) {
+              auto t = nb::cast<nb::tuple>(h);
+              STRATA_CHECK(t.size() == 12, "Graph.kernel_runner: a kernel spec has 12 fields, got ", t.size());
+              compile::KernelSpec s;
+              s.fn = nb::cast<uintptr_t>(t[0]);
+              s.rows = nb::cast<bool>(t[1]);
+              s.ref = nb::cast<int64_t>(t[2]);
+              s.numel = nb::cast<int64_t>(t[3]);
+              s.cols = nb::cast<int64_t>(t[4]);
+              auto st = to_scalar_type(t[5]);
+              STRATA_CHECK(st.has_value(), "Graph.kernel_runner: dtype must be a strata dtype");
+              s.dtype = *st;
+              s.in_vids = nb::cast<std::vector<int>>(t[6]);
+              s.out_vids = nb::cast<std::vector<int>>(t[7]);
+              s.out_shapes = nb::cast<std::vector<std::vector<int64_t>>>(t[8]);
+              s.nodes = nb::cast<std::vector<int>>(t[9]);
+              s.arena_offsets = nb::cast<std::vector<int64_t>>(t[10]);
+              if (!t[11].is_none()) {
+                s.check_sizes = true;
+                s.ref_sizes = nb::cast<std::vector<int64_t>>(t[11]);
+              }
+              ks.push_back(std::move(s));
+            }
+            STRATA_CHECK(arena_bytes >= 0, "Graph.kernel_runner: negative arena size");
+            auto r = std::make_unique<Runner>();
+            r->g = g;
+            r->plan = compile::build_kernel_plan(*g, ks, arena_bytes);
+            r->version = g->version();
+            r->fixed = true;
+            r->arena = std::make_unique<compile::ArenaState>();
+            r->arena->keep = keep;
+            return r;
+          },
+          nb::arg("kernels"), nb::arg("arena_bytes"), nb::arg("keep_arena"),
+          "A runner of the graph with generated kernels in place of some nodes (Note [Kernel plans] in "
+          "src/compile/executor.cpp). kernels: (fn address, rows, ref, numel, cols, dtype, input ids, output ids, "
+          "row-kernel output shapes, replaced node positions, arena byte offset per output or -1, the sizes the "
+          "ref input must have or None); keep_arena: "
+          "the arena and the tensors over it are made at the first call and reused (mode reduce-overhead).")
       .def("runner", [](std::shared_ptr<Graph> g) {
         auto r = std::make_unique<Runner>();
         r->g = g;
@@ -632,6 +721,8 @@ void bind_compile(nb::module_& parent) {
   m.def("set_source", [](std::string s) { compile::set_source(std::move(s)); });
   m.def("get_source", [] { return compile::current_source(); });
   m.def("is_recording", [] { return compile::is_recording(); });
+  m.def("backward_keeps_graph", [] { return autograd::backward_keeps_graph(); },
+        "Inside a backward pass: whether it keeps the graph (retain_graph).");
   m.def("set_note_symints", [](bool on) { return py::set_note_symints(on); }, nb::arg("on"),
         "Note [Symbolic ints in recorded nodes]: while on, an int subclass with _strata_vid passed to an op "
         "becomes a reference to that graph value in the recorded node. Returns the previous setting.");

@@ -76,15 +76,18 @@ from . import _dynamo  # noqa: E402,F401  (strata.compile's capture: strata._dyn
 from . import export, onnx  # noqa: E402,F401  (strata.export: ahead-of-time graphs; strata.onnx: ONNX export)
 
 
-def compile(model=None, *, fullgraph=False, dynamic=None, backend="eager", mode=None, options=None,
+def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None, options=None,
             disable=False):
     """Captures a function or module into graphs (docs/COMPILE.md): the first call runs the
     bytecode symbolically on Meta tensors, records the strata ops into a graph guarded by what it
     assumed, and later calls whose guards hold run the graph from C++. Unsupported Python splits
-    the function at a graph break (or raises with fullgraph=True). backend: "eager" (the graph's
-    node-by-node C++ runner; "inductor" is accepted as the same until the fusing backend exists)
-    or a callable (graph_module, example_inputs) -> callable. mode/options are accepted and have
-    no effect yet. dynamic: None (sizes that change become symbolic on the second compile), True
+    the function at a graph break (or raises with fullgraph=True). backend: "inductor" (the
+    default, the same as "strata_cpp": fused groups become generated C++ kernels, training graphs go
+    through AOT autograd, anything else runs node by node), "eager" (the graph's node-by-node C++
+    runner), "aot_eager", or a callable (graph_module, example_inputs) -> callable. mode: None /
+    "default", "reduce-overhead" (the kernel outputs' arena is made once and reused),
+    "max-autotune" and "max-autotune-no-cudagraphs" (accepted; the same as "default" today);
+    options is accepted and ignored. dynamic: None (sizes that change become symbolic on the second compile), True
     (every dim of every tensor argument symbolic from the first call), False (sizes specialized);
     see docs/COMPILE.md, "Symbolic sizes"."""
     from ._dynamo import eval_frame as _ef

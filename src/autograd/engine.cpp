@@ -57,11 +57,22 @@ void check_nan(const Node& n, const variable_list& outs) {
 }
 }  // namespace
 
+namespace {
+thread_local bool t_keep_graph = false;
+}
+
+bool backward_keeps_graph() { return t_keep_graph; }
+
 variable_list run_backward(const variable_list& roots, const variable_list& grad_roots, const variable_list& inputs,
                            const BackwardOptions& opt) {
   STRATA_CHECK(grad_roots.empty() || grad_roots.size() == roots.size(), "backward: got ", roots.size(),
                " tensors and ", grad_roots.size(), " gradients");
   GradModeGuard grad_mode(opt.create_graph);
+  struct KeepGraph {
+    bool prev = t_keep_graph;
+    ~KeepGraph() { t_keep_graph = prev; }
+  } keep_graph_scope;
+  t_keep_graph = opt.keep_graph;
 
   std::vector<Edge> root_edges;
   variable_list root_grads;

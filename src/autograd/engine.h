@@ -22,4 +22,9 @@ struct BackwardOptions {
 variable_list run_backward(const variable_list& roots, const variable_list& grad_roots, const variable_list& inputs,
                            const BackwardOptions& options);
 
+// Inside a backward pass on this thread: whether it keeps the graph (retain_graph), so that a
+// node whose saved values will be released after it runs may drop them while it runs (compiled
+// backward graphs free their saved tensors at their last use). False outside a backward pass.
+bool backward_keeps_graph();
+
 }  // namespace strata::autograd

@@ -12,6 +12,7 @@
 // intermediates die as early as in eager code. A Plan is immutable and shared;
 // the Graph rebuilds it after a change.
 #include <algorithm>
+#include <unordered_set>
 
 #include "compile/graph.h"
 
@@ -36,6 +37,13 @@ struct PlanStep {
   // Grad mode: follow the caller's (the node was recorded in the graph's base mode) or force it.
   bool force_grad = false;
   bool no_grad = false;
+  int kernel = -1;  // >= 0: a generated kernel (Plan::kernels), whose args are its inputs
+};
+
+struct KernelStep {
+  KernelSpec spec;
+  std::vector<PlanStep> fallback;  // the nodes it replaces, run when the kernel cannot run
+  std::vector<int> internal;       // values those nodes make that are not kernel outputs
 };
 
 class Plan {
@@ -48,90 +56,97 @@ class Plan {
   std::vector<PlanStep> steps;
   std::vector<int> outputs;
   int first_tensor_input = -1;  // position in inputs
+  std::vector<KernelStep> kernels;
+  int64_t arena_bytes = 0;
 };
 
 size_t plan_num_inputs(const Plan& p) { return p.inputs.size(); }
+int64_t plan_arena_bytes(const Plan& p) { return p.arena_bytes; }
+size_t plan_num_kernels(const Plan& p) { return p.kernels.size(); }
 const std::vector<int>& plan_outputs(const Plan& p) { return p.outputs; }
 
 namespace {
 
-std::shared_ptr<const Plan> build_plan(const Graph& g) {
-  auto p = std::make_shared<Plan>();
+void init_plan(Plan& p, const Graph& g) {
   const auto& values = g.values();
-  p->num_values = values.size();
-  p->inputs = g.inputs();
-  for (size_t i = 0; i < p->inputs.size(); ++i) {
-    const Value& v = values[p->inputs[i]];
-    p->input_kinds.push_back(v.kind);
-    p->input_names.push_back(v.name);
-    if (p->first_tensor_input < 0 && v.kind == ValueKind::Tensor) p->first_tensor_input = static_cast<int>(i);
+  p.num_values = values.size();
+  p.inputs = g.inputs();
+  for (size_t i = 0; i < p.inputs.size(); ++i) {
+    const Value& v = values[p.inputs[i]];
+    p.input_kinds.push_back(v.kind);
+    p.input_names.push_back(v.name);
+    if (p.first_tensor_input < 0 && v.kind == ValueKind::Tensor) p.first_tensor_input = static_cast<int>(i);
   }
-  for (int c : g.constants()) p->constants.emplace_back(c, values[c].constant);
-  p->outputs = g.outputs();
+  for (int c : g.constants()) p.constants.emplace_back(c, values[c].constant);
+  p.outputs = g.outputs();
+}
 
-  std::vector<int> last_use(values.size(), -1);
-  const auto& nodes = g.nodes();
-  for (size_t si = 0; si < nodes.size(); ++si) {
-    const Node& n = *nodes[si];
-    PlanStep st;
-    st.op = n.op;
-    st.list_return = n.list_return;
-    st.no_grad = !n.grad_enabled;
-    st.force_grad = n.grad_enabled != g.base_grad_enabled();
-    st.outs = n.outputs;
-    for (const Arg& a : n.args) {
-      PlanArg pa;
-      switch (a.kind) {
-        case Arg::Kind::Value:
-          pa.kind = PlanArg::Env;
-          pa.vid = a.value;
-          last_use[a.value] = static_cast<int>(si);
-          break;
-        case Arg::Kind::GraphDevice: pa.kind = PlanArg::GraphDevice; break;
-        case Arg::Kind::List: {
-          bool all_const = true;
-          for (const ArgElem& e : a.elems) {
-            if (e.is_value()) {
-              all_const = false;
-              last_use[e.value] = static_cast<int>(si);
-            }
-          }
-          bool tensors = a.type == ArgType::TensorList;
-          if (all_const && !tensors) {
-            std::vector<int64_t> l;
-            for (const ArgElem& e : a.elems) l.push_back(e.constant.to_int());
-            pa.constant = IValue(std::move(l));
-          } else {
-            pa.kind = tensors ? PlanArg::TensorList : PlanArg::IntList;
-            pa.elems = a.elems;
-          }
-          break;
+// A node's step, every value argument read by reference (finish_plan decides moves and releases).
+PlanStep node_step(const Graph& g, const Node& n) {
+  PlanStep st;
+  st.op = n.op;
+  st.list_return = n.list_return;
+  st.no_grad = !n.grad_enabled;
+  st.force_grad = n.grad_enabled != g.base_grad_enabled();
+  st.outs = n.outputs;
+  for (const Arg& a : n.args) {
+    PlanArg pa;
+    switch (a.kind) {
+      case Arg::Kind::Value:
+        pa.kind = PlanArg::Env;
+        pa.vid = a.value;
+        break;
+      case Arg::Kind::GraphDevice: pa.kind = PlanArg::GraphDevice; break;
+      case Arg::Kind::List: {
+        bool all_const = true;
+        for (const ArgElem& e : a.elems) all_const = all_const && !e.is_value();
+        bool tensors = a.type == ArgType::TensorList;
+        if (all_const && !tensors) {
+          std::vector<int64_t> l;
+          for (const ArgElem& e : a.elems) l.push_back(e.constant.to_int());
+          pa.constant = IValue(std::move(l));
+        } else {
+          pa.kind = tensors ? PlanArg::TensorList : PlanArg::IntList;
+          pa.elems = a.elems;
         }
-        case Arg::Kind::Constant:
-          if (a.wrapped_number) {
-            const Tensor& t = a.constant.to_tensor();
-            pa.constant = IValue(scalar_to_tensor(t.item(), t.dtype(), Device(), true));
-          } else {
-            pa.constant = a.constant;
-          }
-          break;
+        break;
       }
-      st.args.push_back(std::move(pa));
+      case Arg::Kind::Constant:
+        if (a.wrapped_number) {
+          const Tensor& t = a.constant.to_tensor();
+          pa.constant = IValue(scalar_to_tensor(t.item(), t.dtype(), Device(), true));
+        } else {
+          pa.constant = a.constant;
+        }
+        break;
     }
-    p->steps.push_back(std::move(st));
+    st.args.push_back(std::move(pa));
   }
-  // Release each intermediate after its last use (right after it is made
-  // when nothing uses it); graph outputs live to the end.
-  std::vector<char> is_output(values.size(), 0);
-  for (int o : p->outputs) is_output[o] = 1;
-  for (size_t si = 0; si < p->steps.size(); ++si) {
-    for (int o : p->steps[si].outs)
-      if (last_use[o] < 0 && !is_output[o]) p->steps[si].release.push_back(o);
+  return st;
+}
+
+// Release each intermediate after its last use (right after it is made when nothing uses it);
+// graph outputs live to the end. A value used once by plain reference in its last step is moved
+// into the stack instead (no reference-count traffic, and the op holds the only reference the
+// executor had), except by a kernel step, whose nodes may have to run from the environment.
+void finish_plan(Plan& p) {
+  std::vector<int> last_use(p.num_values, -1);
+  for (size_t si = 0; si < p.steps.size(); ++si) {
+    for (const PlanArg& a : p.steps[si].args) {
+      if (a.kind == PlanArg::Env) last_use[a.vid] = static_cast<int>(si);
+      for (const ArgElem& e : a.elems)
+        if (e.is_value()) last_use[e.value] = static_cast<int>(si);
+    }
   }
-  for (size_t v = 0; v < values.size(); ++v) {
+  std::vector<char> is_output(p.num_values, 0);
+  for (int o : p.outputs) is_output[o] = 1;
+  for (size_t si = 0; si < p.steps.size(); ++si) {
+    for (int o : p.steps[si].outs)
+      if (last_use[o] < 0 && !is_output[o]) p.steps[si].release.push_back(o);
+  }
+  for (size_t v = 0; v < p.num_values; ++v) {
     if (last_use[v] < 0 || is_output[v]) continue;
-    PlanStep& st = p->steps[last_use[v]];
-    // Used once by plain reference in its last step: move it into the stack.
+    PlanStep& st = p.steps[last_use[v]];
     int refs = 0;
     PlanArg* only = nullptr;
     for (PlanArg& a : st.args) {
@@ -141,12 +156,19 @@ std::shared_ptr<const Plan> build_plan(const Graph& g) {
       }
       for (const ArgElem& e : a.elems) refs += e.value == static_cast<int>(v);
     }
-    if (refs == 1 && only) {
+    if (refs == 1 && only && st.kernel < 0) {
       only->kind = PlanArg::EnvMove;
     } else {
       st.release.push_back(static_cast<int>(v));
     }
   }
+}
+
+std::shared_ptr<const Plan> build_plan(const Graph& g) {
+  auto p = std::make_shared<Plan>();
+  init_plan(*p, g);
+  for (const auto& n : g.nodes()) p->steps.push_back(node_step(g, *n));
+  finish_plan(*p);
   return p;
 }
 
@@ -183,8 +205,246 @@ std::shared_ptr<const Plan> Graph::plan() const {
   return plan_;
 }
 
+// Note [Kernel plans]
+// backend "strata_cpp" (python/strata/_dynamo/backends.py) runs a graph whose fused groups became
+// generated kernels as one plan: the graph's node steps with each group's nodes replaced by one
+// kernel step at the position of its last node, so kernels and the nodes that stay (matmuls,
+// views, anything without a lowering) run in this one loop, with no Python between them, and
+// every value is released after its last use as in a plain plan. A kernel step checks its inputs
+// (defined CPU tensors, contiguous, the captured element count, and for a kernel of static sizes
+// the captured sizes of the input it takes its sizes from); when one fails it runs the nodes
+// it replaced instead, node by node, so a compiled graph never fails where its nodes would not.
+// Kernel outputs the memory plan gave an arena offset (Note [Memory plans] in backends.py) are
+// tensors over one arena buffer: allocated per call, or, with ArenaState::keep (mode
+// "reduce-overhead"), allocated at the first call together with every output tensor over it and
+// reused by later calls. Such outputs are never graph outputs and are read only by kernels and by
+// nodes that neither alias nor write them, so nothing outside the call holds them.
+std::shared_ptr<const Plan> build_kernel_plan(const Graph& g, const std::vector<KernelSpec>& specs,
+                                              int64_t arena_bytes) {
+  const auto& nodes = g.nodes();
+  const int num_nodes = static_cast<int>(nodes.size());
+  const int num_values = static_cast<int>(g.values().size());
+  std::vector<int> owner(nodes.size(), -1);
+  auto p = std::make_shared<Plan>();
+  init_plan(*p, g);
+  p->arena_bytes = arena_bytes;
+  for (size_t k = 0; k < specs.size(); ++k) {
+    const KernelSpec& s = specs[k];
+    STRATA_CHECK(s.fn != 0, "compile: kernel ", k, " has a null address");
+    STRATA_CHECK(!s.nodes.empty() && !s.out_vids.empty(), "compile: kernel ", k, " replaces no node or has no output");
+    STRATA_CHECK(s.ref >= 0 && s.ref < static_cast<int64_t>(s.in_vids.size()), "compile: kernel ", k,
+                 ": ref out of range");
+    STRATA_CHECK(s.arena_offsets.size() == s.out_vids.size(), "compile: kernel ", k, ": one arena offset per output");
+    STRATA_CHECK(!s.rows || s.out_shapes.size() == s.out_vids.size(), "compile: row kernel ", k,
+                 ": one shape per output");
+    for (int v : s.in_vids) STRATA_CHECK(v >= 0 && v < num_values, "compile: kernel ", k, ": bad input value ", v);
+    for (size_t j = 0; j < s.out_vids.size(); ++j) {
+      STRATA_CHECK(s.out_vids[j] >= 0 && s.out_vids[j] < num_values, "compile: kernel ", k, ": bad output value");
+      const int64_t off = s.arena_offsets[j];
+      STRATA_CHECK(off < 0 || (off % 64 == 0 && off < std::max<int64_t>(arena_bytes, 1)), "compile: kernel ", k,
+                   ": arena offset ", off, " outside the arena of ", arena_bytes, " bytes");
+    }
+    int prev = -1;
+    for (int pos : s.nodes) {
+      STRATA_CHECK(pos > prev && pos < num_nodes, "compile: kernel ", k, ": node positions must ascend in range");
+      STRATA_CHECK(owner[pos] < 0, "compile: node ", pos, " is in two kernels");
+      owner[pos] = static_cast<int>(k);
+      prev = pos;
+    }
+  }
+  // Every node outside a kernel that reads a kernel's output must come after the kernel's last node.
+  std::vector<int> made_by(num_values, -1);
+  for (size_t k = 0; k < specs.size(); ++k)
+    for (int v : specs[k].out_vids) made_by[v] = static_cast<int>(k);
+  for (int pos = 0; pos < num_nodes; ++pos) {
+    const Node& n = *nodes[pos];
+    auto check = [&](int v) {
+      const int k = made_by[v];
+      if (k >= 0 && owner[pos] != k)
+        STRATA_CHECK(pos > specs[k].nodes.back(), "compile: node ", pos, " reads an output of kernel ", k,
+                     " before the kernel's last node");
+    };
+    for (const Arg& a : n.args) {
+      if (a.kind == Arg::Kind::Value) check(a.value);
+      for (const ArgElem& e : a.elems)
+        if (e.is_value()) check(e.value);
+    }
+  }
+  for (int pos = 0; pos < num_nodes; ++pos) {
+    const int k = owner[pos];
+    if (k < 0) {
+      p->steps.push_back(node_step(g, *nodes[pos]));
+      continue;
+    }
+    const KernelSpec& s = specs[k];
+    if (pos != s.nodes.back()) continue;
+    KernelStep ks;
+    ks.spec = s;
+    std::unordered_set<int> outs(s.out_vids.begin(), s.out_vids.end());
+    for (int q : s.nodes) {
+      ks.fallback.push_back(node_step(g, *nodes[q]));
+      for (int o : nodes[q]->outputs)
+        if (!outs.count(o)) ks.internal.push_back(o);
+    }
+    PlanStep st;
+    st.kernel = static_cast<int>(p->kernels.size());
+    st.outs = s.out_vids;
+    for (int v : s.in_vids) {
+      PlanArg pa;
+      pa.kind = PlanArg::Env;
+      pa.vid = v;
+      st.args.push_back(std::move(pa));
+    }
+    p->kernels.push_back(std::move(ks));
+    p->steps.push_back(std::move(st));
+  }
+  finish_plan(*p);
+  return p;
+}
+
+namespace {
+
+void run_node(const PlanStep& st, std::vector<IValue>& env, Stack& stack, const Device& graph_device) {
+  stack.clear();
+  for (const PlanArg& a : st.args) {
+    switch (a.kind) {
+      case PlanArg::Env: stack.push_back(env[a.vid]); break;
+      case PlanArg::EnvMove: stack.push_back(std::move(env[a.vid])); break;
+      case PlanArg::Const: stack.push_back(a.constant); break;
+      case PlanArg::GraphDevice: stack.emplace_back(graph_device); break;
+      case PlanArg::TensorList: {
+        std::vector<Tensor> l;
+        l.reserve(a.elems.size());
+        for (const ArgElem& e : a.elems) l.push_back(e.is_value() ? env[e.value].to_tensor() : e.constant.to_tensor());
+        stack.emplace_back(std::move(l));
+        break;
+      }
+      case PlanArg::IntList: {
+        std::vector<int64_t> l;
+        l.reserve(a.elems.size());
+        for (const ArgElem& e : a.elems) l.push_back(e.is_value() ? env[e.value].to_int() : e.constant.to_int());
+        stack.emplace_back(std::move(l));
+        break;
+      }
+    }
+  }
+  // A node recorded in the graph's base grad mode follows the caller's mode; one recorded in
+  // the other mode (inside a no_grad/enable_grad block, or after the end of a block the graph
+  // started in) runs in the mode it was recorded in.
+  LocalDispatchKeySet& tls = tls_local_dispatch_key_set();
+  if (!st.force_grad || tls.excluded.has(DispatchKey::Autograd) == st.no_grad) {
+    call_boxed(*st.op, stack);
+  } else {
+    struct Restore {
+      LocalDispatchKeySet& tls;
+      DispatchKeySet prev;
+      ~Restore() { tls.excluded = prev; }
+    } restore{tls, tls.excluded};
+    tls.excluded = st.no_grad ? tls.excluded.add(DispatchKey::Autograd) : tls.excluded.remove(DispatchKey::Autograd);
+    call_boxed(*st.op, stack);
+  }
+  if (st.list_return) {
+    const auto& l = stack.back().to_tensor_list();
+    STRATA_CHECK(l.size() == st.outs.size(), "compile: op '", st.op->schema().full_name(), "' returned ", l.size(),
+                 " tensors at run time but ", st.outs.size(), " when it was captured");
+    for (size_t i = 0; i < l.size(); ++i) env[st.outs[i]] = IValue(l[i]);
+  } else {
+    STRATA_CHECK(stack.size() == st.outs.size(), "compile: op '", st.op->schema().full_name(), "' returned ",
+                 stack.size(), " values, expected ", st.outs.size());
+    for (size_t i = 0; i < st.outs.size(); ++i) env[st.outs[i]] = std::move(stack[i]);
+  }
+}
+
+Tensor arena_buffer(int64_t bytes) {
+  const int64_t sizes[1] = {bytes};
+  return empty_tensor(IntArrayRef(sizes, 1), ScalarType::UInt8, Device());
+}
+
+using PointwiseFn = void (*)(void* const*, int64_t);
+using RowFn = void (*)(void* const*, int64_t, int64_t);
+
+// One kernel step (Note [Kernel plans]); call_arena: this call's arena buffer, made on first need.
+void run_kernel(const Plan& p, const PlanStep& st, std::vector<IValue>& env, Stack& stack, const Device& graph_device,
+                ArenaState* arena, Tensor& call_arena) {
+  const KernelStep& ks = p.kernels[st.kernel];
+  const KernelSpec& s = ks.spec;
+  const size_t n_in = s.in_vids.size(), n_buf = n_in + s.out_vids.size();
+  void* small[16];
+  std::vector<void*> large;
+  void** bufs = small;
+  if (n_buf > 16) {
+    large.resize(n_buf);
+    bufs = large.data();
+  }
+  bool ok = true;
+  for (size_t i = 0; i < n_in && ok; ++i) {
+    const IValue& v = env[s.in_vids[i]];
+    if (!v.is_tensor()) {
+      ok = false;
+      break;
+    }
+    const Tensor& t = v.to_tensor();
+    ok = t.defined() && t.is_contiguous() && t.device().is_cpu();
+    if (ok) bufs[i] = t.data_ptr();
+  }
+  int64_t n = 0;
+  if (ok) {
+    const Tensor& r = env[s.in_vids[s.ref]].to_tensor();
+    n = r.numel();
+    ok = (s.numel < 0 || n == s.numel) && (!s.check_sizes || std::ranges::equal(r.sizes(), s.ref_sizes));
+  }
+  if (!ok) {
+    for (const PlanStep& f : ks.fallback) run_node(f, env, stack, graph_device);
+    for (int v : ks.internal) env[v] = IValue();
+    if (arena) ++arena->fallbacks;
+    return;
+  }
+  const Tensor& r = env[s.in_vids[s.ref]].to_tensor();
+  const bool keep = arena && arena->keep;
+  for (size_t j = 0; j < s.out_vids.size(); ++j) {
+    Tensor out;
+    const int64_t off = s.arena_offsets[j];
+    if (off >= 0) {
+      if (keep) {
+        auto& views = arena->views;
+        if (views.size() != p.kernels.size()) views.resize(p.kernels.size());
+        auto& mine = views[st.kernel];
+        if (mine.size() != s.out_vids.size()) mine.resize(s.out_vids.size());
+        if (!mine[j].defined()) {
+          if (!arena->buffer.defined()) arena->buffer = arena_buffer(p.arena_bytes);
+          mine[j] = Tensor(make_intrusive<TensorImpl>(arena->buffer.impl()->storage(),
+                                                      off / static_cast<int64_t>(element_size(s.dtype)),
+                                                      s.rows ? IntArrayRef(s.out_shapes[j]) : r.sizes(), s.dtype));
+        }
+        out = mine[j];
+      } else {
+        if (!call_arena.defined()) call_arena = arena_buffer(p.arena_bytes);
+        out = Tensor(make_intrusive<TensorImpl>(call_arena.impl()->storage(),
+                                                off / static_cast<int64_t>(element_size(s.dtype)),
+                                                s.rows ? IntArrayRef(s.out_shapes[j]) : r.sizes(), s.dtype));
+      }
+    } else {
+      out = empty_tensor(s.rows ? IntArrayRef(s.out_shapes[j]) : r.sizes(), s.dtype, Device());
+    }
+    bufs[n_in + j] = out.data_ptr();
+    env[s.out_vids[j]] = IValue(std::move(out));
+  }
+  if (s.rows) {
+    reinterpret_cast<RowFn>(s.fn)(bufs, s.cols > 0 ? n / s.cols : 0, s.cols);
+  } else {
+    reinterpret_cast<PointwiseFn>(s.fn)(bufs, n);
+  }
+}
+
+}  // namespace
+
 void execute(const Plan& p, const IValue* inputs, size_t n, std::vector<IValue>& env, Stack& stack,
              std::vector<IValue>& outs) {
+  execute(p, const_cast<IValue*>(inputs), n, env, stack, outs, nullptr, false);
+}
+
+void execute(const Plan& p, IValue* inputs, size_t n, std::vector<IValue>& env, Stack& stack,
+             std::vector<IValue>& outs, ArenaState* arena, bool consume) {
   if (n != p.inputs.size())
     throw TypeError(str("compile: the graph takes ", p.inputs.size(), " inputs but ", n, " were given"));
   if (env.size() < p.num_values) env.resize(p.num_values);
@@ -193,60 +453,23 @@ void execute(const Plan& p, const IValue* inputs, size_t n, std::vector<IValue>&
     if (!kind_matches(p.input_kinds[i], inputs[i]))
       throw TypeError(str("compile: input ", i, " ('", p.input_names[i], "') must be a ",
                           value_kind_name(p.input_kinds[i])));
-    env[p.inputs[i]] = inputs[i];
+    if (consume) {
+      env[p.inputs[i]] = std::move(inputs[i]);
+    } else {
+      env[p.inputs[i]] = inputs[i];
+    }
   }
   for (const auto& [vid, c] : p.constants) env[vid] = c;
   Device graph_device;
-  if (p.first_tensor_input >= 0) graph_device = inputs[p.first_tensor_input].to_tensor().device();
+  if (p.first_tensor_input >= 0) graph_device = env[p.inputs[p.first_tensor_input]].to_tensor().device();
+  Tensor call_arena;
+  if (arena) ++arena->calls;
 
   for (const PlanStep& st : p.steps) {
-    stack.clear();
-    for (const PlanArg& a : st.args) {
-      switch (a.kind) {
-        case PlanArg::Env: stack.push_back(env[a.vid]); break;
-        case PlanArg::EnvMove: stack.push_back(std::move(env[a.vid])); break;
-        case PlanArg::Const: stack.push_back(a.constant); break;
-        case PlanArg::GraphDevice: stack.emplace_back(graph_device); break;
-        case PlanArg::TensorList: {
-          std::vector<Tensor> l;
-          l.reserve(a.elems.size());
-          for (const ArgElem& e : a.elems) l.push_back(e.is_value() ? env[e.value].to_tensor() : e.constant.to_tensor());
-          stack.emplace_back(std::move(l));
-          break;
-        }
-        case PlanArg::IntList: {
-          std::vector<int64_t> l;
-          l.reserve(a.elems.size());
-          for (const ArgElem& e : a.elems) l.push_back(e.is_value() ? env[e.value].to_int() : e.constant.to_int());
-          stack.emplace_back(std::move(l));
-          break;
-        }
-      }
-    }
-    // A node recorded in the graph's base grad mode follows the caller's mode; one recorded in
-    // the other mode (inside a no_grad/enable_grad block, or after the end of a block the graph
-    // started in) runs in the mode it was recorded in.
-    LocalDispatchKeySet& tls = tls_local_dispatch_key_set();
-    if (!st.force_grad || tls.excluded.has(DispatchKey::Autograd) == st.no_grad) {
-      call_boxed(*st.op, stack);
+    if (st.kernel >= 0) {
+      run_kernel(p, st, env, stack, graph_device, arena, call_arena);
     } else {
-      struct Restore {
-        LocalDispatchKeySet& tls;
-        DispatchKeySet prev;
-        ~Restore() { tls.excluded = prev; }
-      } restore{tls, tls.excluded};
-      tls.excluded = st.no_grad ? tls.excluded.add(DispatchKey::Autograd) : tls.excluded.remove(DispatchKey::Autograd);
-      call_boxed(*st.op, stack);
-    }
-    if (st.list_return) {
-      const auto& l = stack.back().to_tensor_list();
-      STRATA_CHECK(l.size() == st.outs.size(), "compile: op '", st.op->schema().full_name(), "' returned ", l.size(),
-                   " tensors at run time but ", st.outs.size(), " when it was captured");
-      for (size_t i = 0; i < l.size(); ++i) env[st.outs[i]] = IValue(l[i]);
-    } else {
-      STRATA_CHECK(stack.size() == st.outs.size(), "compile: op '", st.op->schema().full_name(), "' returned ",
-                   stack.size(), " values, expected ", st.outs.size());
-      for (size_t i = 0; i < st.outs.size(); ++i) env[st.outs[i]] = std::move(stack[i]);
+      run_node(st, env, stack, graph_device);
     }
     for (int r : st.release) env[r] = IValue();
   }

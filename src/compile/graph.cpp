@@ -224,11 +224,11 @@ std::shared_ptr<Graph> Graph::extract(const std::vector<int>& inputs, const std:
     map[vid] = id;
     return id;
   };
-  int last = -1;
+  std::vector<char> taken(nodes_.size(), 0);
   for (int pos : node_positions) {
-    STRATA_CHECK(pos > last && pos < static_cast<int>(nodes_.size()), "compile: extract: node positions must be "
-                 "increasing and below ", nodes_.size(), " (got ", pos, " after ", last, ")");
-    last = pos;
+    STRATA_CHECK(pos >= 0 && pos < static_cast<int>(nodes_.size()) && !taken[pos], "compile: extract: node positions "
+                 "must be distinct and below ", nodes_.size(), " (got ", pos, ")");
+    taken[pos] = 1;
     const Node& n = *nodes_[pos];
     auto c = std::make_shared<Node>(n);
     for (Arg& a : c->args) {

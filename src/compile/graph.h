@@ -151,8 +151,8 @@ class Graph {
   // graph output), except those with side effects. Returns how many.
   int eliminate_dead_code();
 
-  // A new graph made of some of this graph's nodes (positions in nodes(), in
-  // increasing order): `inputs` (any values of this graph: inputs or op
+  // A new graph made of some of this graph's nodes (distinct positions in nodes(), in
+  // the order the new graph runs them): `inputs` (any values of this graph: inputs or op
   // results) become its inputs in that order, the constants the nodes read are
   // copied, `outputs` are values of this graph the new one returns. Every
   // value a node reads must be an input, a constant or the result of an
@@ -257,5 +257,46 @@ void execute(const Plan& plan, const IValue* inputs, size_t n, std::vector<IValu
              std::vector<IValue>& outs);
 size_t plan_num_inputs(const Plan& p);
 const std::vector<int>& plan_outputs(const Plan& p);
+
+// ---- generated kernels in the plan (Note [Kernel plans] in executor.cpp) -------------------
+
+// One generated kernel that replaces some nodes of a graph: an extern "C" function taking the
+// buffers (inputs then outputs), `void(void* const*, int64_t n)` for a pointwise kernel and
+// `void(void* const*, int64_t rows, int64_t cols)` for a row kernel.
+struct KernelSpec {
+  uintptr_t fn = 0;
+  bool rows = false;
+  int64_t ref = 0;     // the input whose element count (and, pointwise, sizes) the kernel takes
+  int64_t numel = -1;  // the captured element count of that input; -1: any (symbolic sizes)
+  int64_t cols = 1;    // row kernels: the last dim
+  ScalarType dtype = ScalarType::Float32;
+  std::vector<int> in_vids, out_vids;
+  std::vector<std::vector<int64_t>> out_shapes;  // row kernels: each output's sizes
+  std::vector<int> nodes;                        // positions of the nodes it replaces, ascending
+  std::vector<int64_t> arena_offsets;            // per output: byte offset in the arena, or -1
+  bool check_sizes = false;                      // the ref input must have exactly ref_sizes
+  std::vector<int64_t> ref_sizes;
+};
+
+// The graph's plan with each spec's nodes replaced by one kernel step placed at its last node.
+// arena_bytes: the size of the arena the specs' offsets point into.
+std::shared_ptr<const Plan> build_kernel_plan(const Graph& g, const std::vector<KernelSpec>& specs,
+                                              int64_t arena_bytes);
+
+// Where kernel outputs with an arena offset live during a call: with keep, the buffer and the
+// tensors over it are made at the first call and reused by later ones (mode "reduce-overhead");
+// otherwise one buffer is allocated per call.
+struct ArenaState {
+  bool keep = false;
+  Tensor buffer;
+  std::vector<std::vector<Tensor>> views;  // per kernel, per output (undefined: no arena slot)
+  int64_t calls = 0;
+  int64_t fallbacks = 0;  // kernel steps that ran their nodes instead (an input not contiguous, another size)
+};
+// consume: the inputs are moved into the environment (and so released at their last use).
+void execute(const Plan& plan, IValue* inputs, size_t n, std::vector<IValue>& env, Stack& stack,
+             std::vector<IValue>& outs, ArenaState* arena, bool consume = false);
+int64_t plan_arena_bytes(const Plan& p);
+size_t plan_num_kernels(const Plan& p);
 
 }  // namespace strata::compile

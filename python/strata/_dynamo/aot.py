@@ -66,7 +66,15 @@ outputs that got no tangent non-differentiable; backward makes each incoming gra
 contiguous (the joint trace used contiguous tangents, and views decided at trace time rely
 on it), runs the backward graph's runner and returns one gradient per input (None for inputs
 that do not require grad). Otherwise it runs the captured graph as the eager backend does.
-Double backward through a compiled function raises. A graph whose joint trace fails (an op
+Double backward through a compiled function raises.
+
+Note [Compiled backward frees saved values]
+Eager autograd frees a node's saved tensors as soon as that node's backward has run; a compiled
+backward is one node whose backward graph reads every saved value. Unless the backward pass keeps
+the graph (retain_graph, _compile.backward_keeps_graph()), CompiledFunctionBackward releases
+the context's references first and hands the saved values and tangents to the backward runner in
+a list it empties (GraphRunner.call_consuming), so the runner holds the only reference and each
+saved value dies at its last use in the backward graph, as in eager mode. A graph whose joint trace fails (an op
 without a derivative, an in-place write autograd must clone) runs as the eager backend and
 says why once (STRATA_LOGS=aot).
 """
@@ -264,6 +272,20 @@ class _FlowNetwork:
                 u = self.to[e ^ 1]
                 it[u] += 1
 
+    def reaches(self, t):
+        """Per node: whether it reaches t in the residual network."""
+        seen = [False] * len(self.adj)
+        seen[t] = True
+        q = deque([t])
+        while q:
+            w = q.popleft()
+            for e in self.adj[w]:
+                u = self.to[e]
+                if self.cap[e ^ 1] > 0 and not seen[u]:
+                    seen[u] = True
+                    q.append(u)
+        return seen
+
     def reachable(self, s):
         seen = [False] * len(self.adj)
         seen[s] = True
@@ -380,9 +402,11 @@ def partition(joint, recompute=True):
     n_in = {}                          # node position (or ("p", vid) for a primal) -> network node
     v_out = {}                         # value id -> network node
 
-    def add_value(vid, src):
+    def add_value(vid, src, view=False):
+        # A view costs one byte more than its bytes: it keeps its base alive anyway, so between a
+        # value and a view of it (a weight and its transpose) the cut saves the value.
         v_out[vid] = net.node()
-        net.edge(src, v_out[vid], _value_bytes(values[vid]))
+        net.edge(src, v_out[vid], _value_bytes(values[vid]) + (1 if view else 0))
 
     for p in primals:
         k = net.node()
@@ -397,7 +421,7 @@ def partition(joint, recompute=True):
         if not movable(i):
             net.edge(S, k, _INF)
         for o in n.outputs:
-            add_value(o, k)
+            add_value(o, k, bool(n.flags & _FLAGS["view"]))
         for v in reads[i]:
             if v in v_out:
                 net.edge(v_out[v], k, _INF)
@@ -410,7 +434,10 @@ def partition(joint, recompute=True):
         if v in v_out:
             net.edge(v_out[v], T, _INF)
     net.max_flow(S, T)
-    s_side = net.reachable(S)
+    # Of the minimum cuts, the one nearest T: where several cuts save the same bytes (a conv's
+    # output or the relu after it), save the later value, so the earlier one dies in the forward
+    # and the backward recomputes less.
+    s_side = [not r for r in net.reaches(T)]
 
     # The backward graph: walk back from the gradients.
     bwd_nodes, saved, seen = set(), [], set()
@@ -458,12 +485,49 @@ def partition(joint, recompute=True):
         stack.extend(reads[i])
 
     forward = g.extract(primals, sorted(fwd_nodes), list(joint.fwd_values) + saved)
-    backward = g.extract(saved + list(joint.tangents), sorted(bwd_nodes), grads, grad_enabled=False)
+    backward = g.extract(saved + list(joint.tangents), _sink_recomputed(nodes, bwd_nodes, is_bwd, producer, reads),
+                         grads, grad_enabled=False)
     info = []
     for v in saved:
         val = values[v]
         info.append((val.name, val.kind, val.shape, val.dtype, _value_bytes(val)))
     return Partition(joint, forward, backward, info, recomputed)
+
+
+def _sink_recomputed(nodes, bwd_nodes, is_bwd, producer, reads):
+    """The backward graph's node order: the backward nodes in joint order, each recomputed forward
+    node placed just before the first node that reads it (its own inputs first), so a recomputed
+    value lives from just before its first use rather than from the start of the backward (and
+    lands beside the pointwise nodes that use it, where fusion can take it). Joint order when a
+    backward node writes in place or has side effects."""
+    order = sorted(bwd_nodes)
+    if any(is_bwd[i] and (nodes[i].has_side_effects or nodes[i].flags & _FLAGS["inplace"]) for i in order):
+        return order
+    recomputed = {i for i in order if not is_bwd[i]}
+    out, done = [], set()
+
+    def emit(i):
+        stack = [(i, False)]
+        while stack:
+            j, ready = stack.pop()
+            if j in done:
+                continue
+            if ready:
+                done.add(j)
+                out.append(j)
+                continue
+            stack.append((j, True))
+            for v in reversed(reads[j]):
+                k = producer.get(v)
+                if k is not None and k in recomputed and k not in done:
+                    stack.append((k, False))
+
+    for i in order:
+        if i not in recomputed:
+            emit(i)
+    for i in order:
+        emit(i)
+    return out
 
 
 # ---- runtime -----------------------------------------------------------------------------------
@@ -474,12 +538,16 @@ from ..autograd.function import Function  # noqa: E402
 class _Plan:
     """What a CompiledFunction call runs."""
 
-    def __init__(self, graph, joint, part):
+    def __init__(self, graph, joint, part, compile_fn=None):
         self.graph = graph
         self.joint = joint
         self.partition = part
-        self.fwd = part.forward.runner()
-        self.bwd = part.backward.runner()
+        if compile_fn is None:
+            self.fwd = part.forward.runner()
+            self.bwd = part.backward.runner()
+        else:
+            self.fwd = compile_fn(part.forward)
+            self.bwd = compile_fn(part.backward, inputs_die=True)
         self.num_inputs = joint.num_primals
         self.num_outputs = joint.num_fwd_outputs
         self.diff_outputs = joint.diff_outputs
@@ -522,10 +590,19 @@ class CompiledFunction(Function):
             raise RuntimeError("strata.compile(backend='aot_eager'): double backward (create_graph=True) "
                                "through a compiled function is not supported; compile with backend='eager' "
                                "to differentiate the backward")
+        if getattr(ctx, "_released", False) and plan.saved_kinds:
+            raise RuntimeError(
+                "Trying to backward through the graph a second time (or directly access saved tensors after they "
+                "have already been freed). Specify retain_graph=True if you need to backward through the graph a "
+                "second time or if you need to access saved tensors after calling backward.")
         tensors = iter(ctx.saved_tensors)
         numbers = iter(ctx.saved_numbers)
-        saved = [next(tensors) if k == "tensor" else next(numbers) for k in plan.saved_kinds]
-        tangents = []
+        args = [next(tensors) if k == "tensor" else next(numbers) for k in plan.saved_kinds]
+        del tensors, numbers
+        consume = not _compile.backward_keeps_graph() and hasattr(plan.bwd, "call_consuming")
+        if consume:
+            ctx._release()  # Note [Compiled backward frees saved values]
+        gr = None
         for i in plan.diff_outputs:
             gr = grads[i]
             if gr is None:
@@ -534,16 +611,33 @@ class CompiledFunction(Function):
                 gr = strata.zeros(v.shape, dtype=v.dtype, device=v.device)
             elif not gr.is_contiguous():
                 gr = gr.contiguous()
-            tangents.append(gr)
-        res = plan.bwd(*saved, *tangents)
+            args.append(gr)
+        del grads, gr
+        res = plan.bwd.call_consuming(args) if consume else plan.bwd(*args)
         return (None,) + tuple(None if k is None else res[k] for k in plan.grad_slots)
 
 
-def aot_compile(graph):
-    """The aot_eager backend's callable for a captured graph (Note [CompiledFunction])."""
+def aot_compile(graph, compile_fn=None):
+    """The aot_eager backend's callable for a captured graph (Note [CompiledFunction]).
+
+    compile_fn(graph, inputs_die=False) -> callable, when given, compiles the forward graph, the
+    backward graph (inputs_die=True: its inputs are released at their last use, Note [Compiled
+    backward frees saved values]) and
+    the captured graph for calls without grad (backend "strata_cpp": Note [Compiled training
+    steps] in backends.py); it is called with grad mode off, and the graph for calls without grad
+    is compiled at its first such call. Without it every graph runs through its own runner."""
     plain = graph.runner()
-    if not any(graph.value(v).requires_grad for v in graph.inputs) or not _C._is_grad_enabled():
-        return plain
+    needs_grad = any(graph.value(v).requires_grad for v in graph.inputs)
+    if compile_fn is None:
+        no_grad_run = plain
+    else:
+        no_grad_run = _LazyCompiled(compile_fn, graph)
+        if not needs_grad:
+            return _compiled_now(no_grad_run)
+    if not needs_grad or not _C._is_grad_enabled():
+        if compile_fn is not None and needs_grad and any(n.grad_enabled for n in graph.nodes):
+            return plain  # enable_grad inside a no_grad caller: those nodes must record autograd
+        return no_grad_run
     try:
         joint = make_joint(graph)
         if joint.num_tangents == 0 or all(v is None for v in joint.grad_values):
@@ -552,7 +646,12 @@ def aot_compile(graph):
     except AOTUnsupported as e:
         logs.aot(f"the graph runs as the eager backend: {e}")
         return plain
-    plan = _Plan(graph, joint, part)
+    if compile_fn is None:
+        plan = _Plan(graph, joint, part)
+    else:
+        import strata
+        with strata.no_grad():
+            plan = _Plan(graph, joint, part, compile_fn)
     logs.aot(f"joint graph of {joint.graph.num_ops} ops: forward {part.forward.num_ops} ops, backward "
              f"{part.backward.num_ops} ops; " + part.describe())
     apply = CompiledFunction.apply
@@ -561,7 +660,32 @@ def aot_compile(graph):
     def run(*inputs):
         if is_grad():
             return apply(plan, *inputs)
-        return plain(*inputs)
+        return no_grad_run(*inputs)
 
     run.plan = plan
+    run.no_grad_run = no_grad_run
     return run
+
+
+class _LazyCompiled:
+    """A graph compiled with compile_fn (grad mode off) at its first call."""
+
+    def __init__(self, compile_fn, graph):
+        self.compile_fn = compile_fn
+        self.graph = graph
+        self.fn = None
+
+    def get(self):
+        if self.fn is None:
+            import strata
+            with strata.no_grad():
+                self.fn = self.compile_fn(self.graph)
+        return self.fn
+
+    def __call__(self, *inputs):
+        return (self.fn or self.get())(*inputs)
+
+
+def _compiled_now(lazy):
+    """A graph without inputs that require grad needs no AOT step: compile it at once."""
+    return lazy.get()

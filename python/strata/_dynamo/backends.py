@@ -1,11 +1,33 @@
 """Backends: what runs a captured graph.
 
+"strata_cpp" (also "inductor", torch's default name, and strata.compile's default): groups of
+pointwise and row ops become generated C++ kernels (python/strata/_inductor), run with the
+remaining nodes in one C++ loop (Note [Kernel plans] in src/compile/executor.cpp) under a memory
+plan (Note [Memory plans]); a graph whose inputs need grad goes through AOT autograd and both its
+forward and backward graphs are compiled that way (Note [Compiled training steps]).
 "eager": the graph's own C++ runner (node by node through the dispatcher, no Python per op).
-A Python callable `backend(graph_module, example_inputs) -> callable` is accepted as torch
-allows. "inductor" (torch's default, often named in scripts) is the eager runner until the fusing
-code generator exists; it then becomes the default."""
+"aot_eager": AOT autograd with node-by-node runners. A Python callable
+`backend(graph_module, example_inputs) -> callable` is accepted as torch allows.
+
+Note [Compiled training steps]
+With grad mode on and an input that requires grad, strata_cpp calls aot_compile with a
+compile_fn: the joint graph is partitioned as for aot_eager, and the forward graph, the backward
+graph and (at its first call without grad) the captured graph are each compiled by
+compile_graph with grad mode off (the graphs themselves need no autograd: CompiledFunction is the
+autograd node). A training step is then the forward kernel plan, CompiledFunctionBackward running
+the backward kernel plan, and the optimizer in eager mode. Whatever cannot be fused or planned
+runs node by node (the graph's own runner, or compile_graph's own step runner when a kernel
+plan cannot be built); a graph AOT autograd cannot trace replays with eager autograd. Graphs with
+symbolic sizes skip AOT autograd (it traces at the capture sizes): with grad they replay with
+eager autograd, without grad they are fused.
+
+Modes: "default"; "reduce-overhead" keeps the arena of kernel outputs and the tensors over it from
+the first call (later calls allocate only graph outputs and what nodes outside kernels allocate,
+and run no Python per node); "max-autotune" and "max-autotune-no-cudagraphs" are accepted and
+run as "default" (no autotuning yet)."""
 
 from .. import _C
+from . import logs
 
 _BACKENDS = {}
 
@@ -50,16 +72,345 @@ def _eager(graph, out):
     return graph.runner()
 
 
-# torch's default backend name, which torch scripts pass explicitly: until Strata's fusing code
-# generator (the next piece of the compiled path) exists, it is the eager runner.
-register_backend("inductor", _eager)
-
-
 @register_backend("strata_cpp")
 def _strata_cpp(graph, out):
-    """Pointwise groups fused into generated C++ kernels, the rest node by node (_inductor/fusion.py)."""
+    """Generated C++ kernels for fused groups, the rest node by node (Note [Compiled training steps])."""
+    from .aot import aot_compile
+    mode = _mode_of(out)
+
+    def compile_fn(g, inputs_die=False):
+        return _compile_cpp(g, mode, inputs_die)
+    if getattr(out, "dynamic", False):
+        # Symbolic sizes: AOT autograd traces at the capture sizes, so a graph that needs grad
+        # replays node by node with eager autograd, as the eager backend does.
+        if _C._is_grad_enabled() and any(graph.value(v).requires_grad for v in graph.inputs):
+            return graph.runner()
+        import strata
+        with strata.no_grad():
+            return compile_fn(graph)
+    return aot_compile(graph, compile_fn=compile_fn)
+
+
+# torch's default backend name, which torch scripts pass explicitly, and strata.compile's default.
+register_backend("inductor", _strata_cpp)
+
+
+_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def _mode_of(out):
+    opts = getattr(out, "backend_options", None) or {}
+    mode = opts.get("mode")
+    if mode not in _MODES:
+        raise ValueError(f"strata.compile: unknown mode {mode!r}; available: "
+                         + ", ".join(repr(m) for m in _MODES[1:]))
+    return mode or "default"
+
+
+def _compile_cpp(graph, mode, inputs_die=False):
+    """compile_graph's fused groups as one kernel plan (Note [Kernel plans] in src/compile/executor.cpp)
+    with a memory plan; what compile_graph returns when it fused nothing or the plan cannot be made.
+    inputs_die: the caller hands over its inputs (a backward graph), so they count in the plan."""
     from .._inductor.fusion import compile_graph
-    return compile_graph(graph, out)
+    fused = compile_graph(graph, None)
+    steps = getattr(fused, "steps", None)
+    if steps is None:
+        return fused
+    try:
+        return kernel_runner(graph, steps, keep_arena=mode == "reduce-overhead", inputs_die=inputs_die)
+    except _NoPlan as e:
+        logs.aot(f"strata_cpp: the fused graph runs step by step from Python: {e}")
+        return fused
+
+
+class _NoPlan(Exception):
+    pass
+
+
+def _kernel_specs(graph, steps):
+    """[(spec fields without arena offsets)] for the kernel steps compile_graph made."""
+    nodes = graph.nodes
+    producer = {}
+    for i, n in enumerate(nodes):
+        for o in n.outputs:
+            producer[o] = i
+    # Live nodes: those a graph output or a side effect needs. A dead node that reads a value a
+    # kernel keeps inside is dropped with the kernel's nodes (compile_graph's runner skips it too).
+    live, stack = set(), list(graph.outputs)
+    for i, n in enumerate(nodes):
+        if n.has_side_effects:
+            live.add(i)
+            stack.extend(n.input_ids)
+    while stack:
+        i = producer.get(stack.pop())
+        if i is not None and i not in live:
+            live.add(i)
+            stack.extend(nodes[i].input_ids)
+    specs = []
+    for st in steps:
+        kind = type(st).__name__
+        if kind == "_GraphStep":
+            continue
+        if kind not in ("_KernelStep", "_RowStep"):
+            raise _NoPlan(f"a step of kind {kind} has no kernel plan form")
+        rows = kind == "_RowStep"
+        # The nodes a kernel replaces: everything between its outputs and its inputs.
+        stop, seen, pos, stack = set(st.in_ids), set(), set(), list(st.out_ids)
+        while stack:
+            v = stack.pop()
+            if v in seen or v in stop:
+                continue
+            seen.add(v)
+            i = producer.get(v)
+            if i is None:
+                continue
+            pos.add(i)
+            stack.extend(nodes[i].input_ids)
+        outs = set(st.out_ids)
+        changed = True
+        while changed:
+            changed = False
+            inside = {o for p in pos for o in nodes[p].outputs} - outs
+            for j, n in enumerate(nodes):
+                if j not in pos and any(v in inside for v in n.input_ids):
+                    if j in live:
+                        raise _NoPlan(f"node {j} ({n.op}) reads a value kernel nodes keep inside")
+                    pos.add(j)
+                    changed = True
+        if rows:
+            out_shapes = [list(sh) for sh, _ in st.outs]
+            numel, cols, dtype = st.numel, st.cols, graph.value(st.out_ids[0]).dtype
+        else:
+            out_shapes = [[] for _ in st.out_ids]
+            numel = -1 if st.numel is None else st.numel
+            cols, dtype = 1, st.dtype
+        specs.append([ctypes_address(st.fn), rows, st.ref, numel, cols, dtype, list(st.in_ids), list(st.out_ids),
+                      out_shapes, sorted(pos)])
+    return specs
+
+
+def ctypes_address(fn):
+    import ctypes
+    return ctypes.cast(fn, ctypes.c_void_p).value
+
+
+# Ops that may return (a view of) their input although they are not flagged as views.
+_MAY_ALIAS = {"contiguous", "reshape", "to", "type_as", "flatten", "unflatten", "view_as", "reshape_as", "expand_as",
+              "alias", "detach", "_to_copy", "clone", "squeeze", "unsqueeze", "t", "numpy_T", "real", "conj",
+              "resolve_conj", "resolve_neg", "split", "chunk", "unbind", "narrow", "select", "slice"}
+_ALIAS_FLAGS = None
+
+
+class _Liveness:
+    """Steps of a kernel plan (node steps in graph order, each kernel at its last node) and the
+    last step that reads each value."""
+
+    def __init__(self, graph, specs):
+        global _ALIAS_FLAGS
+        if _ALIAS_FLAGS is None:
+            f = _C._op_flags()
+            _ALIAS_FLAGS = f["view"] | f["inplace"]
+        nodes = graph.nodes
+        self.graph, self.specs = graph, specs
+        self.kernel_of = kernel_of = {}
+        for k, sp in enumerate(specs):
+            for p in sp[9]:
+                kernel_of[p] = k
+        self.step_of, steps, self.k_step = {}, 0, {}
+        for i in range(len(nodes)):
+            k = kernel_of.get(i)
+            if k is None:
+                self.step_of[i] = steps
+                steps += 1
+            elif i == specs[k][9][-1]:
+                self.k_step[k] = steps
+                steps += 1
+        for i, k in kernel_of.items():
+            self.step_of[i] = self.k_step[k]
+        self.steps = steps
+        self.outputs = set(graph.outputs)
+        self.last, self.unsafe = {}, set()
+        for i, n in enumerate(nodes):
+            st = self.step_of[i]
+            for v in n.input_ids:
+                self.last[v] = max(self.last.get(v, -1), st)
+                if i not in kernel_of and ((n.flags & _ALIAS_FLAGS) or n.op in _MAY_ALIAS or n.list_return):
+                    self.unsafe.add(v)
+
+    def peak(self, in_arena=(), inputs_die=False):
+        """The most bytes live at once, not counting the values in in_arena: node results (views
+        count 0; values inside a kernel are never materialized) from their step to their last use
+        (graph outputs to the end), and with inputs_die the graph's inputs until their last use."""
+        graph, specs, kernel_of, steps = self.graph, self.specs, self.kernel_of, self.steps
+        delta = [0] * (steps + 1)
+        view = _C._op_flags()["view"]
+
+        def live(v, d):
+            val = graph.value(v)
+            if val.kind != "tensor":
+                return
+            u = steps if v in self.outputs else max(self.last.get(v, d), d)
+            delta[d] += _nbytes(val)
+            delta[min(u + 1, steps)] -= _nbytes(val)
+        if inputs_die:
+            for v in graph.inputs:
+                live(v, 0)
+        for i, n in enumerate(graph.nodes):
+            if n.flags & view:
+                continue
+            for v in n.outputs:
+                if v in in_arena or (i in kernel_of and v not in specs[kernel_of[i]][7]):
+                    continue
+                live(v, self.step_of[i])
+        cur, peak = 0, 0
+        for x in delta:
+            cur += x
+            peak = max(peak, cur)
+        return peak
+
+
+def _choose_kernels(graph, specs, inputs_die):
+    """The kernels to use: all of them, unless together they raise the planned peak above running
+    every node by node (a kernel holds all its inputs until it ends and makes all its outputs at
+    once); then kernels are left out, in order, while leaving one out lowers the peak, until the
+    peak is no higher than node by node. Returns (kernels, left out, node-by-node peak)."""
+    base = _Liveness(graph, []).peak(inputs_die=inputs_die)
+    chosen = list(specs)
+    cur = _Liveness(graph, chosen).peak(inputs_die=inputs_die)
+    dropped = []
+    for sp in specs:
+        if cur <= base:
+            break
+        trial = [x for x in chosen if x is not sp]
+        p = _Liveness(graph, trial).peak(inputs_die=inputs_die)
+        if p < cur:
+            chosen, cur = trial, p
+            dropped.append(sp)
+    return chosen, dropped, base
+
+
+class MemoryPlan:
+    """Note [Memory plans]
+    Liveness of every value over the kernel plan's steps (_Liveness: node steps in graph order,
+    each kernel at its last node) decides two things.
+    Which kernels run: a kernel keeps all its inputs until it ends and makes all its outputs at
+    once, so a large fused group can raise the peak above running its nodes one by one; kernels
+    are left out (their nodes run node by node) while the planned peak with them is above the
+    node-by-node peak (_choose_kernels). For a backward graph (inputs_die) the inputs, the saved
+    values, count too: they die at their last use (Note [Compiled backward frees saved values]).
+    The arena: a kernel output gets an arena slot when it has a static size, is not a graph
+    output, and every node outside the kernels that reads it neither aliases nor writes it (not a
+    view, not in-place, no op that may return its input): then nothing outside the call can hold
+    it. Slots are assigned in step order, first fit among the slots whose value died before the
+    step (the smallest that is large enough; a new slot at the end of the arena otherwise), 64-byte
+    aligned. Mode "reduce-overhead" keeps the arena across calls. Otherwise an arena is made per
+    call and lives for the whole call, so it is kept only where it does not raise the peak; else
+    kernel outputs are allocated one by one and released at their last use.
+    peak_bytes: the planned peak, arena included; graph inputs are the caller's and not counted
+    (except with inputs_die)."""
+
+    def __init__(self, graph, specs, keep_arena=False, inputs_die=False, dropped=(), node_peak=None):
+        lv = _Liveness(graph, specs)
+        self.num_steps = lv.steps
+        self.kernels = len(specs)
+        self.dropped_kernels = len(dropped)
+        self.node_by_node_peak = node_peak
+        self.slots = []            # [offset, size, free_after_step]
+        self.offsets = {}          # value id -> arena offset
+        intervals = []
+        for k, sp in enumerate(specs):
+            d = lv.k_step[k]
+            for v in sp[7]:
+                val = graph.value(v)
+                if v in lv.outputs or v in lv.unsafe or sp[3] < 0 or val.kind != "tensor":
+                    continue
+                intervals.append((d, max(lv.last.get(v, d), d), _nbytes(val), v))
+        intervals.sort()
+        end = 0
+        for d, u, size, v in intervals:
+            best = None
+            for slot in self.slots:
+                if slot[2] < d and slot[1] >= size and (best is None or slot[1] < best[1]):
+                    best = slot
+            if best is None:
+                best = [end, (size + 63) // 64 * 64, -1]
+                end += best[1]
+                self.slots.append(best)
+            best[2] = u
+            self.offsets[v] = best[0]
+        self.arena_bytes = end
+        self.arena_values = len(self.offsets)
+        self.arena_unplanned_bytes = sum((iv[2] + 63) // 64 * 64 for iv in intervals)
+        fresh = lv.peak(inputs_die=inputs_die)
+        self.peak_bytes = lv.peak(set(self.offsets), inputs_die) + self.arena_bytes
+        self.arena_dropped = False
+        if not keep_arena and self.peak_bytes > fresh:
+            self.offsets, self.slots, self.arena_bytes, self.arena_values = {}, [], 0, 0
+            self.peak_bytes, self.arena_dropped = fresh, True
+
+    def describe(self):
+        s = (f"{self.kernels} kernels in {self.num_steps} steps; arena {self.arena_bytes} B in {len(self.slots)} "
+             f"slots for {self.arena_values} kernel outputs ({self.arena_unplanned_bytes} B without reuse); "
+             f"planned peak {self.peak_bytes} B")
+        if self.node_by_node_peak is not None:
+            s += f" (node by node: {self.node_by_node_peak} B)"
+        if self.arena_dropped:
+            s += "; arena per call dropped (it would raise the peak)"
+        if self.dropped_kernels:
+            s += f"; {self.dropped_kernels} kernels left out (they would raise the peak)"
+        return s
+
+
+def _nbytes(v):
+    if v.dtype is None:
+        return 0
+    n = 1
+    for s in v.shape:
+        n *= s
+    return n * v.dtype.itemsize
+
+
+def memory_plans(fn):
+    """[(which graph, MemoryPlan)] of a callable the strata_cpp backend made: "graph" for a graph
+    run as it is, "forward" and "backward" for a training graph (and "no_grad" once its graph for
+    calls without grad was compiled)."""
+    out = []
+    if fn is None:
+        return out
+    mp = getattr(fn, "memory_plan", None)
+    if mp is not None:
+        out.append(("graph", mp))
+    plan = getattr(fn, "plan", None)
+    if plan is not None and hasattr(plan, "fwd"):
+        for which, r in (("forward", plan.fwd), ("backward", plan.bwd)):
+            mp = getattr(r, "memory_plan", None)
+            if mp is not None:
+                out.append((which, mp))
+    lazy = getattr(fn, "no_grad_run", None)
+    mp = getattr(getattr(lazy, "fn", None), "memory_plan", None)
+    if mp is not None:
+        out.append(("no_grad", mp))
+    return out
+
+
+def kernel_runner(graph, steps, keep_arena=False, inputs_die=False):
+    """A GraphRunner of graph with compile_graph's kernel steps in place of their nodes, and its
+    MemoryPlan as .memory_plan."""
+    specs = _kernel_specs(graph, steps)
+    if not specs:
+        raise _NoPlan("no kernel")
+    specs, dropped, node_peak = _choose_kernels(graph, specs, inputs_die)
+    plan = MemoryPlan(graph, specs, keep_arena, inputs_die, dropped, node_peak)
+    full = []
+    for sp in specs:
+        ref_sizes = list(graph.value(sp[6][sp[2]]).shape) if sp[3] >= 0 else None
+        full.append(tuple(sp) + ([plan.offsets.get(v, -1) for v in sp[7]], ref_sizes))
+    try:
+        r = graph.kernel_runner(full, plan.arena_bytes, keep_arena)
+    except Exception as e:
+        raise _NoPlan(str(e)) from e
+    r.memory_plan = plan
+    return r
 
 
 @register_backend("aot_eager")

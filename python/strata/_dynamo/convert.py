@@ -419,7 +419,7 @@ def _finish(out, tx, kind, r, reason, fn, args, options):
     if out.symbols:
         validate_dynamic(out)
     inputs = "".join((s.py() if isinstance(s, SymExpr) else S.expr(s)) + ", " for s in out.input_sources)
-    backend = options.get("backend", "eager")
+    backend = options.get("backend", "inductor")
     runner = _backend_compile(out, backend, args)
     src = "\n".join([
         "def __fetch(A, G, C):", f"    return ({inputs})",

@@ -134,7 +134,7 @@ def call_eager(fn, args):
     return fn(*pos, **kw)
 
 
-_DEFAULT_OPTS = {"backend": "eager", "fullgraph": False}
+_DEFAULT_OPTS = {"backend": "inductor", "fullgraph": False}
 
 
 def states_of(code):
@@ -143,12 +143,12 @@ def states_of(code):
 
 
 def _opts_key(opts):
-    b = opts.get("backend", "eager")
-    return (b if isinstance(b, str) else id(b), bool(opts.get("fullgraph")), opts.get("dynamic"))
+    b = opts.get("backend", "inductor")
+    return (b if isinstance(b, str) else id(b), bool(opts.get("fullgraph")), opts.get("dynamic"), opts.get("mode"))
 
 
 def _state(code, opts=None):
-    """The cache of one code object under one set of options (backend, fullgraph, dynamic): the
+    """The cache of one code object under one set of options (backend, fullgraph, dynamic, mode): the
     same function compiled twice with different options keeps two caches."""
     opts = opts or _DEFAULT_OPTS
     key = (code, _opts_key(opts))
@@ -240,10 +240,10 @@ def _dynamic_spec(fn, st, args, opts):
     None for static sizes: dynamic=True makes every dim of every tensor argument symbolic; with
     dynamic=None (the default), a dim that differs from the previous entry's (automatic dynamic) and
     dims marked with mark_dynamic are. dynamic=False, a frame where symbolic sizes failed once, and
-    backends other than eager (AOT autograd specializes sizes) keep sizes static."""
+    backends other than eager and strata_cpp/inductor (aot_eager specializes sizes) keep sizes static."""
     mode = opts.get("dynamic")
-    backend = opts.get("backend", "eager")
-    if mode is False or st.static_only or not (backend == "eager" or callable(backend)):
+    backend = opts.get("backend", "inductor")
+    if mode is False or st.static_only or not (backend in ("eager", "strata_cpp", "inductor") or callable(backend)):
         return None
     if st.entries and config.automatic_dynamic_shapes and mode is None or mode is True and st.entries:
         last = st.entries[-1]
@@ -473,6 +473,11 @@ class ExplainOutput:
         self.op_count = sum(e.num_ops for e in entries)
         self.out_guards = [e.guard_descriptions for e in entries]
         self.compile_times = ""
+        # Per graph: [(which graph, MemoryPlan)] of the strata_cpp backend (Note [Memory plans] in
+        # backends.py): forward and backward of a training graph, or the graph itself.
+        from .backends import memory_plans
+        self.memory_plans = [memory_plans(getattr(e, "runner", None)) for e in entries]
+        self.peak_bytes = [max((mp.peak_bytes for _, mp in plans), default=None) for plans in self.memory_plans]
 
     def __str__(self):
         lines = [f"Graph Count: {self.graph_count}", f"Graph Break Count: {self.graph_break_count}",
@@ -487,6 +492,11 @@ class ExplainOutput:
         for i, gs in enumerate(self.out_guards, 1):
             lines.append(f"  Guards {i}:")
             lines += [f"    {g}" for g in gs]
+        if any(self.memory_plans):
+            lines.append("Memory Plans:")
+            for i, plans in enumerate(self.memory_plans, 1):
+                for which, mp in plans:
+                    lines.append(f"  Graph {i} ({which}): {mp.describe()}")
         lines.append("Graphs:")
         for i, g in enumerate(self.graphs, 1):
             lines.append(f"  Graph {i}:")
@@ -505,7 +515,7 @@ def explain(f, *extra_args, **extra_kwargs):
         col = _tls.collector = {}
         try:
             if isinstance(f, types.FunctionType):
-                compiled = compile_function(f, {"backend": "eager", "fullgraph": False})
+                compiled = compile_function(f, dict(_DEFAULT_OPTS))
             else:
                 from .. import compile as _compile_api
                 compiled = _compile_api(f)

@@ -328,7 +328,7 @@ def test_mlp_training_step_matches_eager_bit_for_bit(mode):
     # the min-cut keeps less than eager autograd does: the relu/add/gelu chain is recomputed
     full = aot.partition(p.joint, recompute=False)
     assert p.saved_bytes < full.saved_bytes and len(p.saved) < len(full.saved)
-    assert "relu" in p.recomputed
+    assert "add" in p.recomputed  # residual adds; of equal-cost cuts the one nearest the backward (relu saved)
     assert not any(op.startswith(("linear", "matmul", "mm", "addmm")) for op in p.recomputed)
 
 
