@@ -659,11 +659,11 @@ void bind_compile(nb::module_& parent) {
           "(Note [Replaying a graph on Meta]); tensor outputs, None for others.")
       .def(
           "kernel_runner",
-          [](std::shared_ptr<Graph> g, nb::list specs, int64_t arena_bytes, bool keep) {
+          [](std::shared_ptr<Graph> g, nb::list specs, int64_t arena_bytes, bool keep, std::vector<int> order) {
             std::vector<compile::KernelSpec> ks;
             for (nb::handle h : specs) {
               auto t = nb::cast<nb::tuple>(h);
-              STRATA_CHECK(t.size() == 12, "Graph.kernel_runner: a kernel spec has 12 fields, got ", t.size());
+              STRATA_CHECK(t.size() == 13, "Graph.kernel_runner: a kernel spec has 13 fields, got ", t.size());
               compile::KernelSpec s;
               s.fn = nb::cast<uintptr_t>(t[0]);
               s.rows = nb::cast<bool>(t[1]);
@@ -682,24 +682,44 @@ void bind_compile(nb::module_& parent) {
                 s.check_sizes = true;
                 s.ref_sizes = nb::cast<std::vector<int64_t>>(t[11]);
               }
+              // (out dtypes, strided geometry or None, status): KernelCall's fields (codegen_bind.cpp).
+              auto extra = nb::cast<nb::tuple>(t[12]);
+              STRATA_CHECK(extra.size() == 3, "Graph.kernel_runner: the extra field has 3 entries");
+              for (nb::handle d : nb::cast<nb::list>(extra[0])) {
+                auto dt = to_scalar_type(d);
+                STRATA_CHECK(dt.has_value(), "Graph.kernel_runner: output dtypes must be strata dtypes");
+                s.out_dtypes.push_back(*dt);
+              }
+              if (!extra[1].is_none()) {
+                auto geo = nb::cast<nb::tuple>(extra[1]);
+                STRATA_CHECK(geo.size() == 4, "Graph.kernel_runner: a geometry has 4 entries");
+                s.strided = true;
+                s.out_shapes = nb::cast<std::vector<std::vector<int64_t>>>(geo[0]);
+                s.in_sizes = nb::cast<std::vector<std::vector<int64_t>>>(geo[1]);
+                s.in_strides = nb::cast<std::vector<std::vector<int64_t>>>(geo[2]);
+                s.out_strides = nb::cast<std::vector<std::vector<int64_t>>>(geo[3]);
+              }
+              s.status = nb::cast<bool>(extra[2]);
               ks.push_back(std::move(s));
             }
             STRATA_CHECK(arena_bytes >= 0, "Graph.kernel_runner: negative arena size");
             auto r = std::make_unique<Runner>();
             r->g = g;
-            r->plan = compile::build_kernel_plan(*g, ks, arena_bytes);
+            r->plan = compile::build_kernel_plan(*g, ks, arena_bytes, order);
             r->version = g->version();
             r->fixed = true;
             r->arena = std::make_unique<compile::ArenaState>();
             r->arena->keep = keep;
             return r;
           },
-          nb::arg("kernels"), nb::arg("arena_bytes"), nb::arg("keep_arena"),
+          nb::arg("kernels"), nb::arg("arena_bytes"), nb::arg("keep_arena"), nb::arg("order") = std::vector<int>(),
           "A runner of the graph with generated kernels in place of some nodes (Note [Kernel plans] in "
           "src/compile/executor.cpp). kernels: (fn address, rows, ref, numel, cols, dtype, input ids, output ids, "
           "row-kernel output shapes, replaced node positions, arena byte offset per output or -1, the sizes the "
-          "ref input must have or None); keep_arena: "
-          "the arena and the tensors over it are made at the first call and reused (mode reduce-overhead).")
+          "ref input must have or None, (output dtypes, strided geometry (output shapes, input sizes, input "
+          "strides, output strides) or None, status word)); keep_arena: "
+          "the arena and the tensors over it are made at the first call and reused (mode reduce-overhead); order: "
+          "every node position in the order to run them (empty: graph order).")
       .def("runner", [](std::shared_ptr<Graph> g) {
         auto r = std::make_unique<Runner>();
         r->g = g;

@@ -15,6 +15,7 @@
 #include <unordered_set>
 
 #include "compile/graph.h"
+#include "ops/api/creation.h"
 
 namespace strata::compile {
 
@@ -220,9 +221,22 @@ std::shared_ptr<const Plan> Graph::plan() const {
 // reused by later calls. Such outputs are never graph outputs and are read only by kernels and by
 // nodes that neither alias nor write them, so nothing outside the call holds them.
 std::shared_ptr<const Plan> build_kernel_plan(const Graph& g, const std::vector<KernelSpec>& specs,
-                                              int64_t arena_bytes) {
+                                              int64_t arena_bytes, const std::vector<int>& order_in) {
   const auto& nodes = g.nodes();
   const int num_nodes = static_cast<int>(nodes.size());
+  // rank[pos]: where node pos runs (its index in the order).
+  std::vector<int> order = order_in, rank(nodes.size(), -1);
+  if (order.empty()) {
+    order.resize(nodes.size());
+    for (int i = 0; i < num_nodes; ++i) order[i] = i;
+  }
+  STRATA_CHECK(order.size() == nodes.size(), "compile: a kernel plan's order has ", order.size(), " nodes, the graph ",
+               num_nodes);
+  for (int r = 0; r < num_nodes; ++r) {
+    const int pos = order[r];
+    STRATA_CHECK(pos >= 0 && pos < num_nodes && rank[pos] < 0, "compile: a kernel plan's order is not a permutation");
+    rank[pos] = r;
+  }
   const int num_values = static_cast<int>(g.values().size());
   std::vector<int> owner(nodes.size(), -1);
   auto p = std::make_shared<Plan>();
@@ -237,6 +251,11 @@ std::shared_ptr<const Plan> build_kernel_plan(const Graph& g, const std::vector<
     STRATA_CHECK(s.arena_offsets.size() == s.out_vids.size(), "compile: kernel ", k, ": one arena offset per output");
     STRATA_CHECK(!s.rows || s.out_shapes.size() == s.out_vids.size(), "compile: row kernel ", k,
                  ": one shape per output");
+    STRATA_CHECK(!s.strided || (s.out_shapes.size() == s.out_vids.size() && s.out_strides.size() == s.out_vids.size() &&
+                                s.in_sizes.size() == s.in_vids.size() && s.in_strides.size() == s.in_vids.size()),
+                 "compile: strided kernel ", k, ": one geometry per input and output");
+    STRATA_CHECK(s.out_dtypes.empty() || s.out_dtypes.size() == s.out_vids.size(), "compile: kernel ", k,
+                 ": one dtype per output");
     for (int v : s.in_vids) STRATA_CHECK(v >= 0 && v < num_values, "compile: kernel ", k, ": bad input value ", v);
     for (size_t j = 0; j < s.out_vids.size(); ++j) {
       STRATA_CHECK(s.out_vids[j] >= 0 && s.out_vids[j] < num_values, "compile: kernel ", k, ": bad output value");
@@ -252,7 +271,11 @@ std::shared_ptr<const Plan> build_kernel_plan(const Graph& g, const std::vector<
       prev = pos;
     }
   }
-  // Every node outside a kernel that reads a kernel's output must come after the kernel's last node.
+  // Where each kernel runs: at its last node in the order.
+  std::vector<int> last_rank(specs.size(), -1);
+  for (size_t k = 0; k < specs.size(); ++k)
+    for (int pos : specs[k].nodes) last_rank[k] = std::max(last_rank[k], rank[pos]);
+  // Every node outside a kernel that reads a kernel's output must run after the kernel.
   std::vector<int> made_by(num_values, -1);
   for (size_t k = 0; k < specs.size(); ++k)
     for (int v : specs[k].out_vids) made_by[v] = static_cast<int>(k);
@@ -261,8 +284,8 @@ std::shared_ptr<const Plan> build_kernel_plan(const Graph& g, const std::vector<
     auto check = [&](int v) {
       const int k = made_by[v];
       if (k >= 0 && owner[pos] != k)
-        STRATA_CHECK(pos > specs[k].nodes.back(), "compile: node ", pos, " reads an output of kernel ", k,
-                     " before the kernel's last node");
+        STRATA_CHECK(rank[pos] > last_rank[k], "compile: node ", pos, " reads an output of kernel ", k,
+                     " before the kernel runs");
     };
     for (const Arg& a : n.args) {
       if (a.kind == Arg::Kind::Value) check(a.value);
@@ -270,14 +293,14 @@ std::shared_ptr<const Plan> build_kernel_plan(const Graph& g, const std::vector<
         if (e.is_value()) check(e.value);
     }
   }
-  for (int pos = 0; pos < num_nodes; ++pos) {
+  for (int pos : order) {
     const int k = owner[pos];
     if (k < 0) {
       p->steps.push_back(node_step(g, *nodes[pos]));
       continue;
     }
     const KernelSpec& s = specs[k];
-    if (pos != s.nodes.back()) continue;
+    if (rank[pos] != last_rank[k]) continue;
     KernelStep ks;
     ks.spec = s;
     std::unordered_set<int> outs(s.out_vids.begin(), s.out_vids.end());
@@ -368,7 +391,7 @@ void run_kernel(const Plan& p, const PlanStep& st, std::vector<IValue>& env, Sta
                 ArenaState* arena, Tensor& call_arena) {
   const KernelStep& ks = p.kernels[st.kernel];
   const KernelSpec& s = ks.spec;
-  const size_t n_in = s.in_vids.size(), n_buf = n_in + s.out_vids.size();
+  const size_t n_in = s.in_vids.size(), n_buf = n_in + s.out_vids.size() + (s.status ? 1 : 0);
   void* small[16];
   std::vector<void*> large;
   void** bufs = small;
@@ -384,19 +407,24 @@ void run_kernel(const Plan& p, const PlanStep& st, std::vector<IValue>& env, Sta
       break;
     }
     const Tensor& t = v.to_tensor();
-    ok = t.defined() && t.is_contiguous() && t.device().is_cpu();
+    ok = t.defined() && t.device().is_cpu() &&
+         (s.strided ? std::ranges::equal(t.sizes(), s.in_sizes[i]) && std::ranges::equal(t.strides(), s.in_strides[i])
+                    : t.is_contiguous());
     if (ok) bufs[i] = t.data_ptr();
   }
   int64_t n = 0;
-  if (ok) {
+  if (ok && !s.strided) {
     const Tensor& r = env[s.in_vids[s.ref]].to_tensor();
     n = r.numel();
     ok = (s.numel < 0 || n == s.numel) && (!s.check_sizes || std::ranges::equal(r.sizes(), s.ref_sizes));
   }
-  if (!ok) {
+  auto run_nodes = [&] {
     for (const PlanStep& f : ks.fallback) run_node(f, env, stack, graph_device);
     for (int v : ks.internal) env[v] = IValue();
     if (arena) ++arena->fallbacks;
+  };
+  if (!ok) {
+    run_nodes();
     return;
   }
   const Tensor& r = env[s.in_vids[s.ref]].to_tensor();
@@ -404,6 +432,15 @@ void run_kernel(const Plan& p, const PlanStep& st, std::vector<IValue>& env, Sta
   for (size_t j = 0; j < s.out_vids.size(); ++j) {
     Tensor out;
     const int64_t off = s.arena_offsets[j];
+    const ScalarType dt = s.out_dtypes.empty() ? s.dtype : s.out_dtypes[j];
+    const IntArrayRef sizes = s.rows || s.strided ? IntArrayRef(s.out_shapes[j]) : r.sizes();
+    // An output over the arena (the plan's offsets are 64-byte aligned, so any dtype divides them).
+    auto over = [&](const Tensor& buf) {
+      const int64_t elem = off / static_cast<int64_t>(element_size(dt));
+      if (s.strided)
+        return Tensor(make_intrusive<TensorImpl>(buf.impl()->storage(), elem, sizes, IntArrayRef(s.out_strides[j]), dt));
+      return Tensor(make_intrusive<TensorImpl>(buf.impl()->storage(), elem, sizes, dt));
+    };
     if (off >= 0) {
       if (keep) {
         auto& views = arena->views;
@@ -412,28 +449,29 @@ void run_kernel(const Plan& p, const PlanStep& st, std::vector<IValue>& env, Sta
         if (mine.size() != s.out_vids.size()) mine.resize(s.out_vids.size());
         if (!mine[j].defined()) {
           if (!arena->buffer.defined()) arena->buffer = arena_buffer(p.arena_bytes);
-          mine[j] = Tensor(make_intrusive<TensorImpl>(arena->buffer.impl()->storage(),
-                                                      off / static_cast<int64_t>(element_size(s.dtype)),
-                                                      s.rows ? IntArrayRef(s.out_shapes[j]) : r.sizes(), s.dtype));
+          mine[j] = over(arena->buffer);
         }
         out = mine[j];
       } else {
         if (!call_arena.defined()) call_arena = arena_buffer(p.arena_bytes);
-        out = Tensor(make_intrusive<TensorImpl>(call_arena.impl()->storage(),
-                                                off / static_cast<int64_t>(element_size(s.dtype)),
-                                                s.rows ? IntArrayRef(s.out_shapes[j]) : r.sizes(), s.dtype));
+        out = over(call_arena);
       }
+    } else if (s.strided) {
+      out = empty_strided(sizes, IntArrayRef(s.out_strides[j]), dt, Device());
     } else {
-      out = empty_tensor(s.rows ? IntArrayRef(s.out_shapes[j]) : r.sizes(), s.dtype, Device());
+      out = empty_tensor(sizes, dt, Device());
     }
     bufs[n_in + j] = out.data_ptr();
     env[s.out_vids[j]] = IValue(std::move(out));
   }
+  int64_t status_word = 0;
+  if (s.status) bufs[n_buf - 1] = &status_word;
   if (s.rows) {
     reinterpret_cast<RowFn>(s.fn)(bufs, s.cols > 0 ? n / s.cols : 0, s.cols);
   } else {
     reinterpret_cast<PointwiseFn>(s.fn)(bufs, n);
   }
+  if (status_word != 0) run_nodes();  // a bad gather index: the nodes run and eager raises
 }
 
 }  // namespace

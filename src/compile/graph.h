@@ -276,12 +276,25 @@ struct KernelSpec {
   std::vector<int64_t> arena_offsets;            // per output: byte offset in the arena, or -1
   bool check_sizes = false;                      // the ref input must have exactly ref_sizes
   std::vector<int64_t> ref_sizes;
+  // Each output's dtype (empty: all `dtype`).
+  std::vector<ScalarType> out_dtypes;
+  // A pointwise kernel over a baked geometry (broadcast, strided or reducing over a non-last dim):
+  // each input must have exactly in_sizes/in_strides, each output is made with out_shapes/out_strides,
+  // and the kernel ignores n.
+  bool strided = false;
+  std::vector<std::vector<int64_t>> in_sizes, in_strides, out_strides;
+  // The kernel takes a status word after its outputs (a gather's bounds check); nonzero: the nodes
+  // run instead (eager raises its own error).
+  bool status = false;
 };
 
 // The graph's plan with each spec's nodes replaced by one kernel step placed at its last node.
 // arena_bytes: the size of the arena the specs' offsets point into.
+// order: the nodes in the order to run them (a permutation of all positions, the code generator's
+// schedule, which may move independent nodes past a kernel's); empty: graph order. Each kernel runs
+// where its last node in that order would.
 std::shared_ptr<const Plan> build_kernel_plan(const Graph& g, const std::vector<KernelSpec>& specs,
-                                              int64_t arena_bytes);
+                                              int64_t arena_bytes, const std::vector<int>& order = {});
 
 // Where kernel outputs with an arena offset live during a call: with keep, the buffer and the
 // tensors over it are made at the first call and reused by later ones (mode "reduce-overhead");

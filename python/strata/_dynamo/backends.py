@@ -117,7 +117,8 @@ def _compile_cpp(graph, mode, inputs_die=False):
     if steps is None:
         return fused
     try:
-        return kernel_runner(graph, steps, keep_arena=mode == "reduce-overhead", inputs_die=inputs_die)
+        return kernel_runner(graph, steps, keep_arena=mode == "reduce-overhead", inputs_die=inputs_die,
+                             order=getattr(fused, "order", None))
     except _NoPlan as e:
         logs.aot(f"strata_cpp: the fused graph runs step by step from Python: {e}")
         return fused
@@ -184,8 +185,12 @@ def _kernel_specs(graph, steps):
             out_shapes = [[] for _ in st.out_ids]
             numel = -1 if st.numel is None else st.numel
             cols, dtype = 1, st.dtype
+        # (output dtypes, strided geometry or None, status word): KernelCall's fields the plan needs too.
+        extra = ([], None, False) if rows else getattr(st, "extra", None)
+        if extra is None:
+            raise _NoPlan("a kernel step without its call geometry")
         specs.append([ctypes_address(st.fn), rows, st.ref, numel, cols, dtype, list(st.in_ids), list(st.out_ids),
-                      out_shapes, sorted(pos)])
+                      out_shapes, sorted(pos), extra])
     return specs
 
 
@@ -202,10 +207,10 @@ _ALIAS_FLAGS = None
 
 
 class _Liveness:
-    """Steps of a kernel plan (node steps in graph order, each kernel at its last node) and the
-    last step that reads each value."""
+    """Steps of a kernel plan (node steps in the schedule's order, graph order without one; each kernel
+    at its last node in that order) and the last step that reads each value."""
 
-    def __init__(self, graph, specs):
+    def __init__(self, graph, specs, order=None):
         global _ALIAS_FLAGS
         if _ALIAS_FLAGS is None:
             f = _C._op_flags()
@@ -216,13 +221,16 @@ class _Liveness:
         for k, sp in enumerate(specs):
             for p in sp[9]:
                 kernel_of[p] = k
+        order = list(range(len(nodes))) if order is None else order
+        rank = {p: r for r, p in enumerate(order)}
+        last = {k: max(rank[p] for p in sp[9]) for k, sp in enumerate(specs)}
         self.step_of, steps, self.k_step = {}, 0, {}
-        for i in range(len(nodes)):
+        for i in order:
             k = kernel_of.get(i)
             if k is None:
                 self.step_of[i] = steps
                 steps += 1
-            elif i == specs[k][9][-1]:
+            elif rank[i] == last[k]:
                 self.k_step[k] = steps
                 steps += 1
         for i, k in kernel_of.items():
@@ -269,20 +277,20 @@ class _Liveness:
         return peak
 
 
-def _choose_kernels(graph, specs, inputs_die):
+def _choose_kernels(graph, specs, inputs_die, order=None):
     """The kernels to use: all of them, unless together they raise the planned peak above running
     every node by node (a kernel holds all its inputs until it ends and makes all its outputs at
     once); then kernels are left out, in order, while leaving one out lowers the peak, until the
     peak is no higher than node by node. Returns (kernels, left out, node-by-node peak)."""
-    base = _Liveness(graph, []).peak(inputs_die=inputs_die)
+    base = _Liveness(graph, [], order).peak(inputs_die=inputs_die)
     chosen = list(specs)
-    cur = _Liveness(graph, chosen).peak(inputs_die=inputs_die)
+    cur = _Liveness(graph, chosen, order).peak(inputs_die=inputs_die)
     dropped = []
     for sp in specs:
         if cur <= base:
             break
         trial = [x for x in chosen if x is not sp]
-        p = _Liveness(graph, trial).peak(inputs_die=inputs_die)
+        p = _Liveness(graph, trial, order).peak(inputs_die=inputs_die)
         if p < cur:
             chosen, cur = trial, p
             dropped.append(sp)
@@ -309,8 +317,8 @@ class MemoryPlan:
     peak_bytes: the planned peak, arena included; graph inputs are the caller's and not counted
     (except with inputs_die)."""
 
-    def __init__(self, graph, specs, keep_arena=False, inputs_die=False, dropped=(), node_peak=None):
-        lv = _Liveness(graph, specs)
+    def __init__(self, graph, specs, keep_arena=False, inputs_die=False, dropped=(), node_peak=None, order=None):
+        lv = _Liveness(graph, specs, order)
         self.num_steps = lv.steps
         self.kernels = len(specs)
         self.dropped_kernels = len(dropped)
@@ -393,20 +401,22 @@ def memory_plans(fn):
     return out
 
 
-def kernel_runner(graph, steps, keep_arena=False, inputs_die=False):
+def kernel_runner(graph, steps, keep_arena=False, inputs_die=False, order=None):
     """A GraphRunner of graph with compile_graph's kernel steps in place of their nodes, and its
     MemoryPlan as .memory_plan."""
     specs = _kernel_specs(graph, steps)
     if not specs:
         raise _NoPlan("no kernel")
-    specs, dropped, node_peak = _choose_kernels(graph, specs, inputs_die)
-    plan = MemoryPlan(graph, specs, keep_arena, inputs_die, dropped, node_peak)
+    if order is not None and sorted(order) != list(range(len(graph.nodes))):
+        order = None
+    specs, dropped, node_peak = _choose_kernels(graph, specs, inputs_die, order)
+    plan = MemoryPlan(graph, specs, keep_arena, inputs_die, dropped, node_peak, order)
     full = []
     for sp in specs:
         ref_sizes = list(graph.value(sp[6][sp[2]]).shape) if sp[3] >= 0 else None
-        full.append(tuple(sp) + ([plan.offsets.get(v, -1) for v in sp[7]], ref_sizes))
+        full.append(tuple(sp[:10]) + ([plan.offsets.get(v, -1) for v in sp[7]], ref_sizes, sp[10]))
     try:
-        r = graph.kernel_runner(full, plan.arena_bytes, keep_arena)
+        r = graph.kernel_runner(full, plan.arena_bytes, keep_arena, list(order or ()))
     except Exception as e:
         raise _NoPlan(str(e)) from e
     r.memory_plan = plan

@@ -308,8 +308,10 @@ def render_pointwise(kernel, header_comment=""):
     nd = len(kernel.sizes)
 
     def inner_index(b):
+        if not any(b.strides):   # a broadcast scalar: loaded once, before the loops (hoisted below)
+            return "0"
         if kernel.flat:
-            return "i" if any(b.strides) else "0"
+            return "i"
         st = b.strides[-1] if nd else 0
         base = f"o_{b.name}"
         return base if st == 0 else f"{base} + i" if st == 1 else f"{base} + i * {st}"

@@ -88,7 +88,7 @@ def _address(fn):
 
 
 class _KernelStep:
-    __slots__ = ("fn", "in_ids", "out_ids", "ref", "numel", "shape", "dtype", "nbuf", "source", "call")
+    __slots__ = ("fn", "in_ids", "out_ids", "ref", "numel", "shape", "dtype", "nbuf", "source", "call", "extra")
 
 
 class _RowStep:
@@ -159,7 +159,9 @@ def compile_graph(graph, out=None):
         if st is not False:
             steps.append(st)
     flush()
-    return _Runner(graph, runner, steps)
+    r = _Runner(graph, runner, steps)
+    r.order = order   # every node position in the scheduled order (a kernel plan runs them so)
+    return r
 
 
 def _segment_step(graph, seg, last_use, rank):
@@ -239,19 +241,23 @@ def _pw_step(graph, unit, plans, live_after, dynamic, logs, colreds=None):
     st.shape = tuple(vals[0].shape)
     dts = [v.dtype for v in vals]
     if k.flat and red is None:
-        st.ref = next(j for j, b in enumerate(k.inputs) if any(b.strides))
+        # The input whose sizes the outputs take; with only 0-d inputs the outputs are 0-d too (input 0).
+        st.ref = next((j for j, b in enumerate(k.inputs) if any(b.strides)), 0)
         st.numel = None if dynamic else _prod(st.shape)
         st.call = _C._compile.KernelCall(_address(st.fn), False, len(in_ids), st.ref,
                                          -1 if st.numel is None else st.numel, 1, st.dtype,
                                          [[] for _ in out_ids], dts)
+        st.extra = (dts, None, False)
     else:
         ins = [graph.value(v) for v in in_ids]
         st.ref = 0
         st.numel = _prod(st.shape) if red is None else red["R"] * red["K"] * red["outer"]
+        geometry = ([list(v.shape) for v in vals], [list(v.shape) for v in ins], [list(v.stride) for v in ins],
+                    [list(v.stride) for v in vals])
+        status = any(b.rows for b in k.inputs)
         st.call = _C._compile.KernelCall(_address(st.fn), False, len(in_ids), 0, st.numel, 1, st.dtype,
-                                         [list(v.shape) for v in vals], dts,
-                                         [list(v.shape) for v in ins], [list(v.stride) for v in ins],
-                                         [list(v.stride) for v in vals], any(b.rows for b in k.inputs))
+                                         geometry[0], dts, geometry[1], geometry[2], geometry[3], status)
+        st.extra = (dts, geometry, status)
     return st
 
 
@@ -268,6 +274,7 @@ class _Runner:
     over its inputs in order is run by that kernel's call alone."""
 
     def __init__(self, graph, fallback, steps):
+        self.order = None
         self.fallback = fallback
         self.steps = steps
         self.inputs = list(graph.inputs)

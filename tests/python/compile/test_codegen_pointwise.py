@@ -119,6 +119,18 @@ def test_reduced_and_double_precision_chains(dtype):
     _check(got, fn(x, y), inexact=inexact)
 
 
+def test_zero_d_operand_of_a_strided_kernel_is_loaded_before_the_loops():
+    # A kernel over a broadcast (non-flat) space whose 0-d operand feeds values computed once, before
+    # the loops (the backward of `(... ).sum()` has this shape: the 0-d incoming gradient).
+    def fn(g, h, b):
+        t = (g.neg() * 0.1)          # only the 0-d operand: hoisted
+        return t * (h + b).exp(), g * h, (g * 2 + 1) * b
+
+    g, h, b = strata.tensor(0.75), strata.randn(32, 48), strata.randn(48)
+    got = strata.compile(fn, backend="strata_cpp")(g, h, b)
+    _check(got, fn(g, h, b), inexact={0})
+
+
 def test_zero_d_tensors_zero_size_and_permuted_outputs():
     def fn(x, s, p):
         a = x * s + s               # a 0-d tensor operand
