@@ -375,7 +375,11 @@ def _form_world(store, rank, world_size, timeout):
         C.close_port(port, timeout)
         return comm
     port = store.get(key + "/port").decode()
+    # One at a time, in rank order: an accept pairs with whichever process connects first.
+    if rank > 1:
+        store.wait([f"{key}/joined/{rank - 1}"])
     comm = C.connect_and_merge(port, timeout)
+    store.set(f"{key}/joined/{rank}", "1")
     for k in range(rank + 1, world_size):
         new = C.accept_and_merge(comm, port, timeout)
         C.comm_free(comm)
