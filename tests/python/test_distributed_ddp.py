@@ -1,0 +1,86 @@
+"""DistributedDataParallel on 2 ranks through the launcher: training with the global batch split across the
+ranks gives the parameters of one process training on the whole batch (several steps, several buckets, with and
+without no_sync accumulation, an unused parameter); DistributedSampler takes its defaults from the group."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import strata.distributed as dist
+
+pytestmark = pytest.mark.skipif(not dist.is_available(), reason="Open MPI is not installed")
+
+PYTHON_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "python")
+
+DDP = r'''
+import copy, strata, strata.distributed as dist, strata.nn as nn, strata.nn.functional as F
+from strata.nn.parallel import DistributedDataParallel as DDP
+dist.init_process_group("gloo")
+r, n = dist.get_rank(), dist.get_world_size()
+
+class Net(nn.Module):  # the digits classifier's shape: 64 pixels -> 10 classes, plus a parameter never used
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2, self.fc3 = nn.Linear(64, 32), nn.Linear(32, 32), nn.Linear(32, 10)
+        self.unused = nn.Linear(3, 3)
+        self.register_buffer("calls", strata.zeros(1))
+    def forward(self, x):
+        self.calls += 1
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+strata.manual_seed(100 + r)          # different initial weights per rank: DDP broadcasts rank 0's
+model = Net()
+strata.manual_seed(100)
+reference = Net()                    # rank 0's initial weights, trained on the whole batch in this process
+gen = strata.Generator().manual_seed(7)
+steps = [(strata.randn(16, 64, generator=gen), strata.randint(0, 10, (16,), generator=gen)) for _ in range(6)]
+
+def train(net, batches, accumulate, split):
+    opt = strata.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    for i in range(0, len(batches), accumulate):
+        opt.zero_grad()
+        for j, (x, y) in enumerate(batches[i:i + accumulate]):
+            if split:
+                x, y = x.chunk(n)[r], y.chunk(n)[r]
+            last = j == accumulate - 1
+            ctx = net.no_sync() if (split and not last) else __import__("contextlib").nullcontext()
+            with ctx:
+                F.cross_entropy(net(x), y).backward()
+        opt.step()
+
+for accumulate, bucket_mb in ((1, 0.002), (2, 25), (3, 0.004)):
+    m, ref = copy.deepcopy(model), copy.deepcopy(reference)
+    ddp = DDP(m, bucket_cap_mb=bucket_mb, find_unused_parameters=True)
+    assert len(ddp._buckets) > 1 or bucket_mb == 25
+    for p, q in zip(m.parameters(), ref.parameters()):
+        assert strata.equal(p, q), "parameters were not broadcast from rank 0"
+    train(ddp, steps, accumulate, split=True)
+    train(ref, steps, accumulate, split=False)
+    for (name, p), q in zip(m.named_parameters(), ref.parameters()):
+        if name.startswith("unused"):
+            continue
+        assert strata.allclose(p, q, rtol=1e-4, atol=1e-5), (accumulate, name, (p - q).abs().max().item())
+    assert sorted(ddp.state_dict()) == sorted("module." + k for k in m.state_dict())
+
+# DistributedSampler: defaults from the process group, disjoint shares covering the data set
+s = strata.utils.data.DistributedSampler(range(10), shuffle=True, seed=3)
+s.set_epoch(2)
+mine = list(s)
+shares = [None] * n
+dist.all_gather_object(shares, mine)
+assert sorted(sum(shares, [])) == list(range(10)) and len(mine) == 5
+print("OK", r, flush=True)
+'''
+
+
+def test_ddp_matches_single_process_training(tmp_path):
+    script = tmp_path / "ddp.py"
+    script.write_text(textwrap.dedent(DDP))
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(PYTHON_DIR), OMP_NUM_THREADS="1")
+    p = subprocess.run([sys.executable, "-m", "strata.distributed.run", "--standalone", "--nproc-per-node", "2",
+                        str(script)], capture_output=True, text=True, timeout=180, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert sorted(line for line in p.stdout.splitlines() if line.startswith("OK")) == ["OK 0", "OK 1"]
