@@ -99,6 +99,9 @@ void bind_distributed(nb::module_& parent) {
   m.def("accept_and_merge",
         [rethrow](int c, const std::string& p, double t) STRATA_NOGIL(accept_and_merge(c, p, t)));
   m.def("connect_and_merge", [rethrow](const std::string& p, double t) STRATA_NOGIL(connect_and_merge(p, t)));
+  m.def("bench_raw_allreduce", [rethrow](int c, uintptr_t buf, int64_t count, int dtype, int iters, double t)
+            STRATA_NOGIL(bench_raw_allreduce(c, reinterpret_cast<void*>(buf), count, static_cast<DataType>(dtype),
+                                             iters, t)));
 #undef STRATA_NOGIL
 }
 

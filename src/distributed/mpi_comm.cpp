@@ -64,6 +64,7 @@ int comm_size(int) { no_mpi(); }
 std::string open_port(double) { no_mpi(); }
 void close_port(const std::string&, double) { no_mpi(); }
 int accept_and_merge(int, const std::string&, double) { no_mpi(); }
+double bench_raw_allreduce(int, void*, int64_t, DataType, int, double) { no_mpi(); }
 int connect_and_merge(const std::string&, double) { no_mpi(); }
 void finalize(double) {}
 
@@ -474,6 +475,25 @@ int connect_and_merge(const std::string& port, double timeout_s) {
       },
       timeout_s, "joining the process group (MPI_Comm_connect)");
   return id;
+}
+
+double bench_raw_allreduce(int comm, void* buf, int64_t count, DataType dtype, int iters, double timeout_s) {
+  ensure_usable();
+  auto& e = engine();
+  double seconds = 0;
+  run_on_thread(
+      [&] {
+        const Api& a = api();
+        MPI_Comm c = e.comm(comm);
+        auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < iters; ++i)
+          check(a.MPI_Allreduce(MPI_IN_PLACE, buf, static_cast<int>(count), a.types[static_cast<int>(dtype)],
+                                a.ops[0], c),
+                "MPI_Allreduce");
+        seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      },
+      timeout_s, "MPI_Allreduce (bench)");
+  return seconds;
 }
 
 void finalize(double timeout_s) {

@@ -82,6 +82,10 @@ void close_port(const std::string& port, double timeout_s);
 int accept_and_merge(int comm, const std::string& port, double timeout_s);
 int connect_and_merge(const std::string& port, double timeout_s);
 
+// `iters` back-to-back MPI_Allreduce (sum, in place) calls on the communication thread, timed there: the library's
+// own speed with none of ours (bench/distributed.py's reference). Returns seconds for all of them.
+double bench_raw_allreduce(int comm, void* buf, int64_t count, DataType dtype, int iters, double timeout_s);
+
 // MPI_Finalize (on the thread), once, at exit; skipped if the engine is broken.
 void finalize(double timeout_s);
 

@@ -14,6 +14,7 @@ its exit code or signal, and the last lines of its stderr. Elastic restarts (--m
 import argparse
 import collections
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -39,6 +40,9 @@ def _parser(prog="strata.distributed.run"):
     p.add_argument("--run-path", "--run_path", action="store_true")
     p.add_argument("--grace-period", type=float, default=5.0,
                    help="seconds between SIGTERM and SIGKILL when stopping the ranks")
+    p.add_argument("--mpi-runtime", "--mpi_runtime", action="store_true",
+                   help="start this node's ranks under Open MPI's mpirun (one MPI job: shared-memory transport) "
+                        "instead of as separate processes joined through ompi-server (TCP)")
     p.add_argument("-m", "--module", action="store_true")
     p.add_argument("--no-python", "--no_python", action="store_true")
     p.add_argument("training_script")
@@ -105,7 +109,26 @@ def run(args, extra_launch_args=()):
     cmd += list(extra_launch_args) + list(args.training_script_args)
     run_id = str(uuid.uuid4()) if args.rdzv_id == "none" else args.rdzv_id
     ranks = []
-    for local in range(nproc):
+    if args.mpi_runtime:
+        if nnodes != 1:
+            raise SystemExit("strata.distributed.run: --mpi-runtime starts the ranks of one node only (--nnodes 1)")
+        if args.no_python:
+            raise SystemExit("strata.distributed.run: --mpi-runtime runs Python scripts or modules (no --no-python)")
+        if shutil.which("mpirun") is None:
+            raise SystemExit("strata.distributed.run: --mpi-runtime needs Open MPI's mpirun (install openmpi-bin)")
+        env = dict(os.environ, MASTER_ADDR=addr, MASTER_PORT=str(port), GROUP_RANK="0", NODE_RANK="0",
+                   TORCHELASTIC_RUN_ID=run_id, TORCHELASTIC_RESTART_COUNT="0", TORCHELASTIC_MAX_RESTARTS="0")
+        if nproc > 1:
+            env.setdefault("OMP_NUM_THREADS", "1")
+        root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+        mpi_cmd = ["mpirun", *root, "--oversubscribe", "-np", str(nproc)]
+        for k in ("MASTER_ADDR", "MASTER_PORT", "GROUP_RANK", "NODE_RANK", "TORCHELASTIC_RUN_ID",
+                  "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "OMP_NUM_THREADS", "PYTHONPATH"):
+            if k in env:
+                mpi_cmd += ["-x", k]
+        mpi_cmd += [sys.executable, "-u", "-m", "strata.distributed._mpi_rank"] + cmd[2:]
+        ranks.append(_Rank(None, None, subprocess.Popen(mpi_cmd, env=env, stderr=subprocess.PIPE)))
+    for local in range(0 if args.mpi_runtime else nproc):
         rank = args.node_rank * nproc + local
         env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(local), WORLD_SIZE=str(world),
                    LOCAL_WORLD_SIZE=str(nproc), GROUP_RANK=str(args.node_rank), NODE_RANK=str(args.node_rank),
@@ -164,6 +187,12 @@ def run(args, extra_launch_args=()):
         return 128 + received[0]
     if failed is not None:
         code = failed.proc.returncode
+        if failed.rank is None:  # --mpi-runtime: mpirun's own report (above) names the failing rank
+            sys.stderr.write(f"\nstrata.distributed.run: mpirun (ranks 0..{nproc - 1}, pid {failed.proc.pid}) failed "
+                             f"with {_describe(code)}; mpirun stopped the other ranks.\n---- last lines of its stderr "
+                             f"----\n{''.join(failed.tail)}---------------------------------------------\n")
+            sys.stderr.flush()
+            return 1
         sys.stderr.write(
             f"\nstrata.distributed.run: rank {failed.rank} (local_rank {failed.local_rank}, pid {failed.proc.pid}) "
             f"failed with {_describe(code)}; the other ranks were stopped.\n"
