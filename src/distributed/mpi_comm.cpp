@@ -23,7 +23,23 @@
 
 namespace strata::dist {
 
+// A waiter may first spin, yielding the core, on the flag before it sleeps on the condition variable (and the
+// communication thread on its queue): STRATA_DISTRIBUTED_SPIN_US microseconds. Off by default: on an
+// over-subscribed machine (2 ranks, each with a caller and a communication thread, on 2 cores) spinning made a
+// 1 KiB all_reduce 3-10x slower (bench/distributed.py; docs/DISTRIBUTED.md); with idle cores it saves the futex
+// wake-up.
+std::chrono::microseconds spin_time() {
+  static const std::chrono::microseconds t{[] {
+    const char* v = std::getenv("STRATA_DISTRIBUTED_SPIN_US");
+    return v ? std::atol(v) : 0L;
+  }()};
+  return t;
+}
+
 bool Work::wait_for(double timeout_s) {
+  auto spin_end = std::chrono::steady_clock::now() + spin_time();
+  while (!done_flag.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < spin_end)
+    std::this_thread::yield();
   std::unique_lock<std::mutex> lk(mu);
   if (timeout_s < 0) {
     cv.wait(lk, [&] { return done; });
@@ -37,6 +53,7 @@ void Work::finish(std::string err) {
     std::lock_guard<std::mutex> lk(mu);
     error = std::move(err);
     done = true;
+    done_flag.store(true, std::memory_order_release);
   }
   cv.notify_all();
 }
@@ -154,6 +171,7 @@ struct Engine {
   std::mutex mu;
   std::condition_variable cv;
   std::deque<std::function<void()>> queue;
+  std::atomic<int> queued{0};  // queue.size(), readable without the mutex
   std::atomic<bool> started{false};
   std::atomic<bool> finalized{false};
   std::mutex broken_mu;
@@ -176,7 +194,13 @@ struct Engine {
         std::function<void()> fn;
         {
           std::unique_lock<std::mutex> lk(mu);
-          if (pending.empty()) {
+          if (pending.empty() && queue.empty()) {
+            // The next job of a sequence of small collectives usually comes within microseconds.
+            lk.unlock();
+            auto spin_end = std::chrono::steady_clock::now() + spin_time();
+            while (std::chrono::steady_clock::now() < spin_end && queued.load(std::memory_order_acquire) == 0)
+              std::this_thread::yield();
+            lk.lock();
             cv.wait(lk, [&] { return !queue.empty(); });
           } else if (queue.empty()) {
             lk.unlock();
@@ -187,6 +211,7 @@ struct Engine {
           if (queue.empty()) continue;
           fn = std::move(queue.front());
           queue.pop_front();
+          queued.fetch_sub(1, std::memory_order_relaxed);
         }
         fn();
       }
@@ -210,6 +235,7 @@ struct Engine {
     {
       std::lock_guard<std::mutex> lk(mu);
       queue.push_back(std::move(fn));
+      queued.fetch_add(1, std::memory_order_release);
     }
     cv.notify_one();
   }

@@ -10,6 +10,7 @@
 // The header needs no MPI headers: buffers are raw pointers, datatypes and reduction ops small integers.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -50,6 +51,7 @@ struct Work {
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
+  std::atomic<bool> done_flag{false};  // `done`, readable without the mutex (the waiter's short spin)
   std::string error;     // non-empty: the job failed
   int source = -1;       // Recv: the rank the message came from
   // Waits up to `timeout_s` seconds (negative: forever). Returns false on timeout; the caller then reports it.
