@@ -3,6 +3,8 @@
 // functions; mpi.h is needed at build time for the function types only.
 #include "distributed/mpi_comm.h"
 
+#include "profiler/profiler.h"
+
 #include <dlfcn.h>
 
 #include <atomic>
@@ -10,6 +12,7 @@
 #include <cstdlib>
 #include <deque>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -378,11 +381,31 @@ std::pair<int, int> init() {
   return {e.rank, e.size};
 }
 
+// The profiler's name of a job: the collective, its bytes (per rank) and its communicator.
+static std::string profile_name(const Job& j) {
+  static const int64_t size[] = {1, 1, 2, 4, 8, 4, 8, 8, 16, 1, 1};
+  int64_t n = j.count;
+  if (j.kind == Kind::Alltoallv) {
+    n = 0;
+    for (int c : j.send_counts) n += c;
+  }
+  return "distributed::" + j.name + " [" + std::to_string(n * size[static_cast<int>(j.dtype)]) + " B, comm " +
+         std::to_string(j.comm) + "]";
+}
+
 std::shared_ptr<Work> submit(Job job) {
   ensure_usable();
   auto w = std::make_shared<Work>();
   auto& e = engine();
-  e.post([&e, job = std::move(job), w] {
+  // A profiled caller's collectives are recorded on the communication thread's own track of its session.
+  std::shared_ptr<profiler::Session> session = profiler::is_recording() ? profiler::current_session() : nullptr;
+  e.post([&e, job = std::move(job), w, session] {
+    std::optional<profiler::ThreadStateGuard> joined;
+    std::optional<profiler::RecordScope> scope;
+    if (session) {
+      joined.emplace(session);
+      scope.emplace(profile_name(job), "collective");
+    }
     if (!broken_reason().empty()) {
       w->finish("the communication engine is unusable after an earlier failure: " + broken_reason());
       return;

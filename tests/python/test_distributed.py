@@ -272,6 +272,12 @@ with pytest.raises(ValueError, match="not part of the group"):
     dist.broadcast(S.zeros(1), src=n + 3)
 with pytest.raises(ValueError, match="BAND is not supported"):
     dist.all_reduce(S.zeros(1), op=dist.ReduceOp.BAND)
+# the profiler records collectives on the communication thread's track, with bytes and communicator
+from strata.profiler import profile
+with profile() as prof:
+    dist.all_reduce(S.ones(1024))
+names = [e.key for e in prof.key_averages()]
+assert any(k.startswith("distributed::all_reduce [4096 B, comm") for k in names), names
 dist.barrier()
 dist.destroy_process_group()
 assert not dist.is_initialized()
