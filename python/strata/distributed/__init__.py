@@ -357,6 +357,10 @@ def _form_world(store, rank, world_size, timeout):
     if world_size == 1:
         C.init()
         return 0
+    if C.initialized():
+        raise DistError("init_process_group: this process already joined an MPI world of separately started "
+                        "ranks, which cannot be formed again (MPI starts once per process); start the ranks "
+                        "with mpirun (or strata.distributed.run --mpi-runtime) to destroy and re-create groups")
     key = f"strata/mpi/{_state.group_count}"
     if rank == 0:
         store.set(key + "/server", _start_ompi_server(timeout))
