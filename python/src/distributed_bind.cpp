@@ -63,7 +63,7 @@ void bind_distributed(nb::module_& parent) {
   m.def("submit",
         [rethrow](int kind, int comm, uintptr_t send, uintptr_t recv, int64_t count, int dtype, int op, int root,
                   int tag, const std::string& name, std::vector<int> sc, std::vector<int> sd, std::vector<int> rc,
-                  std::vector<int> rd) {
+                  std::vector<int> rd, bool async_op) {
           Job j;
           j.kind = static_cast<Kind>(kind);
           j.comm = comm;
@@ -75,12 +75,16 @@ void bind_distributed(nb::module_& parent) {
           j.root = root;
           j.tag = tag;
           j.name = name;
+          j.async_op = async_op;
           j.send_counts = std::move(sc);
           j.send_displs = std::move(sd);
           j.recv_counts = std::move(rc);
           j.recv_displs = std::move(rd);
           return rethrow([&] { return submit(std::move(j)); });
-        });
+        },
+        nb::arg("kind"), nb::arg("comm"), nb::arg("send"), nb::arg("recv"), nb::arg("count"), nb::arg("dtype"),
+        nb::arg("op"), nb::arg("root"), nb::arg("tag"), nb::arg("name"), nb::arg("send_counts"),
+        nb::arg("send_displs"), nb::arg("recv_counts"), nb::arg("recv_displs"), nb::arg("async_op") = false);
   // Each of these is collective (or a call of MPI's) on the communication thread: the GIL is released meanwhile.
 #define STRATA_NOGIL(expr)            \
   {                                   \

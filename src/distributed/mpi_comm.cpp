@@ -39,7 +39,14 @@ std::chrono::microseconds spin_time() {
   return t;
 }
 
+// Callers blocked in Work::wait_for: while there are any, an async job in flight is tested without naps.
+static std::atomic<int> waiters{0};
+
 bool Work::wait_for(double timeout_s) {
+  struct Count {
+    Count() { waiters.fetch_add(1, std::memory_order_relaxed); }
+    ~Count() { waiters.fetch_sub(1, std::memory_order_relaxed); }
+  } count;
   auto spin_end = std::chrono::steady_clock::now() + spin_time();
   while (!done_flag.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < spin_end)
     std::this_thread::yield();
@@ -97,7 +104,9 @@ namespace {
   X(MPI_Comm_split) X(MPI_Comm_free) X(MPI_Comm_set_errhandler) X(MPI_Error_string) X(MPI_Allreduce)             \
   X(MPI_Bcast) X(MPI_Reduce) X(MPI_Allgather) X(MPI_Gather) X(MPI_Scatter) X(MPI_Reduce_scatter_block)           \
   X(MPI_Alltoall) X(MPI_Alltoallv) X(MPI_Send) X(MPI_Recv) X(MPI_Barrier) X(MPI_Open_port) X(MPI_Close_port)     \
-  X(MPI_Comm_accept) X(MPI_Comm_connect) X(MPI_Intercomm_merge) X(MPI_Comm_disconnect) X(MPI_Get_library_version) X(MPI_Isend) X(MPI_Irecv) X(MPI_Test)
+  X(MPI_Comm_accept) X(MPI_Comm_connect) X(MPI_Intercomm_merge) X(MPI_Comm_disconnect) X(MPI_Get_library_version) X(MPI_Isend) X(MPI_Irecv) X(MPI_Test)   \
+  X(MPI_Iallreduce) X(MPI_Ibcast) X(MPI_Ireduce) X(MPI_Iallgather) X(MPI_Igather) X(MPI_Iscatter)                \
+  X(MPI_Ireduce_scatter_block) X(MPI_Ialltoall) X(MPI_Ialltoallv) X(MPI_Ibarrier)
 
 struct Api {
 #define STRATA_MPI_PTR(f) decltype(&::f) f = nullptr;
@@ -282,6 +291,49 @@ bool execute(Engine& e, const Job& j, const std::shared_ptr<Work>& w) {
       check(a.MPI_Irecv(j.recv, n, t, j.root < 0 ? MPI_ANY_SOURCE : j.root, j.tag, c, &req), "MPI_Irecv");
     e.pending.push_back({req, w});
     return false;
+  }
+  if (j.async_op && j.kind != Kind::RawAllreduce) {
+    // Nobody waits on an async job yet (DDP's buckets during backward): start it non-blocking and test it with
+    // growing sleeps in between, so that it leaves the cores to the computation instead of spinning in MPI.
+    MPI_Request req;
+    int me = 0;
+    switch (j.kind) {
+      case Kind::Allreduce: check(a.MPI_Iallreduce(s, j.recv, n, t, op, c, &req), "MPI_Iallreduce"); break;
+      case Kind::Broadcast: check(a.MPI_Ibcast(j.recv, n, t, j.root, c, &req), "MPI_Ibcast"); break;
+      case Kind::Reduce:
+        a.MPI_Comm_rank(c, &me);
+        check(a.MPI_Ireduce(me == j.root ? s : (j.send ? j.send : j.recv), j.recv, n, t, op, j.root, c, &req),
+              "MPI_Ireduce");
+        break;
+      case Kind::Allgather: check(a.MPI_Iallgather(s, n, t, j.recv, n, t, c, &req), "MPI_Iallgather"); break;
+      case Kind::Gather: check(a.MPI_Igather(j.send, n, t, j.recv, n, t, j.root, c, &req), "MPI_Igather"); break;
+      case Kind::Scatter:
+        check(a.MPI_Iscatter(j.send, n, t, j.recv, n, t, j.root, c, &req), "MPI_Iscatter");
+        break;
+      case Kind::ReduceScatter:
+        check(a.MPI_Ireduce_scatter_block(s, j.recv, n, t, op, c, &req), "MPI_Ireduce_scatter_block");
+        break;
+      case Kind::Alltoall: check(a.MPI_Ialltoall(j.send, n, t, j.recv, n, t, c, &req), "MPI_Ialltoall"); break;
+      case Kind::Alltoallv:
+        check(a.MPI_Ialltoallv(j.send, j.send_counts.data(), j.send_displs.data(), t, j.recv, j.recv_counts.data(),
+                               j.recv_displs.data(), t, c, &req),
+              "MPI_Ialltoallv");
+        break;
+      default: check(a.MPI_Ibarrier(c, &req), "MPI_Ibarrier"); break;
+    }
+    auto nap = std::chrono::microseconds(5);
+    for (int tests = 0;; ++tests) {
+      int flag = 0;
+      check(a.MPI_Test(&req, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+      if (flag) break;
+      if (tests < 32 || waiters.load(std::memory_order_relaxed) > 0) {  // a caller waits: as fast as we can
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(nap);
+        nap = std::min(nap * 2, std::chrono::microseconds(100));
+      }
+    }
+    return true;
   }
   switch (j.kind) {
     case Kind::Allreduce:

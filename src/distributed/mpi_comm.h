@@ -44,6 +44,7 @@ struct Job {
   int tag = 0;
   std::vector<int> send_counts, send_displs, recv_counts, recv_displs;  // Alltoallv
   std::string name;             // for messages: "all_reduce", ...
+  bool async_op = false;        // the caller does not wait for it now (see mpi_comm.cpp: started non-blocking)
 };
 
 // A submitted job: done once the communication thread finished it (or failed it).

@@ -183,7 +183,7 @@ def _run(g, kind, name, send, recv, count, dtype, op=0, root=0, tag=0, finish=No
     else:
         sc, sd, rc, rd = splits or ([], [], [], [])
         cw = _C().submit(kind, g._comm, 0 if send is None else send.data_ptr(), 0 if recv is None else recv.data_ptr(),
-                         count, dtype, op, root, tag, name, sc, sd, rc, rd)
+                         count, dtype, op, root, tag, name, sc, sd, rc, rd, async_op)
         w = Work(cw, name, g._timeout, finish, keep=(send, recv) + tuple(keep), result=result)
     if async_op:
         return w
