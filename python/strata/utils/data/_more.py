@@ -50,9 +50,9 @@ class DistributedSampler(Sampler):
         if num_replicas is None or rank is None:
             from ... import distributed as dist
 
-            if not dist.is_available() or not dist.is_initialized():
-                raise RuntimeError("Default process group has not been initialized, please make sure to call "
-                                   "init_process_group (or pass num_replicas and rank to DistributedSampler).")
+            if not dist.is_available():
+                raise RuntimeError("Requires distributed package to be available (strata.distributed: "
+                                   f"{dist.mpi_unavailable_reason()}); pass num_replicas and rank")
             num_replicas = dist.get_world_size() if num_replicas is None else num_replicas
             rank = dist.get_rank() if rank is None else rank
         if rank >= num_replicas or rank < 0:
