@@ -401,3 +401,20 @@ def test_debug_mode_reports_mismatched_collectives(tmp_path):
     assert p.returncode == 1
     assert "ranks called different collectives" in p.stderr
     assert "rank 0: all_reduce (4,)" in p.stderr and "rank 1: all_reduce (5,)" in p.stderr
+
+
+def test_launcher_forwards_sigterm_and_launch_alias_passes_local_rank(tmp_path):
+    import signal
+
+    script = tmp_path / "sleepy.py"
+    script.write_text("import sys, time\nprint('STARTED', sys.argv[1:], flush=True)\ntime.sleep(120)\n")
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(PYTHON_DIR))
+    p = subprocess.Popen([sys.executable, "-m", "strata.distributed.launch", "--standalone", "--nproc-per-node", "2",
+                          str(script), "x"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = [p.stdout.readline(), p.stdout.readline()]
+    assert sorted(lines) == ["STARTED ['--local-rank=0', 'x']\n", "STARTED ['--local-rank=1', 'x']\n"], lines
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGTERM)
+    p.communicate(timeout=30)
+    assert p.returncode == 128 + signal.SIGTERM
+    assert time.monotonic() - t0 < 20

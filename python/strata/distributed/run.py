@@ -164,15 +164,14 @@ def run(args, extra_launch_args=()):
     failed = None
     try:
         while True:
+            if received:  # forwarded to the ranks; their exit is ours, not a failure of theirs
+                break
             codes = [r.proc.poll() for r in ranks]
             bad = [r for r, c in zip(ranks, codes) if c not in (None, 0)]
             if bad:
                 failed = bad[0]
                 break
             if all(c == 0 for c in codes):
-                break
-            if received:
-                failed = None
                 break
             time.sleep(args.monitor_interval)
         if failed is not None or received:
