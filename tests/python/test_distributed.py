@@ -362,7 +362,8 @@ def test_a_killed_rank_stops_the_launcher(tmp_path, mpi_runtime):
     assert time.monotonic() - t0 < 60
 
 
-def test_a_failing_rank_reports_its_error(tmp_path):
+@pytest.mark.parametrize("mpi_runtime", [False, True])
+def test_a_failing_rank_reports_its_error(tmp_path, mpi_runtime):
     code = r'''
     import strata, strata.distributed as dist
     dist.init_process_group("gloo")
@@ -370,9 +371,12 @@ def test_a_failing_rank_reports_its_error(tmp_path):
         raise ValueError("the failing rank's own message")
     dist.all_reduce(strata.ones(2))  # rank 0 waits here until the launcher stops it
     '''
-    p = launch(tmp_path, code, 2, timeout=60)
+    t0 = time.monotonic()
+    p = launch(tmp_path, code, 2, *(["--mpi-runtime"] if mpi_runtime else []), timeout=60)
     assert p.returncode == 1
-    assert "rank 1" in p.stderr and "the failing rank's own message" in p.stderr.split("strata.distributed.run:")[-1]
+    assert "the failing rank's own message" in p.stderr.split("strata.distributed.run:")[-1]
+    assert ("rank 1 failed: ValueError" if mpi_runtime else "rank 1") in p.stderr
+    assert time.monotonic() - t0 < 30  # the failing rank does not wait for the others in MPI_Finalize
 
 
 def test_a_hung_rank_times_out(tmp_path):

@@ -187,6 +187,8 @@ class _State:
         self.server = None  # ompi-server process (rank 0 of separately started ranks)
         self.group_count = 0
         self.debug = os.environ.get("STRATA_DISTRIBUTED_DEBUG", "OFF").upper() == "DETAIL"
+        self.finalize_timeout = default_pg_timeout.total_seconds()
+        self.crashed = False  # the interpreter is exiting on an unhandled exception
 
 
 _state = _State()
@@ -422,6 +424,8 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
         raise ValueError(f"init_process_group: invalid rank {rank} for world_size {world_size}")
     comm = _form_world(store, rank, world_size, t)
     _state.store = store
+    _state.finalize_timeout = t
+    _watch_for_crash()
     pg = ProcessGroup(comm, range(world_size), rank, _backend_name(name), t)
     _state.default = pg
     _state.groups[pg] = None
@@ -429,6 +433,19 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     group.WORLD = pg
     _state.group_count += 1
     barrier()
+
+
+def _watch_for_crash():
+    hook = sys.excepthook
+    if getattr(hook, "_strata_distributed", False):
+        return
+
+    def excepthook(*args):
+        _state.crashed = True
+        hook(*args)
+
+    excepthook._strata_distributed = True
+    sys.excepthook = excepthook
 
 
 def destroy_process_group(group=None):
@@ -458,7 +475,10 @@ def _shutdown():
     try:
         C = _C()
         if C.initialized():
-            C.finalize(10.0)
+            # MPI_Finalize waits for the other ranks (under mpirun: a fence over the job): a process ending on an
+            # unhandled exception skips it, so that it exits at once and the launcher (or mpirun) stops the rest.
+            if not _state.crashed:
+                C.finalize(_state.finalize_timeout)
     finally:
         _stop_ompi_server()
 
