@@ -20,9 +20,7 @@ launcher a dead rank also makes the launcher stop the others."""
 import atexit
 import datetime
 import enum
-import io
 import os
-import pickle
 import shutil
 import signal
 import subprocess
