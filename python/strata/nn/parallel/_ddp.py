@@ -189,13 +189,12 @@ class DistributedDataParallel(Module):
         with strata.no_grad():
             for b in self._buckets:
                 b.work.wait()
-                b.flat.div_(n)
-                for p in b.params:
+                for p in b.params:  # the average, written in one pass
                     v = b.slot(p).view(p.shape)
                     if p.grad is None:
-                        p.grad = v.clone()
+                        p.grad = v.div(n)
                     else:
-                        p.grad.copy_(v)
+                        strata.div(v, n, out=p.grad)
 
     # ---- torch's other entry points -----------------------------------------------------------------------
     def _set_static_graph(self):
