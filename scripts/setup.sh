@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 
 # --- Debian packages ----------------------------------------------------------
-PKGS="ccache libopenblas-dev libdnnl-dev libgtest-dev libbenchmark-dev"
+PKGS="ccache libopenblas-dev libdnnl-dev libgtest-dev libbenchmark-dev libopenmpi-dev openmpi-bin"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

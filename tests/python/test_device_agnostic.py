@@ -272,8 +272,8 @@ def test_data_parallel_passes_through_and_ddp_raises():
     assert dp.device_ids == tdp.device_ids == [] and sorted(tdp.state_dict()) == sorted(dp.state_dict())
     with pytest.raises(AssertionError, match="device_ids=\\[0\\]"):
         strata.nn.DataParallel(lin, device_ids=[0])
-    with pytest.raises(NotImplementedError, match="DistributedDataParallel is not implemented yet.*distributed"):
-        strata.nn.parallel.DistributedDataParallel(lin)
+    with pytest.raises(ValueError, match="Default process group has not been initialized"):
+        strata.nn.parallel.DistributedDataParallel(lin)  # as torch: DDP needs init_process_group first
 
 
 # ---- Tensor methods ---------------------------------------------------------------------------
@@ -379,8 +379,10 @@ def test_legacy_type_errors():
 def test_distributed_guard_takes_single_process_path():
     import strata.distributed as dist
 
-    assert dist.is_available() is False  # a build without distributed support, as torch's can be
+    assert dist.is_available() is torch.distributed.is_available()
     assert dist.is_initialized() is torch.distributed.is_initialized() is False
     assert not (dist.is_available() and dist.is_initialized())
-    with pytest.raises(NotImplementedError, match=r"strata\.distributed\.get_rank is not implemented yet"):
+    with pytest.raises(ValueError, match="Default process group has not been initialized"):
         dist.get_rank()
+    with pytest.raises(ValueError, match="Default process group has not been initialized"):
+        torch.distributed.get_rank()

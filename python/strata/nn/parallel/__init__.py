@@ -1,8 +1,8 @@
 """strata.nn.parallel: data-parallel wrappers.
 
 Strata runs on the CPU only. torch's DataParallel on a machine without GPUs
-simply runs the wrapped module; so does this one. DistributedDataParallel needs
-a process group (strata.distributed), which is not implemented yet."""
+simply runs the wrapped module; so does this one. DistributedDataParallel
+(_ddp.py) runs one replica per process over a strata.distributed process group."""
 
 from ..modules.module import Module
 
@@ -40,11 +40,4 @@ def data_parallel(module, inputs, device_ids=None, output_device=None, dim=0, mo
     return module(*inputs, **(module_kwargs or {}))
 
 
-class DistributedDataParallel(Module):
-    """Not implemented yet: needs strata.distributed (process groups, all-reduce)."""
-
-    def __init__(self, module, *args, **kwargs):
-        raise NotImplementedError(
-            "strata.nn.parallel.DistributedDataParallel is not implemented yet (torch.nn.parallel."
-            "DistributedDataParallel): multi-process training needs strata.distributed, which Strata does not have "
-            "yet. Run the module without the wrapper in a single process.")
+from ._ddp import DistributedDataParallel  # noqa: E402

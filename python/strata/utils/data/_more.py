@@ -39,7 +39,7 @@ class WeightedRandomSampler(Sampler):
 class DistributedSampler(Sampler):
     """The share of the indices that replica ``rank`` of ``num_replicas`` loads.
 
-    Strata has no process groups: ``num_replicas`` and ``rank`` must be given.
+    ``num_replicas`` and ``rank`` default to the default process group's world size and rank.
     With ``shuffle`` the permutation is drawn from a generator seeded with
     ``seed + epoch`` (call ``set_epoch`` each epoch), so every replica sees the
     same permutation and takes every ``num_replicas``-th index of it. Without
@@ -48,10 +48,13 @@ class DistributedSampler(Sampler):
 
     def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0, drop_last=False):
         if num_replicas is None or rank is None:
-            # torch asks the default process group, which Strata never has.
-            raise ValueError("Default process group has not been initialized, please make sure to call "
-                             "init_process_group. (Strata has no process groups: pass num_replicas and rank to "
-                             "DistributedSampler explicitly.)")
+            from ... import distributed as dist
+
+            if not dist.is_available():
+                raise RuntimeError("Requires distributed package to be available (strata.distributed: "
+                                   f"{dist.mpi_unavailable_reason()}); pass num_replicas and rank")
+            num_replicas = dist.get_world_size() if num_replicas is None else num_replicas
+            rank = dist.get_rank() if rank is None else rank
         if rank >= num_replicas or rank < 0:
             raise ValueError(f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}]")
         self.dataset = dataset
