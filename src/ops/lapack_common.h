@@ -1,0 +1,129 @@
+// Shared by the LAPACK-backed ops (lapack.cpp, lapack_decomp.cpp): argument
+// checks with torch's wording, batches of column-major matrices, and the loop
+// that runs one LAPACK call per matrix.
+//
+// Note [Batches of LAPACK calls]
+// Each op copies its input once into a fresh buffer whose matrices are
+// column-major and packed one after another (strides ..., 1, rows), which is
+// what LAPACK overwrites in place; results are returned in that layout, as
+// torch does. Large matrices run one after another, each using OpenBLAS's
+// threads; small ones (where one call is a few microseconds and OpenBLAS runs
+// single-threaded anyway) are split across our threads by matrix, so a batch
+// of 8x8 systems costs its arithmetic and not a dispatch per matrix.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/lapack.h"
+#include "backends/cpu/parallel.h"
+#include "core/linalg_error.h"
+#include "core/shape.h"
+#include "ops/api/lapack.h"
+#include "ops/op_list.h"
+#include "ops/ops.h"
+
+namespace strata::linalg_detail {
+
+inline std::string dims_str(const Tensor& t) {
+  return std::to_string(t.size(-2)) + " by " + std::to_string(t.size(-1));
+}
+
+// A floating matrix (batch) on the CPU or Meta: torch's messages.
+inline void check_input(const char* op, const char* name, const Tensor& t, int64_t min_dim = 2) {
+  STRATA_CHECK(t.dim() >= min_dim, op, ": The input tensor ", name, " must have at least ", min_dim,
+               " dimensions, but got a tensor of shape ", t.shape_str());
+  STRATA_CHECK(t.dtype() == ScalarType::Float32 || t.dtype() == ScalarType::Float64, op,
+                    ": Expected a floating point tensor as input (float32 or float64). Got ", dtype_name(t.dtype()),
+                    " for ", name, " of shape ", t.shape_str(),
+                    (is_floating_type(t.dtype()) ? " (reduced precision: convert to float32 first)" : ""));
+  STRATA_CHECK_T(NotImplementedError, t.device().is_cpu() || t.device().is_meta(), op,
+                 ": LAPACK-backed linear algebra runs on the CPU; ", name, " is on ", t.device().str());
+  if (t.device().is_cpu())
+    STRATA_CHECK(lapack::available(), op, ": ", lapack::unavailable_reason());
+}
+
+inline void check_square(const char* op, const char* name, const Tensor& t) {
+  STRATA_CHECK(t.size(-1) == t.size(-2), op, ": ", name, " must be batches of square matrices, but they are ",
+               dims_str(t), " matrices");
+}
+
+inline void check_same(const char* op, const Tensor& a, const char* an, const Tensor& b, const char* bn) {
+  STRATA_CHECK(a.dtype() == b.dtype(), op, ": Expected ", an, " and ", bn, " to have the same dtype, but got ", an,
+               ".dtype = ", dtype_name(a.dtype()), " and ", bn, ".dtype = ", dtype_name(b.dtype()));
+  STRATA_CHECK(a.device() == b.device(), op, ": Expected ", an, " and ", bn, " to be on the same device, but got ",
+               a.device().str(), " and ", b.device().str());
+}
+
+inline std::vector<int64_t> batch_of(const Tensor& t, int64_t trailing = 2) {
+  return std::vector<int64_t>(t.sizes().begin(), t.sizes().end() - trailing);
+}
+inline std::vector<int64_t> with(std::vector<int64_t> b, std::initializer_list<int64_t> tail) {
+  b.insert(b.end(), tail.begin(), tail.end());
+  return b;
+}
+inline int64_t count_of(const std::vector<int64_t>& batch) {
+  int64_t n = 1;
+  for (int64_t s : batch) n *= s;
+  return n;
+}
+
+inline int as_int(const char* op, int64_t v) {
+  STRATA_CHECK(v <= INT_MAX, op, ": a dimension of ", v, " exceeds LAPACK's 32-bit sizes");
+  return static_cast<int>(v);
+}
+
+// A fresh tensor of `shape` (..., r, c) whose matrices are column-major and
+// packed, holding `src` (broadcast to `shape`) when given.
+inline Tensor col_major(IntArrayRef shape, ScalarType dt, Device dev, const Tensor* src = nullptr) {
+  std::vector<int64_t> s(shape.begin(), shape.end());
+  std::swap(s[s.size() - 1], s[s.size() - 2]);
+  Tensor buf = empty_tensor(s, dt, dev);
+  Tensor view = transpose(buf, -2, -1);
+  if (src && !dev.is_meta() && buf.numel() > 0) copy_(view, expand(*src, shape));
+  return view;
+}
+
+template <typename F>
+auto visit_real(ScalarType dt, F&& f) {
+  if (dt == ScalarType::Float32) return f.template operator()<float>();
+  return f.template operator()<double>();
+}
+
+// Runs f(i) for every matrix i of a batch; `work` is a rough flop count of one
+// call. Small matrices spread over our threads (see the Note above).
+template <typename F>
+void for_each_matrix(int64_t count, int64_t n, const F& f) {
+  lapack::sync_threads();
+  if (count <= 1 || n >= 48) {
+    for (int64_t i = 0; i < count; ++i) f(i);
+    return;
+  }
+  int64_t work = std::max<int64_t>(1, n * n * n);
+  int64_t grain = std::max<int64_t>(1, 20000 / work);
+  parallel_for(0, count, grain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) f(i);
+  });
+}
+
+// The first batch element whose info was positive (or -1), kept across threads.
+struct FirstFailure {
+  std::atomic<int64_t> index{INT64_MAX};
+  std::atomic<int> info{0};
+  void record(int64_t i, int inf) {
+    int64_t cur = index.load();
+    while (i < cur && !index.compare_exchange_weak(cur, i)) {
+    }
+    if (index.load() == i) info.store(inf);
+  }
+  bool failed() const { return index.load() != INT64_MAX; }
+  // "(Batch element 3): " for a batched input, "" otherwise.
+  std::string where(bool batched) const {
+    return batched ? "(Batch element " + std::to_string(index.load()) + "): " : "";
+  }
+};
+
+}  // namespace strata::linalg_detail
