@@ -273,9 +273,10 @@ def lstsq(A, B, rcond=None, *, driver=None):
         solution = sol.squeeze(-1) if vec else sol
     residuals = st.empty(0, dtype=A.dtype, device=A.device)
     # torch's rule: residuals for tall A when every matrix has full rank, except with gelsy.
-    if m > n and A.device.type != "meta" and driver not in (None, "gelsy"):
-        full = rank.numel() == 0 or bool((rank == n).all())
-        if full:
+    # (Meta tensors have no ranks: their shapes assume full rank.)
+    if m > n and driver not in (None, "gelsy"):
+        meta = A.device.type == "meta"
+        if meta or rank.numel() == 0 or bool((rank == n).all()):
             r = A @ (solution.unsqueeze(-1) if vec else solution) - (B.unsqueeze(-1) if vec else B)
             residuals = (r * r).sum(-2)
             if vec:
