@@ -167,7 +167,7 @@ void svd_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) 
 STRATA_DERIVATIVE_NAMED(_linalg_svd, save_inputs(0), save_outputs(0, 1, 2), svd_backward, "LinalgSvdBackward0");
 
 // A = V diag(L) V^T: gA = V (diag(gL) + (V^T gV) / E) V^T with E_ij = L_j - L_i
-// off the diagonal.
+// off the diagonal, symmetrised as cholesky's.
 void eigh_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
   const bool compute_v = ctx.arg_bool(2);
   Tensor L, V;
@@ -184,7 +184,8 @@ void eigh_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out)
     Tensor VtgV = div(matmul(mT(V), g[1]), E);
     inner = add(inner, sub(VtgV, diag_embed(diagonal(VtgV, 0, -2, -1))));
   }
-  out.set(0, matmul(V, matmul(inner, mT(V))));
+  Tensor gA = matmul(V, matmul(inner, mT(V)));
+  out.set(0, half(add(gA, mT(gA))));  // only symmetric dA are admissible
 }
 STRATA_DERIVATIVE_NAMED(_linalg_eigh, save_inputs(0), save_outputs(0, 1), eigh_backward, "LinalgEighBackward0");
 
