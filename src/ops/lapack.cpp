@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ops/lapack_common.h"
+#include "ops/lapack_small.h"
 
 namespace strata {
 
@@ -27,6 +28,10 @@ void lu_factor_into(const char* op, Tensor& lu, Tensor& pivots, Tensor& info) {
   int mi = as_int(op, m), ni = as_int(op, n);
   visit_real(lu.dtype(), [&]<typename T>() {
     T* base = lu.data_ptr<T>();
+    if (m == n && n <= kSmallN) {
+      for_each_matrix(count, n, [&](int64_t i) { inf[i] = small_getrf<T>(ni, base + i * n * n, piv + i * n); });
+      return;
+    }
     for_each_matrix(count, std::max(m, n), [&](int64_t i) {
       inf[i] = lapack::getrf<T>(mi, ni, base + i * m * n, std::max(mi, 1), piv + i * k);
     });
@@ -69,6 +74,10 @@ void lu_solve_into(const char* op, const Tensor& lu, const Tensor& pivots, Tenso
   visit_real(x.dtype(), [&]<typename T>() {
     const T* a = lu.data_ptr<T>();
     T* b = x.data_ptr<T>();
+    if (n <= kSmallN) {
+      for_each_matrix(count, n, [&](int64_t i) { small_getrs<T>(trans, ni, ki, a + i * n * n, piv + i * n, b + i * n * k); });
+      return;
+    }
     for_each_matrix(count, n, [&](int64_t i) {
       lapack::getrs<T>(trans, ni, ki, a + i * n * n, ni, piv + i * n, b + i * n * k, ni);
     });
@@ -205,7 +214,7 @@ void lu_logdet(const Tensor& lu, const Tensor& piv, T* sign, T* logabs, T* det, 
         if (p[i * n + j] != j + 1) s = -s;
         if (d < 0) s = -s, d = -d;
         if (d == 0 || std::isnan(d)) s = d == 0 ? 0 : d;
-        l += std::log(d);
+        if (logabs) l += std::log(d);
       }
       if (det) det[i] = p_sign(p + i * n, n) * prod;
       if (sign) sign[i] = s;
@@ -277,7 +286,7 @@ Tensor2 linalg_cholesky_ex_impl(const Tensor& A, bool upper, bool check_errors) 
     T* base = L.data_ptr<T>();
     for_each_matrix(count, n, [&](int64_t i) {
       T* m = base + i * n * n;
-      inf[i] = lapack::potrf<T>('L', ni, m, ni);
+      inf[i] = n <= kSmallN ? small_potrf<T>(ni, m) : lapack::potrf<T>('L', ni, m, ni);
       for (int64_t c = 1; c < n; ++c)  // zero the strict upper triangle (column c, rows < c)
         std::fill(m + c * n, m + c * n + c, T(0));
     });

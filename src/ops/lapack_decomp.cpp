@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ops/lapack_common.h"
+#include "ops/lapack_small.h"
 
 namespace strata {
 
@@ -72,7 +73,7 @@ Tensor2 linalg_qr_impl(const Tensor& A, std::string_view mode) {
   visit_real(A.dtype(), [&]<typename T>() {
     T q1;
     lapack::geqrf<T>(mi, ni, nullptr, mi, nullptr, &q1, -1);
-    int lwork = lwork_of(q1);
+    int lwork = std::max<int>(lwork_of(q1), static_cast<int>(std::min<int64_t>(m * n, kSmallN * kSmallN)));
     if (want_q) {
       T q2;
       lapack::orgqr<T>(mi, qci, ki, nullptr, mi, nullptr, &q2, -1);
@@ -85,7 +86,12 @@ Tensor2 linalg_qr_impl(const Tensor& A, std::string_view mode) {
       T* ai = ab + i * m * n;
       T* tau = scratch<T>(k + lwork);
       T* work = tau + k;
-      lapack::geqrf<T>(mi, ni, ai, mi, tau, work, lwork);
+      const bool small = std::max(m, n) <= kSmallN;
+      T* keep = small ? work : nullptr;  // the input, in case the small path hands over to LAPACK
+      if (small) std::copy(ai, ai + m * n, keep);
+      bool done = small && small_geqr2<T>(mi, ni, ai, tau);
+      if (small && !done) std::copy(keep, keep + m * n, ai);
+      if (!done) lapack::geqrf<T>(mi, ni, ai, mi, tau, work, lwork);
       T* ri = rb + i * rr * n;
       for (int64_t c = 0; c < n; ++c)
         for (int64_t r = 0; r < rr; ++r) ri[c * rr + r] = r <= c ? ai[c * m + r] : T(0);
@@ -94,7 +100,8 @@ Tensor2 linalg_qr_impl(const Tensor& A, std::string_view mode) {
         int64_t cc = std::min(n, qc);
         std::copy(ai, ai + m * cc, qi);
         std::fill(qi + m * cc, qi + m * qc, T(0));
-        lapack::orgqr<T>(mi, qci, ki, qi, mi, tau, work, lwork);
+        if (done) small_org2r<T>(mi, qci, ki, qi, tau);
+        else lapack::orgqr<T>(mi, qci, ki, qi, mi, tau, work, lwork);
       }
     });
   });
