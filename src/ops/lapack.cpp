@@ -113,7 +113,9 @@ Tensor linalg_lu_solve_impl(const Tensor& LU, const Tensor& pivots, const Tensor
   std::vector<int64_t> bv(batch.begin(), batch.end());
   Tensor X = col_major(with(bv, {n, Bl.size(-1)}), B.dtype(), B.device(), &Bl);
   if (!B.device().is_meta() && X.numel() > 0) {
-    Tensor lu = col_major(with(bv, {n, n}), LU.dtype(), LU.device(), &LU);
+    // getrs only reads the factors: use them in place when lu_factor's layout.
+    Tensor lu = batch_of(LU) == bv && is_packed_col_major(LU) ? LU
+                                                              : col_major(with(bv, {n, n}), LU.dtype(), LU.device(), &LU);
     Tensor piv = contiguous(expand(pivots, with(bv, {n})));
     lu_solve_into(op, lu, piv, X, (adjoint != !left) ? 'T' : 'N');
   }
@@ -320,9 +322,14 @@ Tensor linalg_solve_triangular_impl(const Tensor& A, const Tensor& B, bool upper
   std::vector<int64_t> bv(batch.begin(), batch.end());
   Tensor X = col_major(with(bv, {n, k}), B.dtype(), B.device(), &Bl);
   if (!A.device().is_meta() && X.numel() > 0) {
-    // A column-major copy of A^T is A row-major: solve with the transposed
-    // triangle instead of copying when A is already row-major.
-    Tensor At = col_major(with(bv, {n, n}), A.dtype(), A.device(), &Al);
+    // trtrs only reads A: a batch already packed column-major is used as it is,
+    // and one packed row-major is A^T column-major, solved with trans='T' and
+    // the other triangle (no copy of A either way).
+    bool same_batch = batch_of(Al) == bv;
+    bool as_is = same_batch && is_packed_col_major(Al);
+    bool as_t = !as_is && same_batch && is_packed_col_major(transpose(Al, -2, -1));
+    Tensor At = as_is || as_t ? Al : col_major(with(bv, {n, n}), A.dtype(), A.device(), &Al);
+    char uplo = (up != as_t) ? 'U' : 'L', trans = as_t ? 'T' : 'N';
     int ni = as_int(op, n), ki = as_int(op, k);
     int64_t count = count_of(bv);
     visit_real(A.dtype(), [&]<typename T>() {
@@ -330,25 +337,26 @@ Tensor linalg_solve_triangular_impl(const Tensor& A, const Tensor& B, bool upper
       T* x = X.data_ptr<T>();
       for_each_matrix(count, n, [&](int64_t i) {
         // trtrs reports an exactly zero diagonal entry instead of dividing by
-        // it; torch returns inf/nan there, and so do we.
-        if (lapack::trtrs<T>(up ? 'U' : 'L', 'N', unitriangular ? 'U' : 'N', ni, ki, a + i * n * n, ni,
-                             x + i * n * k, ni) > 0) {
-          const T* ai = a + i * n * n;
+        // it; torch returns inf/nan there, and so do we: plain substitution
+        // (IEEE division) for that matrix.
+        if (lapack::trtrs<T>(uplo, trans, unitriangular ? 'U' : 'N', ni, ki, a + i * n * n, ni, x + i * n * k, ni) >
+            0) {
+          const T* mem = a + i * n * n;
+          auto at = [&](int64_t r, int64_t c) { return as_t ? mem[r * n + c] : mem[c * n + r]; };  // A[r, c]
           T* xi = x + i * n * k;
-          // Plain substitution (IEEE division) for the singular case.
           for (int64_t c = 0; c < k; ++c) {
             T* col = xi + c * n;
             if (up) {
               for (int64_t r = n - 1; r >= 0; --r) {
                 T s = col[r];
-                for (int64_t j = r + 1; j < n; ++j) s -= ai[j * n + r] * col[j];
-                col[r] = unitriangular ? s : s / ai[r * n + r];
+                for (int64_t j = r + 1; j < n; ++j) s -= at(r, j) * col[j];
+                col[r] = unitriangular ? s : s / at(r, r);
               }
             } else {
               for (int64_t r = 0; r < n; ++r) {
                 T s = col[r];
-                for (int64_t j = 0; j < r; ++j) s -= ai[j * n + r] * col[j];
-                col[r] = unitriangular ? s : s / ai[r * n + r];
+                for (int64_t j = 0; j < r; ++j) s -= at(r, j) * col[j];
+                col[r] = unitriangular ? s : s / at(r, r);
               }
             }
           }

@@ -76,6 +76,19 @@ inline int as_int(const char* op, int64_t v) {
   return static_cast<int>(v);
 }
 
+// True when t's matrices are packed column-major one after another (the
+// layout col_major() makes), so LAPACK can read them in place.
+inline bool is_packed_col_major(const Tensor& t) {
+  const int64_t r = t.size(-2), c = t.size(-1);
+  if ((r > 1 && t.stride(-2) != 1) || (c > 1 && t.stride(-1) != r)) return false;
+  int64_t expect = r * c;
+  for (int64_t d = t.dim() - 3; d >= 0; --d) {
+    if (t.size(d) != 1 && t.stride(d) != expect) return false;
+    expect *= t.size(d);
+  }
+  return true;
+}
+
 // Copies src (any strides, broadcast strides included) into `dst`, a packed
 // batch of column-major r x c matrices. A plain copy_ into the transposed view
 // would run the generic strided copy with inner loops of length r, which

@@ -435,3 +435,32 @@ def test_meta_shapes_match_torch():
         for o, r in zip(ours, ref):
             assert o.device.type == "meta" and o.shape == tuple(r.shape), fn
             assert str(o.dtype).split(".")[-1] == str(r.dtype).split(".")[-1], fn
+
+
+@pytest.mark.parametrize("layout", ["row-major", "column-major", "broadcast", "strided"])
+@pytest.mark.parametrize("upper,left", [(True, True), (False, True), (True, False)])
+def test_solve_triangular_layouts_and_zero_diagonal(layout, upper, left):
+    a = rand(2, 4, 4) + 4 * np.eye(4)
+    b = rand(2, 4, 3) if left else rand(2, 3, 4)
+    sa = {"row-major": S(a), "column-major": S(a.transpose(0, 2, 1).copy()).mT,
+          "broadcast": S(a[:1]), "strided": S(np.repeat(a, 2, axis=-1))[..., ::2]}[layout]
+    ta = torch.tensor(sa.numpy())
+    close(st.linalg.solve_triangular(sa, S(b), upper=upper, left=left),
+          torch.linalg.solve_triangular(ta, T(b), upper=upper, left=left))
+    z = sa.clone()
+    z[..., 1, 1] = 0  # singular: inf/nan as torch, no error
+    tz = torch.tensor(z.numpy())
+    ours = st.linalg.solve_triangular(z, S(b), upper=upper, left=left).numpy()
+    ref = torch.linalg.solve_triangular(tz, T(b), upper=upper, left=left).numpy()
+    np.testing.assert_array_equal(np.isfinite(ours), np.isfinite(ref))
+    np.testing.assert_allclose(ours[np.isfinite(ours)], ref[np.isfinite(ref)], rtol=1e-10)
+
+
+def test_lu_solve_reuses_factors_in_place_and_copies_otherwise():
+    a = rand(3, 5, 5) + 5 * np.eye(5)
+    LU, piv = st.linalg.lu_factor(S(a))
+    b = rand(3, 5, 2)
+    ref = np.linalg.solve(a, b)
+    close(st.linalg.lu_solve(LU, piv, S(b)), ref)
+    close(st.linalg.lu_solve(LU.contiguous(), piv, S(b)), ref)  # row-major copy of the factors
+    close(st.linalg.lu_solve(LU[:1], piv[:1], S(b)), np.linalg.solve(a[:1], b))  # broadcast over B's batch
