@@ -464,3 +464,23 @@ def test_lu_solve_reuses_factors_in_place_and_copies_otherwise():
     close(st.linalg.lu_solve(LU, piv, S(b)), ref)
     close(st.linalg.lu_solve(LU.contiguous(), piv, S(b)), ref)  # row-major copy of the factors
     close(st.linalg.lu_solve(LU[:1], piv[:1], S(b)), np.linalg.solve(a[:1], b))  # broadcast over B's batch
+
+
+@pytest.mark.parametrize("case", ["identity", "repeated", "graded", "zero", "tiny", "float32"])
+def test_eigh_small_matrices_reconstruct(case):
+    # small orders (<= 6) take the Jacobi path, larger ones syevd: both must give an orthonormal basis
+    for n in (2, 5, 6, 7):
+        q, _ = np.linalg.qr(rand(n, n))
+        vals = {"identity": np.ones(n), "repeated": np.array([1.0, 1.0, 2.0] * n)[:n],
+                "graded": 10.0 ** np.arange(-8, -8 + 3 * n, 3)[:n], "zero": np.zeros(n),
+                "tiny": 1e-300 * np.arange(1, n + 1), "float32": np.arange(n, dtype=np.float64)}[case]
+        a = (q * vals) @ q.T
+        a = (a + a.T) / 2
+        dt = st.float32 if case == "float32" else st.float64
+        w, V = st.linalg.eigh(st.tensor(a, dtype=dt))
+        w, V = w.double().numpy(), V.double().numpy()
+        tol = 1e-5 if case == "float32" else 1e-12
+        scale = max(np.abs(vals).max(), 1e-300)
+        np.testing.assert_allclose(w, np.sort(vals), rtol=0, atol=tol * scale * 10)
+        np.testing.assert_allclose(V.T @ V, np.eye(n), atol=tol * 10)
+        np.testing.assert_allclose((V * w) @ V.T, a, atol=tol * scale * 10)
