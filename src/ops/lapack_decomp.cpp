@@ -12,18 +12,38 @@ namespace {
 
 using namespace linalg_detail;
 
-// Per-thread LAPACK workspace, grown as needed.
+// Per-thread LAPACK workspace, grown as needed. Large matrices run on the
+// calling thread (lapack_common.h), so only its buffer can grow large, and
+// Trim, at the end of each op, gives a large one back.
+template <typename T>
+std::vector<T>& scratch_buf() {
+  thread_local std::vector<T> buf;
+  return buf;
+}
+inline std::vector<int>& iscratch_buf() {
+  thread_local std::vector<int> buf;
+  return buf;
+}
 template <typename T>
 T* scratch(int64_t n) {
-  thread_local std::vector<T> buf;
+  auto& buf = scratch_buf<T>();
   if (static_cast<int64_t>(buf.size()) < n) buf.resize(n);
   return buf.data();
 }
 inline int* iscratch(int64_t n) {
-  thread_local std::vector<int> buf;
+  auto& buf = iscratch_buf();
   if (static_cast<int64_t>(buf.size()) < n) buf.resize(n);
   return buf.data();
 }
+struct TrimScratch {
+  ~TrimScratch() {
+    constexpr size_t kKeep = size_t(1) << 18;  // elements kept between calls
+    auto trim = [](auto& v) {
+      if (v.size() > kKeep) std::decay_t<decltype(v)>().swap(v);
+    };
+    trim(scratch_buf<float>()), trim(scratch_buf<double>()), trim(iscratch_buf());
+  }
+};
 
 // LAPACK's workspace query answer (a float holding an integer) as a size.
 template <typename T>
@@ -48,6 +68,7 @@ Tensor empty0(const Tensor& like) { return empty_tensor(std::vector<int64_t>{0},
 // ---- QR --------------------------------------------------------------------------
 
 Tensor2 linalg_qr_impl(const Tensor& A, std::string_view mode) {
+  TrimScratch trim_scratch;
   const char* op = "linalg.qr";
   check_input(op, "A", A);
   STRATA_CHECK(mode == "reduced" || mode == "complete" || mode == "r", "qr received unrecognized mode '", mode,
@@ -110,6 +131,7 @@ Tensor2 linalg_qr_impl(const Tensor& A, std::string_view mode) {
 STRATA_IMPL_CPU_META(linalg_qr, linalg_qr_impl);
 
 Tensor linalg_householder_product_impl(const Tensor& A, const Tensor& tau) {
+  TrimScratch trim_scratch;
   const char* op = "torch.linalg.householder_product";
   check_input(op, "input", A);
   check_input(op, "tau", tau, 1);
@@ -144,6 +166,7 @@ STRATA_IMPL_CPU_META(linalg_householder_product, linalg_householder_product_impl
 // ---- SVD -------------------------------------------------------------------------
 
 Tensor3 linalg_svd_impl(const Tensor& A, bool full_matrices, bool compute_uv) {
+  TrimScratch trim_scratch;
   const char* op = "linalg.svd";
   check_input(op, "A", A);
   auto batch = batch_of(A);
@@ -204,6 +227,7 @@ constexpr int64_t kJacobiN = 6;
 // ---- eigh ------------------------------------------------------------------------
 
 Tensor2 linalg_eigh_impl(const Tensor& A, std::string_view uplo, bool compute_v) {
+  TrimScratch trim_scratch;
   const char* op = "linalg.eigh";
   check_input(op, "A", A);
   check_square(op, "A", A);
@@ -253,6 +277,7 @@ STRATA_IMPL_CPU_META(_linalg_eigh, linalg_eigh_impl);
 
 Tensor3 linalg_lstsq_impl(const Tensor& A, const Tensor& B, std::optional<double> rcond,
                           std::optional<std::string_view> driver_arg) {
+  TrimScratch trim_scratch;
   const char* op = "torch.linalg.lstsq";
   check_input(op, "A", A);
   check_input(op, "B", B, 1);
