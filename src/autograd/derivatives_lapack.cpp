@@ -47,11 +47,29 @@ void inv_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) 
 }
 STRATA_DERIVATIVE(linalg_inv, save_inputs(), save_outputs(0), inv_backward);
 
-// d det = det tr(A^-1 dA): gA = g det A^-T (singular A: A^-1 does not exist and
-// the inverse raises LinAlgError).
+// d det = tr(adj(A) dA): gA = g adj(A)^T, which is g det A^-T for an invertible
+// A. When some matrix of the batch is singular, the adjugate comes from the SVD
+// instead, A = U diag(s) Vh: adj(A)^T = det(U) det(Vh) U diag(p) Vh with p_i the
+// product of the other singular values (finite where A^-1 does not exist).
 void det_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
   const Tensor A = ctx.input(0), det = ctx.output(0);
-  out.set(0, mul(col(mul(g[0], det)), mT(linalg_inv(A))));
+  const bool singular =
+      A.numel() > 0 && !A.device().is_meta() && !all(ne(det, num(det, 0.0))).item().to_bool();
+  if (!singular) {
+    out.set(0, mul(col(mul(g[0], det)), mT(linalg_inv(A))));
+    return;
+  }
+  auto [U, S, Vh] = linalg_svd(A, false, true);
+  const int64_t n = S.size(-1);
+  Tensor ones = ones_like(narrow(S, -1, 0, 1));
+  Tensor before = cat(std::vector<Tensor>{ones, narrow(cumprod(S, -1), -1, 0, n - 1)}, -1);
+  Tensor Sr = flip(S, std::vector<int64_t>{-1});
+  Tensor after = flip(cat(std::vector<Tensor>{ones, narrow(cumprod(Sr, -1), -1, 0, n - 1)}, -1),
+                      std::vector<int64_t>{-1});
+  Tensor p = mul(before, after);
+  Tensor sign = mul(linalg_det(detach(U)), linalg_det(detach(Vh)));  // +-1: orthogonal factors
+  Tensor adjT = matmul(mul(U, unsqueeze(p, -2)), Vh);
+  out.set(0, mul(col(mul(g[0], sign)), adjT));
 }
 STRATA_DERIVATIVE(linalg_det, save_inputs(0), save_outputs(0), det_backward);
 
