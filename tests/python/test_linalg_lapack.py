@@ -490,3 +490,25 @@ def test_eigh_small_matrices_reconstruct(case):
         np.testing.assert_allclose(w, np.sort(vals), rtol=0, atol=tol * scale * 10)
         np.testing.assert_allclose(V.T @ V, np.eye(n), atol=tol * 10)
         np.testing.assert_allclose((V * w) @ V.T, a, atol=tol * scale * 10)
+
+
+def test_gaussian_process_marginal_likelihood_runs_unchanged_and_matches_torch():
+    x = rand(20, 2)
+    y = rand(20)
+
+    def nll(mod, log_ls, log_noise):
+        X, Y = mod.tensor(x), mod.tensor(y)
+        d2 = ((X.unsqueeze(1) - X.unsqueeze(0)) ** 2).sum(-1)
+        K = mod.exp(-0.5 * d2 / mod.exp(2 * log_ls)) + mod.exp(log_noise) * mod.eye(20, dtype=mod.float64)
+        L = mod.linalg.cholesky(K)
+        alpha = mod.cholesky_solve(Y.unsqueeze(-1), L).squeeze(-1)
+        return 0.5 * (Y @ alpha) + mod.log(mod.diagonal(L)).sum() + 10 * math.log(2 * math.pi)
+
+    ps = [st.tensor(0.3, dtype=st.float64, requires_grad=True), st.tensor(-1.0, dtype=st.float64, requires_grad=True)]
+    pt = [torch.tensor(0.3, dtype=torch.float64, requires_grad=True),
+          torch.tensor(-1.0, dtype=torch.float64, requires_grad=True)]
+    ls, lt = nll(st, *ps), nll(torch, *pt)
+    ls.backward(), lt.backward()
+    close(ls, lt)
+    for a, b in zip(ps, pt):
+        close(a.grad, b.grad, 1e-9)
