@@ -3,6 +3,7 @@
 
 #include "backends/cpu/parallel.h"
 #include "bind.h"
+#include "core/linalg_error.h"
 #include "ops/stub.h"
 #include "ops/tensor_iterator.h"
 
@@ -58,8 +59,13 @@ void bind_extras(nb::module_& m) {
 
 }  // namespace strata::py
 
+// strata.linalg.LinAlgError (torch.linalg.LinAlgError is torch._C._LinAlgError too).
+static PyObject* g_linalg_error = nullptr;
+
 NB_MODULE(_C, m) {
   using namespace strata;
+  g_linalg_error = PyErr_NewException("strata._C._LinAlgError", PyExc_RuntimeError, nullptr);
+  m.attr("_LinAlgError") = nb::handle(g_linalg_error);
   // dtype singletons live until exit by design.
   nb::set_leak_warnings(false);
   // Most specific first: each maps to the Python exception torch raises.
@@ -76,6 +82,8 @@ NB_MODULE(_C, m) {
       PyErr_SetString(PyExc_NotImplementedError, e.what());
     } catch (const OutOfMemoryError& e) {
       PyErr_SetString(PyExc_MemoryError, e.what());
+    } catch (const LinAlgError& e) {
+      PyErr_SetString(g_linalg_error, e.what());
     } catch (const Error& e) {
       PyErr_SetString(PyExc_RuntimeError, e.what());
     } catch (const std::bad_alloc& e) {

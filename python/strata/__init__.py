@@ -38,6 +38,7 @@ from ._math_more import *  # noqa: E402,F401,F403  (torch's aliases: clip, arcco
 from ._shape import split, chunk, nonzero, where  # noqa: E402,F401  (Python-only forms of the shape ops)
 from ._misc_more import *  # noqa: E402,F401,F403  (einsum, unique, meshgrid, ...: variadic and tuple forms)
 from . import linalg  # noqa: E402,F401  (strata.linalg)
+from ._linalg_torch import *  # noqa: E402,F401,F403  (torch.inverse, torch.det, torch.svd, ... and their Tensor methods)
 from ._creation import *  # noqa: E402,F401,F403  (torch-signature factories, random, strata.random)
 from . import _tensor_views  # noqa: E402,F401  (view properties, in-place view methods)
 from . import nn  # noqa: E402,F401

@@ -1,0 +1,212 @@
+// Derivatives of the LAPACK-backed ops of decl/lapack.def, written with our own
+// ops (so they are differentiable again). Real dtypes; the formulas are the
+// standard matrix-calculus ones (for eigh and svd the ones with the gap matrix
+// E of eigenvalue / squared singular value differences). Inputs that an op
+// reads as symmetric (cholesky) get the symmetric gradient, as in torch.
+#include "autograd/derivative_util.h"
+#include "core/error.h"
+#include "ops/api/lapack.h"
+#include "ops/api/misc_more.h"
+
+namespace strata::autograd {
+
+namespace {
+
+Tensor mT(const Tensor& t) { return transpose(t, -2, -1); }
+Tensor half(const Tensor& t) { return mul(t, num(t, 0.5)); }
+// Lower triangle with the diagonal halved.
+Tensor phi(const Tensor& t) { return sub(tril(t), half(diag_embed(diagonal(t, 0, -2, -1)))); }
+Tensor col(const Tensor& v) { return unsqueeze(unsqueeze(v, -1), -1); }  // batch -> batch x 1 x 1
+
+bool vector_rhs(const TensorGeometry& a, const TensorGeometry& b) {
+  if (b.sizes.size() == 1) return true;
+  if (b.sizes.size() + 1 != a.sizes.size()) return false;
+  for (size_t d = 0; d < b.sizes.size(); ++d)
+    if (b.sizes[d] != a.sizes[d]) return false;
+  return true;
+}
+
+// left: X = A^-1 B, gB = A^-T g, gA = -gB X^T.  right: X = B A^-1, gB = g A^-T, gA = -X^T gB.
+void solve_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
+  const Tensor A = ctx.input(0), X = ctx.output(0);
+  const bool left = ctx.arg_bool(2);
+  const bool vec = vector_rhs(ctx.input_geometry(0), ctx.input_geometry(1));
+  Tensor gB = linalg_solve(mT(A), g[0], left);
+  if (ctx.needs_grad(1)) out.set(1, gB);
+  if (ctx.needs_grad(0)) {
+    if (vec) out.set(0, neg(matmul(unsqueeze(gB, -1), unsqueeze(X, -2))));
+    else out.set(0, neg(left ? matmul(gB, mT(X)) : matmul(mT(X), gB)));
+  }
+}
+STRATA_DERIVATIVE(linalg_solve, save_inputs(0), save_outputs(0), solve_backward);
+
+// X = A^-1: gA = -X^T g X^T.
+void inv_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
+  const Tensor Xt = mT(ctx.output(0));
+  out.set(0, neg(matmul(Xt, matmul(g[0], Xt))));
+}
+STRATA_DERIVATIVE(linalg_inv, save_inputs(), save_outputs(0), inv_backward);
+
+// d det = tr(adj(A) dA): gA = g adj(A)^T, which is g det A^-T for an invertible
+// A. When some matrix of the batch is singular, the adjugate comes from the SVD
+// instead, A = U diag(s) Vh: adj(A)^T = det(U) det(Vh) U diag(p) Vh with p_i the
+// product of the other singular values (finite where A^-1 does not exist).
+void det_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
+  const Tensor A = ctx.input(0), det = ctx.output(0);
+  const bool singular =
+      A.numel() > 0 && !A.device().is_meta() && !all(ne(det, num(det, 0.0))).item().to_bool();
+  if (!singular) {
+    out.set(0, mul(col(mul(g[0], det)), mT(linalg_inv(A))));
+    return;
+  }
+  auto [U, S, Vh] = linalg_svd(A, false, true);
+  const int64_t n = S.size(-1);
+  Tensor ones = ones_like(narrow(S, -1, 0, 1));
+  Tensor before = cat(std::vector<Tensor>{ones, narrow(cumprod(S, -1), -1, 0, n - 1)}, -1);
+  Tensor Sr = flip(S, std::vector<int64_t>{-1});
+  Tensor after = flip(cat(std::vector<Tensor>{ones, narrow(cumprod(Sr, -1), -1, 0, n - 1)}, -1),
+                      std::vector<int64_t>{-1});
+  Tensor p = mul(before, after);
+  Tensor sign = mul(linalg_det(detach(U)), linalg_det(detach(Vh)));  // +-1: orthogonal factors
+  Tensor adjT = matmul(mul(U, unsqueeze(p, -2)), Vh);
+  out.set(0, mul(col(mul(g[0], sign)), adjT));
+}
+STRATA_DERIVATIVE(linalg_det, save_inputs(0), save_outputs(0), det_backward);
+
+// d log|det| = tr(A^-1 dA); the sign is piecewise constant.
+void slogdet_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
+  const Tensor A = ctx.input(0);
+  out.set(0, mul(col(g[1]), mT(linalg_inv(A))));
+}
+STRATA_DERIVATIVE(linalg_slogdet, save_inputs(0), save_outputs(), slogdet_backward);
+
+// A = L L^T: L^-1 dL = phi(L^-1 dA L^-T), so gA = L^-T phi(L^T gL) L^-1,
+// symmetrised because only symmetric dA are admissible.
+void cholesky_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
+  const bool upper = ctx.arg_bool(1);
+  const Tensor L = upper ? mT(ctx.output(0)) : ctx.output(0);
+  const Tensor gL = upper ? mT(g[0]) : g[0];
+  Tensor P = phi(matmul(mT(L), gL));
+  Tensor S = linalg_solve_triangular(mT(L), P, /*upper=*/true, /*left=*/true);
+  S = linalg_solve_triangular(L, S, /*upper=*/false, /*left=*/false);
+  out.set(0, half(add(S, mT(S))));
+}
+STRATA_DERIVATIVE(linalg_cholesky_ex, save_inputs(), save_outputs(0), cholesky_backward);
+
+// Only the triangle A's `upper` names takes part, so the gradient is masked to it.
+void solve_triangular_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
+  const Tensor A = ctx.input(0), X = ctx.output(0);
+  const bool upper = ctx.arg_bool(2), left = ctx.arg_bool(3), unit = ctx.arg_bool(4);
+  Tensor gB = linalg_solve_triangular(mT(A), g[0], !upper, left, unit);
+  if (ctx.needs_grad(1)) out.set(1, gB);
+  if (ctx.needs_grad(0)) {
+    Tensor gA = neg(left ? matmul(gB, mT(X)) : matmul(mT(X), gB));
+    out.set(0, upper ? triu(gA, unit ? 1 : 0) : tril(gA, unit ? -1 : 0));
+  }
+}
+STRATA_DERIVATIVE(linalg_solve_triangular, save_inputs(0), save_outputs(0), solve_triangular_backward);
+
+// A = QR with m >= n (Q m x n): with M = Q^T gQ - gR R^T and
+// N = strictly_lower(M - M^T) + gR R^T, gA = (gQ + Q (N - Q^T gQ)) R^-T.
+Tensor qr_backward_tall(const Tensor& Q, const Tensor& R, const Tensor& gQ, const Tensor& gR) {
+  Tensor QtgQ = matmul(mT(Q), gQ);
+  Tensor gRRt = matmul(gR, mT(R));
+  Tensor M = sub(QtgQ, gRRt);
+  Tensor N = add(tril(sub(M, mT(M)), -1), gRRt);
+  Tensor Y = add(gQ, matmul(Q, sub(N, QtgQ)));
+  // Y R^-T = (R^-1 Y^T)^T
+  return mT(linalg_solve_triangular(R, mT(Y), /*upper=*/true));
+}
+
+void qr_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
+  const std::string_view mode = ctx.arg_str(1);
+  STRATA_CHECK(mode != "r", "The derivative of linalg.qr depends on Q, which is not computed when mode='r'. Please "
+               "use linalg.qr(A, mode='reduced') if you are going to differentiate through linalg.qr.");
+  const Tensor Q = ctx.output(0), R = ctx.output(1);
+  const int64_t m = Q.size(-2), n = R.size(-1);
+  STRATA_CHECK(!(mode == "complete" && m > n), "The QR decomposition is not differentiable when mode='complete' and "
+               "nrows > ncols.");
+  if (m >= n) {
+    out.set(0, qr_backward_tall(Q, R, g[0], g[1]));
+    return;
+  }
+  // m < n: A = [X | Y] with X = Q R1 and Y = Q R2 (R2 = Q^T Y).
+  Tensor R1 = narrow(R, -1, 0, m), gR1 = narrow(g[1], -1, 0, m), gR2 = narrow(g[1], -1, m, n - m);
+  Tensor Y = matmul(Q, narrow(R, -1, m, n - m));
+  Tensor gX = qr_backward_tall(Q, R1, add(g[0], matmul(Y, mT(gR2))), gR1);
+  out.set(0, cat(std::vector<Tensor>{gX, matmul(Q, gR2)}, -1));
+}
+STRATA_DERIVATIVE(linalg_qr, save_inputs(), save_outputs(0, 1), qr_backward);
+
+// A = U diag(S) Vh (k = min(m, n) singular values). With E_ij = S_j^2 - S_i^2:
+//   gA = U [ (skew(U^T gU) S + S skew(V^T gV)) / E + diag(gS) ] Vh
+//        + (I - U U^T) gU S^-1 Vh + U S^-1 gV^T (I - V V^T).
+// Singular vectors beyond the first k (full_matrices) carry no gradient.
+void svd_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
+  const bool compute_uv = ctx.arg_bool(2);
+  Tensor U, S, Vh;
+  if (compute_uv) {
+    U = ctx.output(0), S = ctx.output(1), Vh = ctx.output(2);
+  } else {  // svdvals: the vectors were not computed; recompute them
+    auto r = linalg_svd(ctx.input(0), false, true);
+    U = std::get<0>(r), S = std::get<1>(r), Vh = std::get<2>(r);
+  }
+  const int64_t m = U.size(-2), n = Vh.size(-1), k = S.size(-1);
+  U = narrow(U, -1, 0, k), Vh = narrow(Vh, -2, 0, k);
+  const bool has_uv = compute_uv && (ctx.grad_defined(0) || ctx.grad_defined(2));
+  if (!has_uv) {
+    out.set(0, matmul(mul(U, unsqueeze(g[1], -2)), Vh));
+    return;
+  }
+  Tensor gU = narrow(g[0], -1, 0, k), gS = g[1], gV = mT(narrow(g[2], -2, 0, k));
+  Tensor V = mT(Vh);
+  Tensor S2 = mul(S, S);
+  Tensor E = sub(unsqueeze(S2, -2), unsqueeze(S2, -1));
+  E = add(E, diag_embed(ones_like(S)));  // the diagonal is replaced below; avoid 0/0
+  Tensor UtgU = matmul(mT(U), gU), VtgV = matmul(mT(V), gV);
+  UtgU = sub(UtgU, mT(UtgU)), VtgV = sub(VtgV, mT(VtgV));
+  Tensor inner = div(add(mul(UtgU, unsqueeze(S, -2)), mul(unsqueeze(S, -1), VtgV)), E);
+  inner = sub(inner, diag_embed(diagonal(inner, 0, -2, -1)));
+  inner = add(inner, diag_embed(gS));
+  Tensor gA;
+  if (m > k) {
+    Tensor gUSinv = div(gU, unsqueeze(S, -2));
+    gA = add(matmul(U, inner), sub(gUSinv, matmul(U, matmul(mT(U), gUSinv))));
+    gA = matmul(gA, Vh);
+  } else if (n > k) {
+    Tensor gVSinv = div(gV, unsqueeze(S, -2));
+    gA = add(matmul(inner, Vh), sub(mT(gVSinv), matmul(matmul(mT(gVSinv), V), Vh)));
+    gA = matmul(U, gA);
+  } else {
+    gA = matmul(U, matmul(inner, Vh));
+  }
+  out.set(0, gA);
+}
+STRATA_DERIVATIVE_NAMED(_linalg_svd, save_inputs(0), save_outputs(0, 1, 2), svd_backward, "LinalgSvdBackward0");
+
+// A = V diag(L) V^T: gA = V (diag(gL) + (V^T gV) / E) V^T with E_ij = L_j - L_i
+// off the diagonal, symmetrised as cholesky's.
+void eigh_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
+  const bool compute_v = ctx.arg_bool(2);
+  Tensor L, V;
+  if (compute_v) {
+    L = ctx.output(0), V = ctx.output(1);
+  } else {
+    auto r = linalg_eigh(ctx.input(0), ctx.arg_str(1), true);
+    L = std::get<0>(r), V = std::get<1>(r);
+  }
+  Tensor inner = diag_embed(g[0]);
+  if (compute_v && ctx.grad_defined(1)) {
+    Tensor E = sub(unsqueeze(L, -2), unsqueeze(L, -1));
+    E = add(E, diag_embed(ones_like(L)));
+    Tensor VtgV = div(matmul(mT(V), g[1]), E);
+    inner = add(inner, sub(VtgV, diag_embed(diagonal(VtgV, 0, -2, -1))));
+  }
+  Tensor gA = matmul(V, matmul(inner, mT(V)));
+  out.set(0, half(add(gA, mT(gA))));  // only symmetric dA are admissible
+}
+STRATA_DERIVATIVE_NAMED(_linalg_eigh, save_inputs(0), save_outputs(0, 1), eigh_backward, "LinalgEighBackward0");
+
+}  // namespace
+
+}  // namespace strata::autograd

@@ -1,0 +1,200 @@
+// LAPACK from the OpenBLAS blas.cpp loads (see Note [Which LAPACK] in lapack.h).
+// blas.cpp opens libopenblas first (fixing its kernel choice on CPUs it does not
+// know); we then take a second reference to the same loaded library and look up
+// the Fortran entry points. Character arguments are followed by their hidden
+// lengths (size_t), as gfortran's calling convention has them.
+#include "backends/cpu/lapack.h"
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstddef>
+#include <mutex>
+
+#include "backends/cpu/blas.h"
+#include "backends/cpu/parallel.h"
+
+namespace strata::lapack {
+
+namespace {
+
+template <typename T>
+struct Fns {
+  void (*getrf)(const int*, const int*, T*, const int*, int*, int*) = nullptr;
+  void (*getrs)(const char*, const int*, const int*, const T*, const int*, const int*, T*, const int*, int*,
+                size_t) = nullptr;
+  void (*potrf)(const char*, const int*, T*, const int*, int*, size_t) = nullptr;
+  void (*geqrf)(const int*, const int*, T*, const int*, T*, T*, const int*, int*) = nullptr;
+  void (*orgqr)(const int*, const int*, const int*, T*, const int*, const T*, T*, const int*, int*) = nullptr;
+  void (*gesdd)(const char*, const int*, const int*, T*, const int*, T*, T*, const int*, T*, const int*, T*,
+                const int*, int*, int*, size_t) = nullptr;
+  void (*syevd)(const char*, const char*, const int*, T*, const int*, T*, T*, const int*, int*, const int*, int*,
+                size_t, size_t) = nullptr;
+  void (*gelsy)(const int*, const int*, const int*, T*, const int*, T*, const int*, int*, const T*, int*, T*,
+                const int*, int*) = nullptr;
+  void (*gelsd)(const int*, const int*, const int*, T*, const int*, T*, const int*, T*, const T*, int*, T*,
+                const int*, int*, int*) = nullptr;
+  void (*gelss)(const int*, const int*, const int*, T*, const int*, T*, const int*, T*, const T*, int*, T*,
+                const int*, int*) = nullptr;
+  void (*gels)(const char*, const int*, const int*, const int*, T*, const int*, T*, const int*, T*, const int*, int*,
+               size_t) = nullptr;
+  void (*trtrs)(const char*, const char*, const char*, const int*, const int*, const T*, const int*, T*, const int*,
+                int*, size_t, size_t, size_t) = nullptr;
+
+  bool complete() const {
+    return getrf && getrs && potrf && geqrf && orgqr && gesdd && syevd && gelsy && gelsd && gelss && gels && trtrs;
+  }
+};
+
+struct State {
+  Fns<float> s;
+  Fns<double> d;
+  void (*set_threads)(int) = nullptr;
+  std::atomic<int> threads{-1};
+  const char* reason = "LAPACK has not been loaded";
+  bool ok = false;
+
+  State() {
+    (void)cpublas::other_library();  // blas.cpp loads (and if needed reloads) libopenblas first
+    void* h = nullptr;
+    for (const char* name : {"libopenblas.so.0", "libopenblas.so"})
+      if ((h = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
+    if (!h) {
+      reason = "torch.linalg needs LAPACK, which Strata takes from libopenblas.so.0 (not found; on Debian: "
+               "apt-get install libopenblas0-pthread)";
+      return;
+    }
+    auto sym = [&](auto& fn, const char* name) { fn = reinterpret_cast<std::decay_t<decltype(fn)>>(dlsym(h, name)); };
+    sym(s.getrf, "sgetrf_"), sym(s.getrs, "sgetrs_"), sym(s.potrf, "spotrf_"), sym(s.geqrf, "sgeqrf_");
+    sym(s.orgqr, "sorgqr_"), sym(s.gesdd, "sgesdd_"), sym(s.syevd, "ssyevd_"), sym(s.gelsy, "sgelsy_");
+    sym(s.gelsd, "sgelsd_"), sym(s.gelss, "sgelss_"), sym(s.gels, "sgels_"), sym(s.trtrs, "strtrs_");
+    sym(d.getrf, "dgetrf_"), sym(d.getrs, "dgetrs_"), sym(d.potrf, "dpotrf_"), sym(d.geqrf, "dgeqrf_");
+    sym(d.orgqr, "dorgqr_"), sym(d.gesdd, "dgesdd_"), sym(d.syevd, "dsyevd_"), sym(d.gelsy, "dgelsy_");
+    sym(d.gelsd, "dgelsd_"), sym(d.gelss, "dgelss_"), sym(d.gels, "dgels_"), sym(d.trtrs, "dtrtrs_");
+    sym(set_threads, "openblas_set_num_threads");
+    if (!s.complete() || !d.complete()) {
+      reason = "libopenblas.so.0 does not export the LAPACK routines torch.linalg needs (a BLAS-only build?)";
+      return;
+    }
+    ok = true;
+  }
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+template <typename T>
+const Fns<T>& fns() {
+  if constexpr (std::is_same_v<T, float>) return state().s;
+  else return state().d;
+}
+
+}  // namespace
+
+bool available() { return state().ok; }
+const char* unavailable_reason() { return state().reason; }
+
+void sync_threads() {
+  State& st = state();
+  int nt = std::max(1, get_num_threads());
+  if (st.set_threads && st.threads.load(std::memory_order_relaxed) != nt) {
+    st.set_threads(nt);
+    st.threads.store(nt, std::memory_order_relaxed);
+  }
+}
+
+template <typename T>
+int getrf(int m, int n, T* a, int lda, int* ipiv) {
+  int info = 0;
+  fns<T>().getrf(&m, &n, a, &lda, ipiv, &info);
+  return info;
+}
+template <typename T>
+int getrs(char trans, int n, int nrhs, const T* a, int lda, const int* ipiv, T* b, int ldb) {
+  int info = 0;
+  fns<T>().getrs(&trans, &n, &nrhs, a, &lda, ipiv, b, &ldb, &info, 1);
+  return info;
+}
+template <typename T>
+int potrf(char uplo, int n, T* a, int lda) {
+  int info = 0;
+  fns<T>().potrf(&uplo, &n, a, &lda, &info, 1);
+  return info;
+}
+template <typename T>
+int geqrf(int m, int n, T* a, int lda, T* tau, T* work, int lwork) {
+  int info = 0;
+  fns<T>().geqrf(&m, &n, a, &lda, tau, work, &lwork, &info);
+  return info;
+}
+template <typename T>
+int orgqr(int m, int n, int k, T* a, int lda, const T* tau, T* work, int lwork) {
+  int info = 0;
+  fns<T>().orgqr(&m, &n, &k, a, &lda, tau, work, &lwork, &info);
+  return info;
+}
+template <typename T>
+int gesdd(char jobz, int m, int n, T* a, int lda, T* s, T* u, int ldu, T* vt, int ldvt, T* work, int lwork,
+          int* iwork) {
+  int info = 0;
+  fns<T>().gesdd(&jobz, &m, &n, a, &lda, s, u, &ldu, vt, &ldvt, work, &lwork, iwork, &info, 1);
+  return info;
+}
+template <typename T>
+int syevd(char jobz, char uplo, int n, T* a, int lda, T* w, T* work, int lwork, int* iwork, int liwork) {
+  int info = 0;
+  fns<T>().syevd(&jobz, &uplo, &n, a, &lda, w, work, &lwork, iwork, &liwork, &info, 1, 1);
+  return info;
+}
+template <typename T>
+int gelsy(int m, int n, int nrhs, T* a, int lda, T* b, int ldb, int* jpvt, T rcond, int* rank, T* work, int lwork) {
+  int info = 0;
+  fns<T>().gelsy(&m, &n, &nrhs, a, &lda, b, &ldb, jpvt, &rcond, rank, work, &lwork, &info);
+  return info;
+}
+template <typename T>
+int gelsd(int m, int n, int nrhs, T* a, int lda, T* b, int ldb, T* s, T rcond, int* rank, T* work, int lwork,
+          int* iwork) {
+  int info = 0;
+  fns<T>().gelsd(&m, &n, &nrhs, a, &lda, b, &ldb, s, &rcond, rank, work, &lwork, iwork, &info);
+  return info;
+}
+template <typename T>
+int gelss(int m, int n, int nrhs, T* a, int lda, T* b, int ldb, T* s, T rcond, int* rank, T* work, int lwork) {
+  int info = 0;
+  fns<T>().gelss(&m, &n, &nrhs, a, &lda, b, &ldb, s, &rcond, rank, work, &lwork, &info);
+  return info;
+}
+template <typename T>
+int gels(char trans, int m, int n, int nrhs, T* a, int lda, T* b, int ldb, T* work, int lwork) {
+  int info = 0;
+  fns<T>().gels(&trans, &m, &n, &nrhs, a, &lda, b, &ldb, work, &lwork, &info, 1);
+  return info;
+}
+template <typename T>
+int trtrs(char uplo, char trans, char diag, int n, int nrhs, const T* a, int lda, T* b, int ldb) {
+  int info = 0;
+  fns<T>().trtrs(&uplo, &trans, &diag, &n, &nrhs, a, &lda, b, &ldb, &info, 1, 1, 1);
+  return info;
+}
+
+#define STRATA_LAPACK_INST(T)                                                                                      \
+  template int getrf<T>(int, int, T*, int, int*);                                                                 \
+  template int getrs<T>(char, int, int, const T*, int, const int*, T*, int);                                      \
+  template int potrf<T>(char, int, T*, int);                                                                       \
+  template int geqrf<T>(int, int, T*, int, T*, T*, int);                                                           \
+  template int orgqr<T>(int, int, int, T*, int, const T*, T*, int);                                                \
+  template int gesdd<T>(char, int, int, T*, int, T*, T*, int, T*, int, T*, int, int*);                             \
+  template int syevd<T>(char, char, int, T*, int, T*, T*, int, int*, int);                                         \
+  template int gelsy<T>(int, int, int, T*, int, T*, int, int*, T, int*, T*, int);                                  \
+  template int gelsd<T>(int, int, int, T*, int, T*, int, T*, T, int*, T*, int, int*);                              \
+  template int gelss<T>(int, int, int, T*, int, T*, int, T*, T, int*, T*, int);                                    \
+  template int gels<T>(char, int, int, int, T*, int, T*, int, T*, int);                                            \
+  template int trtrs<T>(char, char, char, int, int, const T*, int, T*, int);
+STRATA_LAPACK_INST(float)
+STRATA_LAPACK_INST(double)
+#undef STRATA_LAPACK_INST
+
+}  // namespace strata::lapack

@@ -1,0 +1,50 @@
+// The CPU LAPACK every torch.linalg op uses (ops/lapack*.cpp). Column-major,
+// like LAPACK: a matrix argument is `a` with leading dimension lda >= max(1, rows).
+//
+// Note [Which LAPACK]
+// LAPACK comes from the OpenBLAS that already serves our BLAS (blas.cpp):
+// Debian's libopenblas.so.0 exports the reference LAPACK interface (dgesv_,
+// dgetrf_, dpotrf_, dsyevd_, dgesdd_, ...) with OpenBLAS's own optimised
+// getrf/potrf/lauum/trtri and the reference routines above its BLAS. It is the
+// library we already load and check, it adds no dependency, and it runs on the
+// threads we already configure; bench/linalg.py measures it against torch's
+// LAPACK (MKL in torch's wheel) and docs/DESIGN.md records the figures.
+// Every routine here returns LAPACK's info (0: success, > 0: the numerical
+// failure the routine documents, < 0: a bad argument, which is our bug).
+#pragma once
+
+#include <cstdint>
+
+namespace strata::lapack {
+
+// True once libopenblas is loaded and exports every routine below.
+bool available();
+// The reason available() is false, for error messages.
+const char* unavailable_reason();
+
+// Sizes are int (OpenBLAS's LP64 interface); callers check that they fit.
+template <typename T> int getrf(int m, int n, T* a, int lda, int* ipiv);
+template <typename T> int getrs(char trans, int n, int nrhs, const T* a, int lda, const int* ipiv, T* b, int ldb);
+template <typename T> int potrf(char uplo, int n, T* a, int lda);
+template <typename T> int geqrf(int m, int n, T* a, int lda, T* tau, T* work, int lwork);
+template <typename T> int orgqr(int m, int n, int k, T* a, int lda, const T* tau, T* work, int lwork);
+template <typename T>
+int gesdd(char jobz, int m, int n, T* a, int lda, T* s, T* u, int ldu, T* vt, int ldvt, T* work, int lwork, int* iwork);
+template <typename T>
+int syevd(char jobz, char uplo, int n, T* a, int lda, T* w, T* work, int lwork, int* iwork, int liwork);
+template <typename T>
+int gelsy(int m, int n, int nrhs, T* a, int lda, T* b, int ldb, int* jpvt, T rcond, int* rank, T* work, int lwork);
+template <typename T>
+int gelsd(int m, int n, int nrhs, T* a, int lda, T* b, int ldb, T* s, T rcond, int* rank, T* work, int lwork,
+          int* iwork);
+template <typename T>
+int gelss(int m, int n, int nrhs, T* a, int lda, T* b, int ldb, T* s, T rcond, int* rank, T* work, int lwork);
+template <typename T> int gels(char trans, int m, int n, int nrhs, T* a, int lda, T* b, int ldb, T* work, int lwork);
+// Triangular solve with a (column-major) n x n triangle: op(A) X = B, B is n x nrhs.
+template <typename T>
+int trtrs(char uplo, char trans, char diag, int n, int nrhs, const T* a, int lda, T* b, int ldb);
+
+// Keeps OpenBLAS's thread count equal to strata.get_num_threads().
+void sync_threads();
+
+}  // namespace strata::lapack

@@ -1,0 +1,244 @@
+// Unblocked LU (partial pivoting), LU solves and Cholesky for small column-major
+// matrices (n <= kSmallN), used instead of a LAPACK call per matrix in batches
+// of small matrices. A LAPACK call pays its interface (argument checks,
+// workspace and thread decisions, the blocked driver choosing its unblocked
+// path) on every matrix: about 0.4 us for an 8x8 getrf + getrs pair, more
+// than the arithmetic. These loops are LAPACK's unblocked algorithms (getf2:
+// the largest pivot in magnitude, first on ties; potf2: the left-looking
+// dot-product form) with the same info conventions, so results agree with
+// LAPACK's to rounding and failures are reported identically.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+namespace strata::linalg_detail {
+
+constexpr int kSmallN = 16;
+
+// LU of the n x n matrix a (lda n) in place; ipiv is 1-based. Returns 0 or
+// the 1-based index of the first exactly zero pivot (the factorisation goes on).
+template <typename T>
+int small_getrf(int n, T* a, int* ipiv) {
+  int info = 0;
+  for (int j = 0; j < n; ++j) {
+    T* cj = a + j * n;
+    int p = j;
+    T best = std::abs(cj[j]);
+    for (int i = j + 1; i < n; ++i) {
+      T v = std::abs(cj[i]);
+      if (v > best) best = v, p = i;
+    }
+    ipiv[j] = p + 1;
+    if (cj[p] != T(0)) {
+      if (p != j)
+        for (int c = 0; c < n; ++c) std::swap(a[c * n + j], a[c * n + p]);
+      T inv = T(1) / cj[j];
+      for (int i = j + 1; i < n; ++i) cj[i] *= inv;
+    } else if (info == 0) {
+      info = j + 1;
+    }
+    for (int c = j + 1; c < n; ++c) {
+      T* cc = a + c * n;
+      T f = cc[j];
+      if (f != T(0))
+        for (int i = j + 1; i < n; ++i) cc[i] -= cj[i] * f;
+    }
+  }
+  return info;
+}
+
+// Solves op(A) X = B with A's LU factors from small_getrf; B is n x nrhs (ldb n).
+template <typename T>
+void small_getrs(char trans, int n, int nrhs, const T* a, const int* ipiv, T* b) {
+  for (int r = 0; r < nrhs; ++r) {
+    T* x = b + r * n;
+    if (trans == 'N') {
+      for (int j = 0; j < n; ++j)
+        if (int p = ipiv[j] - 1; p != j) std::swap(x[j], x[p]);
+      for (int j = 0; j < n; ++j) {  // L (unit) y = P b
+        T v = x[j];
+        for (int i = j + 1; i < n; ++i) x[i] -= a[j * n + i] * v;
+      }
+      for (int j = n - 1; j >= 0; --j) {  // U x = y
+        x[j] /= a[j * n + j];
+        T v = x[j];
+        for (int i = 0; i < j; ++i) x[i] -= a[j * n + i] * v;
+      }
+    } else {
+      for (int j = 0; j < n; ++j) {  // U^T y = b
+        T s = x[j];
+        for (int i = 0; i < j; ++i) s -= a[j * n + i] * x[i];
+        x[j] = s / a[j * n + j];
+      }
+      for (int j = n - 1; j >= 0; --j) {  // L^T z = y
+        T s = x[j];
+        for (int i = j + 1; i < n; ++i) s -= a[j * n + i] * x[i];
+        x[j] = s;
+      }
+      for (int j = n - 1; j >= 0; --j)
+        if (int p = ipiv[j] - 1; p != j) std::swap(x[j], x[p]);
+    }
+  }
+}
+
+// Lower Cholesky factor of the n x n matrix a (lda n) in place (the strict
+// upper triangle is not touched). Returns 0 or the order of the first leading
+// minor that is not positive-definite.
+template <typename T>
+int small_potrf(int n, T* a) {
+  for (int j = 0; j < n; ++j) {
+    T d = a[j * n + j];
+    for (int k = 0; k < j; ++k) d -= a[k * n + j] * a[k * n + j];
+    if (!(d > T(0))) {
+      a[j * n + j] = d;
+      return j + 1;
+    }
+    d = std::sqrt(d);
+    a[j * n + j] = d;
+    T inv = T(1) / d;
+    for (int i = j + 1; i < n; ++i) {
+      T s = a[j * n + i];
+      for (int k = 0; k < j; ++k) s -= a[k * n + i] * a[k * n + j];
+      a[j * n + i] = s * inv;
+    }
+  }
+  return 0;
+}
+
+// Householder QR of the m x n matrix a (lda m) in place, as LAPACK's geqr2
+// (reflectors below the diagonal, R on and above it, dlarfg's sign choice
+// beta = -sign(alpha) * norm). Returns false, leaving the matrix in an
+// unspecified state, when a column is so small that dlarfg would rescale it
+// (the caller then uses LAPACK for that matrix).
+template <typename T>
+bool small_geqr2(int m, int n, T* a, T* tau) {
+  const int k = std::min(m, n);
+  const T tiny = std::numeric_limits<T>::min() / std::numeric_limits<T>::epsilon();
+  for (int j = 0; j < k; ++j) {
+    T* cj = a + j * m;
+    T alpha = cj[j], ss = 0;
+    for (int i = j + 1; i < m; ++i) ss += cj[i] * cj[i];
+    if (ss == T(0)) {
+      tau[j] = 0;
+    } else {
+      T beta = -std::copysign(std::sqrt(alpha * alpha + ss), alpha);
+      if (!(std::abs(beta) >= tiny) || !std::isfinite(beta)) return false;
+      tau[j] = (beta - alpha) / beta;
+      T scale = T(1) / (alpha - beta);
+      for (int i = j + 1; i < m; ++i) cj[i] *= scale;
+      cj[j] = beta;
+    }
+    if (tau[j] != T(0)) {  // apply H = I - tau v v^T (v = [1; cj[j+1:]]) to the trailing columns
+      for (int c = j + 1; c < n; ++c) {
+        T* cc = a + c * m;
+        T w = cc[j];
+        for (int i = j + 1; i < m; ++i) w += cj[i] * cc[i];
+        w *= tau[j];
+        cc[j] -= w;
+        for (int i = j + 1; i < m; ++i) cc[i] -= w * cj[i];
+      }
+    }
+  }
+  return true;
+}
+
+// The first qc columns of Q = H_0 ... H_{k-1} from geqr2's reflectors, in
+// place in q (m x qc, lda m, reflectors in its first k columns), as LAPACK's org2r.
+template <typename T>
+void small_org2r(int m, int qc, int k, T* q, const T* tau) {
+  for (int j = k; j < qc; ++j) {
+    T* cj = q + j * m;
+    for (int i = 0; i < m; ++i) cj[i] = T(0);
+    cj[j] = T(1);
+  }
+  for (int j = k - 1; j >= 0; --j) {
+    T* cj = q + j * m;
+    for (int c = j + 1; c < qc; ++c) {  // H_j applied to the columns on its right
+      T* cc = q + c * m;
+      T w = cc[j];
+      for (int i = j + 1; i < m; ++i) w += cj[i] * cc[i];
+      w *= tau[j];
+      cc[j] -= w;
+      for (int i = j + 1; i < m; ++i) cc[i] -= w * cj[i];
+    }
+    for (int i = j + 1; i < m; ++i) cj[i] *= -tau[j];
+    cj[j] = T(1) - tau[j];
+    for (int i = 0; i < j; ++i) cj[i] = T(0);
+  }
+}
+
+// Eigenvalues (ascending, into w) and optionally eigenvectors (columns of v,
+// n x n, ldv n) of the symmetric n x n matrix whose `uplo` triangle a holds
+// (column-major, lda n), by cyclic Jacobi rotations. For the small matrices it
+// serves, Jacobi's few sweeps cost less than syevd's tridiagonal reduction and
+// its per-call overhead, and it is at least as accurate (eigenvalues to a
+// small multiple of eps * ||A||). Returns false if it did not converge in 50
+// sweeps (the caller then uses LAPACK).
+template <typename T>
+bool small_syev_jacobi(int n, const T* a, char uplo, T* w, T* v) {
+  T m[kSmallN * kSmallN];
+  T vv[kSmallN * kSmallN];
+  for (int c = 0; c < n; ++c)
+    for (int r = 0; r < n; ++r) {
+      bool lower = r >= c;
+      m[c * n + r] = (lower == (uplo == 'L') || r == c) ? a[c * n + r] : a[r * n + c];
+    }
+  if (v)
+    for (int i = 0; i < n * n; ++i) vv[i] = (i % (n + 1) == 0) ? T(1) : T(0);
+  T norm2 = 0;
+  for (int i = 0; i < n * n; ++i) norm2 += m[i] * m[i];
+  if (!std::isfinite(norm2)) return false;
+  const T eps = std::numeric_limits<T>::epsilon();
+  // A rotation is skipped when |a_pq| is below eps * sqrt(|a_pp a_qq|) (the
+  // relative criterion that keeps Jacobi's accuracy) or below eps^2 ||A||;
+  // the sweeps end when one rotates nothing.
+  const T floor = eps * eps * std::sqrt(norm2);
+  bool converged = n <= 1;
+  for (int sweep = 0; sweep < 50 && !converged; ++sweep) {
+    converged = true;
+    for (int p = 0; p < n - 1; ++p)
+      for (int q = p + 1; q < n; ++q) {
+        T apq = m[q * n + p];
+        if (std::abs(apq) <= std::max(floor, eps * std::sqrt(std::abs(m[p * n + p] * m[q * n + q])))) continue;
+        converged = false;
+        T app = m[p * n + p], aqq = m[q * n + q];
+        T theta = (aqq - app) / (T(2) * apq);
+        // t = tan of the rotation angle, the smaller root of t^2 + 2 theta t - 1 = 0
+        // (1 / (2 theta) where theta^2 would lose everything or overflow).
+        T t = std::abs(theta) > T(1) / eps ? T(0.5) / theta
+                                           : (theta >= 0 ? T(1) : T(-1)) / (std::abs(theta) + std::sqrt(theta * theta + T(1)));
+        T c = T(1) / std::sqrt(t * t + T(1)), s = t * c;
+        for (int k = 0; k < n; ++k) {  // columns p, q:  A J
+          T akp = m[p * n + k], akq = m[q * n + k];
+          m[p * n + k] = c * akp - s * akq;
+          m[q * n + k] = s * akp + c * akq;
+        }
+        for (int k = 0; k < n; ++k) {  // rows p, q:  J^T A
+          T apk = m[k * n + p], aqk = m[k * n + q];
+          m[k * n + p] = c * apk - s * aqk;
+          m[k * n + q] = s * apk + c * aqk;
+        }
+        m[q * n + p] = m[p * n + q] = T(0);
+        if (v)
+          for (int k = 0; k < n; ++k) {
+            T vkp = vv[p * n + k], vkq = vv[q * n + k];
+            vv[p * n + k] = c * vkp - s * vkq;
+            vv[q * n + k] = s * vkp + c * vkq;
+          }
+      }
+  }
+  if (!converged) return false;
+  int order[kSmallN];
+  for (int i = 0; i < n; ++i) order[i] = i;
+  std::sort(order, order + n, [&](int x, int y) { return m[x * n + x] < m[y * n + y]; });
+  for (int j = 0; j < n; ++j) {
+    w[j] = m[order[j] * n + order[j]];
+    if (v) std::copy(vv + order[j] * n, vv + order[j] * n + n, v + j * n);
+  }
+  return true;
+}
+
+}  // namespace strata::linalg_detail
