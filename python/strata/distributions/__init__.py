@@ -6,6 +6,7 @@ gradient makes their rsample differentiable."""
 from . import constraints, transforms  # noqa: F401
 from ._families import (Bernoulli, Beta, Binomial, Categorical, Dirichlet, Exponential, ExponentialFamily, Gamma,
                         Independent, Laplace, Normal, OneHotCategorical, Poisson, Uniform)
+from ._mvn import MultivariateNormal
 from .distribution import Distribution
 from .kl import kl_divergence, register_kl
 from .transforms import (AffineTransform, ComposeTransform, ExpTransform, SigmoidTransform, TanhTransform, Transform,
@@ -59,7 +60,7 @@ def _kl_lognormal_lognormal(p, q):
 
 __all__ = [
     "AffineTransform", "Bernoulli", "Beta", "Binomial", "Categorical", "ComposeTransform", "Dirichlet", "Distribution",
-    "ExpTransform", "Exponential", "ExponentialFamily", "Gamma", "Independent", "Laplace", "LogNormal", "Normal",
+    "ExpTransform", "Exponential", "ExponentialFamily", "Gamma", "Independent", "Laplace", "LogNormal", "MultivariateNormal", "Normal",
     "OneHotCategorical", "Poisson", "SigmoidTransform", "TanhTransform", "Transform", "TransformedDistribution",
     "Uniform", "constraints", "identity_transform", "kl_divergence", "register_kl", "transforms",
 ]
@@ -72,7 +73,7 @@ def _family_modules():
     for mod, names in {
         "bernoulli": ["Bernoulli"], "beta": ["Beta"], "binomial": ["Binomial"], "categorical": ["Categorical"],
         "dirichlet": ["Dirichlet"], "exponential": ["Exponential"], "gamma": ["Gamma"], "independent": ["Independent"],
-        "laplace": ["Laplace"], "log_normal": ["LogNormal"], "normal": ["Normal"],
+        "laplace": ["Laplace"], "log_normal": ["LogNormal"], "multivariate_normal": ["MultivariateNormal"], "normal": ["Normal"],
         "one_hot_categorical": ["OneHotCategorical"], "poisson": ["Poisson"], "uniform": ["Uniform"],
         "transformed_distribution": ["TransformedDistribution"], "exp_family": ["ExponentialFamily"],
     }.items():

@@ -2,6 +2,8 @@
 register_kl adds an implementation. The most specific registered pair wins (by the
 classes' method resolution order)."""
 
+import math
+
 import strata as _st
 
 from ._families import (Bernoulli, Beta, Binomial, Categorical, Dirichlet, Exponential, Gamma, Independent, Laplace,
@@ -117,13 +119,6 @@ def _kl_gamma_gamma(p, q):
     return t1 + t2 + t3 + t4
 
 
-@register_kl(Exponential, Gamma)
-def _kl_exponential_gamma(p, q):
-    ratio = q.rate / p.rate
-    t1 = -q.concentration * _st.log(ratio)
-    return t1 + ratio + _st.lgamma(q.concentration) + q.concentration * 0.5772156649015329 - (1 + 0.5772156649015329)
-
-
 @register_kl(Beta, Beta)
 def _kl_beta_beta(p, q):
     a1, b1, a2, b2 = p.concentration1, p.concentration0, q.concentration1, q.concentration0
@@ -181,3 +176,152 @@ def _kl_transformed_transformed(p, q):
     if p.event_shape != q.event_shape:
         raise NotImplementedError("KL between TransformedDistributions with different event shapes")
     return kl_divergence(p.base_dist, q.base_dist)
+
+
+# ---- pairs of different families: -H(p) - E_p[log q], or infinite where p's support is not inside q's ----
+_EULER = 0.5772156649015329
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def _infinite_like(t):
+    return _st.full_like(t, float("inf"))
+
+
+def _normal_cross(p, q, mean, var):
+    """-H(p) - E_p[log N(q.loc, q.scale)] from p's mean and variance."""
+    return (-p.entropy() + q.scale.log() + _HALF_LOG_2PI
+            + (var + (mean - q.loc).pow(2)) / (2 * q.scale.pow(2)))
+
+
+def _gamma_cross(p, q, mean, mean_log):
+    """-H(p) - E_p[log Gamma(q.concentration, q.rate)] from E_p[x] and E_p[log x]."""
+    c, r = q.concentration, q.rate
+    return -p.entropy() - (c * r.log() + (c - 1) * mean_log - r * mean - _st.lgamma(c))
+
+
+def _uniform_log_means(p):
+    """E[log x] and E[log(1 - x)] for x ~ Uniform(low, high) (0 < low, high < 1 where used)."""
+    lo, hi = p.low, p.high
+    w = hi - lo
+    e_log = (_st.xlogy(hi, hi) - _st.xlogy(lo, lo)) / w - 1
+    e_log1m = (_st.xlogy(1 - lo, 1 - lo) - _st.xlogy(1 - hi, 1 - hi)) / w - 1
+    return e_log, e_log1m
+
+
+@register_kl(Beta, Exponential)
+def _kl_beta_exponential(p, q):
+    return -p.entropy() - q.rate.log() + q.rate * p.mean
+
+
+@register_kl(Beta, Gamma)
+def _kl_beta_gamma(p, q):
+    a, b = p.concentration1, p.concentration0
+    return _gamma_cross(p, q, p.mean, _st.digamma(a) - _st.digamma(a + b))
+
+
+@register_kl(Beta, Normal)
+def _kl_beta_normal(p, q):
+    return _normal_cross(p, q, p.mean, p.variance)
+
+
+@register_kl(Beta, Uniform)
+def _kl_beta_uniform(p, q):
+    result = -p.entropy() + (q.high - q.low).log()
+    return _inf_where((q.low > 0) | (q.high < 1), result)
+
+
+@register_kl(Exponential, Gamma)
+def _kl_exponential_gamma(p, q):
+    return _gamma_cross(p, q, p.mean, -_EULER - p.rate.log())
+
+
+@register_kl(Exponential, Normal)
+def _kl_exponential_normal(p, q):
+    return _normal_cross(p, q, p.mean, p.variance)
+
+
+@register_kl(Exponential, Uniform)
+def _kl_exponential_uniform(p, q):
+    result = q.high - q.low
+    return _infinite_like(result + p.rate)
+
+
+@register_kl(Gamma, Exponential)
+def _kl_gamma_exponential(p, q):
+    return -p.entropy() - q.rate.log() + q.rate * p.mean
+
+
+@register_kl(Gamma, Normal)
+def _kl_gamma_normal(p, q):
+    return _normal_cross(p, q, p.mean, p.variance)
+
+
+@register_kl(Laplace, Normal)
+def _kl_laplace_normal(p, q):
+    return _normal_cross(p, q, p.loc, p.variance)
+
+
+@register_kl(Normal, Laplace)
+def _kl_normal_laplace(p, q):
+    # E|x - m| for x ~ Normal(mu, s): the folded normal's mean
+    d = p.loc - q.loc
+    e_abs = (p.scale * math.sqrt(2 / math.pi) * _st.exp(-d.pow(2) / (2 * p.scale.pow(2)))
+             + d * _st.erf(d / (p.scale * math.sqrt(2))))
+    return -p.entropy() + (2 * q.scale).log() + e_abs / q.scale
+
+
+@register_kl(Uniform, Beta)
+def _kl_uniform_beta(p, q):
+    a, b = q.concentration1, q.concentration0
+    e_log, e_log1m = _uniform_log_means(p)
+    log_beta = _st.lgamma(a) + _st.lgamma(b) - _st.lgamma(a + b)
+    result = -p.entropy() - ((a - 1) * e_log + (b - 1) * e_log1m - log_beta)
+    return _inf_where((p.low < 0) | (p.high > 1), result)
+
+
+@register_kl(Uniform, Exponential)
+def _kl_uniform_exponential(p, q):
+    result = -p.entropy() - (q.rate.log() - q.rate * p.mean)
+    return _inf_where(p.low < 0, result)
+
+
+@register_kl(Uniform, Gamma)
+def _kl_uniform_gamma(p, q):
+    e_log, _ = _uniform_log_means(p)
+    result = _gamma_cross(p, q, p.mean, e_log)
+    return _inf_where(p.low < 0, result)
+
+
+@register_kl(Bernoulli, Poisson)
+def _kl_bernoulli_poisson(p, q):
+    pr, lam = p.probs, q.rate
+    return _st.xlogy(1 - pr, 1 - pr) + _st.xlogy(pr, pr) + lam - pr * lam.log()
+
+
+def _infinite_pair(p, q):
+    return _infinite_like(p.mean + q.mean)
+
+
+for _p, _q in [(Normal, Beta), (Normal, Exponential), (Normal, Gamma), (Normal, Uniform), (Laplace, Beta),
+               (Laplace, Exponential), (Laplace, Gamma), (Laplace, Uniform), (Gamma, Beta), (Gamma, Uniform),
+               (Exponential, Beta), (Poisson, Bernoulli), (Poisson, Binomial)]:
+    register_kl(_p, _q)(_infinite_pair)
+
+
+from ._mvn import MultivariateNormal, _batch_mahalanobis  # noqa: E402
+from ._tril import solve_tril  # noqa: E402
+
+
+@register_kl(MultivariateNormal, MultivariateNormal)
+def _kl_mvn_mvn(p, q):
+    if p.event_shape != q.event_shape:
+        raise ValueError("KL-divergence between two Multivariate Normals with different event shapes cannot be "
+                         "computed")
+    lp, lq = p._unbroadcasted_scale_tril, q._unbroadcasted_scale_tril
+    n = p.event_shape[0]
+    shape = _st.broadcast_shapes(tuple(lp.shape[:-2]), tuple(lq.shape[:-2]))
+    lp_b = lp.expand(tuple(shape) + (n, n))
+    lq_b = lq.expand(tuple(shape) + (n, n))
+    term_trace = solve_tril(lq_b, lp_b).pow(2).flatten(-2).sum(-1)      # || Lq^-1 Lp ||_F^2
+    term_mahal = _batch_mahalanobis(lq, q.loc - p.loc)
+    return q._half_log_det() - p._half_log_det() + 0.5 * (term_trace + term_mahal - n)
