@@ -153,6 +153,14 @@ def test_kl_against_torch(pair):
     close(D.kl_divergence(p_s, q_s), TD.kl_divergence(p_t, q_t))
 
 
+def test_kl_binomial_total_counts():
+    p, q = D.Binomial(S([10.0, 12.0]), S([0.3, 0.4])), D.Binomial(S([10.0, 10.0]), S([0.2, 0.5]))
+    pt, qt = TD.Binomial(T([10.0, 12.0]), T([0.3, 0.4])), TD.Binomial(T([10.0, 10.0]), T([0.2, 0.5]))
+    close(D.kl_divergence(p, q), TD.kl_divergence(pt, qt))
+    with pytest.raises(NotImplementedError, match="total_count"):
+        D.kl_divergence(q, p)
+
+
 def test_register_kl_and_missing_pair():
     class MyNormal(D.Normal):
         pass

@@ -70,11 +70,12 @@ def _kl_bernoulli_bernoulli(p, q):
 
 @register_kl(Binomial, Binomial)
 def _kl_binomial_binomial(p, q):
-    if not bool((p.total_count == q.total_count).all()):
+    if bool((p.total_count < q.total_count).any()):
         raise NotImplementedError("KL between Binomials where q.total_count > p.total_count is not implemented")
     n = p.total_count
-    return n * _kl_bernoulli_bernoulli(Bernoulli(logits=p.logits, validate_args=False),
-                                       Bernoulli(logits=q.logits, validate_args=False))
+    kl = n * _kl_bernoulli_bernoulli(Bernoulli(probs=p.probs, validate_args=False),
+                                     Bernoulli(probs=q.probs, validate_args=False))
+    return _inf_where(p.total_count > q.total_count, kl)  # p puts mass where q has none
 
 
 @register_kl(Categorical, Categorical)
