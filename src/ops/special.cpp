@@ -130,7 +130,7 @@ double gamma_sample(double alpha, CPUGenerator& g) {
 
 Tensor standard_gamma_impl(const Tensor& alpha, OptInt gen) {
   if (!is_floating_type(alpha.dtype())) {
-    throw NotImplementedError(str("\"standard_gamma_cpu\" not implemented for '", dtype_name(alpha.dtype()), "'"));
+    throw NotImplementedError(str("\"gamma_cpu\" not implemented for '", dtype_name(alpha.dtype()), "'"));
   }
   Tensor out = empty_tensor(alpha.sizes(), alpha.dtype(), alpha.device());
   if (alpha.device().is_meta() || out.numel() == 0) return out;
@@ -145,8 +145,10 @@ Tensor standard_gamma_impl(const Tensor& alpha, OptInt gen) {
       if constexpr (std::is_same_v<T, Half>) tiny = 0x1.0p-14;
       GeneratorGuard g(gen);
       for (int64_t i = 0; i < out.numel(); ++i) {
+        // As in torch, the result is at least the smallest normal number: a sample that
+        // underflows, and a concentration <= 0 or nan (which Gamma's validation rejects).
         const double s = gamma_sample(A[i], *g);
-        o[i] = static_cast<T>(s > 0 && s < tiny ? tiny : s);
+        o[i] = static_cast<T>(s >= tiny ? s : tiny);
       }
     }
   });

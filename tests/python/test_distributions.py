@@ -365,3 +365,23 @@ def test_gaussian_process_marginal_likelihood_matches_torch():
 
     for a, b in zip(nll(D, st, S), nll(TD, torch, T)):
         close(a, b, rtol=1e-8)
+
+
+def test_standard_gamma_op():
+    tiny = np.finfo(np.float32).tiny
+    # torch's edges: at least the smallest normal number (underflow, concentration <= 0, nan)
+    out = st._standard_gamma(st.tensor([-1.0, 0.0, float("nan"), 1e-3])).numpy()
+    want = torch._standard_gamma(torch.tensor([-1.0, 0.0, float("nan"), 1e-3])).numpy()
+    assert np.array_equal(out[:3], want[:3]) and out[3] >= tiny
+    with pytest.raises(NotImplementedError, match="gamma_cpu.*int64"):
+        st._standard_gamma(st.tensor([1, 2]))
+    m = st._standard_gamma(st.empty(2, 3, device="meta"))
+    assert m.shape == (2, 3) and m.device.type == "meta"
+    assert st._standard_gamma(st.ones(0, 4)).shape == (0, 4)
+    g1, g2 = st.Generator().manual_seed(5), st.Generator().manual_seed(5)
+    a = st.full((1000,), 2.5, dtype=st.float64)
+    x1, x2 = st._standard_gamma(a, generator=g1), st._standard_gamma(a, generator=g2)
+    assert np.array_equal(x1.numpy(), x2.numpy())
+    assert abs(x1.numpy().mean() - 2.5) < 5 * np.sqrt(2.5 / 1000)
+    np.testing.assert_allclose(st._standard_gamma_grad(a[:3], x1[:3]).numpy(),
+                               torch._standard_gamma_grad(T(a[:3].numpy()), T(x1[:3].numpy())).numpy(), rtol=3e-3)

@@ -4,7 +4,7 @@ import numbers
 
 import strata as _st
 
-__all__ = ["broadcast_all", "clamp_probs", "lazy_property", "logits_to_probs", "probs_to_logits"]
+__all__ = ["_standard_gamma", "_standard_gamma_grad", "broadcast_all", "clamp_probs", "lazy_property", "logits_to_probs", "probs_to_logits"]
 
 
 def broadcast_all(*values):
@@ -57,3 +57,14 @@ class lazy_property:
             value = self.wrapped(instance)
         setattr(instance, self.wrapped.__name__, value)
         return value
+
+
+def _standard_gamma(input, generator=None):
+    """Gamma(input, 1) samples (torch._standard_gamma), differentiable in input."""
+    from .._creation import _gen_id
+    return _st._C._ops._standard_gamma(input, _gen_id(generator))
+
+
+def _standard_gamma_grad(input, output):
+    """d output / d input for output = _standard_gamma(input) (torch._standard_gamma_grad)."""
+    return _st._C._ops._standard_gamma_grad(input, output)
