@@ -50,6 +50,8 @@ from . import _tensor_autograd  # noqa: E402,F401  (Tensor.backward, Tensor.regi
 from . import autograd  # noqa: E402,F401
 from . import amp  # noqa: E402,F401
 from . import special  # noqa: E402,F401  (strata.special)
+from . import distributions  # noqa: E402,F401  (strata.distributions)
+from .distributions.utils import _standard_gamma, _standard_gamma_grad  # noqa: E402,F401
 from .amp import autocast, is_autocast_enabled, get_autocast_dtype  # noqa: E402,F401
 
 from . import ops  # noqa: E402,F401  (strata.ops.load_library, strata.ops.<namespace>.<op>)
