@@ -63,7 +63,9 @@ class Threads : public ::testing::Test {
 
 TEST_F(Threads, DispatcherRegistrationWhileOpsRun) {
   Dispatcher& d = Dispatcher::get();
-  OperatorEntry& op = d.def("test_threads::plus_one(Tensor self) -> Tensor");
+  static int round = 0;  // the test may be repeated (--gtest_repeat): fresh names each time
+  ++round;
+  OperatorEntry& op = d.def("test_threads::plus_one_" + std::to_string(round) + "(Tensor self) -> Tensor");
   d.register_kernel(op, DispatchKey::CPU, make_kernel<&plus_one>("plus_one"));
   std::atomic<bool> stop{false};
   std::atomic<int> wrong{0};
@@ -73,9 +75,10 @@ TEST_F(Threads, DispatcherRegistrationWhileOpsRun) {
       // the op table) and look them up, while the callers run.
       d.register_kernel(op, DispatchKey::CPU,
                         i % 2 ? make_kernel<&plus_one>("plus_one") : make_kernel<&plus_one_again>("plus_one_again"));
-      OperatorEntry& fresh = d.def("test_threads::fresh_" + std::to_string(i) + "(Tensor self) -> Tensor");
+      const std::string name = "test_threads::fresh_" + std::to_string(round) + "_" + std::to_string(i);
+      OperatorEntry& fresh = d.def(name + "(Tensor self) -> Tensor");
       d.register_kernel(fresh, DispatchKey::CPU, make_kernel<&plus_one>("plus_one"));
-      if (d.find("test_threads::fresh_" + std::to_string(i)) != &fresh) wrong.fetch_add(1);
+      if (d.find(name) != &fresh) wrong.fetch_add(1);
     }
     stop = true;
   });
