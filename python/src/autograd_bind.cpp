@@ -23,9 +23,20 @@ Tensor tensor_or_undefined(nb::handle h) {
   return nb::cast<Tensor>(h);
 }
 
+// A Python callable owned by C++ code that may drop it without the GIL (an op
+// runs with the GIL released, Note [Releasing the GIL] in op_bind.cpp, and may
+// destroy a tensor's autograd metadata and with it its hooks): the last
+// reference takes the GIL to drop the object.
+std::shared_ptr<nb::object> gil_safe_holder(nb::object fn) {
+  return std::shared_ptr<nb::object>(new nb::object(std::move(fn)), [](nb::object* o) {
+    nb::gil_scoped_acquire gil;
+    delete o;
+  });
+}
+
 // A Python hook: returns None (keep) or a replacement gradient.
 GradHook make_hook(nb::object fn) {
-  auto holder = std::make_shared<nb::object>(std::move(fn));
+  auto holder = gil_safe_holder(std::move(fn));
   return [holder](const Tensor& g) -> Tensor {
     nb::gil_scoped_acquire gil;
     nb::object r = (*holder)(wrap_tensor(g));
@@ -113,7 +124,7 @@ void bind_autograd(nb::module_& m) {
            })
       .def("register_hook",
            [](Node& n, nb::object fn) {
-             auto holder = std::make_shared<nb::object>(std::move(fn));
+             auto holder = gil_safe_holder(std::move(fn));
              n.post_hooks.push_back([holder](const variable_list& gin, const variable_list& gout) {
                nb::gil_scoped_acquire gil;
                auto conv = [](const variable_list& v) {
@@ -250,7 +261,13 @@ void bind_autograd(nb::module_& m) {
         opt.create_graph = create_graph;
         opt.allow_unused = allow_unused;
         opt.accumulate_grad = accumulate_grad;
-        variable_list r = run_backward(roots, grads, inputs, opt);
+        variable_list r;
+        {
+          // Independent backward passes in several threads run in parallel;
+          // Python hooks and Function backwards take the GIL themselves.
+          nb::gil_scoped_release release;
+          r = run_backward(roots, grads, inputs, opt);
+        }
         nb::list out;
         for (const Tensor& t : r) out.append(t.defined() ? wrap_tensor(t) : nb::none());
         return out;

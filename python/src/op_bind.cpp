@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "bind.h"
+#include "core/deterministic.h"
 #include "compile/graph.h"
 
 namespace strata::py {
@@ -449,6 +450,57 @@ class PooledStack {
 thread_local Stack PooledStack::t_pool[PooledStack::kPooled];
 thread_local int PooledStack::t_depth = 0;
 
+// Note [Releasing the GIL]
+// An op's kernel runs without the GIL, as in torch, so that other Python
+// threads (running ops of their own, say) go on meanwhile. Dropping and
+// re-taking the GIL costs ~100-200 ns, a fifth of a tiny op's whole call
+// (docs/BINDING.md), so it is dropped only when the op has enough elements to
+// touch for that to be noise: the tensor arguments' elements, or for a factory
+// the product of a size list. Views never touch elements and keep the GIL.
+// Code that runs under an op and calls back into Python (tensor and node
+// hooks, a Function's backward, the profiler's and anomaly mode's stack hooks,
+// the release of a NumPy array's memory) takes the GIL itself.
+constexpr int64_t kGilReleaseElements = int64_t{1} << 15;
+
+bool worth_releasing_gil(const OverloadInfo& o, const Stack& stack) {
+  if (o.entry->flags() & kView) return false;
+  int64_t n = 0;
+  for (const IValue& v : stack) {
+    const IValue::Storage& r = v.raw();
+    if (const Tensor* t = std::get_if<Tensor>(&r)) {
+      if (t->defined()) n += t->numel();
+    } else if (const auto* l = std::get_if<std::vector<Tensor>>(&r)) {
+      for (const Tensor& t : *l)
+        if (t.defined()) n += t.numel();
+    } else if (const auto* sizes = std::get_if<std::vector<int64_t>>(&r)) {
+      int64_t p = 1;
+      for (int64_t s : *sizes) {
+        p *= std::max<int64_t>(s, 0);
+        if (p >= kGilReleaseElements || p == 0) break;
+      }
+      n += p;
+    }
+    if (n >= kGilReleaseElements) return true;
+  }
+  return false;
+}
+
+// call_boxed, with the GIL released when worth it.
+inline void run_op(const OverloadInfo& o, Stack& stack) {
+  if (worth_releasing_gil(o, stack)) {
+    PyThreadState* ts = PyEval_SaveThread();
+    try {
+      call_boxed(*o.entry, stack);
+    } catch (...) {
+      PyEval_RestoreThread(ts);
+      throw;
+    }
+    PyEval_RestoreThread(ts);
+  } else {
+    call_boxed(*o.entry, stack);
+  }
+}
+
 nb::object call_general(const Overloads& ov, PyObject* const* args, size_t nargs, PyObject* kwnames) {
   PooledStack pooled;
   Stack& stack = pooled.get();
@@ -460,7 +512,7 @@ nb::object call_general(const Overloads& ov, PyObject* const* args, size_t nargs
       std::string err = parse(o, args, nargs, kwnames, stack);
       if (err.empty()) {
         t_tensors_as_numbers = false;
-        call_boxed(*o.entry, stack);
+        run_op(o, stack);
         // out= returns the very object passed in, as in torch.
         if (nkw > 0 && stack.size() == 1 && stack.back().is_tensor()) {
           static PyObject* out_name = PyUnicode_InternFromString("out");
@@ -519,7 +571,7 @@ PyObject* call_op(const Overloads& ov, PyObject* const* args, size_t n, PyObject
           stack.reserve(std::max<size_t>(o.args.size(), 3));
           for (size_t i = 0; i < n; ++i) stack.emplace_back(*nb::inst_ptr<Tensor>(nb::handle(args[i])));
           for (size_t i = n; i < o.args.size(); ++i) stack.push_back(*o.args[i].dflt);
-          call_boxed(*o.entry, stack);
+          run_op(o, stack);
           return results_to_python(o, stack).release().ptr();
         }
       }
@@ -891,6 +943,13 @@ void bind_ops(nb::module_& m) {
     if (!nb::hasattr(ops, name.c_str())) ops.attr(name.c_str()) = make_op_function(name);
   }
   m.def("_op_method", [](const std::string& name) { return make_op_function(name, OpKind::Method); });
+  // strata.use_deterministic_algorithms (python/strata/_settings.py).
+  set_determinism_warn_handler([](const std::string& msg) {
+    nb::gil_scoped_acquire gil;
+    if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) < 0) throw nb::python_error();
+  });
+  m.def("_set_deterministic_algorithms",
+        [](bool on, bool warn_only) { set_deterministic_algorithms(on, warn_only); });
   // After Tensor's operators are set: `a + b` on two Tensors skips CPython's generic slot (Note [Operator slots]).
   m.def("_install_operator_slots", [] { return install_operator_slots(); });
   // Tensor.<name>_ for an op with out=: op(self, *args, out=self, **kwargs), returns self.

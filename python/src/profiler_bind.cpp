@@ -96,7 +96,10 @@ void warn_hidden_copy(const std::string& message) {
 }
 
 std::string python_stack() {
-  if (!Py_IsInitialized() || !PyGILState_Check()) return "";
+  // Ops run without the GIL (Note [Releasing the GIL] in op_bind.cpp): take
+  // it; the thread's Python frames are still those of the call.
+  if (!Py_IsInitialized()) return "";
+  PyGILState_STATE g = PyGILState_Ensure();
   std::string out;
   std::vector<std::string> frames;
   walk_frames([&](PyFrameObject* fr) {
@@ -107,6 +110,7 @@ std::string python_stack() {
   });
   // Innermost first, as torch's FunctionEvent.stack; one frame per line.
   for (size_t i = 0; i < frames.size(); ++i) out += (i ? "\n" : "") + frames[i];
+  PyGILState_Release(g);
   return out;
 }
 
@@ -189,8 +193,9 @@ void bind_profiler(nb::module_& m) {
       .def_prop_ro("id", &Session::id);
   m.def(
       "_profiler_start",
-      [](bool record_shapes, bool profile_memory, bool with_stack, bool explain) {
+      [](bool record_shapes, bool profile_memory, bool with_stack, bool explain, bool all_threads) {
         profiler::ProfilerConfig c;
+        c.all_threads = all_threads;
         c.record_shapes = record_shapes;
         c.profile_memory = profile_memory;
         c.with_stack = with_stack;
@@ -198,7 +203,7 @@ void bind_profiler(nb::module_& m) {
         return profiler::start(c);
       },
       nb::arg("record_shapes") = false, nb::arg("profile_memory") = false, nb::arg("with_stack") = false,
-      nb::arg("explain") = false);
+      nb::arg("explain") = false, nb::arg("all_threads") = false);
   m.def("_profiler_stop", [](const std::shared_ptr<Session>& s) { profiler::stop(s); });
   // Moves the recorded events out of the session (call after _profiler_stop).
   m.def("_profiler_events", [](const std::shared_ptr<Session>& s) { return events_to_python(*s); });

@@ -260,8 +260,8 @@ def _format_for(f, format, metadata):
 
 
 def _atomic_write(path, write):
-    """Run ``write(fh)`` on a temporary file beside ``path``, then move it over ``path``: a failed save leaves the
-    old file (or no file) in place, never a truncated one."""
+    """Run ``write(fh)`` on a temporary file beside ``path``, fsync it, then move it over ``path`` and fsync the
+    directory: a failed or killed save leaves the old file (or no file) in place, never a truncated one."""
     path = os.fspath(path)
     target = os.path.realpath(path)  # a symlink keeps pointing at the checkpoint, as with a plain open()
     directory = os.path.dirname(target) or "."
@@ -287,6 +287,18 @@ def _atomic_write(path, write):
         except OSError:
             pass
         raise
+    # The rename itself reaches the disk only with the directory's entry: without this a crash right after
+    # save() returned could still bring back the previous checkpoint (or none).
+    try:
+        dfd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
 
 
 def save(

@@ -22,6 +22,7 @@ variable_list AccumulateGrad::apply(variable_list&& grads) {
   Tensor g = std::move(grads[0]);
   grads.clear();
   if (!g.defined()) return {};
+  std::lock_guard<std::mutex> lock(mu_);
   AutogradMeta& m = *owner_;
   for (auto& hook : m.leaf_hooks) {
     if (!hook) continue;  // removed

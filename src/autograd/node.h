@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -158,6 +159,9 @@ class AccumulateGrad final : public Node {
 
  private:
   AutogradMeta* owner_;
+  // Backward passes in several threads may reach one leaf at once (as in
+  // torch, each accumulation is atomic with respect to the others).
+  std::mutex mu_;
 };
 
 // Raises when run: recorded for differentiable ops that have no derivative yet

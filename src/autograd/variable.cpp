@@ -1,3 +1,4 @@
+#include <atomic>
 #include "autograd/variable.h"
 
 #include "autograd/derivative.h"
@@ -89,9 +90,28 @@ std::shared_ptr<Node> grad_fn(const Tensor& t) {
 std::shared_ptr<Node> grad_accumulator(const Tensor& t) {
   AutogradMeta* m = meta(t);
   if (!m || !m->requires_grad || m->grad_fn) return nullptr;
-  if (!m->grad_accumulator) m->grad_accumulator = std::make_unique<AccumulateGrad>(*m, t);
+  // Threads recording ops on one leaf at once must create its sink once:
+  // the check and the creation hold one of a few spin locks chosen by the
+  // meta's address (held for a pointer check nearly always; a std::mutex cost
+  // twice as much on every op with a leaf input).
+  struct SpinGuard {
+    std::atomic_flag& f;
+    explicit SpinGuard(std::atomic_flag& flag) : f(flag) {
+      while (f.test_and_set(std::memory_order_acquire))
+        while (f.test(std::memory_order_relaxed)) {
+        }
+    }
+    ~SpinGuard() { f.clear(std::memory_order_release); }
+  };
+  static std::atomic_flag locks[16];
+  AccumulateGrad* acc;
+  {
+    SpinGuard g(locks[(reinterpret_cast<uintptr_t>(m) >> 6) & 15]);
+    if (!m->grad_accumulator) m->grad_accumulator = std::make_unique<AccumulateGrad>(*m, t);
+    acc = m->grad_accumulator.get();
+  }
   // Aliasing: the edge owns the meta, which owns the sink.
-  return std::shared_ptr<Node>(t.impl()->autograd_meta_ptr(), m->grad_accumulator.get());
+  return std::shared_ptr<Node>(t.impl()->autograd_meta_ptr(), acc);
 }
 
 Edge gradient_edge(const Tensor& t) {

@@ -190,14 +190,17 @@ class CpuAllocator final : public Allocator {
       rounded = got;  // the header records the block's own size, for the cache and munmap
     } else {
       base = map_block(rounded);
-      if (!base) {
-        cache().release_all();
-        base = map_block(rounded);
-      }
 #ifdef MADV_HUGEPAGE
       // Fewer page faults on first touch of big blocks.
       if (base && rounded >= (size_t(8) << 20)) madvise(base, rounded, MADV_HUGEPAGE);
 #endif
+    }
+    if (!base) {
+      // Out of memory (or address space): give the cached blocks back to the
+      // system and try once more before reporting it.
+      cache().release_all();
+      if (!t_small_dead) t_small.release_all();
+      base = rounded < kMapMin ? std::aligned_alloc(kCpuAlignment, rounded) : map_block(rounded);
     }
     if (!base) {
       throw OutOfMemoryError(str("CPU out of memory: tried to allocate ", nbytes, " bytes (",

@@ -27,6 +27,8 @@ std::string_view dispatch_key_name(DispatchKey k) {
   }
 }
 
+std::atomic<uint64_t> g_global_included_keys{0};
+
 STRATA_HOT LocalDispatchKeySet& tls_local_dispatch_key_set() {
   thread_local LocalDispatchKeySet s;
   return s;
@@ -54,9 +56,16 @@ Dispatcher& Dispatcher::get() {
   return *d;
 }
 
-Dispatcher::Dispatcher() {
+namespace {
+// A kernel published to readers: never freed (Note [Registering while ops run]).
+const KernelFunction* publish(KernelFunction k) { return new KernelFunction(std::move(k)); }
+}  // namespace
+
+Dispatcher::Dispatcher() : ops_(new std::atomic<OperatorEntry*>[kMaxOps]) {
   // Functionality layers are transparent until something registers for them.
-  for (int k = kFirstFunctionalityKey; k < kNumDispatchKeys; ++k) fallbacks_[k] = KernelFunction::make_fallthrough();
+  static const KernelFunction* const fallthrough = publish(KernelFunction::make_fallthrough());
+  for (int k = 0; k < kNumDispatchKeys; ++k)
+    fallbacks_[k].store(k >= kFirstFunctionalityKey ? fallthrough : &no_kernel(), std::memory_order_relaxed);
 }
 
 OperatorEntry& Dispatcher::def(const std::string& schema_text, uint32_t flags, int id) {
@@ -64,15 +73,18 @@ OperatorEntry& Dispatcher::def(const std::string& schema_text, uint32_t flags, i
   FunctionSchema schema = parse_schema(schema_text);
   std::string full = schema.full_name();
   STRATA_CHECK(!by_name_.count(full), "Dispatcher::def: operator ", full, " is already defined");
-  if (id < 0) id = static_cast<int>(ops_.size());
-  STRATA_CHECK(id == static_cast<int>(ops_.size()), "Dispatcher::def: operator ids must be dense (", full, ")");
-  ops_.push_back(std::make_unique<OperatorEntry>(std::move(schema), flags, id));
-  OperatorEntry& op = *ops_.back();
-  by_name_[full] = &op;
+  const size_t n = num_ops_.load(std::memory_order_relaxed);
+  if (id < 0) id = static_cast<int>(n);
+  STRATA_CHECK(id == static_cast<int>(n), "Dispatcher::def: operator ids must be dense (", full, ")");
+  STRATA_CHECK(n < kMaxOps, "Dispatcher::def: too many operators (", kMaxOps, ") to define ", full);
+  auto* op = new OperatorEntry(std::move(schema), flags, id);  // never freed: see the header
+  recompute(*op);
+  ops_[n].store(op, std::memory_order_release);
+  num_ops_.store(n + 1, std::memory_order_release);
+  by_name_[full] = op;
   // The first overload also answers to the bare name.
-  by_name_.emplace(op.schema().name, &op);
-  recompute(op);
-  return op;
+  by_name_.emplace(op->schema().name, op);
+  return *op;
 }
 
 OperatorEntry* Dispatcher::find(std::string_view name) const {
@@ -84,8 +96,8 @@ OperatorEntry* Dispatcher::find(std::string_view name) const {
 std::vector<OperatorEntry*> Dispatcher::overloads(std::string_view name) const {
   std::lock_guard<std::recursive_mutex> g(mu_);
   std::vector<OperatorEntry*> out;
-  for (auto& op : ops_)
-    if (op->schema().name == name) out.push_back(op.get());
+  for (size_t i = 0, n = num_ops(); i < n; ++i)
+    if (op(static_cast<int>(i)).schema().name == name) out.push_back(&op(static_cast<int>(i)));
   return out;
 }
 
@@ -107,14 +119,14 @@ void Dispatcher::register_kernel(OperatorEntry& op, DispatchKey key, KernelFunct
       throw Error(ss.str());
     }
   }
-  op.registered_[static_cast<int>(key)] = std::move(k);
+  op.registered_[static_cast<int>(key)].store(publish(std::move(k)), std::memory_order_release);
   recompute(op);
 }
 
 void Dispatcher::register_fallback(DispatchKey key, KernelFunction k) {
   std::lock_guard<std::recursive_mutex> g(mu_);
-  fallbacks_[static_cast<int>(key)] = std::move(k);
-  for (auto& op : ops_) recompute(*op);
+  fallbacks_[static_cast<int>(key)].store(publish(std::move(k)), std::memory_order_release);
+  for (size_t i = 0, n = num_ops(); i < n; ++i) recompute(op(static_cast<int>(i)));
 }
 
 // Note [Computing the dispatch table]
@@ -123,29 +135,37 @@ void Dispatcher::register_fallback(DispatchKey key, KernelFunction k) {
 // every backend); else the key's global fallback. Functionality keys whose
 // entry is a fallthrough are collected into a mask that calls remove before
 // the bit scan, so a transparent layer costs nothing.
+// Under mu_; readers see each entry switch from one published kernel to
+// another (Note [Registering while ops run]). The fallthrough mask is stored
+// last: a key that stops being a fallthrough has its kernel in place first.
 void Dispatcher::recompute(OperatorEntry& op) {
-  op.fallthrough_ = DispatchKeySet();
-  const KernelFunction& composite = op.registered_[static_cast<int>(DispatchKey::CompositeImplicit)];
+  DispatchKeySet fallthrough;
+  const KernelFunction* composite = op.registered_[static_cast<int>(DispatchKey::CompositeImplicit)].load();
   for (int k = 0; k < kNumDispatchKeys; ++k) {
     auto key = static_cast<DispatchKey>(k);
     const KernelFunction* chosen = nullptr;
     DispatchKey source = key;
-    if (op.registered_[k].valid()) {
-      chosen = &op.registered_[k];
-    } else if (is_backend_key(key) && composite.valid()) {
-      chosen = &composite;
+    const KernelFunction* reg = op.registered_[k].load();
+    const KernelFunction* fb = fallbacks_[k].load();
+    if (reg && reg->valid()) {
+      chosen = reg;
+    } else if (is_backend_key(key) && composite && composite->valid()) {
+      chosen = composite;
       source = DispatchKey::CompositeImplicit;
-    } else if (fallbacks_[k].valid()) {
-      chosen = &fallbacks_[k];
+    } else if (fb && fb->valid()) {
+      chosen = fb;
     }
     if (chosen && chosen->fallthrough) {
-      op.fallthrough_ = op.fallthrough_.add(key);
-      op.table_[k] = KernelFunction();
+      fallthrough = fallthrough.add(key);
     } else {
-      op.table_[k] = chosen ? *chosen : KernelFunction();
+      op.table_[k].store(chosen ? chosen : &no_kernel(), std::memory_order_release);
     }
-    op.source_[k] = source;
+    op.source_[k].store(source, std::memory_order_relaxed);
   }
+  op.fallthrough_.store(fallthrough, std::memory_order_release);
+  // A key that became a fallthrough loses its kernel only once it is masked.
+  for (int k = 0; k < kNumDispatchKeys; ++k)
+    if (fallthrough.has(static_cast<DispatchKey>(k))) op.table_[k].store(&no_kernel(), std::memory_order_release);
 }
 
 void OperatorEntry::report_missing(DispatchKeySet ks) const {
@@ -155,7 +175,8 @@ void OperatorEntry::report_missing(DispatchKeySet ks) const {
      << "' backend: no kernel is registered for it. '" << schema_.full_name() << "' has kernels for: [";
   bool first = true;
   for (int i = 0; i < kNumDispatchKeys; ++i) {
-    if (registered_[i].valid() && !registered_[i].fallthrough) {
+    const KernelFunction* r = registered_[i].load();
+    if (r && r->valid() && !r->fallthrough) {
       ss << (first ? "" : ", ") << dispatch_key_name(static_cast<DispatchKey>(i));
       first = false;
     }

@@ -9,6 +9,7 @@
 // boxed-only kernel from C++ boxes the arguments.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -68,26 +69,48 @@ enum OpFlags : uint32_t {
   kNondeterministicOrder = 1 << 9,
 };
 
+// The empty kernel (no kernel for a key), a function-local static so that
+// registrations from static initialisers of any library can use it.
+inline const KernelFunction& no_kernel() {
+  static const KernelFunction k;
+  return k;
+}
+
+// Note [Registering while ops run]
+// Kernels may be registered (a library loaded at run time, a test swapping a
+// fallback) while other threads call ops. A registered kernel is therefore
+// never modified nor freed once published: registered_, fallbacks_ and the
+// computed table hold pointers to immutable KernelFunctions, the table's
+// entries are atomics a registration replaces one by one, and a replaced
+// kernel is kept (registrations are rare, so that costs nothing worth
+// reclaiming). A call loads the entry once and uses the KernelFunction it got.
 class OperatorEntry {
  public:
-  OperatorEntry(FunctionSchema s, uint32_t flags, int id) : schema_(std::move(s)), flags_(flags), id_(id) {}
+  OperatorEntry(FunctionSchema s, uint32_t flags, int id) : schema_(std::move(s)), flags_(flags), id_(id) {
+    for (auto& t : table_) t.store(&no_kernel(), std::memory_order_relaxed);
+  }
 
   const FunctionSchema& schema() const { return schema_; }
   const std::string& name() const { return schema_.name; }
   uint32_t flags() const { return flags_; }
   int id() const { return id_; }
-  DispatchKeySet fallthrough_keys() const { return fallthrough_; }
+  DispatchKeySet fallthrough_keys() const { return fallthrough_.load(std::memory_order_acquire); }
 
   // Kernel for the highest key in ks (ks already masked); throws if none.
   const KernelFunction& lookup(DispatchKeySet ks) const {
-    const KernelFunction& k = table_[static_cast<int>(ks.highest()) & 63];
+    const KernelFunction& k = *table_[static_cast<int>(ks.highest()) & 63].load(std::memory_order_acquire);
     if (__builtin_expect(!k.boxed, 0)) report_missing(ks);
     return k;
   }
-  const KernelFunction& kernel_for(DispatchKey k) const { return table_[static_cast<int>(k)]; }
-  bool has_registered(DispatchKey k) const { return registered_[static_cast<int>(k)].valid(); }
+  const KernelFunction& kernel_for(DispatchKey k) const {
+    return *table_[static_cast<int>(k)].load(std::memory_order_acquire);
+  }
+  bool has_registered(DispatchKey k) const {
+    const KernelFunction* r = registered_[static_cast<int>(k)].load(std::memory_order_acquire);
+    return r && r->valid();
+  }
   // Which key's kernel table[k] came from, for explain() and tests.
-  DispatchKey source_of(DispatchKey k) const { return source_[static_cast<int>(k)]; }
+  DispatchKey source_of(DispatchKey k) const { return source_[static_cast<int>(k)].load(std::memory_order_relaxed); }
 
  private:
   friend class Dispatcher;
@@ -95,10 +118,10 @@ class OperatorEntry {
   FunctionSchema schema_;
   uint32_t flags_;
   int id_;
-  KernelFunction registered_[kNumDispatchKeys];
-  KernelFunction table_[kNumDispatchKeys];
-  DispatchKey source_[kNumDispatchKeys];
-  DispatchKeySet fallthrough_;
+  std::atomic<const KernelFunction*> registered_[kNumDispatchKeys] = {};
+  std::atomic<const KernelFunction*> table_[kNumDispatchKeys];
+  std::atomic<DispatchKey> source_[kNumDispatchKeys] = {};
+  std::atomic<DispatchKeySet> fallthrough_{DispatchKeySet()};
 };
 
 class Dispatcher {
@@ -112,21 +135,27 @@ class Dispatcher {
   OperatorEntry* find(std::string_view name) const;
   // All overloads sharing a name, in declaration order.
   std::vector<OperatorEntry*> overloads(std::string_view name) const;
-  OperatorEntry& op(int id) const { return *ops_[id]; }
-  size_t num_ops() const { return ops_.size(); }
+  OperatorEntry& op(int id) const { return *ops_[id].load(std::memory_order_acquire); }
+  size_t num_ops() const { return num_ops_.load(std::memory_order_acquire); }
 
   void register_kernel(OperatorEntry& op, DispatchKey key, KernelFunction k);
   // A kernel used for key by every op that has none of its own
   // (KernelFunction::make_fallthrough() to make a key transparent).
   void register_fallback(DispatchKey key, KernelFunction k);
-  const KernelFunction& fallback(DispatchKey key) const { return fallbacks_[static_cast<int>(key)]; }
+  const KernelFunction& fallback(DispatchKey key) const {
+    return *fallbacks_[static_cast<int>(key)].load(std::memory_order_acquire);
+  }
 
  private:
   Dispatcher();
   void recompute(OperatorEntry& op);
-  std::vector<std::unique_ptr<OperatorEntry>> ops_;
+  // Entries are never freed nor moved (Note [Registering while ops run]); a
+  // fixed array so that op(id) needs no lock while def() appends.
+  static constexpr size_t kMaxOps = size_t(1) << 14;
+  std::unique_ptr<std::atomic<OperatorEntry*>[]> ops_;
+  std::atomic<size_t> num_ops_{0};
   std::unordered_map<std::string, OperatorEntry*> by_name_;
-  KernelFunction fallbacks_[kNumDispatchKeys];
+  std::atomic<const KernelFunction*> fallbacks_[kNumDispatchKeys] = {};
   mutable std::recursive_mutex mu_;
 };
 
@@ -326,9 +355,14 @@ Ret call_with_keys(const OperatorEntry& op, DispatchKeySet ks, Args... args) {
   return detail::pop_result<Ret>(s);
 }
 
+// Keys included on every thread on top of each thread's own included set
+// (the profiler, while a session records all threads). Raw DispatchKeySet bits.
+extern std::atomic<uint64_t> g_global_included_keys;
+
 inline DispatchKeySet apply_tls(DispatchKeySet ks, const OperatorEntry& op) {
   const LocalDispatchKeySet& tls = tls_local_dispatch_key_set();
-  ks = (ks | tls.included) - tls.excluded - op.fallthrough_keys();
+  const DispatchKeySet global(g_global_included_keys.load(std::memory_order_relaxed), 0);
+  ks = (ks | tls.included | global) - tls.excluded - op.fallthrough_keys();
   if (ks.highest_backend() == DispatchKey::NumKeys) ks = ks.add(DispatchKey::CPU);
   return ks;
 }

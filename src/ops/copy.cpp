@@ -5,6 +5,9 @@
 
 namespace strata {
 
+// ops/tensor_iterator.cpp
+void check_no_overlapping_write(const char* op, const Tensor& out, std::span<const Tensor> inputs);
+
 STRATA_DEFINE_STUB(copy_stub, PointwiseFn);
 STRATA_DEFINE_STUB(fill_stub, PointwiseFn);
 
@@ -41,8 +44,12 @@ Tensor copy_impl(const Tensor& self, const Tensor& src, bool /*non_blocking*/) {
     return self;
   }
   Tensor s = src;
-  // Overlapping views of one storage: read from a snapshot.
-  if (src.impl()->storage() == self.impl()->storage() && !same_geometry(self, src)) s = clone(src);
+  if (src.impl()->storage() == self.impl()->storage() && !same_geometry(self, src)) {
+    // Overlapping views of one storage: refused where torch refuses (Note
+    // [Overlapping writes]); otherwise read from a snapshot.
+    if (!self.device().is_meta()) check_no_overlapping_write("copy_", self, std::span<const Tensor>(&src, 1));
+    s = clone(src);
+  }
   if (same_geometry(self, s) && src.impl()->storage() == self.impl()->storage()) return self;
   TensorIterator::Config cfg;
   cfg.op = "copy_";

@@ -1,6 +1,7 @@
 // Advanced indexing: index (gather) and index_put_ (scatter, optionally
 // accumulating). Checks, masks and shapes here; the loops run in a per-device
 // kernel (backends/cpu/kernels/index_kernels.cpp).
+#include "core/deterministic.h"
 #include "core/shape.h"
 #include "ops/index_kernel.h"
 #include "ops/op_list.h"
@@ -166,6 +167,7 @@ Tensor index_put_impl(const Tensor& self, TensorList indices, const Tensor& valu
   IndexKernelArgs a = make_args(self, p, ve);
   a.op = "index_put_";
   a.mode = accumulate ? IndexKernelArgs::Mode::Accumulate : IndexKernelArgs::Mode::Put;
+  a.ordered = deterministic_algorithms();
   index_stub(self.device().type, a);
   self.bump_version();
   return self;

@@ -17,6 +17,9 @@ namespace strata {
 struct IndexKernelArgs {
   enum class Mode { Gather, Put, Accumulate };
   Mode mode = Mode::Gather;
+  // Put: write on one thread, in index order (the last of duplicate indices
+  // wins), instead of threads racing on duplicates (deterministic algorithms).
+  bool ordered = false;
   const char* op = "index";
   ScalarType dtype = ScalarType::Float32;
   char* self = nullptr;   // at self's storage offset

@@ -3,6 +3,7 @@
 // consecutive), searchsorted, bucketize, isin, scatter_reduce, index_copy,
 // index_fill, masked_scatter, put, take. The ones whose output size depends on
 // the data (bincount, unique, histc without a range) cannot run on Meta.
+#include "core/deterministic.h"
 #include <algorithm>
 #include <cmath>
 
@@ -523,6 +524,8 @@ STRATA_IMPL_COMPOSITE(masked_scatter, masked_scatter_impl);
 
 Tensor put_impl(const Tensor& self, const Tensor& index, const Tensor& source, bool accumulate, const OptT& out) {
   const char* op = "put";
+  // Duplicate indices: which write wins is not defined (torch refuses it too).
+  if (!accumulate) alert_not_deterministic("put_");
   STRATA_CHECK(index.dtype() == ScalarType::Int64, op, "(): Expected a long tensor for index, but got ",
                dtype_name(index.dtype()));
   STRATA_CHECK(source.dtype() == self.dtype(), op, "(): self and source expected to have the same dtype, but got "

@@ -90,6 +90,67 @@ inline bool same_sizes(IntArrayRef a, IntArrayRef b) {
 }
 }  // namespace
 
+// Note [Overlapping writes]
+// An op that writes (out= or in place) into memory that one of its inputs
+// still has to be read from would read elements it already overwrote, with a
+// result that depends on the loop order. As in torch, the TensorIterator
+// refuses such calls when it can tell: the written-to tensor has elements
+// that share memory (an expanded tensor; fill_ and zero_, which have no
+// inputs, may still write it), or an input and the output are both
+// non-overlapping and dense over one storage and their spans overlap without
+// being the very same elements in the same order (x.add_(x) and
+// exp(x, out=x) are fine; x[1:].add_(x[:-1]) and x.add_(x.t()) are not).
+// Layouts it cannot judge cheaply (every other element, say) are let through,
+// as in torch.
+bool non_overlapping_and_dense(const Tensor& t) {
+  if (t.is_contiguous()) return true;
+  const int nd = t.dim();
+  DimVector perm(static_cast<size_t>(nd));
+  for (int i = 0; i < nd; ++i) perm[i] = i;
+  IntArrayRef sz = t.sizes(), st = t.strides();
+  std::sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) { return st[a] < st[b]; });
+  int64_t expected = 1;
+  for (int64_t d : perm) {
+    if (sz[d] == 1) continue;
+    if (st[d] != expected) return false;
+    expected *= sz[d];
+  }
+  return true;
+}
+
+void check_no_overlapping_write(const char* op, const Tensor& out, std::span<const Tensor> inputs) {
+  if (out.numel() <= 1 || !out.impl()->storage()) return;
+  const bool out_dense = non_overlapping_and_dense(out);
+  if (!out_dense && !inputs.empty()) {
+    IntArrayRef sz = out.sizes(), st = out.strides();
+    for (size_t d = 0; d < sz.size(); ++d) {
+      STRATA_CHECK(!(sz[d] > 1 && st[d] == 0), op, ": unsupported operation: more than one element of the "
+                   "written-to tensor refers to a single memory location. Please clone() the tensor before "
+                   "performing the operation.");
+    }
+  }
+  if (!out_dense) return;
+  const char* ob = static_cast<const char*>(out.data_ptr());
+  const char* oe = ob + out.numel() * static_cast<int64_t>(out.element_size());
+  for (const Tensor& in : inputs) {
+    if (!in.defined() || in.numel() == 0 || in.impl() == out.impl()) continue;
+    if (in.impl()->storage() != out.impl()->storage()) continue;
+    if (!non_overlapping_and_dense(in)) continue;
+    const char* ib = static_cast<const char*>(in.data_ptr());
+    const char* ie = ib + in.numel() * static_cast<int64_t>(in.element_size());
+    bool partial;
+    if (ib == ob && ie == oe) {
+      IntArrayRef a = in.strides(), b = out.strides();
+      partial = !(in.sizes().size() == out.sizes().size() && std::equal(a.begin(), a.end(), b.begin(), b.end()));
+    } else {
+      partial = ib < oe && ob < ie;
+    }
+    STRATA_CHECK(!partial, op, ": unsupported operation: some elements of the input tensor and the written-to "
+                 "tensor refer to a single memory location. Please clone() the tensor before performing the "
+                 "operation.");
+  }
+}
+
 STRATA_HOT TensorIterator::TensorIterator(Config cfg, std::initializer_list<Tensor> inputs)
     : cfg_(std::move(cfg)) {
   STRATA_CHECK(static_cast<int>(inputs.size()) + 1 <= kMaxOperands, cfg_.op, ": too many operands");
@@ -158,6 +219,7 @@ STRATA_HOT TensorIterator::TensorIterator(Config cfg, std::initializer_list<Tens
                    " can't be cast to the desired output type ", dtype_name(o.dtype()));
       if (!std::equal(shape.begin(), shape.end(), o.sizes().begin(), o.sizes().end())) resize_out(o, shape, cfg_.op);
     }
+    if (!device_.is_meta()) check_no_overlapping_write(cfg_.op, o, this->inputs());
     if (o.dtype() == out_dtype) {
       out_ = o;
     } else {

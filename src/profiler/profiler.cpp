@@ -56,6 +56,17 @@ std::vector<std::pair<int64_t, std::vector<Event>>> Session::take_events() {
   return out;
 }
 
+namespace {
+// Note [Profiling every thread]
+// A session with all_threads puts the Profiler key into every thread's
+// dispatch keys (g_global_included_keys); a thread whose first op meets the
+// layer without a session of its own joins it then, and leaves it at its
+// first op or range after the session has stopped.
+std::mutex g_all_mu;
+std::shared_ptr<Session> g_all_session;          // guarded by g_all_mu
+std::atomic<Session*> g_all_session_raw{nullptr};  // the same, for the unlocked check
+}  // namespace
+
 namespace detail {
 
 struct ThreadState {
@@ -65,6 +76,7 @@ struct ThreadState {
   std::vector<const OperatorEntry*> ops;       // ops executing on this thread, outermost first
   std::vector<std::string> names;              // "strata::<full name>" per op id, built on first use
   bool warn_hidden_copy = false;
+  bool joined_all = false;  // recording into the all-threads session without having started it
 };
 
 constinit thread_local ThreadState* tls_recording = nullptr;
@@ -133,7 +145,10 @@ void close_event(ThreadState& st, int32_t idx, int64_t end) {
 
 }  // namespace
 
+void sync_all_threads(ThreadState& st);
+
 int64_t begin_range(ThreadState* st, std::string_view name, std::string_view category) {
+  if (st) sync_all_threads(*st);
   if (!st || !st->session) return -1;
   Event e;
   e.name = std::string(name);
@@ -170,14 +185,50 @@ using detail::ThreadState;
 using detail::state;
 
 int64_t begin_range(std::string_view name, std::string_view category) {
-  return detail::begin_range(detail::tls_recording, name, category);
+  ThreadState* st = detail::tls_recording;
+  if (!st && g_all_session_raw.load(std::memory_order_relaxed)) st = &state();  // may join it
+  return detail::begin_range(st, name, category);
 }
 void end_range(int64_t token) { detail::end_range(&state(), token); }
 
+namespace detail {
+// Joins the all-threads session, or leaves it once stopped (Note [Profiling every thread]).
+void sync_all_threads(ThreadState& st) {
+  Session* all = g_all_session_raw.load(std::memory_order_acquire);
+  if (st.joined_all && st.session.get() != all) {
+    int64_t end = now_ns();
+    while (!st.open.empty()) close_event(st, st.open.back(), end);
+    st.session.reset();
+    st.buf.reset();
+    st.joined_all = false;
+    tls_recording = nullptr;
+  }
+  if (!st.session && all) {
+    std::lock_guard<std::mutex> g(g_all_mu);
+    if (!g_all_session) return;
+    st.session = g_all_session;
+    st.buf = st.session->buffer_for_this_thread();
+    st.open.clear();
+    st.joined_all = true;
+    tls_recording = &st;
+  }
+}
+}  // namespace detail
+
 std::shared_ptr<Session> start(ProfilerConfig cfg) {
   ThreadState& st = state();
+  detail::sync_all_threads(st);
   STRATA_CHECK(!st.session, "profiler: a profiling session is already active on this thread");
   auto s = std::make_shared<Session>(cfg);
+  if (cfg.all_threads) {
+    std::lock_guard<std::mutex> g(g_all_mu);
+    STRATA_CHECK(!g_all_session, "profiler: another session is already recording every thread");
+    g_all_session = s;
+    g_all_session_raw.store(s.get(), std::memory_order_release);
+    uint64_t keys = DispatchKeySet(DispatchKey::Profiler).raw();
+    if (cfg.explain) keys |= DispatchKeySet(DispatchKey::ProfilerKernel).raw();
+    g_global_included_keys.fetch_or(keys);
+  }
   st.session = s;
   st.buf = s->buffer_for_this_thread();
   st.open.clear();
@@ -186,6 +237,15 @@ std::shared_ptr<Session> start(ProfilerConfig cfg) {
 }
 
 void stop(const std::shared_ptr<Session>& s) {
+  if (s && s->config().all_threads) {
+    std::lock_guard<std::mutex> g(g_all_mu);
+    if (g_all_session == s) {
+      g_global_included_keys.fetch_and(
+          ~(DispatchKeySet(DispatchKey::Profiler).raw() | DispatchKeySet(DispatchKey::ProfilerKernel).raw()));
+      g_all_session_raw.store(nullptr, std::memory_order_release);
+      g_all_session.reset();
+    }
+  }
   ThreadState& st = state();
   if (!s || st.session != s) return;
   int64_t end = now_ns();
@@ -299,6 +359,7 @@ struct OpFrame {
 
 void profiler_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack) {
   ThreadState& st = state();
+  detail::sync_all_threads(st);
   OpFrame frame(st, op);
   if (!st.session) {
     // Only tracking the op stack (silent-cost warnings).

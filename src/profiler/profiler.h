@@ -34,6 +34,10 @@ struct ProfilerConfig {
   // Finer data per op call for explain(): the key path, the kernel chosen,
   // and timestamps at kernel entry/exit (through a second, inner layer).
   bool explain = false;
+  // Every thread records while the session runs (as torch's profiler), not
+  // only the one that started it and those that join it (ThreadStateGuard).
+  // One such session at a time.
+  bool all_threads = false;
 };
 
 // The dispatch path of one op call, filled in explain mode.

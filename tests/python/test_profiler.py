@@ -321,14 +321,21 @@ def test_profiling_from_two_threads():
     assert tid_a != tid_b
 
 
-def test_other_thread_not_recorded_by_main_session():
+def test_other_threads_are_recorded_too():
+    # As torch's profiler: every thread's ops, each with its thread.
     x = strata.randn(4)
     with profile() as prof:
         t = threading.Thread(target=lambda: x.neg())
         t.start()
         t.join()
         x.abs()
-    assert [e.name for e in prof.events()] == ["strata::abs"]
+    events = sorted(prof.events(), key=lambda e: e.name)
+    assert [e.name for e in events] == ["strata::abs", "strata::neg"]
+    assert events[0].thread != events[1].thread
+    t = threading.Thread(target=lambda: x.neg())  # after the profile: not recorded anywhere
+    t.start()
+    t.join()
+    assert len(prof.events()) == 2
 
 
 # ---- explain -------------------------------------------------------------------------

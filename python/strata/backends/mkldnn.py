@@ -5,6 +5,7 @@ matmul and convolution when libdnnl can be loaded (src/backends/cpu/dnnl_*).
 from ._libs import loadable
 
 enabled = True
+deterministic = False
 
 
 def is_available():

@@ -135,6 +135,8 @@ def _max_unpool(input, indices, k, kernel_size, stride, padding, output_size):
         raise RuntimeError(f"max_unpool{k}d: Expected {k + 1}D or {k + 2}D (batch mode) tensor for input, but got "
                            f"input of size {list(input.shape)}")
     size = _unpool_size(input, k, kernel_size, stride, padding, output_size)
+    from .._settings import _alert_not_deterministic
+    _alert_not_deterministic(f"max_unpooling{max(k, 2)}d_forward_out")  # torch's name; 1d runs as 2d
     return _ops._pool_scatter(input, indices, size, False)
 
 

@@ -1,8 +1,9 @@
 """strata.profiler: torch.profiler's API over a dispatcher layer.
 
-Profiling is the DispatchKey::Profiler layer switched on for the profiling
-thread (see src/profiler/profiler.h): every op call, including ops that kernels
-call internally, is recorded with its nesting; nothing runs when it is off.
+Profiling is the DispatchKey::Profiler layer switched on for every thread while
+a profile is active (see src/profiler/profiler.h): every op call on any thread,
+including ops that kernels call internally, is recorded with its nesting and
+its thread; nothing runs when it is off.
 
     with strata.profiler.profile(record_shapes=True) as prof:
         with strata.profiler.record_function("block"):
@@ -121,7 +122,7 @@ def is_profiling():
 
 
 class profile:
-    """Records every op call on this thread while active (torch.profiler.profile).
+    """Records every op call, on every thread, while active (torch.profiler.profile).
 
     activities: accepted for compatibility (only CPU activity exists).
     record_shapes: record input shapes and dtypes of each op call.
@@ -157,7 +158,7 @@ class profile:
     def _start_session(self):
         self._session = _C._profiler_start(record_shapes=self.record_shapes or self._explain,
                                            profile_memory=self.profile_memory, with_stack=self.with_stack,
-                                           explain=self._explain)
+                                           explain=self._explain, all_threads=not self._explain)
 
     def _stop_session(self):
         """Ends the recording: its events become this profile's results and on_trace_ready sees them."""

@@ -128,9 +128,17 @@ struct Bits<8> {
 // other + other_blk[j], over the post positions.
 template <typename E>
 void copy_blocks(bool gather, E* self, E* other, const int64_t* self_pre, const int64_t* other_pre, int64_t nb,
-                 const int64_t* self_b, const int64_t* other_b, int64_t nblocks, const Post& post) {
+                 const int64_t* self_b, const int64_t* other_b, int64_t nblocks, const Post& post, bool ordered) {
   const int64_t nr = post.numel;
   const int64_t total = nblocks * nr;
+  // ordered: one thread, blocks in index order (IndexKernelArgs::ordered).
+  auto parallel_for = [ordered](int64_t begin, int64_t end, int64_t grain, const auto& f) {
+    if (ordered) {
+      if (begin < end) f(begin, end);
+    } else {
+      ::strata::parallel_for(begin, end, grain, f);
+    }
+  };
   if (nr == 1) {
     // One element per block: the x[idx] / x[mask] case.
     parallel_for(0, total, kGrainSize / 4, [&](int64_t begin, int64_t end) {
@@ -228,7 +236,9 @@ void index_kernel(const IndexKernelArgs& a) {
       std::atomic<int64_t> bad{nb};
       // A write validates every index before touching self; a read checks as it goes.
       auto pass = [&](bool move) {
-        parallel_for(0, nb, kGrainSize / 4, [&](int64_t begin, int64_t end) {
+        // An ordered write runs on one thread: duplicates are written in index order.
+        const int64_t grain = !gather && move && a.ordered ? std::max<int64_t>(nb, 1) : kGrainSize / 4;
+        parallel_for(0, nb, grain, [&](int64_t begin, int64_t end) {
           for (int64_t b = begin; b < end; ++b) {
             int64_t off = 0;
             bool ok = true;
@@ -302,7 +312,7 @@ void index_kernel(const IndexKernelArgs& a) {
   auto run = [&]<int ES>() {
     using E = typename Bits<ES>::type;
     copy_blocks<E>(gather, reinterpret_cast<E*>(a.self), reinterpret_cast<E*>(a.other), self_pre.data(),
-                   other_pre.data(), nb, self_b.data(), other_b.data(), nblocks, post);
+                   other_pre.data(), nb, self_b.data(), other_b.data(), nblocks, post, a.ordered && !gather);
   };
   switch (element_size(a.dtype)) {
     case 1: run.template operator()<1>(); break;

@@ -1,0 +1,79 @@
+"""Writes into memory an input still has to be read from (Note [Overlapping writes] in
+src/ops/tensor_iterator.cpp): out= and in-place ops refuse a partial overlap with torch's error, and
+allow the full aliasing that is safe. Each case is run through torch as well: both raise, or both
+give the same values."""
+
+import pytest
+import torch
+
+import strata
+
+PARTIAL = "some elements of the input tensor and the written-to tensor refer to a single memory location"
+INTERNAL = "more than one element of the written-to tensor refers to a single memory location"
+
+
+def _cases(lib):
+    def base():
+        return lib.arange(12.0)
+
+    return {
+        "add out= shifted": lambda: lib.add((x := base())[:5], 1, out=x[1:6]),
+        "add_ shifted view": lambda: (x := base())[1:].add_(x[:-1]),
+        "mul out= overlapping second input": lambda: lib.mul((x := base())[:5], x[2:7], out=x[:5]),
+        "add out= over the other input": lambda: lib.add((x := base())[:5], x[2:7], out=x[2:7]),
+        "add_ transposed self": lambda: (y := lib.arange(9.0).reshape(3, 3)).add_(y.t()),
+        "neg out= shifted": lambda: lib.neg((x := base())[:5], out=x[1:6]),
+        "where out= shifted": lambda: lib.where((x := base())[:5] > 2, x[:5], x[1:6], out=x[1:6]),
+        "copy_ shifted": lambda: (x := base())[1:].copy_(x[:-1]),
+        "clamp_ expanded": lambda: lib.zeros(1).expand(3).clamp_(0, 1),
+        "add_ expanded": lambda: lib.zeros(4).expand(3, 4).add_(1),
+        # Allowed: full aliasing, disjoint halves of one storage, no inputs, layouts torch does not judge.
+        "add_ self": lambda: (x := base()).add_(x),
+        "exp out=self": lambda: lib.exp((x := base()), out=x),
+        "mul_ same view": lambda: (x := base())[2:8].mul_(x[2:8]),
+        "add out= disjoint halves": lambda: lib.add((x := base())[:6], x[:6], out=x[6:]),
+        "fill_ expanded": lambda: lib.zeros(1).expand(3).fill_(2),
+        "zero_ expanded": lambda: lib.ones(1).expand(3).zero_(),
+        "every other element": lambda: (x := base())[::2].add_(x[1::2]),
+        "add_ broadcast scalar view": lambda: (x := base())[1:].add_(x[0]),
+    }
+
+
+@pytest.mark.parametrize("name", list(_cases(strata)))
+def test_overlap_like_torch(name):
+    case_s, case_t = _cases(strata)[name], _cases(torch)[name]
+    try:
+        want = case_t()
+    except RuntimeError as e:
+        msg = PARTIAL if PARTIAL in str(e) else INTERNAL
+        assert msg in str(e)
+        with pytest.raises(RuntimeError, match=msg) as info:
+            case_s()
+        assert "Please clone() the tensor before performing the operation." in str(info.value)
+        return
+    got = case_s()
+    assert got.tolist() == pytest.approx(want.tolist(), rel=1e-6)
+
+
+def test_refused_write_leaves_the_output_untouched():
+    x = strata.arange(6.0)
+    with pytest.raises(RuntimeError, match=PARTIAL):
+        x[1:].add_(x[:-1])
+    assert x.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+def test_error_names_the_op():
+    x = strata.arange(6.0)
+    with pytest.raises(RuntimeError, match="^mul.*" + PARTIAL):
+        strata.mul(x[:3], 2, out=x[1:4])
+
+
+def test_overlap_check_with_autograd_and_out_dtype():
+    # A cast into out= still checks the user's out tensor.
+    x = strata.arange(6.0)
+    with pytest.raises(RuntimeError, match=PARTIAL):
+        strata.add(x[:3], strata.tensor([1, 2, 3]), out=x[1:4])
+    w = strata.ones(4, requires_grad=True)
+    y = w * 2
+    with pytest.raises(RuntimeError, match=PARTIAL):
+        y[1:].add_(y[:-1])
