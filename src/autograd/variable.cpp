@@ -104,11 +104,15 @@ std::shared_ptr<Node> grad_accumulator(const Tensor& t) {
     ~SpinGuard() { f.clear(std::memory_order_release); }
   };
   static std::atomic_flag locks[16];
-  AccumulateGrad* acc;
-  {
+  // Once made, the sink is read with one acquire load (no lock on the hot path).
+  AccumulateGrad* acc = m->grad_accumulator.load(std::memory_order_acquire);
+  if (!acc) {
     SpinGuard g(locks[(reinterpret_cast<uintptr_t>(m) >> 6) & 15]);
-    if (!m->grad_accumulator) m->grad_accumulator = std::make_unique<AccumulateGrad>(*m, t);
-    acc = m->grad_accumulator.get();
+    acc = m->grad_accumulator.load(std::memory_order_relaxed);
+    if (!acc) {
+      acc = new AccumulateGrad(*m, t);
+      m->grad_accumulator.store(acc, std::memory_order_release);
+    }
   }
   // Aliasing: the edge owns the meta, which owns the sink.
   return std::shared_ptr<Node>(t.impl()->autograd_meta_ptr(), acc);
@@ -284,3 +288,9 @@ Tensor sum_to(const Tensor& grad, IntArrayRef shape) {
 }
 
 }  // namespace strata::autograd
+
+namespace strata {
+
+AutogradMeta::~AutogradMeta() { delete grad_accumulator.load(std::memory_order_relaxed); }
+
+}  // namespace strata

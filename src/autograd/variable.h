@@ -10,6 +10,7 @@
 // next time it is asked for, detected by the version counter they share.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <optional>
 
@@ -21,9 +22,11 @@ struct AutogradMeta {
   bool requires_grad = false;  // leaves only; non-leaves require grad through grad_fn
   Tensor grad;
   std::shared_ptr<autograd::Node> grad_fn;
-  // A leaf's gradient sink (Note [The autograd graph]); edges to it share
-  // ownership of this meta.
-  std::unique_ptr<autograd::AccumulateGrad> grad_accumulator;
+  // A leaf's gradient sink (Note [The autograd graph]), owned by this meta and
+  // made at most once (grad_accumulator() in variable.cpp); edges to it share
+  // ownership of this meta. Atomic: threads recording ops on one leaf read it
+  // without a lock once it exists.
+  std::atomic<autograd::AccumulateGrad*> grad_accumulator{nullptr};
   uint32_t output_nr = 0;
   bool retains_grad = false;
   // Hooks of a leaf, run by its AccumulateGrad before accumulating.
@@ -33,6 +36,11 @@ struct AutogradMeta {
   bool is_view = false;
   Tensor view_base;
   uint32_t attr_version = 0;
+
+  AutogradMeta() = default;
+  AutogradMeta(const AutogradMeta&) = delete;
+  AutogradMeta& operator=(const AutogradMeta&) = delete;
+  ~AutogradMeta();
 };
 
 namespace autograd {
