@@ -1,4 +1,4 @@
-"""strata.nn.utils.parametrizations: weight_norm and spectral_norm as parametrizations
+"""strata.nn.utils.parametrizations: weight_norm, spectral_norm and orthogonal as parametrizations
 (torch.nn.utils.parametrizations)."""
 
 from ... import _C
@@ -7,7 +7,7 @@ from .. import functional as F
 from ..modules.module import Module
 from . import parametrize
 
-__all__ = ["weight_norm", "spectral_norm"]
+__all__ = ["weight_norm", "spectral_norm", "orthogonal"]
 
 
 def _norm_except_dim(v, pow=2, dim=0):
@@ -104,4 +104,138 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
     if dim is None:
         dim = 1 if type(module).__name__ in ("ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d") else 0
     parametrize.register_parametrization(module, name, _SpectralNorm(weight, n_power_iterations, dim, eps))
+    return module
+
+
+# -- orthogonal ----------------------------------------------------------------------------------
+# Note [Orthogonal parametrization]
+# The weight (n x k, or a batch of them) is the image of an unconstrained tensor X under a map onto
+# the matrices with orthonormal columns (rows when n < k: the map works on the transpose):
+# - "matrix_exp" / "cayley": the skew-symmetric A = L - L^T built from X's lower triangle (padded to
+#   n x n), mapped by exp(A) or the Cayley transform (I - A/2)^-1 (I + A/2); the first k columns.
+# - "householder": the product of the Householder reflectors stored below X's diagonal (LAPACK's
+#   geqrf form, tau = 2 / (1 + |v|^2)), with the columns' signs from X's diagonal.
+# With use_trivialization (the default) the result is multiplied on the left by a buffer `base`,
+# an orthogonal n x n matrix: assigning a weight stores it (completed to n x n) as the base and sets
+# X to the point that maps to the identity, so the weight reads back as assigned and optimisation
+# moves around it (a "dynamic trivialization").
+
+
+def _st():
+    import strata
+    return strata
+
+
+def _is_orthogonal(Q, eps=None):
+    n, k = Q.size(-2), Q.size(-1)
+    eye = _st().eye(k, dtype=Q.dtype)
+    eps = 10.0 * n * _finfo_eps(Q.dtype) if eps is None else eps
+    return bool(_st().allclose(Q.mT @ Q, eye, atol=eps, rtol=0.0))
+
+
+def _finfo_eps(dtype):
+    from ... import finfo
+    return finfo(dtype).eps
+
+
+def _make_orthogonal(A):
+    """The Q of A's QR decomposition with R's diagonal made positive (unique when A has full rank)."""
+    from ... import linalg
+    Q, R = linalg.qr(A)
+    return Q * R.diagonal(dim1=-2, dim2=-1).sign().unsqueeze(-2)
+
+
+class _Orthogonal(Module):
+    _MAPS = ("matrix_exp", "cayley", "householder")
+
+    def __init__(self, weight, orthogonal_map, *, use_trivialization=True):
+        super().__init__()
+        if orthogonal_map not in self._MAPS:
+            raise ValueError(f"orthogonal: orthogonal_map must be one of {self._MAPS}, got {orthogonal_map!r}")
+        self.shape = weight.shape
+        self.orthogonal_map = orthogonal_map
+        if use_trivialization:
+            self.register_buffer("base", None)
+
+    def forward(self, X):
+        from ... import linalg
+        n, k = X.size(-2), X.size(-1)
+        transposed = n < k
+        if transposed:
+            X = X.mT
+            n, k = k, n
+        if self.orthogonal_map in ("matrix_exp", "cayley"):
+            X = X.tril()
+            if n != k:
+                X = _st().cat([X, X.new_zeros(n, n - k).expand(*X.shape[:-2], -1, -1)], dim=-1)
+            A = X - X.mT
+            if self.orthogonal_map == "matrix_exp":
+                Q = linalg.matrix_exp(A)
+            else:
+                eye = _st().eye(n, dtype=A.dtype)
+                Q = linalg.solve(eye - A * 0.5, eye + A * 0.5)
+            if n != k:
+                Q = Q[..., :k]
+        else:
+            A = X.tril(diagonal=-1)
+            tau = 2.0 / (1.0 + (A * A).sum(dim=-2))
+            Q = linalg.householder_product(A, tau)
+            # The diagonal of X gives each column's sign (zero -> +1, as an int cast of the diagonal).
+            Q = Q * X.diagonal(dim1=-2, dim2=-1).int().unsqueeze(-2)
+        if getattr(self, "base", None) is not None:
+            Q = self.base @ Q
+        if transposed:
+            Q = Q.mT
+        return Q
+
+    @no_grad()
+    def right_inverse(self, Q):
+        if tuple(Q.shape) != tuple(self.shape):
+            raise ValueError(f"Expected a matrix or batch of matrices of shape {tuple(self.shape)}. "
+                             f"Got a tensor of shape {tuple(Q.shape)}.")
+        Q_init = Q
+        n, k = Q.size(-2), Q.size(-1)
+        if n < k:
+            Q = Q.mT
+            n, k = k, n
+        if "base" not in self._buffers:
+            if self.orthogonal_map in ("matrix_exp", "cayley"):
+                raise NotImplementedError("It is not possible to assign to the matrix exponential or the Cayley "
+                                          "parametrizations when use_trivialization=False.")
+            # Not NotImplementedError: registration swallows that and would keep a raw X, whose diagonal
+            # (the columns' signs) is not +-1.
+            raise RuntimeError("orthogonal: the householder parametrization with use_trivialization=False "
+                               "needs geqrf, which strata does not have yet (use_trivialization=True works)")
+        if n == k:
+            Q = Q.clone() if _is_orthogonal(Q) else _make_orthogonal(Q)
+        else:
+            # Complete the columns to an n x n orthogonal matrix.
+            N = _st().randn(*(tuple(Q.shape[:-2]) + (n, n - k)), dtype=Q.dtype)
+            Q = _make_orthogonal(_st().cat([Q, N], dim=-1))
+        self.base = Q
+        # The point that maps to the identity: -I for the Householder map (its diagonal gives the signs,
+        # and householder(0) is the identity), and any X with a zero skew part for the others.
+        neg_eye = _st().zeros_like(Q_init)
+        neg_eye.diagonal(dim1=-2, dim2=-1).fill_(-1.0)
+        return neg_eye
+
+
+def orthogonal(module, name="weight", orthogonal_map=None, *, use_trivialization=True):
+    """Reparametrises ``module.<name>`` (at least 2-D) as a matrix (or batch of matrices) with orthonormal
+    columns, or rows when it is wide (Note [Orthogonal parametrization]). orthogonal_map: "matrix_exp",
+    "cayley" or "householder"; default "matrix_exp" for square weights, "householder" otherwise."""
+    weight = getattr(module, name, None)
+    if not isinstance(weight, _C.Tensor):
+        raise ValueError(f"Module '{module}' has no parameter or buffer with name '{name}'")
+    if weight.ndim < 2:
+        raise ValueError(f"Expected a matrix or batch of matrices. Got a tensor of {weight.ndim} dimensions.")
+    if weight.dtype not in (_C.float32, _C.float64):
+        raise NotImplementedError(f"orthogonal: weights of dtype {weight.dtype} are not supported "
+                                  "(float32 and float64 are)")
+    n, k = weight.size(-2), weight.size(-1)
+    if orthogonal_map is None:
+        orthogonal_map = "matrix_exp" if n == k else "householder"
+    parametrize.register_parametrization(module, name,
+                                         _Orthogonal(weight, orthogonal_map, use_trivialization=use_trivialization),
+                                         unsafe=True)
     return module
