@@ -162,10 +162,13 @@ def fusion_cases(quick):
     ]
 
 
-def fusion_table(torch, quick, inductor=True):
+def fusion_table(torch, quick, inductor=True, cases=None):
     """Rows (what, strata eager, strata_cpp, torch eager, torch.compile) in seconds per call."""
     out = []
+    words = [w for w in (cases or "").split(",") if w]
     for name, make, reps in fusion_cases(quick):
+        if words and not any(w in name for w in words):
+            continue
         st.manual_seed(0)
         fn, args = make(st)
         eager = per_call(fn, args, 1, reps)
@@ -208,6 +211,9 @@ def main():
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--no-inductor", action="store_true")
     ap.add_argument("--table-only", action="store_true", help="only (e), the fusion table")
+    ap.add_argument("--cases", default=None,
+                    help="with --table-only: only the fusion-table cases whose name contains one of these "
+                         "comma-separated words (e.g. 'linear,SwiGLU')")
     a = ap.parse_args()
     if a.table_only:
         torch = None
@@ -217,7 +223,7 @@ def main():
                 import torch._dynamo
             except ImportError:
                 torch = None
-        print_fusion_table(fusion_table(torch, a.quick, not a.no_inductor))
+        print_fusion_table(fusion_table(torch, a.quick, not a.no_inductor, a.cases))
         return
     n = 2000 if a.quick else 20000
     rows = []   # (section, what, seconds, ratio text)

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bind.h"
+#include "compile/gemm_epilogue.h"
 #include "core/error.h"
 #include "ops/api/creation.h"
 
@@ -92,6 +93,12 @@ struct KernelCall {
 }  // namespace
 
 void bind_codegen(nb::module_& m) {
+  // Note [GEMM epilogues] in src/compile/gemm_epilogue.cpp: a generated kernel step calls the runner through the
+  // address its library is given at load time.
+  m.def("gemm_epilogue_address", [] { return reinterpret_cast<uintptr_t>(&compile::strata_gemm_epilogue); });
+  m.def("gemm_epilogue_supported", &compile::gemm_epilogue_supported, nb::arg("desc"),
+        "Whether oneDNN's matmul primitive serves this GEMM epilogue descriptor (float32; sizes, strides, bias, "
+        "activation, factor).");
   nb::class_<KernelCall>(m, "KernelCall")
       .def(
           "__init__",

@@ -49,12 +49,52 @@ def compiler():
         if path is None:
             raise CompilerMissing(f"strata_cpp: no C++ compiler: {name!r} is not on PATH (set STRATA_CXX to "
                                   "a g++ compatible compiler); the graph runs on the eager runner instead")
-        version = subprocess.run([path, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-        _compiler_info = (path, version)
+        _compiler_info = (path, _compiler_version(path))
     return _compiler_info
 
 
+def _compiler_version(path):
+    """The compiler's `--version` line, remembered on disk per binary (its resolved path, size and
+    mtime; a replaced compiler gets a new entry): a warm process starts no compiler at all."""
+    try:
+        real = os.path.realpath(path)
+        st = os.stat(real)
+        ident = f"{real}\0{st.st_size}\0{st.st_mtime_ns}"
+        memo = cache_dir() / f"compiler-{hashlib.sha256(ident.encode()).hexdigest()[:32]}.txt"
+    except OSError:
+        memo = None
+    if memo is not None:
+        try:
+            line = memo.read_text()
+            if line.startswith(ident + "\n"):
+                return line.split("\n", 2)[1]
+        except (OSError, UnicodeDecodeError):
+            pass
+    version = subprocess.run([path, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    if memo is not None:
+        try:  # written whole and renamed, as the kernels are
+            fd, tmp = tempfile.mkstemp(prefix=".c-", dir=memo.parent)
+            with os.fdopen(fd, "w") as f:
+                f.write(f"{ident}\n{version}\n")
+            os.replace(tmp, memo)
+        except OSError:
+            pass
+    return version
+
+
+_isa = None
+_flags = None
+
+
 def isa_flags():
+    """Read from /proc/cpuinfo once per process."""
+    global _isa
+    if _isa is None:
+        _isa = _probe_isa()
+    return list(_isa)
+
+
+def _probe_isa():
     try:
         flags = set()
         with open("/proc/cpuinfo") as f:
@@ -72,8 +112,11 @@ def isa_flags():
 
 
 def flags():
-    return ["-std=c++20", "-O3", *isa_flags(), "-fno-math-errno", "-ffp-contract=off", "-fopenmp",
-            "-fPIC", "-shared", "-I", include_dir()]
+    global _flags
+    if _flags is None:
+        _flags = ["-std=c++20", "-O3", *isa_flags(), "-fno-math-errno", "-ffp-contract=off", "-fopenmp",
+                  "-fPIC", "-shared", "-I", include_dir()]
+    return list(_flags)
 
 
 def cache_dir():
