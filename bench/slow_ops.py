@@ -1,5 +1,5 @@
 """Timing of the eager CPU ops that measured far slower than torch (sort and unique, index_select, nansum,
-erfinv, embedding_bag, cummax, bincount), each at 2-3 sizes, strata against torch in the same run.
+erfinv, embedding_bag, cummax, bincount, topk), each at 2-3 sizes, strata against torch in the same run.
 Prints min-of-N wall times and the ratio strata / torch (above 1: strata is slower). No assertions.
 
     PYTHONPATH=python python bench/slow_ops.py            # 2 threads for both libraries
@@ -57,6 +57,10 @@ def cases():
     m = rng.standard_normal((256, 1024)).astype(np.float32)
     add("sort float32 (256,1024) dim=-1", lambda x: st.sort(x, dim=-1), lambda x: torch.sort(x, dim=-1), both(m))
     add("topk k=10 float32 (256,1024)", lambda x: st.topk(x, 10), lambda x: torch.topk(x, 10), both(m))
+    add("topk k=10 smallest float32 (256,1024)", lambda x: st.topk(x, 10, largest=False),
+        lambda x: torch.topk(x, 10, largest=False), both(m))
+    big = rng.standard_normal(1_000_000).astype(np.float32)
+    add("topk k=100 float32 n=1000000", lambda x: st.topk(x, 100), lambda x: torch.topk(x, 100), both(big))
 
     for rows, cols, k in ((10_000, 64, 5_000), (100_000, 128, 50_000), (1_000, 1024, 4_096)):
         src = rng.standard_normal((rows, cols)).astype(np.float32)
@@ -70,6 +74,10 @@ def cases():
     xs, xt = both(src)
     js, jt = both(idx)
     add("index_select dim1 (1000,1000) k=500", lambda x, j: st.index_select(x, 1, j),
+        lambda x, j: torch.index_select(x, 1, j), (xs, js, xt, jt))
+    idx = rng.integers(0, 1000, 4000).astype(np.int64)
+    js, jt = both(idx)
+    add("index_select dim1 (1000,1000) k=4000", lambda x, j: st.index_select(x, 1, j),
         lambda x, j: torch.index_select(x, 1, j), (xs, js, xt, jt))
 
     for shape in ((100_000,), (1000, 1000), (4_000_000,)):

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/api/math_more.h"
 #include "ops/api/misc_more.h"
 #include "ops/misc_more_common.h"
 #include "ops/misc_more_stubs.h"
@@ -46,6 +47,62 @@ Tensor bincount_impl(const Tensor& self, const OptT& weights, int64_t minlength)
   const ScalarType dt = !has_w ? ScalarType::Int64
                                : (weights->dtype() == ScalarType::Float32 ? ScalarType::Float32 : ScalarType::Float64);
   no_meta(self, "bincount");
+  if (self.device().is_cpu()) {
+    // One pass for the range and one for the counts, serial in input order: the
+    // same sums, in the same order, as the scatter_add below (no ones tensor,
+    // no separate min and max reductions, no per-element index checks).
+    Tensor idx = contiguous(self.dtype() == ScalarType::Int64 ? self : to_dtype(self, ScalarType::Int64));
+    const int64_t n = idx.numel();
+    const int64_t* ix = n > 0 ? idx.data_ptr<int64_t>() : nullptr;
+    int64_t hi = -1;
+    if (n > 0) {  // the vectorized reductions: one pass, not a scalar loop here
+      auto [lo_t, hi_t] = aminmax(idx);
+      STRATA_CHECK(lo_t.item().to<int64_t>() >= 0, "bincount only supports 1-d non-negative integral inputs");
+      hi = hi_t.item().to<int64_t>();
+    }
+    const int64_t len = std::max(minlength, hi + 1);
+    // An empty input counts in int64 whatever the weights are (torch's rule).
+    if (n == 0) return zeros(DimVector{len}, ScalarType::Int64, self.device());
+    Tensor out = zeros(DimVector{len}, dt, self.device());
+    if (!has_w) {
+      int64_t* o = out.data_ptr<int64_t>();
+      if (len <= (int64_t(1) << 16) && n < (int64_t(1) << 32)) {
+        // Four 32-bit sub-counts, so that runs of one value do not wait on
+        // their own store; integer sums, so the order does not matter.
+        // Few bins: four copies (the common values repeat often); many bins:
+        // one, half the size of the int64 output, so more of it stays in cache.
+        const int64_t copies = len <= 2048 ? 4 : 1;
+        std::vector<uint32_t> c(static_cast<size_t>(copies * len), 0);
+        uint32_t* c0 = c.data();
+        int64_t i = 0;
+        for (; copies == 4 && i + 4 <= n; i += 4) {
+          c0[ix[i]]++;
+          c0[len + ix[i + 1]]++;
+          c0[2 * len + ix[i + 2]]++;
+          c0[3 * len + ix[i + 3]]++;
+        }
+        for (; i < n; ++i) c0[ix[i]]++;
+        if (copies == 4) {
+          for (int64_t b = 0; b < len; ++b)
+            o[b] = int64_t(c0[b]) + int64_t(c0[len + b]) + int64_t(c0[2 * len + b]) + int64_t(c0[3 * len + b]);
+        } else {
+          for (int64_t b = 0; b < len; ++b) o[b] = c0[b];
+        }
+      } else {
+        for (int64_t i = 0; i < n; ++i) o[ix[i]]++;
+      }
+      return out;
+    }
+    Tensor w = contiguous(to_dtype(*weights, dt));
+    auto acc = [&]<typename W>() {
+      W* o = out.data_ptr<W>();
+      const W* wp = w.data_ptr<W>();
+      for (int64_t i = 0; i < n; ++i) o[ix[i]] += wp[i];
+    };
+    if (dt == ScalarType::Float32) acc.template operator()<float>();
+    else acc.template operator()<double>();
+    return out;
+  }
   int64_t len = minlength;
   if (self.numel() > 0) {
     STRATA_CHECK(min(self).item().to<int64_t>() >= 0, "bincount only supports 1-d non-negative integral inputs");

@@ -130,8 +130,64 @@ bool gather_rows(const Tensor& out, const Tensor& self, int64_t dim, const Tenso
   return true;
 }
 
+// Note [Gather along the last dim]
+// index_select along the last dim into a contiguous out: the index is loaded,
+// wrapped and checked once (not once per output element), then every output
+// row is a contiguous loop o[j] = row[ix[j]] with a typed element copy.
+bool gather_last_dim(const Tensor& out, const Tensor& self, int64_t dim, const Tensor& index, bool wrap,
+                     BadIndex& bad) {
+  const int64_t nd = out.dim();
+  if (dim != nd - 1 || !out.is_contiguous()) return false;
+  for (int64_t d = 0; d < dim; ++d) {
+    if (out.size(d) != self.size(d) || (index.size(d) != 1 && index.stride(d) != 0)) return false;
+  }
+  const int64_t k = out.size(dim), dim_size = self.size(dim);
+  if (k == 0) return true;
+  const int64_t rows = out.numel() / k;
+  const bool is64 = index.dtype() == ScalarType::Int64;
+  const int64_t istride = index.stride(dim) * static_cast<int64_t>(index.element_size());
+  const char* ib = static_cast<const char*>(index.data_ptr());
+  std::vector<int64_t> ix(static_cast<size_t>(k));
+  for (int64_t j = 0; j < k; ++j) {
+    int64_t x = load_index(ib + j * istride, is64);
+    if (wrap && x < 0) x += dim_size;
+    if (x < 0 || x >= dim_size) {
+      bad.record(load_index(ib + j * istride, is64));
+      return true;
+    }
+    ix[j] = x * self.stride(dim);
+  }
+  char* ob = static_cast<char*>(out.data_ptr());
+  const char* sb = static_cast<const char*>(self.data_ptr());
+  const int64_t* xp = ix.data();
+  visit_elem_size(out.element_size(), [&]<typename E>() {
+    const int64_t grain = std::max<int64_t>(1, kGrainSize / 4 / k);
+    parallel_for(0, rows, grain, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        int64_t rem = r, off = 0;  // element offset in self of row r
+        for (int64_t d = dim - 1; d >= 0; --d) {
+          off += (rem % out.size(d)) * self.stride(d);
+          rem /= out.size(d);
+        }
+        E* o = reinterpret_cast<E*>(ob) + r * k;
+        const E* s = reinterpret_cast<const E*>(sb) + off;
+        for (int64_t j = 0; j < k; ++j) o[j] = s[xp[j]];
+      }
+    });
+  });
+  return true;
+}
+
 void gather_kernel(const Tensor& out, const Tensor& self, int64_t dim, const Tensor& index, bool wrap,
                    const char* op) {
+  {
+    BadIndex bad;
+    if (gather_last_dim(out, self, dim, index, wrap, bad)) {
+      STRATA_CHECK_INDEX(!bad.any(), op, ": index ", bad.value, " is out of bounds for dimension ", dim,
+                         " with size ", self.size(dim));
+      return;
+    }
+  }
   {
     BadIndex bad;
     if (gather_rows(out, self, dim, index, wrap, bad)) {

@@ -156,8 +156,9 @@ void write_out(const std::vector<Item<K>>& buf, int64_t n, char* v, int64_t vs, 
   }
 }
 
-// Runs op(buf) on every line of self along dim (buf holds the line's keys and
-// indices) and writes the first out_len items to values/indices.
+// Runs op<K, T>(buf, line, stride, L) on every line of self along dim (it fills
+// buf with the line's items in output order) and writes the first out_len
+// items to values/indices.
 template <typename Op>
 void for_each_sorted_line(const Tensor& values, const Tensor& indices, const Tensor& self, int64_t dim,
                           int64_t out_len, int64_t grain_div, const Op& op) {
@@ -181,8 +182,7 @@ void for_each_sorted_line(const Tensor& values, const Tensor& indices, const Ten
             o1 += r * s.g.strides[1][last];
             o2 += r * s.g.strides[2][last];
           }
-          load_keys<K, T>(buf, sb + o2, ss, L);
-          op(buf);
+          op.template operator()<K, T>(buf, sb + o2, ss, L);
           write_out<T, K>(buf, out_len, vb + o0, vs, xb + o1, xs, sb + o2, ss);
         }
       });
@@ -192,12 +192,75 @@ void for_each_sorted_line(const Tensor& values, const Tensor& indices, const Ten
 
 void sort_kernel(const Tensor& values, const Tensor& indices, const Tensor& self, int64_t dim, bool descending) {
   for_each_sorted_line(values, indices, self, dim, self.size(dim), 8,
-                       [&](auto& buf) { sort_items(buf, descending); });
+                       [&]<typename K, typename T>(std::vector<Item<K>>& buf, const char* p, int64_t ss, int64_t L) {
+                         load_keys<K, T>(buf, p, ss, L);
+                         sort_items(buf, descending);
+                       });
+}
+
+// Note [Top k by a heap]
+// For k much smaller than the line, one pass over the line with a heap of the
+// k best so far, keyed by radix_key (one unsigned compare per element, NaN the
+// greatest, -0.0 equal to 0.0, all bits inverted for the smallest), instead of
+// building a 16-byte item per element and a partial sort with the NaN-aware
+// comparator. An element enters only when its key beats the worst kept one;
+// an equal key never does, since it has the higher index, so ties go to the
+// lower index, as in topk_items: the same selection and order.
+template <typename K, typename T>
+void topk_line(std::vector<Item<K>>& buf, const char* base, int64_t stride, int64_t n, int64_t k, bool largest) {
+  if (k == 0) {
+    buf.clear();
+    return;
+  }
+  if (k * 8 > n) {
+    load_keys<K, T>(buf, base, stride, n);
+    topk_items(buf, k, largest);
+    return;
+  }
+  const uint64_t flip = largest ? 0 : ~uint64_t(0);
+  auto key = [&](int64_t i) {
+    const T v = *reinterpret_cast<const T*>(base + i * stride);
+    return radix_key(static_cast<K>(static_cast<opmath_t<T>>(v))) ^ flip;
+  };
+  struct H {
+    uint64_t u;
+    int64_t i;
+  };
+  auto better = [](const H& a, const H& b) { return a.u > b.u || (a.u == b.u && a.i < b.i); };
+  static thread_local std::vector<H> h;
+  h.resize(static_cast<size_t>(k));
+  for (int64_t i = 0; i < k; ++i) h[i] = {key(i), i};
+  std::make_heap(h.begin(), h.end(), better);  // the worst kept item in front
+  // Most elements lose to the worst kept one by a plain compare of values
+  // (not better when <= it for largest, >= for smallest, NaN excepted); the
+  // rest are decided on keys.
+  using V = opmath_t<T>;
+  auto val = [&](int64_t i) { return static_cast<V>(*reinterpret_cast<const T*>(base + i * stride)); };
+  uint64_t worst = h.front().u;
+  V wv = val(h.front().i);
+  for (int64_t i = k; i < n; ++i) {
+    const V v = val(i);
+    if (largest ? v <= wv : v >= wv) continue;
+    const uint64_t u = key(i);
+    if (u > worst) {
+      std::pop_heap(h.begin(), h.end(), better);
+      h.back() = {u, i};
+      std::push_heap(h.begin(), h.end(), better);
+      worst = h.front().u;
+      wv = val(h.front().i);
+    }
+  }
+  std::sort_heap(h.begin(), h.end(), better);  // best first
+  buf.resize(static_cast<size_t>(k));
+  for (int64_t j = 0; j < k; ++j) buf[j] = {K(0), h[j].i};
 }
 
 void topk_kernel(const Tensor& values, const Tensor& indices, const Tensor& self, int64_t k, int64_t dim,
                  bool largest) {
-  for_each_sorted_line(values, indices, self, dim, k, 4, [&](auto& buf) { topk_items(buf, k, largest); });
+  for_each_sorted_line(values, indices, self, dim, k, 4,
+                       [&]<typename K, typename T>(std::vector<Item<K>>& buf, const char* p, int64_t ss, int64_t L) {
+                         topk_line<K, T>(buf, p, ss, L, k, largest);
+                       });
 }
 
 }  // namespace
