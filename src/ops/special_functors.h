@@ -738,14 +738,17 @@ inline int64_t degree(double n) {
   if (!(n == n) || n < -9.2e18 || n > 9.2e18) return -1;  // nan or out of range: no polynomial
   return static_cast<int64_t>(n);
 }
-inline double chebyshev_t(double x, int64_t n) {
+// R = float for float32 (and the 16-bit types), as torch computes it: acosf and
+// cosf cost about half their double forms.
+template <typename R>
+inline R chebyshev_t(R x, int64_t n) {
   if (n < 0) return 0;
-  if (std::fabs(x) == 1) return (x > 0 || n % 2 == 0) ? 1.0 : -1.0;
-  if (n > 6 && std::fabs(x) < 1) return std::cos(n * std::acos(x));
+  if (std::fabs(x) == 1) return (x > 0 || n % 2 == 0) ? R(1) : R(-1);
+  if (n > 6 && std::fabs(x) < 1) return std::cos(R(n) * std::acos(x));
   if (n == 0) return 1;
-  double p = 1, c = x;
+  R p = 1, c = x;
   for (int64_t k = 1; k < n; ++k) {
-    const double nx = 2 * x * c - p;
+    const R nx = 2 * x * c - p;
     p = c, c = nx;
   }
   return c;
@@ -934,11 +937,10 @@ STRATA_SPECIAL_BINARY(Igamma, sp::igamma(x, y, false))
 STRATA_SPECIAL_BINARY(Igammac, sp::igamma(x, y, true))
 STRATA_SPECIAL_BINARY(StandardGammaGrad, sp::standard_gamma_grad(x, y))
 // Polynomials: (x, n), the degree truncated to an integer as torch does.
-STRATA_SPECIAL_BINARY(ChebyshevT, sp::chebyshev_t(x, sp::degree(y)))
 STRATA_SPECIAL_BINARY(ChebyshevU, sp::chebyshev_u(x, sp::degree(y)))
 STRATA_SPECIAL_BINARY(ChebyshevV, sp::chebyshev_v(x, sp::degree(y)))
 STRATA_SPECIAL_BINARY(ChebyshevW, sp::chebyshev_w(x, sp::degree(y)))
-STRATA_SPECIAL_BINARY(ShiftedChebyshevT, sp::chebyshev_t(x + x - 1, sp::degree(y)))
+STRATA_SPECIAL_BINARY(ShiftedChebyshevT, sp::chebyshev_t<double>(x + x - 1, sp::degree(y)))
 STRATA_SPECIAL_BINARY(ShiftedChebyshevU, sp::chebyshev_u(x + x - 1, sp::degree(y)))
 STRATA_SPECIAL_BINARY(ShiftedChebyshevV, sp::chebyshev_v(x + x - 1, sp::degree(y)))
 STRATA_SPECIAL_BINARY(ShiftedChebyshevW, sp::chebyshev_w(x + x - 1, sp::degree(y)))
@@ -947,5 +949,12 @@ STRATA_SPECIAL_BINARY(HermiteHe, sp::hermite_he(x, sp::degree(y)))
 STRATA_SPECIAL_BINARY(LaguerreL, sp::laguerre_l(x, sp::degree(y)))
 STRATA_SPECIAL_BINARY(LegendreP, sp::legendre_p(x, sp::degree(y)))
 #undef STRATA_SPECIAL_BINARY
+struct ChebyshevT {
+  template <typename T>
+  STRATA_HD T operator()(T a, T b) const {
+    if constexpr (std::is_same_v<T, float>) return sp::chebyshev_t<float>(a, sp::degree(b));
+    else return static_cast<T>(sp::chebyshev_t<double>(static_cast<double>(a), sp::degree(static_cast<double>(b))));
+  }
+};
 
 }  // namespace strata::fn
