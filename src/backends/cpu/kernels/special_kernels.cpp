@@ -8,10 +8,15 @@ namespace cpu {
 inline namespace STRATA_CPU_NS {
 namespace {
 
+// The element lambda is forced inline: in this file (many large functors) GCC
+// otherwise leaves it as a call, and the contiguous loop then cannot vectorize
+// even a branch-free functor (ndtri float32: 20 ms -> 2.5 ms per 1e6 on AVX-512).
 template <typename Op>
 void float_unary(TensorIterator& it, const Op& op) {
   visit_floating(it.common_dtype(), "op", [&]<typename T>() {
-    cpu_kernel(it, [op](T a) -> T { return static_cast<T>(op(static_cast<opmath_t<T>>(a))); });
+    cpu_kernel(it, [op](T a) __attribute__((always_inline)) -> T {
+      return static_cast<T>(op(static_cast<opmath_t<T>>(a)));
+    });
   });
 }
 #define STRATA_UNARY_K(name, Op) \
