@@ -232,7 +232,8 @@ def test_dtypes_out_meta_and_errors():
 def test_standard_gamma_grad_against_mpmath_and_torch():
     rng = np.random.default_rng(4)
     a = np.exp(rng.uniform(-4, 6, 400))
-    x = torch._standard_gamma(torch.from_numpy(a)).numpy()
+    # Seeded: the draws (and so the points checked) are the same in every run.
+    x = torch._standard_gamma(torch.from_numpy(a), generator=torch.Generator().manual_seed(0)).numpy()
     ours = st._C._ops._standard_gamma_grad(st.tensor(a), st.tensor(x)).numpy()
     theirs = torch._standard_gamma_grad(torch.from_numpy(a), torch.from_numpy(x)).numpy()
     np.testing.assert_allclose(ours, theirs, rtol=2e-3)  # torch's is an approximation
