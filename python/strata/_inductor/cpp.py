@@ -389,14 +389,7 @@ def render_pointwise(kernel, header_comment=""):
     w(f"    const int64_t blk = tile % {nblk}, o = tile / {nblk};")
     w(f"    const int64_t begin = blk * {BLOCK}, end = begin + {BLOCK} < {inner} ? begin + {BLOCK} : {inner};")
     # Outer dims' indices from o (innermost outer dim varies fastest), then each buffer's offset.
-    if nd > 1:
-        w("    int64_t rem = o;")
-        for d in range(nd - 2, -1, -1):
-            w(f"    const int64_t i{d} = rem % {sizes[d]};")
-            if d:
-                w(f"    rem /= {sizes[d]};")
-    else:
-        w("    (void)o;")
+    _outer_indices(w, sizes[:-1])
     for b in bufs:
         terms = [f"i{d} * {b.strides[d]}" for d in range(nd - 1) if b.strides[d]]
         w(f"    const int64_t o_{b.name} = {' + '.join(terms) if terms else '0'};")
@@ -559,6 +552,19 @@ def _rename_operand(a, ren):
     return ren(a)
 
 
+def _outer_indices(w, outer_sizes):
+    """Emits i0..i{k-1}, the indices of the outer dims (sizes outer_sizes, the last varying fastest), from
+    the flat outer index `o` of a tile loop."""
+    if not outer_sizes:
+        w("    (void)o;")
+        return
+    w("    int64_t rem = o;")
+    for d in range(len(outer_sizes) - 1, -1, -1):
+        w(f"    const int64_t i{d} = rem % {outer_sizes[d]};")
+        if d:
+            w(f"    rem /= {outer_sizes[d]};")
+
+
 def _tiled_loops(w, out, body, kernel):
     """The loops of a pointwise kernel with an operand whose innermost stride is not 1 (a transposed
     read or write): TILE x TILE tiles of the two innermost dims, so the lines a strided operand
@@ -575,14 +581,7 @@ def _tiled_loops(w, out, body, kernel):
     w(f"#pragma omp parallel for schedule(static) if ({outer * NR * NC} >= {PARALLEL_MIN})")
     w(f"  for (int64_t tile = 0; tile < {outer * nrb * ncb}; ++tile) {{")
     w(f"    const int64_t cb = tile % {ncb}, rb = (tile / {ncb}) % {nrb}, o = tile / {ncb * nrb};")
-    if nd > 2:
-        w("    int64_t rem = o;")
-        for d in range(nd - 3, -1, -1):
-            w(f"    const int64_t i{d} = rem % {sizes[d]};")
-            if d:
-                w(f"    rem /= {sizes[d]};")
-    else:
-        w("    (void)o;")
+    _outer_indices(w, sizes[:-2])
     w(f"    const int64_t col_lo = cb * {TILE}, col_hi = col_lo + {TILE} < {NC} ? col_lo + {TILE} : {NC};")
     w(f"    const int64_t row_hi = rb * {TILE} + {TILE} < {NR} ? rb * {TILE} + {TILE} : {NR};")
     w(f"    for (int64_t r = rb * {TILE}; r < row_hi; ++r) {{")
