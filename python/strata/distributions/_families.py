@@ -10,7 +10,7 @@ import strata.nn.functional as _F
 
 from . import constraints
 from .distribution import Distribution
-from .utils import broadcast_all, clamp_probs, lazy_property, logits_to_probs, probs_to_logits
+from .utils import _batch_shape, broadcast_all, clamp_probs, lazy_property, logits_to_probs, probs_to_logits
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -38,8 +38,7 @@ class Normal(ExponentialFamily):
 
     def __init__(self, loc, scale, validate_args=None):
         self.loc, self.scale = broadcast_all(loc, scale)
-        batch_shape = _st.Size() if isinstance(loc, numbers.Number) and isinstance(scale, numbers.Number) \
-            else self.loc.size()
+        batch_shape = _batch_shape((loc, scale), self.loc)
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
@@ -95,8 +94,7 @@ class Uniform(Distribution):
 
     def __init__(self, low, high, validate_args=None):
         self.low, self.high = broadcast_all(low, high)
-        batch_shape = _st.Size() if isinstance(low, numbers.Number) and isinstance(high, numbers.Number) \
-            else self.low.size()
+        batch_shape = _batch_shape((low, high), self.low)
         super().__init__(batch_shape, validate_args=validate_args)
         if self._validate_args and not bool((self.low < self.high).all()):
             raise ValueError("Uniform is not defined when low >= high")
@@ -155,7 +153,7 @@ class Exponential(ExponentialFamily):
 
     def __init__(self, rate, validate_args=None):
         (self.rate,) = broadcast_all(rate)
-        batch_shape = _st.Size() if isinstance(rate, numbers.Number) else self.rate.size()
+        batch_shape = _batch_shape((rate,), self.rate)
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
@@ -206,8 +204,7 @@ class Laplace(Distribution):
 
     def __init__(self, loc, scale, validate_args=None):
         self.loc, self.scale = broadcast_all(loc, scale)
-        batch_shape = _st.Size() if isinstance(loc, numbers.Number) and isinstance(scale, numbers.Number) \
-            else self.loc.size()
+        batch_shape = _batch_shape((loc, scale), self.loc)
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
@@ -260,8 +257,7 @@ class Gamma(ExponentialFamily):
 
     def __init__(self, concentration, rate, validate_args=None):
         self.concentration, self.rate = broadcast_all(concentration, rate)
-        batch_shape = _st.Size() if isinstance(concentration, numbers.Number) and isinstance(rate, numbers.Number) \
-            else self.rate.size()
+        batch_shape = _batch_shape((concentration, rate), self.rate)
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
@@ -656,7 +652,7 @@ class Poisson(ExponentialFamily):
 
     def __init__(self, rate, validate_args=None):
         (self.rate,) = broadcast_all(rate)
-        batch_shape = _st.Size() if isinstance(rate, numbers.Number) else self.rate.size()
+        batch_shape = _batch_shape((rate,), self.rate)
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):

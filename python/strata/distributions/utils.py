@@ -21,6 +21,14 @@ def broadcast_all(*values):
     return tuple(_st.broadcast_tensors(*vals))
 
 
+def _batch_shape(values, like):
+    """The batch shape of a distribution built from `values` (numbers or tensors): () when all are
+    numbers, else the shape of `like`, one of the broadcast parameters."""
+    if all(isinstance(v, numbers.Number) for v in values):
+        return _st.Size()
+    return like.size()
+
+
 def _sum_rightmost(value, dim):
     if dim == 0:
         return value
