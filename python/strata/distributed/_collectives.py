@@ -217,6 +217,16 @@ def _desc(name, *tensors, **extra):
     return " ".join(parts)
 
 
+def _reduced_finish(recv, write_back, avg, world):
+    # After a reducing collective: divide for AVG, then copy into a non-contiguous output.
+    def finish(_):
+        if avg:
+            _average(recv, world)
+        if write_back:
+            write_back()
+    return finish
+
+
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     what = "all_reduce"
     _check_tensor(tensor, what)
@@ -225,13 +235,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
         return None
     code, avg = _op(op, tensor.dtype, what)
     buf, dt, wb = _buffer(tensor)
-
-    def finish(_):
-        if avg:
-            _average(buf, g.size())
-        if wb:
-            wb()
-
+    finish = _reduced_finish(buf, wb, avg, g.size())
     return _run(g, _KIND["allreduce"], what, None, buf, buf.numel(), dt, code, finish=finish, result=[tensor],
                 async_op=async_op, desc=_desc(what, tensor, op=int(op)))
 
@@ -258,14 +262,7 @@ def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_
     root = _group_rank(g, dst, group_dst, what, "dst")
     code, avg = _op(op, tensor.dtype, what)
     buf, dt, wb = _buffer(tensor)
-
-    def finish(_):
-        if g.rank() == root:
-            if avg:
-                _average(buf, g.size())
-            if wb:
-                wb()
-
+    finish = _reduced_finish(buf, wb, avg, g.size()) if g.rank() == root else None
     return _run(g, _KIND["reduce"], what, None, buf, buf.numel(), dt, code, root=root, finish=finish,
                 result=[tensor], async_op=async_op, desc=_desc(what, tensor, dst=root, op=int(op)))
 
@@ -307,18 +304,29 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
                 desc=_desc(what, tensor))
 
 
-def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
-    what = "all_gather_into_tensor"
-    _check_tensor(output_tensor, what, "output_tensor")
-    _check_tensor(input_tensor, what, "input_tensor")
+def _check_pair(out, out_name, inp, in_name, group, what, big):
+    """Checks of the flat-tensor collectives: both tensors valid, the caller in the group, one
+    dtype, and the `big` side ("output" or "input") holding world_size times the other.
+    Returns the group, or None when this rank is not a member."""
+    _check_tensor(out, what, out_name)
+    _check_tensor(inp, what, in_name)
     g = _member(group, what)
     if g is None:
         return None
-    if output_tensor.dtype != input_tensor.dtype:
-        raise TypeError(f"{what}: output_tensor has dtype {output_tensor.dtype}, input_tensor {input_tensor.dtype}")
-    if output_tensor.numel() != input_tensor.numel() * g.size():
-        raise ValueError(f"{what}: output_tensor of shape {tuple(output_tensor.shape)} must hold world_size "
-                         f"({g.size()}) times input_tensor of shape {tuple(input_tensor.shape)}")
+    if out.dtype != inp.dtype:
+        raise TypeError(f"{what}: {out_name} has dtype {out.dtype}, {in_name} {inp.dtype}")
+    (b, bn), (s, sn) = ((out, out_name), (inp, in_name)) if big == "output" else ((inp, in_name), (out, out_name))
+    if b.numel() != s.numel() * g.size():
+        raise ValueError(f"{what}: {bn} of shape {tuple(b.shape)} must hold world_size "
+                         f"({g.size()}) times {sn} of shape {tuple(s.shape)}")
+    return g
+
+
+def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
+    what = "all_gather_into_tensor"
+    g = _check_pair(output_tensor, "output_tensor", input_tensor, "input_tensor", group, what, big="output")
+    if g is None:
+        return None
     send, dt, _ = _buffer(input_tensor)
     recv, _, wb = _buffer(output_tensor)
     return _run(g, _KIND["allgather"], what, send, recv, input_tensor.numel(), dt,
@@ -374,39 +382,20 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
     code, avg = _op(op, output.dtype, what)
     send = _flat_travel(list(input_list))
     recv, dt, wb = _buffer(output)
-
-    def finish(_):
-        if avg:
-            _average(recv, g.size())
-        if wb:
-            wb()
-
+    finish = _reduced_finish(recv, wb, avg, g.size())
     return _run(g, _KIND["reduce_scatter"], what, send, recv, output.numel(), dt, code, finish=finish,
                 result=[output], async_op=async_op, desc=_desc(what, output, op=int(op)))
 
 
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
     what = "reduce_scatter_tensor"
-    _check_tensor(output, what, "output")
-    _check_tensor(input, what, "input")
-    g = _member(group, what)
+    g = _check_pair(output, "output", input, "input", group, what, big="input")
     if g is None:
         return None
-    if output.dtype != input.dtype:
-        raise TypeError(f"{what}: output has dtype {output.dtype}, input {input.dtype}")
-    if input.numel() != output.numel() * g.size():
-        raise ValueError(f"{what}: input of shape {tuple(input.shape)} must hold world_size ({g.size()}) times "
-                         f"output of shape {tuple(output.shape)}")
     code, avg = _op(op, output.dtype, what)
     send, dt, _ = _buffer(input)
     recv, _, wb = _buffer(output)
-
-    def finish(_):
-        if avg:
-            _average(recv, g.size())
-        if wb:
-            wb()
-
+    finish = _reduced_finish(recv, wb, avg, g.size())
     return _run(g, _KIND["reduce_scatter"], what, send, recv, output.numel(), dt, code, finish=finish,
                 result=[output], async_op=async_op, desc=_desc(what, output, op=int(op)))
 
