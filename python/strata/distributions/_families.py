@@ -31,7 +31,9 @@ class ExponentialFamily(Distribution):
 
 
 # ---- continuous -----------------------------------------------------------------------
-class Normal(ExponentialFamily):
+class _LocScale:
+    """Shared part of the location-scale families (Normal, Laplace): broadcast loc and scale,
+    the batch shape, expand, and mean = mode = loc. Listed before the Distribution base."""
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
     support = constraints.real
     has_rsample = True
@@ -42,7 +44,8 @@ class Normal(ExponentialFamily):
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        return _expand_params(self, Normal, batch_shape, ("loc", "scale"), _instance)
+        family = next(c for c in type(self).__mro__ if _LocScale in c.__bases__)  # Normal or Laplace
+        return _expand_params(self, family, batch_shape, ("loc", "scale"), _instance)
 
     @property
     def mean(self):
@@ -51,6 +54,9 @@ class Normal(ExponentialFamily):
     @property
     def mode(self):
         return self.loc
+
+
+class Normal(_LocScale, ExponentialFamily):
 
     @property
     def stddev(self):
@@ -197,26 +203,7 @@ class Exponential(ExponentialFamily):
         return 1.0 - _st.log(self.rate)
 
 
-class Laplace(Distribution):
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    has_rsample = True
-
-    def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        batch_shape = _batch_shape((loc, scale), self.loc)
-        super().__init__(batch_shape, validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        return _expand_params(self, Laplace, batch_shape, ("loc", "scale"), _instance)
-
-    @property
-    def mean(self):
-        return self.loc
-
-    @property
-    def mode(self):
-        return self.loc
+class Laplace(_LocScale, Distribution):
 
     @property
     def variance(self):
