@@ -220,16 +220,20 @@ class ComposeTransform(Transform):
 identity_transform = ComposeTransform([])
 
 
-class ExpTransform(Transform):
+class _ParameterFree(Transform):
+    """A transform without parameters: instances of one class (or a subclass) are equal."""
+
+    def __eq__(self, other):
+        return isinstance(other, type(self)) or isinstance(self, type(other))
+
+    __hash__ = object.__hash__
+
+
+class ExpTransform(_ParameterFree):
     domain = constraints.real
     codomain = constraints.positive
     bijective = True
     sign = +1
-
-    def __eq__(self, other):
-        return isinstance(other, ExpTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         return x.exp()
@@ -241,16 +245,11 @@ class ExpTransform(Transform):
         return x
 
 
-class SigmoidTransform(Transform):
+class SigmoidTransform(_ParameterFree):
     domain = constraints.real
     codomain = constraints.unit_interval
     bijective = True
     sign = +1
-
-    def __eq__(self, other):
-        return isinstance(other, SigmoidTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         fi = _st.finfo(x.dtype)
@@ -265,16 +264,11 @@ class SigmoidTransform(Transform):
         return -_F.softplus(-x) - _F.softplus(x)
 
 
-class TanhTransform(Transform):
+class TanhTransform(_ParameterFree):
     domain = constraints.real
     codomain = constraints.interval(-1.0, 1.0)
     bijective = True
     sign = +1
-
-    def __eq__(self, other):
-        return isinstance(other, TanhTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         return x.tanh()
