@@ -224,7 +224,7 @@ class _ParameterFree(Transform):
     """A transform without parameters: instances of one class (or a subclass) are equal."""
 
     def __eq__(self, other):
-        return isinstance(other, type(self)) or isinstance(self, type(other))
+        return isinstance(other, _ParameterFree) and (isinstance(other, type(self)) or isinstance(self, type(other)))
 
     __hash__ = object.__hash__
 
