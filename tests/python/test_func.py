@@ -468,3 +468,92 @@ def test_strata_func_as_torch_func():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "6." in r.stdout
+
+
+# ------------------------------------------------------------------------------------ second derivatives of ops
+
+
+def _op_cases(lib):
+    F = lib.nn.functional
+    g = np.random.default_rng(7)
+    w = lib.tensor(g.standard_normal((4, 4)))
+    t = lib.tensor([0, 3, 1])
+    eye3 = lib.eye(3, dtype=lib.float64)
+    return {
+        "softmax": lambda x: (F.softmax(x, -1) * w[:3]).sum(),
+        "log_softmax": lambda x: (F.log_softmax(x, -1) * w[:3]).sum(),
+        "cross_entropy": lambda x: F.cross_entropy(x, t),
+        "nll_loss": lambda x: F.nll_loss(F.log_softmax(x, 1), t),
+        "mse_loss": lambda x: F.mse_loss(x, w[:3]),
+        "bce_with_logits": lambda x: F.binary_cross_entropy_with_logits(x, w[:3].sigmoid()),
+        "kl_div": lambda x: F.kl_div(F.log_softmax(x, 1), F.softmax(w[:3], 1), reduction="batchmean"),
+        "smooth_l1": lambda x: F.smooth_l1_loss(x, w[:3]),
+        "gelu": lambda x: F.gelu(x).pow(2).sum(),
+        "gelu_tanh": lambda x: F.gelu(x, approximate="tanh").pow(2).sum(),
+        "silu": lambda x: F.silu(x).pow(2).sum(),
+        "mish": lambda x: F.mish(x).pow(2).sum(),
+        "elu": lambda x: F.elu(x).pow(2).sum(),
+        "softplus": lambda x: F.softplus(x).pow(2).sum(),
+        "logsigmoid": lambda x: F.logsigmoid(x).pow(2).sum(),
+        "relu_leaky": lambda x: (F.relu(x) * x + F.leaky_relu(x, 0.1) * x).sum(),
+        "sigmoid_tanh": lambda x: (x.sigmoid() * x.tanh()).pow(2).sum(),
+        "layer_norm": lambda x: (F.layer_norm(x, (4,)) * w[:3]).pow(2).sum(),
+        "rms_norm": lambda x: (F.rms_norm(x, (4,)) * w[:3]).pow(2).sum(),
+        "group_norm": lambda x: (F.group_norm(x, 2) * w[:3]).pow(2).sum(),
+        "batch_norm_train": lambda x: (F.batch_norm(x, None, None, training=True) * w[:3]).pow(2).sum(),
+        "normalize": lambda x: (F.normalize(x, dim=1) * w[:3]).pow(2).sum(),
+        "cosine_similarity": lambda x: F.cosine_similarity(x, w[:3]).pow(2).sum(),
+        "sdpa": lambda x: F.scaled_dot_product_attention(x[None], w[None, :3], x[None]).pow(2).sum(),
+        "logsumexp": lambda x: x.logsumexp(1).pow(2).sum(),
+        "matmul": lambda x: (x @ w @ x.T).sum(),
+        "einsum": lambda x: lib.einsum("ij,jk,ik->", x, w, x),
+        "norm": lambda x: x.norm() ** 3,
+        "vector_norm": lambda x: lib.linalg.vector_norm(x, dim=1).pow(3).sum(),
+        "var_std": lambda x: x.var(1).pow(2).sum() + x.std(0).pow(3).sum(),
+        "prod_cumprod": lambda x: x.prod(1).sum() + x.cumprod(1).sum(),
+        "amax": lambda x: (x.amax(1) ** 2).sum(),
+        "abs_sqrt_rsqrt": lambda x: (x.abs() ** 3).sum() + ((x * x + 1).sqrt() * (x * x + 2).rsqrt()).sum(),
+        "pow_tensor": lambda x: ((x * x + 1) ** w[:3]).sum(),
+        "div_atan2": lambda x: (x / (x * x + 2)).sum() + lib.atan2(x, w[:3] + 3).pow(2).sum(),
+        "erf_log1p_expm1": lambda x: x.erf().pow(2).sum() + ((x * x).log1p() * x.expm1()).sum(),
+        "where_clamp": lambda x: lib.where(x > 0, x ** 3, x ** 2).sum() + (x.clamp(-0.5, 0.5) * x).sum(),
+        "index_gather": lambda x: (x[:, [0, 2]] ** 3).sum() + (x.gather(1, t[:, None]) ** 3).sum(),
+        "cat_stack_pad": lambda x: (lib.cat([x, x * 2], 0) ** 3).sum() + (F.pad(x, (1, 1)) ** 3).sum(),
+        "scatter_add": lambda x: (lib.zeros(4, 4, dtype=x.dtype).scatter_add(0, t[:, None].expand(3, 4), x) ** 3).sum(),
+        "sort_topk": lambda x: (x.sort(1).values ** 3 * w[:3]).sum() + (x.topk(2).values ** 3).sum(),
+        "det_inv": lambda x: lib.linalg.det(x[:, :3] + eye3 * 3) + lib.linalg.inv(x[:, :3] + eye3 * 3).sum(),
+        "slogdet_solve": lambda x: (lib.linalg.slogdet(x[:, :3] + eye3 * 3)[1]
+                                    + lib.linalg.solve(x[:, :3] + eye3 * 3, w[:3, 0]).sum()),
+        "cholesky": lambda x: lib.linalg.cholesky(x[:, :3] @ x[:, :3].T + eye3).sum(),
+        "pools_interp": lambda x: (F.avg_pool1d(x[None], 2).pow(3).sum() + F.max_pool1d(x[None], 2).pow(3).sum()
+                                   + F.interpolate(x[None], scale_factor=2, mode="linear").pow(3).sum()),
+        "conv1d": lambda x: (F.conv1d(x[None], w[:, :3, None].reshape(4, 3, 1)) ** 2).sum(),
+        "lerp_addcmul_xlogy": lambda x: (lib.lerp(x, w[:3], 0.3).pow(3).sum() + lib.addcmul(x, x, w[:3]).pow(2).sum()
+                                         + lib.xlogy(x * x + 1, x * x + 2).sum()),
+        "glu_hardswish": lambda x: F.glu(x, 1).pow(2).sum() + F.hardswish(x).pow(2).sum(),
+        "lgamma_digamma": lambda x: (x * x + 1).lgamma().pow(2).sum() + (x * x + 1).digamma().sum(),
+    }
+
+
+@pytest.mark.parametrize("name", list(_op_cases(strata)))
+def test_hessian_of_op(name):
+    # hessian = jacfwd(jacrev): the forward-over-reverse needs each op's derivative to be
+    # differentiable twice over (the double-vjp jvp differentiates the double backward).
+    def build(lib, fn):
+        f = _op_cases(lib)[name]
+        x = lib.tensor(np.random.default_rng(3).standard_normal((3, 4)))
+        return fn.hessian(f)(x), fn.jacrev(fn.jacrev(f))(x)
+    both(build, rtol=1e-7, atol=1e-9)
+
+
+def test_small_cases_like_torch():
+    def build(lib, fn):
+        x = lib.tensor([1.0, 2.0], dtype=lib.float64)
+        with lib.no_grad():
+            g_nograd = fn.grad(lambda x: (x ** 3).sum())(x)
+        lin = lib.nn.Linear(2, 1).double()
+        p = {"weight": lib.ones(1, 2, dtype=lib.float64), "bias": lib.zeros(1, dtype=lib.float64)}
+        return (g_nograd, fn.grad(lambda x: lib.tensor(3.0))(x), fn.jacrev(lambda x: lib.ones(2))(x),
+                fn.jvp(lambda x: (x, (x > 0).long()), (x,), (x,)),
+                fn.functional_call(lin, p, (), {"input": x}).detach())
+    both(build)
