@@ -505,6 +505,7 @@ def _op_cases(lib):
         "cosine_similarity": lambda x: F.cosine_similarity(x, w[:3]).pow(2).sum(),
         "sdpa": lambda x: F.scaled_dot_product_attention(x[None], w[None, :3], x[None]).pow(2).sum(),
         "logsumexp": lambda x: x.logsumexp(1).pow(2).sum(),
+        "logcumsumexp": lambda x: x.logcumsumexp(1).pow(2).sum() + (x.logcumsumexp(0) * w[:3]).sum(),
         "matmul": lambda x: (x @ w @ x.T).sum(),
         "einsum": lambda x: lib.einsum("ij,jk,ik->", x, w, x),
         "norm": lambda x: x.norm() ** 3,
