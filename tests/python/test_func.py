@@ -558,3 +558,27 @@ def test_small_cases_like_torch():
                 fn.jvp(lambda x: (x, (x > 0).long()), (x,), (x,)),
                 fn.functional_call(lin, p, (), {"input": x}).detach())
     both(build)
+
+
+def test_functionalize_batch_norm_and_unwrap():
+    def build(lib, fn):
+        x, = data(lib, (4,))
+
+        def f(x):
+            y = x.clone()
+            y.add_(1)
+            return y.view(2, 2), x[:2]
+        a = fn.functionalize(f)(x)
+        b = fn.functionalize(f, remove="mutations_and_views")(x)
+        bn = lib.nn.Sequential(lib.nn.Linear(4, 3), lib.nn.BatchNorm1d(3)).double()
+        fn.replace_all_batch_norm_modules_(bn)
+        m = bn[1]
+        return a, b, (m.running_mean is None, m.running_var is None, m.num_batches_tracked is None,
+                      m.track_running_stats), fn.debug_unwrap(x)
+    both(build)
+    with pytest.raises(RuntimeError, match="invalid argument for remove"):
+        sf.functionalize(lambda x: x, remove="views")
+    x, = data(strata, (4,))
+    out = sf.functionalize(lambda x: x[:2], remove="mutations_and_views")(x)
+    out.add_(100)
+    assert float(x[0]) < 50  # the output is a copy, not a view of the input
