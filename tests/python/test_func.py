@@ -582,3 +582,22 @@ def test_functionalize_batch_norm_and_unwrap():
     out = sf.functionalize(lambda x: x[:2], remove="mutations_and_views")(x)
     out.add_(100)
     assert float(x[0]) < 50  # the output is a copy, not a view of the input
+
+
+def test_with_vmap_per_example_grads_and_ensembles():
+    # strata.func.vmap (one call per entry today; a batching key later) composed with grad,
+    # functional_call, stack_module_state and jacrev, against torch.func.
+    def build(lib, fn):
+        model = mlp(lib, (4, 6, 3))
+        params = {k: v.detach() for k, v in model.named_parameters()}
+        x, y = data(lib, (5, 4), (5, 3), seed=8)
+
+        def loss(p, xi, yi):
+            return ((fn.functional_call(model, p, (xi[None],)) - yi[None]) ** 2).sum()
+        per_example = fn.vmap(fn.grad(loss), in_dims=(None, 0, 0))(params, x, y)
+        models = [mlp(lib, (4, 6, 3), seed=s) for s in range(3)]
+        sp, sb = fn.stack_module_state(models)
+        ens = fn.vmap(lambda p, b, xx: fn.functional_call(model, (p, b), (xx,)), in_dims=(0, 0, None))(sp, sb, x)
+        jac = fn.vmap(fn.jacrev(lambda v: v.sin() * v.sum()))(x)
+        return per_example, ens.detach(), jac
+    both(build)
