@@ -71,23 +71,8 @@ def _grad_input(t):
 def _foreign_graph(outs, handles):
     """True when the graph of outs reaches a leaf that requires grad other than through
     this level's handles (a captured tensor that requires grad): the results must then
-    keep their graph, as torch.func's do."""
-    # The node wrappers are kept alive (keep) so that one node keeps one Python object and id().
-    keep = [h.grad_fn for h in handles]
-    stop = {id(n) for n in keep}
-    seen = set()
-    stack = [o.grad_fn for o in outs if isinstance(o, _C.Tensor) and o.grad_fn is not None]
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen or id(node) in stop:
-            continue
-        keep.append(node)
-        seen.add(id(node))
-        if node.name() == "AccumulateGrad":
-            return True
-        stack.extend(n for n, _ in node.next_functions)
-    # a captured leaf used directly has no grad_fn; it shows up as an AccumulateGrad above
-    return False
+    keep their graph, as torch.func's do. One walk of the graph, in C++."""
+    return _C._graph_reaches_other_leaf([o for o in outs if isinstance(o, _C.Tensor)], list(handles))
 
 
 def _needs_graph(outer_grad, originals, outs, handles):
