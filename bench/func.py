@@ -2,7 +2,8 @@
 compete for the shared cores): the Hessian of a small function, jacrev and jacfwd of an
 MLP's output with respect to its input, grad of an MLP loss with respect to its
 parameters (functional_call), and a Hessian-vector product. Prints the median of several
-repetitions per case and the strata/torch ratio (above 1: strata slower).
+repetitions per case and the strata/torch ratios of medians and of minimums (above 1:
+strata slower; on a loaded machine the minimums are the steadier figure).
 
     PYTHONPATH=python .venv/bin/python bench/func.py [--reps 15]
 """
@@ -89,12 +90,13 @@ def main():
     strata.set_num_threads(1)
     torch.set_num_threads(1)
     cs, ct = cases(strata, sf), cases(torch, tf)
-    print(f"{'case':32s} {'strata ms':>10s} {'torch ms':>10s} {'ratio':>7s}   (median; min in brackets)")
+    print(f"{'case':32s} {'strata ms':>10s} {'torch ms':>10s} {'ratio':>7s} {'min ratio':>9s}   (medians; mins in brackets)")
     for name in cs:
         check(cs[name](), ct[name](), name)
         ms, mins = median_time(cs[name], args.reps)
         mt, mint = median_time(ct[name], args.reps)
-        print(f"{name:32s} {ms * 1e3:10.3f} {mt * 1e3:10.3f} {ms / mt:7.2f}   [{mins * 1e3:.3f} / {mint * 1e3:.3f}]")
+        print(f"{name:32s} {ms * 1e3:10.3f} {mt * 1e3:10.3f} {ms / mt:7.2f} {mins / mint:9.2f}   "
+              f"[{mins * 1e3:.3f} / {mint * 1e3:.3f}]")
 
 
 if __name__ == "__main__":
