@@ -601,3 +601,23 @@ def test_with_vmap_per_example_grads_and_ensembles():
         jac = fn.vmap(fn.jacrev(lambda v: v.sin() * v.sum()))(x)
         return per_example, ens.detach(), jac
     both(build)
+
+
+@pytest.mark.parametrize("shape", [(2, 4, 4), (2, 5, 3), (2, 3, 5)], ids=["square", "tall", "wide"])
+def test_lu_factor_and_lu_solve_derivatives(shape):
+    # linalg.lu_factor / lu_solve / lu are differentiable (first and second order) as in torch.
+    def build(lib, fn):
+        a, w = data(lib, shape, shape, seed=9)
+        L = lib.linalg
+        f = lambda a: (L.lu_factor(a)[0] * w).sum() + (L.lu_factor(a)[0] ** 2).sum()
+        out = [fn.jacrev(lambda a: L.lu_factor(a)[0])(a), fn.hessian(f)(a),
+               fn.jacrev(lambda a: L.lu(a).L @ L.lu(a).U)(a)]
+        if shape[-1] == shape[-2]:
+            b, bt = data(lib, (2, 4, 3), (2, 3, 4), seed=10)
+            for left in (True, False):
+                for adjoint in (False, True):
+                    out.append(fn.jacrev(lambda a, r: L.lu_solve(*L.lu_factor(a), r, left=left, adjoint=adjoint),
+                                         argnums=(0, 1))(a, b if left else bt))
+            out.append(fn.hessian(lambda a: L.lu_solve(*L.lu_factor(a), b).pow(2).sum())(a))
+        return out
+    both(build, rtol=1e-8, atol=1e-10)
