@@ -621,3 +621,13 @@ def test_lu_factor_and_lu_solve_derivatives(shape):
             out.append(fn.hessian(lambda a: L.lu_solve(*L.lu_factor(a), b).pow(2).sum())(a))
         return out
     both(build, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("chunk_size", [None, 1, 3, 5, 100])
+def test_jacrev_chunks_across_outputs_and_args(chunk_size):
+    def build(lib, fn):
+        a, = data(lib, (7,))
+        b = lib.arange(8.0, dtype=lib.float64)
+        f = lambda a, b: (a.sin() * b.sum(), (a * b[:7]).exp(), b.reshape(2, 4))
+        return fn.jacrev(f, argnums=(0, 1), chunk_size=chunk_size)(a, b)
+    both(build)

@@ -397,26 +397,33 @@ def _vjp_rows(vjp_fn, basis):
     return tuple(stack([r[i] for r in rows]) for i in range(len(rows[0])))
 
 
-def _rows_chunked(fn, basis, n, chunk_size):
-    if chunk_size is None or chunk_size >= n:
-        return _vjp_rows(fn, basis)
+def _rows_chunked(fn, refs, chunk_size):
+    """_vjp_rows of fn over the standard basis of the flattened refs, chunk_size rows at a
+    time (all at once when None): only one chunk of the basis exists at a time."""
+    n = sum(r.numel() for r in refs)
+    step = n if chunk_size is None else chunk_size
+    parts = [_vjp_rows(fn, _basis(refs, s, min(s + step, n))) for s in range(0, n, step)]
+    if len(parts) == 1:
+        return parts[0]
     from .. import cat
-    parts = [_vjp_rows(fn, tuple(b[s:s + chunk_size] for b in basis)) for s in range(0, n, chunk_size)]
     return tuple(cat([p[i] for p in parts]) for i in range(len(parts[0])))
 
 
-def _basis(refs):
-    """The standard basis of the flattened refs, split per ref: a tuple whose i-th entry has
-    shape (N, *refs[i].shape), N = total numel, in refs[i]'s dtype."""
-    from .. import eye
-    n = sum(r.numel() for r in refs)
+def _basis(refs, start, stop):
+    """Rows start..stop of the standard basis of the flattened refs, split per ref: a tuple
+    whose i-th entry has shape (stop - start, *refs[i].shape), in refs[i]'s dtype."""
+    from .. import zeros, arange
+    rows = stop - start
     out, off = [], 0
     for r in refs:
         m = r.numel()
-        e = eye(n, dtype=r.dtype, device=r.device)[:, off:off + m] if n else _zeros_like(r).reshape(0, m)
-        out.append(e.reshape((n,) + tuple(r.shape)))
+        e = zeros(rows, m, dtype=r.dtype, device=r.device)
+        lo, hi = max(start, off), min(stop, off + m)  # the basis rows whose 1 falls in this ref
+        if lo < hi:
+            e[arange(lo - start, hi - start), arange(lo - off, hi - off)] = 1
+        out.append(e.reshape((rows,) + tuple(r.shape)))
         off += m
-    return tuple(out), n
+    return tuple(out)
 
 
 def _check_chunk(chunk_size, api):
@@ -436,13 +443,13 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
         an = _normalize_argnums(argnums, len(args))
         with _Level():
             core = _VjpCore(func, args, kwargs, an, has_aux, "jacrev(f)(*args)")
-            basis, n = _basis(core.out_leaves)
+            n = sum(o.numel() for o in core.out_leaves)
 
             def vjp_fn(cts):
                 return tuple(core.pull(list(cts), create_graph=core.graph))
 
             if n:
-                rows = _rows_chunked(vjp_fn, basis, n, chunk_size)
+                rows = _rows_chunked(vjp_fn, core.out_leaves, chunk_size)
             else:
                 rows = tuple(_zeros_like(t).reshape((0,) + tuple(t.shape)) for t in core.in_leaves)
             per_out, off = [], 0
@@ -474,9 +481,9 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
         with _Level():
             core = _LinearCore(func, args, kwargs, an, has_aux, "jacfwd(f)(*args)")
             v = core.v
-            basis, n = _basis(v.in_leaves)
+            n = sum(t.numel() for t in v.in_leaves)
             if n:
-                cols = _vjp_rows(lambda ts: tuple(core.push(list(ts), create_graph=v.graph)), basis)
+                cols = _rows_chunked(lambda ts: tuple(core.push(list(ts), create_graph=v.graph)), v.in_leaves, None)
             else:
                 cols = tuple(_zeros_like(o).reshape((0,) + tuple(o.shape)) for o in v.out_leaves)
             per_out = []
