@@ -1,6 +1,8 @@
 // Autograd in Python: the tensor attributes (requires_grad, grad, grad_fn,
 // hooks), graph nodes as Python objects, the engine entry point, and the node
 // type behind strata.autograd.Function.
+#include <unordered_set>
+
 #include <nanobind/stl/function.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/tuple.h>
@@ -249,6 +251,30 @@ void bind_autograd(nb::module_& m) {
       .def("_remove_leaf_hook", [](const Tensor& t, size_t pos) {
         if (AutogradMeta* m = meta(t); m && pos < m->leaf_hooks.size()) m->leaf_hooks[pos] = nullptr;
       });
+
+  // Whether the graph behind `outputs` reaches a leaf that requires grad (an AccumulateGrad)
+  // other than through the grad_fn nodes of `stops`: strata.func asks it at a top-level
+  // transform to learn whether its results must keep their graph (a captured tensor that
+  // requires grad). One walk of the graph, stopping at the first such leaf.
+  m.def("_graph_reaches_other_leaf", [](const std::vector<Tensor>& outputs, const std::vector<Tensor>& stops) {
+    std::unordered_set<const Node*> seen;
+    for (const Tensor& t : stops)
+      if (auto fn = grad_fn(t)) seen.insert(fn.get());
+    std::vector<const Node*> stack;
+    for (const Tensor& t : outputs) {
+      Edge e = gradient_edge(t);
+      if (e.fn) stack.push_back(e.fn.get());
+    }
+    while (!stack.empty()) {
+      const Node* n = stack.back();
+      stack.pop_back();
+      if (!seen.insert(n).second) continue;
+      if (n->is_accumulate_grad()) return true;
+      for (const Edge& e : n->next_edges)
+        if (e.fn) stack.push_back(e.fn.get());
+    }
+    return false;
+  });
 
   m.def(
       "_run_backward",

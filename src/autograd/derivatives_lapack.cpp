@@ -207,6 +207,92 @@ void eigh_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out)
 }
 STRATA_DERIVATIVE_NAMED(_linalg_eigh, save_inputs(0), save_outputs(0, 1), eigh_backward, "LinalgEighBackward0");
 
+
+// ---- LU (square A = P L U; L unit lower, U upper, both packed in LU) ---------------------
+
+// The permutation matrices P of LAPACK's row interchanges (pivots, 1-based, int32),
+// batched like LU, in LU's dtype: P[perm[i], i] = 1 after applying the swaps to 0..n-1.
+Tensor lu_permutation(const Tensor& pivots, int64_t n, ScalarType dtype, Device dev) {
+  Tensor piv = contiguous(to_dtype(to_device(pivots, Device(DeviceType::CPU)), ScalarType::Int64));
+  const int64_t k = piv.size(-1), batch = k ? piv.numel() / k : 0;
+  std::vector<int64_t> sizes(piv.sizes().begin(), piv.sizes().end());
+  sizes.back() = n;
+  sizes.push_back(n);
+  Tensor P = zeros(IntArrayRef(sizes), ScalarType::Float64, Device(DeviceType::CPU));
+  const int64_t* pv = piv.data_ptr<int64_t>();
+  double* pp = P.data_ptr<double>();
+  std::vector<int64_t> perm(static_cast<size_t>(n));
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t i = 0; i < n; ++i) perm[i] = i;
+    for (int64_t i = 0; i < k; ++i) std::swap(perm[i], perm[pv[b * k + i] - 1]);
+    for (int64_t i = 0; i < n; ++i) pp[b * n * n + perm[i] * n + i] = 1.0;
+  }
+  return to_device(to_dtype(P, dtype), dev);
+}
+
+Tensor unit_lower(const Tensor& LU) {
+  return add(tril(LU, -1), eye(LU.size(-1), std::nullopt, LU.dtype(), LU.device()));
+}
+
+// From the gradient gA of the matrix A = P L U that LU stands for to the gradient of the
+// packed LU: <gA, P (dL U + L dU)> gives tril(P^T gA U^T, -1) + triu(L^T P^T gA).
+Tensor lu_packed_grad(const Tensor& LU, const Tensor& P, const Tensor& gA) {
+  Tensor PtgA = matmul(mT(P), gA);
+  return add(tril(matmul(PtgA, mT(triu(LU))), -1), triu(matmul(mT(unit_lower(LU)), PtgA)));
+}
+
+// Square A = P L U: L^-1 P^T dA U^-1 = L^-1 dL + dU U^-1 (strictly lower + upper), so
+// P^T gA = L^-T (tril(L^T gL, -1) + triu(gU U^T)) U^-T, for strictly lower gL and upper gU.
+Tensor lu_core(const Tensor& L, const Tensor& U, const Tensor& gL, const Tensor& gU) {
+  Tensor M = add(tril(matmul(mT(L), gL), -1), triu(matmul(gU, mT(U))));
+  Tensor S = linalg_solve_triangular(mT(L), M, /*upper=*/true, /*left=*/true, /*unitriangular=*/true);
+  return linalg_solve_triangular(mT(U), S, /*upper=*/false, /*left=*/false);
+}
+
+// m x n: square as above. Wide (m < n, U = [U1 U2]): dU2 = L^-1 (P^T dA2 - dL U2) moves
+// -L^-T gU2 U2^T into gL and gives P^T gA2 = L^-T gU2. Tall (m > n, L = [L1; L2]):
+// dL2 = (P^T dA)_2 U^-1 - L2 dU U^-1 moves -L2^T gL2 U^-T into gU and gives gL2 U^-T.
+void lu_factor_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
+  const Tensor LU = ctx.output(0);
+  const int64_t m = LU.size(-2), n = LU.size(-1);
+  const Tensor P = lu_permutation(detach(ctx.output(1)), m, LU.dtype(), LU.device());
+  const Tensor& gLU = g[0];
+  Tensor S;
+  if (m == n) {
+    S = lu_core(unit_lower(LU), triu(LU), tril(gLU, -1), triu(gLU));
+  } else if (m < n) {
+    Tensor sq = narrow(LU, -1, 0, m), gsq = narrow(gLU, -1, 0, m);
+    Tensor L = unit_lower(sq), U2 = narrow(LU, -1, m, n - m), gU2 = narrow(gLU, -1, m, n - m);
+    Tensor LtgU2 = linalg_solve_triangular(mT(L), gU2, /*upper=*/true, /*left=*/true, /*unitriangular=*/true);
+    Tensor gL = tril(sub(gsq, matmul(LtgU2, mT(U2))), -1);
+    S = cat(std::vector<Tensor>{lu_core(L, triu(sq), gL, triu(gsq)), LtgU2}, -1);
+  } else {
+    Tensor sq = narrow(LU, -2, 0, n), gsq = narrow(gLU, -2, 0, n);
+    Tensor U = triu(sq), L2 = narrow(LU, -2, n, m - n), gL2 = narrow(gLU, -2, n, m - n);
+    Tensor gL2Ut = linalg_solve_triangular(mT(U), gL2, /*upper=*/false, /*left=*/false);
+    Tensor gU = triu(sub(gsq, matmul(mT(L2), gL2Ut)));
+    S = cat(std::vector<Tensor>{lu_core(unit_lower(sq), U, tril(gsq, -1), gU), gL2Ut}, -2);
+  }
+  out.set(0, matmul(P, S));
+}
+STRATA_DERIVATIVE(linalg_lu_factor_ex, save_inputs(), save_outputs(0, 1), lu_factor_backward);
+
+// X = op(A)^-1 B (left) or B op(A)^-1 (right), op = transpose when adjoint: gB solves with
+// the other op; gA follows from dX = -op(A)^-1 op(dA) X, then goes to the packed LU.
+void lu_solve_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
+  const Tensor LU = ctx.input(0), piv = ctx.input(1), X = ctx.output(0);
+  const bool left = ctx.arg_bool(3), adjoint = ctx.arg_bool(4);
+  Tensor gB = linalg_lu_solve(LU, piv, g[0], left, !adjoint);
+  if (ctx.needs_grad(2)) out.set(2, gB);
+  if (ctx.needs_grad(0)) {
+    Tensor gA = left ? (adjoint ? matmul(X, mT(gB)) : matmul(gB, mT(X)))
+                     : (adjoint ? matmul(mT(gB), X) : matmul(mT(X), gB));
+    const Tensor P = lu_permutation(piv, LU.size(-1), LU.dtype(), LU.device());
+    out.set(0, lu_packed_grad(LU, P, neg(gA)));
+  }
+}
+STRATA_DERIVATIVE(linalg_lu_solve, save_inputs(0, 1), save_outputs(0), lu_solve_backward);
+
 }  // namespace
 
 }  // namespace strata::autograd

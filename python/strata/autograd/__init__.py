@@ -14,6 +14,7 @@ from .gradcheck import gradcheck, gradgradcheck  # noqa: F401
 from . import graph  # noqa: F401
 from . import profiler  # noqa: F401
 from .variable import Variable  # noqa: F401
+from . import functional  # noqa: F401  (torch.autograd.functional: jacobian, hessian, vjp, jvp, hvp, vhp)
 
 __all__ = ["backward", "grad", "Function", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
            "detect_anomaly", "set_detect_anomaly", "gradcheck", "gradgradcheck", "Variable"]
