@@ -6,6 +6,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "autocast/autocast.h"
 #include "autograd/variable.h"
 
 namespace strata::compile {
@@ -287,6 +288,10 @@ void Graph::append_node(std::shared_ptr<Node> n) {
   }
   nodes_.push_back(std::move(n));
   changed();
+}
+
+ScalarType Graph::current_autocast() {
+  return autocast::is_active() ? autocast::dtype() : ScalarType::Undefined;
 }
 
 Device Graph::capture_device() const {

@@ -18,7 +18,8 @@ from . import sources as S
 from .bytecode import make_resume_function, ResumeUnsupported, parse_exception_table
 from .symbolic import OutputGraph, Translator, Unsupported, _NULL, PY312
 from .symshape import SymExpr, SymbolicFallback, value_at, contiguous_strides
-from .variables import TensorVar, TupleVar, ConstVar, CellVar, NullVar, ListVar, DictVar
+from .variables import (TensorVar, TupleVar, ConstVar, CellVar, NullVar, ListVar, DictVar, autocast_state,
+                        set_autocast_state)
 
 _compile = _C._compile
 
@@ -126,7 +127,8 @@ def _build_guards(out, arg_names):
     for lhs, op, rhs in out.relations:
         gs.add_dim_relation(lhs, op, rhs)
     from .. import get_default_dtype
-    gs.add_global_state(_C._is_grad_enabled(), get_default_dtype())
+    enabled, dtype = autocast_state()
+    gs.add_global_state(_C._is_grad_enabled(), get_default_dtype(), enabled, dtype)
     return gs
 
 
@@ -214,10 +216,11 @@ def _call_user(fn, args, kwargs, opts):
 
 def _attempt(fn, args, options, break_at, dyn=None):
     """One run of the interpreter over fn's frame (stopping at break_at): (OutputGraph, translator,
-    "return" | "break", the returned variable or the breaking instruction). Grad mode is restored
-    whatever happens; Unsupported propagates."""
+    "return" | "break", the returned variable or the breaking instruction). Grad mode and the
+    autocast state are restored whatever happens; Unsupported propagates."""
     from . import eval_frame
     grad = _C._is_grad_enabled()
+    autocast = autocast_state()
     out = OutputGraph(fn, frame_arg_names(fn.__code__), len(args))
     out.backend_options = options
     if dyn is not None:
@@ -229,6 +232,7 @@ def _attempt(fn, args, options, break_at, dyn=None):
         return out, tx, kind, r
     finally:
         _C._set_grad_enabled(grad)
+        set_autocast_state(autocast)
         eval_frame._tls.capturing -= 1
 
 
@@ -378,6 +382,9 @@ def _finish(out, tx, kind, r, reason, fn, args, options):
             # The frame left grad mode changed (a resume function that ends a no_grad block).
             cg.consts.append(_C._set_grad_enabled)
             tail.append(f"K[{len(cg.consts) - 1}]({tx.grad_at_end!r})")
+        if tx.autocast_at_end != tx.autocast_at_entry:
+            # The frame left the autocast state changed (a resume function that ends an autocast block).
+            tail.append(f"{cg.const(set_autocast_state)}({cg.const(tx.autocast_at_end)})")
         tail.append(f"return {ret}")
         e.kind = "return"
     else:
@@ -412,6 +419,10 @@ def _finish(out, tx, kind, r, reason, fn, args, options):
             # function run in that mode (the block's exit function restores the caller's).
             cg.consts.append(_C._set_grad_enabled)
             tail.append(f"K[{len(cg.consts) - 1}]({tx.grad_at_break!r})")
+        if tx.autocast_at_break != tx.autocast_at_entry:
+            # Inside an autocast block at the break: the breaking instruction and the resume function
+            # run under its state (the block's exit function restores the caller's).
+            tail.append(f"{cg.const(set_autocast_state)}({cg.const(tx.autocast_at_break)})")
         cg.consts.append(act)
         tail.append(f"return K[{len(cg.consts) - 1}](S, L)")
         logs.graph_break(code, reason[0], reason[1])

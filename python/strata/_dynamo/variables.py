@@ -13,7 +13,7 @@ from . import sources as S
 
 __all__ = ["Unsupported", "VT", "TensorVar", "ConstVar", "ListVar", "TupleVar", "NamedTupleVar", "DictVar",
            "ModuleVar", "ObjVar", "FuncVar", "BoundMethodVar", "NestedFuncVar", "IterVar", "NullVar",
-           "GradModeVar", "GradExitVar", "CellVar", "SymIntVar", "SliceVar", "is_constant_value"]
+           "GradModeVar", "GradExitVar", "AutocastVar", "AutocastExitVar", "CellVar", "SymIntVar", "SliceVar", "is_constant_value"]
 
 
 class Unsupported(Exception):
@@ -384,4 +384,60 @@ def _grad_exit(prev):
         _C._set_grad_enabled(prev)
         return False
     exit_._strata_grad_prev = prev
+    return exit_
+
+
+class AutocastVar(VT):
+    """strata.autocast(...) / strata.amp.autocast / torch.autocast as a context manager: `value` is the
+    real object, made during capture with the call's constant arguments (so its checks and warnings
+    are eager mode's)."""
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        super().__init__(None)
+        self.value = value
+
+    def python_type(self):
+        return type(self.value)
+
+    def state(self):
+        """The (enabled, dtype) entering the block sets; None: the CPU state is left alone (cuda)."""
+        v = self.value
+        return None if v.device != "cpu" else (v._enabled, v.fast_dtype)
+
+    def reconstruct(self, cg):
+        v = self.value
+        return f"{cg.const(type(v))}({v.device!r}, {cg.const(v.fast_dtype)}, {v._enabled!r})"
+
+
+class AutocastExitVar(VT):
+    """The __exit__ of an autocast block entered during capture: restores `prev` ((enabled, dtype);
+    None: nothing to restore)."""
+    __slots__ = ("prev",)
+
+    def __init__(self, prev):
+        super().__init__(None)
+        self.prev = prev
+
+    def reconstruct(self, cg):
+        return f"{cg.const(_autocast_exit)}({cg.const(self.prev)})"
+
+
+def set_autocast_state(state):
+    from .. import _C
+    if state is not None:
+        _C._set_autocast_dtype(state[1])
+        _C._set_autocast_enabled(state[0])
+
+
+def autocast_state():
+    from .. import _C
+    return (_C._is_autocast_enabled(), _C._get_autocast_dtype())
+
+
+def _autocast_exit(prev):
+    def exit_(*_):
+        set_autocast_state(prev)
+        return False
+    exit_._strata_autocast_prev = prev
     return exit_
