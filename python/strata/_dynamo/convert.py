@@ -136,10 +136,6 @@ def _break_action(tx, inst):
     """What the run function does for the breaking instruction; returns (kind, info, resume offset,
     number of stack items the instruction consumes, whether it pushes a result)."""
     op = inst.opname
-    if any(e.start <= inst.offset < e.end for e in parse_exception_table(tx.code)):
-        # Inside a try or with block: what the instruction raises must reach the frame's own handlers,
-        # so it runs in the resume function, and the rest of the frame with it, eagerly.
-        return ("eager", None, inst.offset, 0)
     nxt = tx.instructions[tx.index_of[inst.offset] + 1].offset if tx.index_of[inst.offset] + 1 < len(
         tx.instructions) else None
     if op == "CALL":
@@ -156,7 +152,60 @@ def _break_action(tx, inst):
     return ("eager", None, inst.offset, 0)
 
 
-def _make_action(kind, info, resume_call, nconsume, opts):
+# Note [Breaks inside try and with blocks]
+# The breaking instruction runs in the entry's run function, outside the frame, and the frame
+# resumes after it in a resume function that keeps the original exception table (bytecode.py), so
+# the rest of a try or with block is captured like any other code and its handlers still cover
+# what the resume function runs. What the breaking instruction itself raises must reach those
+# handlers too (the except clause, the finally, the with block's __exit__): when it raises inside
+# an exception-table range, the run function hands the frame over to a second resume function that
+# starts at the breaking instruction (at its KW_NAMES/PRECALL, which carry interpreter state) with
+# the stack as it was before it ran, and the callable (or context manager) replaced by one that
+# raises the same exception; that function runs eagerly: the instruction raises inside the frame,
+# the handlers run as in eager mode, and the rest of the frame continues in Python. A with block of
+# grad mode or autocast has its exit function on the stack (variables._grad_exit/_autocast_exit),
+# which a resume function's capture recognises, so the block goes on in the graph.
+
+class _Raiser:
+    """Stands in for the callable or the context manager of a breaking instruction that raised
+    (Note [Breaks inside try and with blocks]): raises the same exception inside the frame."""
+
+    def __init__(self, exc):
+        self.exc = exc
+
+    def __call__(self, *args, **kwargs):
+        raise self.exc
+
+    def __enter__(self):
+        raise self.exc
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _in_try(tx, inst):
+    return any(e.start <= inst.offset < e.end for e in parse_exception_table(tx.code))
+
+
+def _reraise_offset(tx, inst):
+    """Where the frame re-runs the breaking instruction: at it, or at the KW_NAMES/PRECALL before it."""
+    i = tx.index_of[inst.offset]
+    while i > 0 and tx.instructions[i - 1].opname in ("PRECALL", "KW_NAMES"):
+        i -= 1
+    return tx.instructions[i].offset
+
+
+def _make_action(kind, info, resume_call, nconsume, opts, on_error=None):
+    """on_error(stack before the instruction, Raiser slot index or None, exception): the frame's
+    result when the instruction raised inside a try/with block; None: the exception propagates."""
+    def failed(stack, items, slot, exc, loc):
+        if on_error is None:
+            raise exc
+        full = list(stack) + list(items)
+        if slot is not None:
+            full[len(stack) + slot] = _Raiser(exc)
+        return on_error(full, loc)
+
     if kind == "call":
         n, kw = info
 
@@ -164,11 +213,14 @@ def _make_action(kind, info, resume_call, nconsume, opts):
             items = stack[len(stack) - nconsume:]
             del stack[len(stack) - nconsume:]
             if items[0] is NULL:
-                fn, args = items[1], items[2:]
+                fn, args, slot = items[1], items[2:], 1
             else:
-                fn, args = items[0], items[1:]
+                fn, args, slot = items[0], items[1:], 0
             npos = len(args) - len(kw)
-            res = _call_user(fn, args[:npos], dict(zip(kw, args[npos:])), opts)
+            try:
+                res = _call_user(fn, args[:npos], dict(zip(kw, args[npos:])), opts)
+            except BaseException as exc:
+                return failed(stack, items, slot, exc, loc)
             stack.append(res)
             return resume_call(stack, loc)
     elif kind == "call_ex":
@@ -177,23 +229,33 @@ def _make_action(kind, info, resume_call, nconsume, opts):
         def act(stack, loc):
             items = stack[len(stack) - nconsume:]
             del stack[len(stack) - nconsume:]
-            if items[0] is NULL:
-                items = items[1:]
-            fn, args = items[0], items[1]
-            kwargs = items[2] if has_kw else {}
-            stack.append(_call_user(fn, tuple(args), dict(kwargs), opts))
+            slot = 1 if items[0] is NULL else 0
+            fn, args = items[slot], items[slot + 1]
+            kwargs = items[slot + 2] if has_kw else {}
+            try:
+                res = _call_user(fn, tuple(args), dict(kwargs), opts)
+            except BaseException as exc:
+                return failed(stack, items, slot, exc, loc)
+            stack.append(res)
             return resume_call(stack, loc)
     elif kind == "jump":
         jump_if_true, _ = info
 
         def act(stack, loc):
-            cond = bool(stack.pop())
+            v = stack.pop()
+            try:
+                cond = bool(v)
+            except BaseException as exc:
+                return failed(stack, [v], None, exc, loc)   # bool(v) raises again in the frame
             return resume_call(stack, loc, jump=(cond == jump_if_true))
     elif kind == "with":
         def act(stack, loc):
             mgr = stack.pop()
-            exit_ = type(mgr).__exit__.__get__(mgr)
-            res = type(mgr).__enter__(mgr)
+            try:
+                exit_ = type(mgr).__exit__.__get__(mgr)
+                res = type(mgr).__enter__(mgr)
+            except BaseException as exc:
+                return failed(stack, [mgr], 0, exc, loc)
             stack.append(exit_)
             stack.append(res)
             return resume_call(stack, loc)
@@ -201,6 +263,23 @@ def _make_action(kind, info, resume_call, nconsume, opts):
         def act(stack, loc):
             return resume_call(stack, loc)
     return act
+
+
+class _ReraiseResume:
+    """on_error of a break inside a try/with block: made on first use (an exception is rare)."""
+
+    def __init__(self, fn, offset, stack_kinds, live, opts):
+        self.args = (fn, offset, stack_kinds, live)
+        self.opts = opts
+        self.call = None
+
+    def __call__(self, stack, loc):
+        from .eval_frame import mark_eager
+        if self.call is None:
+            f = make_resume_function(*self.args)
+            mark_eager(f.__code__, self.opts)
+            self.call = _ResumeCall((f, None), self.opts)
+        return self.call(stack, loc)
 
 
 def _call_user(fn, args, kwargs, opts):
@@ -412,7 +491,11 @@ def _finish(out, tx, kind, r, reason, fn, args, options):
         e.kind = "break"
         e.break_reason, e.break_location = reason
         e.resume = resume_fn
-        act = _make_action(akind, info, resume_fn, nconsume, options)
+        on_error = None
+        if akind != "eager" and _in_try(tx, inst):
+            kinds = ["value" if not isinstance(v, NullVar) else "null" for v in tx.stack]
+            on_error = _ReraiseResume(fn, _reraise_offset(tx, inst), kinds, live, options)
+        act = _make_action(akind, info, resume_fn, nconsume, options, on_error)
         tail = effects + [f"S = [{', '.join(stack_exprs)}]", f"L = [{', '.join(local_exprs)}]"]
         if tx.grad_at_break != tx.grad_enabled:
             # Inside a grad-mode block at the break: the breaking instruction and the resume

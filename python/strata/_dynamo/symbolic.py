@@ -23,7 +23,7 @@ from .. import _C
 from . import sources as S
 from .variables import (Unsupported, VT, TensorVar, ConstVar, ListVar, TupleVar, NamedTupleVar, DictVar,
                         ModuleVar, ObjVar, FuncVar, BoundMethodVar, NestedFuncVar, IterVar, NullVar, GradModeVar,
-                        GradExitVar, AutocastVar, AutocastExitVar, autocast_state, set_autocast_state, CellVar, SuperVar, SymIntVar, SliceVar, is_constant_value)
+                        GradExitVar, AutocastVar, AutocastExitVar, ResumeIter, autocast_state, set_autocast_state, CellVar, SuperVar, SymIntVar, SliceVar, is_constant_value)
 from . import symshape as Y
 from .symshape import SymExpr, SymbolicFallback
 
@@ -391,6 +391,12 @@ class Translator:
             # The exit of a grad-mode block entered before a graph break (variables._grad_exit).
             out.guard("equals", S.attr(source, "_strata_grad_prev"), value._strata_grad_prev)
             return GradExitVar(value._strata_grad_prev)
+        if tp is ResumeIter:
+            # A loop's iterator rebuilt at a graph break (variables.ResumeIter): its remaining items.
+            out.guard("type", source, tp)
+            out.guard("equals", S.attr(source, "index"), value.index)
+            items = self.wrap(value.items, S.attr(source, "items"))
+            return IterVar(items.items[value.index:])
         if isinstance(value, types.FunctionType) and hasattr(value, "_strata_autocast_prev"):
             # The exit of an autocast block entered before a graph break (variables._autocast_exit).
             out.guard("equals", S.attr(source, "_strata_autocast_prev"), value._strata_autocast_prev)

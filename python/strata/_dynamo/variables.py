@@ -13,7 +13,7 @@ from . import sources as S
 
 __all__ = ["Unsupported", "VT", "TensorVar", "ConstVar", "ListVar", "TupleVar", "NamedTupleVar", "DictVar",
            "ModuleVar", "ObjVar", "FuncVar", "BoundMethodVar", "NestedFuncVar", "IterVar", "NullVar",
-           "GradModeVar", "GradExitVar", "AutocastVar", "AutocastExitVar", "CellVar", "SymIntVar", "SliceVar", "is_constant_value"]
+           "GradModeVar", "GradExitVar", "AutocastVar", "AutocastExitVar", "ResumeIter", "CellVar", "SymIntVar", "SliceVar", "is_constant_value"]
 
 
 class Unsupported(Exception):
@@ -344,8 +344,36 @@ class IterVar(VT):
         return type(iter([]))
 
     def reconstruct(self, cg):
+        from . import config
         rest = self.items[self.index:]
-        return "iter([" + ", ".join(cg.rebuild(v) for v in rest) + "])"
+        items = "[" + ", ".join(cg.rebuild(v) for v in rest) + "]"
+        if len(rest) > config.max_resumed_loop_items:
+            return f"iter({items})"   # the resume function breaks at the loop and runs it in Python
+        return f"{cg.const(ResumeIter)}({items})"
+
+
+class ResumeIter:
+    """The iterator of a loop a graph break interrupted (an IterVar rebuilt): the items still to come.
+    A resume function's capture reads them back (Translator.wrap), so the loop goes on in its graph
+    instead of breaking again at FOR_ITER over an iterator it cannot see into."""
+    __slots__ = ("items", "index")
+
+    def __init__(self, items):
+        self.items = items
+        self.index = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        i = self.index
+        if i >= len(self.items):
+            raise StopIteration
+        self.index = i + 1
+        return self.items[i]
+
+    def __length_hint__(self):
+        return len(self.items) - self.index
 
 
 class GradModeVar(VT):
