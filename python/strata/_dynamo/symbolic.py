@@ -391,6 +391,32 @@ class Translator:
             # The exit of a grad-mode block entered before a graph break (variables._grad_exit).
             out.guard("equals", S.attr(source, "_strata_grad_prev"), value._strata_grad_prev)
             return GradExitVar(value._strata_grad_prev)
+        if tp is types.CellType:
+            # A cell a resume function received (Note [Closure cells at a graph break] in convert.py).
+            try:
+                contents = value.cell_contents
+            except ValueError:
+                return CellVar(None, source=source)
+            return CellVar(self.wrap(contents, S.attr(source, "cell_contents")), source=source)
+        if isinstance(value, types.FunctionType) and getattr(value, "_strata_rebuilt", False) and source is not None:
+            # A function the run function of a graph break made again (variables._make_function): made
+            # anew on every call, so it is followed by its code, defaults and cells, not its identity.
+            out.guard("id", S.attr(source, "__code__"), value.__code__)
+            out.guard("id", S.attr(source, "__globals__"), value.__globals__)
+            defaults = None
+            if value.__defaults__ is not None:
+                dv = self.wrap(value.__defaults__, S.attr(source, "__defaults__"))
+                defaults = tuple(ConstVar(d) for d in dv.value) if isinstance(dv, ConstVar) else tuple(dv.items)
+            else:
+                out.guard("equals", S.attr(source, "__defaults__"), None)
+            kwd = value.__kwdefaults__
+            if kwd is None or all(is_constant_value(v) for v in kwd.values()):
+                out.guard("equals", S.attr(source, "__kwdefaults__"), kwd)
+                closure = None
+                if value.__closure__:
+                    closure = [self.wrap(c, S.item(S.attr(source, "__closure__"), i))
+                               for i, c in enumerate(value.__closure__)]
+                return NestedFuncVar(value.__code__, value.__globals__, defaults, kwd, closure, value.__qualname__)
         if tp is ResumeIter:
             # A loop's iterator rebuilt at a graph break (variables.ResumeIter): its remaining items.
             out.guard("type", source, tp)
@@ -1010,6 +1036,10 @@ class Translator:
 
     def STORE_FAST(self, inst):
         v = self.pop()
+        if isinstance(v, CellVar) and inst.argval in self.code.co_cellvars:
+            # A resume function's prologue installs a cell it received (bytecode.py, cells_as_objects).
+            self.cells[inst.argval] = v
+            return
         if v is _NULL:
             self.locals.pop(inst.argval, None)
         else:

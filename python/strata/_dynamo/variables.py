@@ -296,16 +296,16 @@ class NestedFuncVar(VT):
 
     def reconstruct(self, cg):
         # A function made inside the frame (a lambda, a nested def, and on 3.11 a comprehension, which is
-        # a function of its own) is made again from its code. Its closure may hold the compiled
-        # function's own closure cells (C[i]); a cell of the frame itself cannot be rebuilt.
+        # a function of its own) is made again from its code. Its closure holds the compiled function's
+        # own closure cells (C[i]), cells the frame received (a resume function's), or cells of the frame
+        # itself, made by the run function (Note [Closure cells at a graph break] in convert.py).
         closure = "None"
         if self.closure:
             cells = []
             for c in self.closure:
-                src = c.source
-                if not (isinstance(c, CellVar) and src is not None and len(src) == 1 and src[0][0] == "closure"):
-                    raise Unsupported("a closure over the frame's own variables is live across a graph break")
-                cells.append(f"C[{src[0][1]}], ")
+                if not isinstance(c, CellVar):
+                    raise Unsupported("a closure that is not made of cells is live across a graph break")
+                cells.append(cg.cell(c) + ", ")
             closure = "(" + "".join(cells) + ")"
         defaults = "None" if self.defaults is None else "(" + "".join(cg.rebuild(v) + ", " for v in self.defaults) + ")"
         return (f"{cg.const(_make_function)}({cg.const(self.code)}, {cg.const(self.globals)}, {defaults}, "
@@ -316,6 +316,7 @@ def _make_function(code, globals_, defaults, kwdefaults, qualname, closure):
     f = types.FunctionType(code, globals_, code.co_name, defaults, closure)
     f.__kwdefaults__ = kwdefaults
     f.__qualname__ = qualname
+    f._strata_rebuilt = True   # a resume function's capture follows it by its code (Translator.wrap)
     return f
 
 
@@ -328,7 +329,7 @@ class CellVar(VT):
         self.contents = contents
 
     def reconstruct(self, cg):
-        raise Unsupported("a closure cell is live across a graph break")
+        return cg.cell(self)
 
 
 class IterVar(VT):

@@ -633,3 +633,95 @@ def test_a_long_loop_runs_in_python_after_its_first_break(monkeypatch):
     # the first iteration's break leaves 5 items (> 3): the resume function breaks at the loop and
     # runs the rest in Python
     assert (e.graph_count, e.graph_break_count) == (2, 2)
+
+
+# -- closures over the frame's own variables at a break (Note [Closure cells at a graph break]) ------
+
+
+def _closure_cases():
+    def read_cell(x):
+        scale = 2.0
+        g = lambda t: t * scale            # noqa: E731
+        y = g(x)
+        print("a")
+        return g(y) + scale
+
+    def tensor_cell_and_returned_closure(x):
+        bias = x + 1
+
+        def g(t):
+            return t * bias
+        y = g(x)
+        print("b")
+        return g(y), g
+
+    def nonlocal_write_across_the_break(x):
+        count = 0
+
+        def inc():
+            nonlocal count
+            count += 1
+        inc()
+        print("c")
+        inc()
+        return x * count
+
+    def argument_cell(x):
+        g = lambda: x * 2                  # noqa: E731
+        y = g()
+        print("d")
+        return g() + y
+
+    def list_of_closures(x):
+        fs = [lambda t, k=k: t * k + x for k in range(3)]
+        print("e")
+        return [h(x) for h in fs]
+    return [read_cell, tensor_cell_and_returned_closure, nonlocal_write_across_the_break, argument_cell,
+            list_of_closures]
+
+
+CLOSURE_COUNTS = {"read_cell": (2, 1), "tensor_cell_and_returned_closure": (2, 1),
+                  "nonlocal_write_across_the_break": (4, 3), "argument_cell": (2, 1), "list_of_closures": (2, 1)}
+
+
+@pytest.mark.parametrize("idx", range(5))
+def test_closure_over_frame_cells_resumes(idx, monkeypatch):
+    f = _closure_cases()[idx]
+    recompiles = []
+    from strata._dynamo import logs
+    real = logs.recompile
+    monkeypatch.setattr(logs, "recompile", lambda *a: (recompiles.append(a), real(*a)))
+    x = _input(st)
+    expected, out_e = _call(f, x)
+    cf = st.compile(f, backend="eager")
+    for _ in range(3):
+        got, out_c = _call(cf, x)
+        if isinstance(expected, tuple) and callable(expected[1]):
+            same(got[0], expected[0])
+            same(got[1](x), expected[1](x))    # the returned closure sees the same cell
+        else:
+            same(got, expected)
+        assert out_c == out_e
+    assert not recompiles, recompiles         # functions made at the break are guarded by code, not id
+    with contextlib.redirect_stdout(io.StringIO()):
+        e = st.compiler.explain(f)(x)
+    assert (e.graph_count, e.graph_break_count) == CLOSURE_COUNTS[f.__name__]
+
+
+def test_an_op_raising_in_a_resumed_block_leaves_grad_and_autocast_as_found():
+    """After a break inside no_grad/autocast blocks, the rest of the blocks is a graph that runs outside
+    the frame's handlers: an op raising there (an index out of range) must not leave the blocks' state."""
+    def f(idx, w):
+        with st.no_grad():
+            with st.autocast("cpu"):
+                print("x")
+                y = st.nn.functional.embedding(idx, w)
+        return y
+
+    w = st.randn(5, 3)
+    cf = st.compile(f, backend="eager")
+    with contextlib.redirect_stdout(io.StringIO()):
+        same(cf(st.tensor([1, 2]), w), f(st.tensor([1, 2]), w))
+        with pytest.raises(IndexError):
+            cf(st.tensor([1, 9]), w)
+    assert st.is_grad_enabled() and not st.is_autocast_enabled()
