@@ -725,3 +725,43 @@ def test_an_op_raising_in_a_resumed_block_leaves_grad_and_autocast_as_found():
         with pytest.raises(IndexError):
             cf(st.tensor([1, 9]), w)
     assert st.is_grad_enabled() and not st.is_autocast_enabled()
+
+
+def _loop_cases():
+    def nested(x):
+        out = []
+        for i in range(2):
+            for j in [1.0, 2.0]:
+                x = x * j + i
+                print(i, j)
+            out.append(x.sum())
+        return out
+
+    def tensor_rows(x):
+        acc = 0
+        for row in x:
+            acc = acc + row.relu()
+            print("r")
+        return acc
+
+    def dict_items(x):
+        for k, v in {"a": x * 2, "b": x - 1}.items():
+            x = x + v
+            print(k)
+        return x
+    return {"nested": (nested, (5, 4)), "tensor_rows": (tensor_rows, (5, 4)), "dict_items": (dict_items, (3, 2))}
+
+
+@pytest.mark.parametrize("name", ["nested", "tensor_rows", "dict_items"])
+def test_loop_resume_shapes(name):
+    f, counts = _loop_cases()[name]
+    x = st.arange(16.0).reshape(4, 4) - 7.5
+    expected, out_e = _call(f, x)
+    cf = st.compile(f, backend="eager")
+    for _ in range(2):
+        got, out_c = _call(cf, x)
+        same(got, expected)
+        assert out_c == out_e
+    with contextlib.redirect_stdout(io.StringIO()):
+        e = st.compiler.explain(f)(x)
+    assert (e.graph_count, e.graph_break_count) == counts
