@@ -102,6 +102,10 @@ def test_casts_are_nodes_and_nodes_carry_the_state(graphs):
     assert 'softmax: "f32[4, 8]" = strata.ops.softmax(_to_copy_2, -1)' in text, text
     # the enabled=False block's matmul is float32 on the uncast operands, and so marked
     assert 'matmul_1: "f32[4, 8]" = strata.ops.matmul(mul, w)' in text, text
+    # the listing says where the autocast state changes
+    assert text.index("# autocast: bfloat16") < text.index("_to_copy:") < text.index("# autocast: off") \
+        < text.index("matmul_1:"), text
+    assert text.count("# autocast: bfloat16") == 2, text   # entering, and back after enabled=False
     states = {g.value(n.outputs[0]).name: n.autocast for n in g.nodes}
     assert states["mul"] is None                 # x * 2 before the block
     assert states["_to_copy"] == states["matmul"] == states["softmax"] == states["cat"] == st.bfloat16
