@@ -23,7 +23,8 @@ from .. import _C
 from . import sources as S
 from .variables import (Unsupported, VT, TensorVar, ConstVar, ListVar, TupleVar, NamedTupleVar, DictVar,
                         ModuleVar, ObjVar, FuncVar, BoundMethodVar, NestedFuncVar, IterVar, NullVar, GradModeVar,
-                        GradExitVar, AutocastVar, AutocastExitVar, ResumeIter, autocast_state, set_autocast_state, CellVar, SuperVar, SymIntVar, SliceVar, is_constant_value)
+                        GradExitVar, AutocastVar, AutocastExitVar, ResumeIter, autocast_state, set_autocast_state,
+                        CellVar, SuperVar, SymIntVar, SliceVar, is_constant_value)
 from . import symshape as Y
 from .symshape import SymExpr, SymbolicFallback
 

@@ -13,7 +13,8 @@ from . import sources as S
 
 __all__ = ["Unsupported", "VT", "TensorVar", "ConstVar", "ListVar", "TupleVar", "NamedTupleVar", "DictVar",
            "ModuleVar", "ObjVar", "FuncVar", "BoundMethodVar", "NestedFuncVar", "IterVar", "NullVar",
-           "GradModeVar", "GradExitVar", "AutocastVar", "AutocastExitVar", "ResumeIter", "CellVar", "SymIntVar", "SliceVar", "is_constant_value"]
+           "GradModeVar", "GradExitVar", "AutocastVar", "AutocastExitVar", "ResumeIter", "CellVar", "SymIntVar",
+           "SliceVar", "is_constant_value"]
 
 
 class Unsupported(Exception):
