@@ -525,6 +525,10 @@ void bind_compile(nb::module_& parent) {
       .def_prop_ro("outputs", [](const NodeView& n) { return n.n->outputs; })
       .def_prop_ro("source", [](const NodeView& n) { return n.n->source; })
       .def_prop_ro("grad_enabled", [](const NodeView& n) { return n.n->grad_enabled; })
+      .def_prop_ro("autocast",
+                   [](const NodeView& n) -> nb::object {
+                     return n.n->autocast == ScalarType::Undefined ? nb::none() : dtype_object(n.n->autocast);
+                   })
       .def_prop_ro("has_side_effects", [](const NodeView& n) { return n.n->has_side_effects(); })
       .def_prop_ro("flags", [](const NodeView& n) { return n.n->op->flags(); })
       .def_prop_ro("input_ids",

@@ -61,42 +61,35 @@ bool eligible(const Tensor& t) {
          !t.impl()->is_wrapped_number();
 }
 
-void autocast_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack) {
-  const Policy policy = lookup(op);
-  if (policy == Policy::None) {
-    redispatch_boxed(op, ks, DispatchKey::Autocast, stack);
-    return;
-  }
+// The dtype op's inputs are cast to under the current autocast dtype; Undefined when nothing is
+// cast (no policy, or Promote with no eligible input).
+ScalarType target_of(const OperatorEntry& op, Policy policy, const Stack& stack) {
+  if (policy == Policy::None) return ScalarType::Undefined;
+  if (policy != Policy::Promote) return policy == Policy::LowerPrecision ? tls_dtype : ScalarType::Float32;
   const FunctionSchema& schema = op.schema();
   const size_t n = schema.args.size();
   const size_t base = stack.size() - n;
-  auto is_input = [&](size_t i) { return !(schema.args[i].is_write && schema.args[i].kwarg_only); };
-
-  ScalarType target = policy == Policy::LowerPrecision ? tls_dtype : ScalarType::Float32;
-  if (policy == Policy::Promote) {
-    ScalarType widest = ScalarType::Undefined;
-    auto see = [&](const Tensor& t) {
-      if (eligible(t)) widest = widest == ScalarType::Undefined ? t.dtype() : promote_types(widest, t.dtype());
-    };
-    for (size_t i = 0; i < n; ++i) {
-      if (!is_input(i)) continue;
-      const IValue& v = stack[base + i];
-      if (v.is_tensor()) see(v.to_tensor());
-      if (v.is_tensor_list())
-        for (const Tensor& t : v.to_tensor_list()) see(t);
-    }
-    if (widest == ScalarType::Undefined) {
-      redispatch_boxed(op, ks, DispatchKey::Autocast, stack);
-      return;
-    }
-    target = widest;
+  ScalarType widest = ScalarType::Undefined;
+  auto see = [&](const Tensor& t) {
+    if (eligible(t)) widest = widest == ScalarType::Undefined ? t.dtype() : promote_types(widest, t.dtype());
+  };
+  for (size_t i = 0; i < n; ++i) {
+    if (schema.args[i].is_write && schema.args[i].kwarg_only) continue;
+    const IValue& v = stack[base + i];
+    if (v.is_tensor()) see(v.to_tensor());
+    if (v.is_tensor_list())
+      for (const Tensor& t : v.to_tensor_list()) see(t);
   }
-  // The casts and the op itself run without autocast (they are already in
-  // the chosen precision), but with every other layer, autograd included.
-  ExcludeDispatchKeyGuard no_autocast(DispatchKey::Autocast);
+  return widest;
+}
+
+void cast_to(const OperatorEntry& op, ScalarType target, Stack& stack) {
+  const FunctionSchema& schema = op.schema();
+  const size_t n = schema.args.size();
+  const size_t base = stack.size() - n;
   auto cast = [&](const Tensor& t) { return eligible(t) && t.dtype() != target ? to_dtype(t, target) : t; };
   for (size_t i = 0; i < n; ++i) {
-    if (!is_input(i)) continue;
+    if (schema.args[i].is_write && schema.args[i].kwarg_only) continue;  // out=: written, not read
     IValue& v = stack[base + i];
     if (v.is_tensor()) {
       if (v.to_tensor().defined()) v = IValue(cast(v.to_tensor()));
@@ -106,7 +99,16 @@ void autocast_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack)
       v = IValue(std::move(list));
     }
   }
-  // Continue below this layer with the keys of the (possibly cast) inputs.
+}
+
+void autocast_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack) {
+  const ScalarType target = target_of(op, lookup(op), stack);
+  if (target == ScalarType::Undefined) {
+    redispatch_boxed(op, ks, DispatchKey::Autocast, stack);
+    return;
+  }
+  ExcludeDispatchKeyGuard no_autocast(DispatchKey::Autocast);
+  cast_to(op, target, stack);
   DispatchKeySet keys = apply_tls(detail::collect_keys_boxed(stack), op).below(DispatchKey::Autocast);
   op.lookup(keys).boxed(op, keys, stack);
 }
@@ -130,6 +132,15 @@ void set_dtype(ScalarType t) {
   STRATA_CHECK(t == ScalarType::BFloat16 || t == ScalarType::Float16,
                "autocast: in CPU autocast, the target dtype must be bfloat16 or float16 (got ", dtype_name(t), ")");
   tls_dtype = t;
+}
+Policy policy_of(const OperatorEntry& op) { return lookup(op); }
+bool is_active() {
+  const auto& tls = tls_local_dispatch_key_set();
+  return tls.included.has(DispatchKey::Autocast) && !tls.excluded.has(DispatchKey::Autocast);
+}
+void cast_inputs(const OperatorEntry& op, Stack& stack) {
+  const ScalarType target = target_of(op, lookup(op), stack);
+  if (target != ScalarType::Undefined) cast_to(op, target, stack);
 }
 Policy policy_of(std::string_view op_name) {
   auto it = policies().find(std::string(op_name));

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "autocast/autocast.h"
 #include "compile/graph.h"
 #include "ops/api/creation.h"
 
@@ -38,6 +39,9 @@ struct PlanStep {
   // Grad mode: follow the caller's (the node was recorded in the graph's base mode) or force it.
   bool force_grad = false;
   bool no_grad = false;
+  // Autocast: follow the caller's or force the node's own state (Note [Autocast in captured graphs]).
+  bool force_autocast = false;
+  ScalarType autocast = ScalarType::Undefined;
   int kernel = -1;  // >= 0: a generated kernel (Plan::kernels), whose args are its inputs
 };
 
@@ -89,6 +93,8 @@ PlanStep node_step(const Graph& g, const Node& n) {
   st.list_return = n.list_return;
   st.no_grad = !n.grad_enabled;
   st.force_grad = n.grad_enabled != g.base_grad_enabled();
+  st.autocast = n.autocast;
+  st.force_autocast = n.autocast != g.base_autocast();
   st.outs = n.outputs;
   for (const Arg& a : n.args) {
     PlanArg pa;
@@ -355,15 +361,27 @@ void run_node(const PlanStep& st, std::vector<IValue>& env, Stack& stack, const 
   // the other mode (inside a no_grad/enable_grad block, or after the end of a block the graph
   // started in) runs in the mode it was recorded in.
   LocalDispatchKeySet& tls = tls_local_dispatch_key_set();
-  if (!st.force_grad || tls.excluded.has(DispatchKey::Autograd) == st.no_grad) {
+  if (!st.force_autocast && (!st.force_grad || tls.excluded.has(DispatchKey::Autograd) == st.no_grad)) {
     call_boxed(*st.op, stack);
   } else {
     struct Restore {
       LocalDispatchKeySet& tls;
-      DispatchKeySet prev;
-      ~Restore() { tls.excluded = prev; }
-    } restore{tls, tls.excluded};
-    tls.excluded = st.no_grad ? tls.excluded.add(DispatchKey::Autograd) : tls.excluded.remove(DispatchKey::Autograd);
+      LocalDispatchKeySet prev;
+      ScalarType prev_dtype;
+      ~Restore() {
+        tls = prev;
+        if (autocast::dtype() != prev_dtype) autocast::set_dtype(prev_dtype);
+      }
+    } restore{tls, tls, autocast::dtype()};
+    if (st.force_grad)
+      tls.excluded = st.no_grad ? tls.excluded.add(DispatchKey::Autograd) : tls.excluded.remove(DispatchKey::Autograd);
+    if (st.force_autocast) {
+      // The node's own autocast state (Note [Autocast in captured graphs] in recorder.cpp).
+      const bool on = st.autocast != ScalarType::Undefined;
+      tls.included = on ? tls.included.add(DispatchKey::Autocast) : tls.included.remove(DispatchKey::Autocast);
+      tls.excluded = tls.excluded.remove(DispatchKey::Autocast);
+      if (on) autocast::set_dtype(st.autocast);
+    }
     call_boxed(*st.op, stack);
   }
   if (st.list_return) {

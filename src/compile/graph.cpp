@@ -6,6 +6,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "autocast/autocast.h"
 #include "autograd/variable.h"
 
 namespace strata::compile {
@@ -289,6 +290,10 @@ void Graph::append_node(std::shared_ptr<Node> n) {
   changed();
 }
 
+ScalarType Graph::current_autocast() {
+  return autocast::is_active() ? autocast::dtype() : ScalarType::Undefined;
+}
+
 Device Graph::capture_device() const {
   for (int i : inputs_)
     if (values_[i].kind == ValueKind::Tensor) return values_[i].device.is_meta() ? Device() : values_[i].device;
@@ -326,7 +331,9 @@ int Graph::eliminate_dead_code() {
 // Note [Readable graphs]
 // print_readable() writes the graph as a Python function over strata.ops, one
 // line per node, each result annotated with its dtype and shape ("f32[4, 5]"),
-// a comment with the node's source line whenever it changes, constants read
+// a comment with the node's source line whenever it changes, one with the
+// autocast state whenever a node's differs from the one before (the graph's
+// own state before the first node), constants read
 // from self, keyword-only arguments as name=value, and arguments equal to
 // their schema default left out. It is for people; nothing parses it back.
 
@@ -461,6 +468,7 @@ std::string Graph::print_readable() const {
     }
   };
   const std::string* last_source = nullptr;
+  ScalarType autocast = base_autocast_;
   for (const auto& np : nodes_) {
     const Node& n = *np;
     if (!n.source.empty() && (!last_source || *last_source != n.source)) {
@@ -469,6 +477,10 @@ std::string Graph::print_readable() const {
       ss << "    # " << src << "\n";
     }
     last_source = &n.source;
+    if (n.autocast != autocast) {  // the nodes from here on run under another autocast state
+      autocast = n.autocast;
+      ss << "    # autocast: " << (autocast == ScalarType::Undefined ? "off" : dtype_name(autocast)) << "\n";
+    }
     const FunctionSchema& s = n.op->schema();
     auto is_default = [&](size_t i) {
       const Arg& a = n.args[i];

@@ -91,6 +91,10 @@ struct Node {
   // Grad mode when the node was recorded. A node recorded in the graph's base mode follows the
   // caller's mode at run time; one recorded in the other mode runs in that mode.
   bool grad_enabled = true;
+  // Autocast when the node was recorded: its dtype, Undefined when off (Note [Autocast in captured
+  // graphs] in recorder.cpp). Like grad mode, a node recorded in the graph's base state follows
+  // the caller's; one recorded in another runs in its own.
+  ScalarType autocast = ScalarType::Undefined;
   // The op returns Tensor[]: its elements are the outputs, in order.
   bool list_return = false;
 
@@ -182,9 +186,13 @@ class Graph {
   // The grad mode the graph was created in (what a node recorded without a grad-mode change
   // has): see Node::grad_enabled.
   bool base_grad_enabled() const { return base_grad_enabled_; }
+  // The autocast state the graph was created in (Undefined: off); see Node::autocast.
+  ScalarType base_autocast() const { return base_autocast_; }
 
  private:
   bool base_grad_enabled_ = !tls_local_dispatch_key_set().excluded.has(DispatchKey::Autograd);
+  ScalarType base_autocast_ = current_autocast();
+  static ScalarType current_autocast();
   int add_value(Value v, const std::string& base);
   std::string unique_name(const std::string& base);
   void changed() { version_.fetch_add(1, std::memory_order_acq_rel); }

@@ -39,8 +39,23 @@
 // itself (accumulating gradients with add, summing a broadcast gradient down
 // with sum_to, casting, zeros for outputs that got no gradient) goes through
 // the dispatcher, so Tracer sees it.
+//
+// Note [Autocast in captured graphs]
+// Tracer sits above Autocast, so an op recorded inside an autocast region
+// reaches the recorder with its inputs in their own dtypes. Before recording
+// it, the recorder casts them as the autocast kernel would
+// (autocast::cast_inputs: the same to_dtype calls, which record themselves as
+// _to_copy nodes), so the graph holds every cast explicitly and each node reads
+// inputs of the dtypes it computes in: what AOT autograd, the partitioner and
+// the code generator see is the mixed-precision program itself. Each node also
+// keeps the autocast state it was recorded under (Node::autocast) and the
+// executor replays it under that state, as it does grad mode: the autocast
+// kernel then finds the inputs already cast (no second cast), and an op without
+// a policy that calls policy ops inside it (a composite) gets its inner casts as
+// in eager mode.
 #include <unordered_map>
 
+#include "autocast/autocast.h"
 #include "autograd/derivative.h"
 #include "autograd/variable.h"
 #include "compile/graph.h"
@@ -169,6 +184,9 @@ void tracer_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack) {
   }
   Graph& g = *st.graphs.back();
   const bool aot = st.aot.back();
+  const bool autocast_on = autocast::is_active();
+  if (autocast_on && autocast::policy_of(op) != autocast::Policy::None)
+    autocast::cast_inputs(op, stack);  // Note [Autocast in captured graphs]
   const FunctionSchema& schema = op.schema();
   const size_t nargs = schema.args.size();
   STRATA_CHECK(stack.size() >= nargs, "compile: op '", schema.full_name(), "' called with ", stack.size(),
@@ -189,6 +207,7 @@ void tracer_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack) {
   node->op = &op;
   node->source = st.source;
   node->grad_enabled = !tls_local_dispatch_key_set().excluded.has(DispatchKey::Autograd);
+  node->autocast = autocast_on ? autocast::dtype() : ScalarType::Undefined;
   node->args.reserve(nargs);
 
   // Device of the results (Note [Devices in a captured graph]).

@@ -5,6 +5,10 @@
 cache_size_limit = 8
 # Also torch's name for it.
 recompile_limit = 8
+# A graph break inside a loop over known items (a range, a list, a tuple, a module list) resumes in the
+# loop when at most this many items are left: each later iteration that breaks again is one more graph
+# (and resume function); a longer rest of the loop runs in Python after the break.
+max_resumed_loop_items = 64
 # .item() / .tolist() inside a compiled region: a graph break (False) or, once supported, a graph output.
 capture_scalar_outputs = False
 # Errors inside capture fall back to eager with a warning instead of raising.

@@ -18,7 +18,8 @@ from . import sources as S
 from .bytecode import make_resume_function, ResumeUnsupported, parse_exception_table
 from .symbolic import OutputGraph, Translator, Unsupported, _NULL, PY312
 from .symshape import SymExpr, SymbolicFallback, value_at, contiguous_strides
-from .variables import TensorVar, TupleVar, ConstVar, CellVar, NullVar, ListVar, DictVar
+from .variables import (TensorVar, TupleVar, ConstVar, CellVar, NullVar, ListVar, DictVar, autocast_state,
+                        set_autocast_state)
 
 _compile = _C._compile
 
@@ -45,6 +46,8 @@ class _CodeGen:
         self.consts = []
         self.outputs = []       # graph value ids
         self.out_index = {}
+        self.cells = []         # the frame's own cells the rebuilt values use (Z[j])
+        self.cell_index = {}
 
     def tensor(self, tv):
         vid = tv.vid
@@ -63,6 +66,33 @@ class _CodeGen:
 
     def source(self, src):
         return S.expr(src)
+
+    def cell(self, c):
+        """The expression of a closure cell (Note [Closure cells at a graph break])."""
+        src = c.source
+        if src is not None:
+            if len(src) == 1 and src[0][0] == "closure":
+                return f"C[{src[0][1]}]"       # the compiled function's own closure
+            return S.expr(src)                 # a cell the frame received
+        j = self.cell_index.get(id(c))
+        if j is None:
+            j = self.cell_index[id(c)] = len(self.cells)
+            self.cells.append(c)
+        return f"Z[{j}]"
+
+    def cell_lines(self):
+        """Lines that make the frame's own cells used by the rebuilt values: empty cells first, then their
+        contents (which may be functions over those cells)."""
+        if not self.cells:
+            return []
+        fill = []
+        j = 0
+        while j < len(self.cells):   # rebuilding contents may reach further cells
+            c = self.cells[j]
+            if c.contents is not None:
+                fill.append(f"Z[{j}].cell_contents = {self.rebuild(c.contents)}")
+            j += 1
+        return [f"Z = [{self.const(types.CellType)}() for _ in range({len(self.cells)})]"] + fill
 
     def rebuild(self, v):
         if isinstance(v, NullVar):
@@ -126,7 +156,8 @@ def _build_guards(out, arg_names):
     for lhs, op, rhs in out.relations:
         gs.add_dim_relation(lhs, op, rhs)
     from .. import get_default_dtype
-    gs.add_global_state(_C._is_grad_enabled(), get_default_dtype())
+    enabled, dtype = autocast_state()
+    gs.add_global_state(_C._is_grad_enabled(), get_default_dtype(), enabled, dtype)
     return gs
 
 
@@ -134,10 +165,6 @@ def _break_action(tx, inst):
     """What the run function does for the breaking instruction; returns (kind, info, resume offset,
     number of stack items the instruction consumes, whether it pushes a result)."""
     op = inst.opname
-    if any(e.start <= inst.offset < e.end for e in parse_exception_table(tx.code)):
-        # Inside a try or with block: what the instruction raises must reach the frame's own handlers,
-        # so it runs in the resume function, and the rest of the frame with it, eagerly.
-        return ("eager", None, inst.offset, 0)
     nxt = tx.instructions[tx.index_of[inst.offset] + 1].offset if tx.index_of[inst.offset] + 1 < len(
         tx.instructions) else None
     if op == "CALL":
@@ -154,51 +181,163 @@ def _break_action(tx, inst):
     return ("eager", None, inst.offset, 0)
 
 
-def _make_action(kind, info, resume_call, nconsume, opts):
+# Note [Breaks inside try and with blocks]
+# The breaking instruction runs in the entry's run function, outside the frame, and the frame
+# resumes after it in a resume function that keeps the original exception table (bytecode.py), so
+# the rest of a try or with block is captured like any other code and its handlers still cover
+# what the resume function runs. What the breaking instruction itself raises must reach those
+# handlers too (the except clause, the finally, the with block's __exit__): when it raises inside
+# an exception-table range, the run function hands the frame over to a second resume function that
+# starts at the breaking instruction (at its KW_NAMES/PRECALL, which carry interpreter state) with
+# the stack as it was before it ran, and the callable (or context manager) replaced by one that
+# raises the same exception; that function runs eagerly: the instruction raises inside the frame,
+# the handlers run as in eager mode, and the rest of the frame continues in Python. A with block of
+# grad mode or autocast has its exit function on the stack (variables._grad_exit/_autocast_exit),
+# which a resume function's capture recognises, so the block goes on in the graph.
+
+# Note [Closure cells at a graph break]
+# A frame whose variables an inner function closes over keeps them in cells. At a break the run
+# function makes real cells for the frame's cells (Z[j], empty first, then their contents, which may
+# be functions over those cells), rebuilds nested functions over them, and hands the cells
+# themselves to the resume function (bytecode.make_resume_code(cells_as_objects=True)), so the
+# frame's variable and every function that closes over it keep sharing one cell. The resume
+# function's capture reads a received cell's contents under guards (Translator.wrap) and installs
+# it as the frame's cell (STORE_FAST of a cell in the prologue); assigning to such a variable after
+# the break is a graph break of its own. Functions the run function made are followed by their code,
+# defaults and cells rather than their identity, which is new on every call.
+
+class _Raiser:
+    """Stands in for the callable or the context manager of a breaking instruction that raised
+    (Note [Breaks inside try and with blocks]): raises the same exception inside the frame."""
+
+    def __init__(self, exc):
+        self.exc = exc
+
+    def __call__(self, *args, **kwargs):
+        raise self.exc
+
+    def __enter__(self):
+        raise self.exc
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _in_try(tx, inst):
+    return any(e.start <= inst.offset < e.end for e in parse_exception_table(tx.code))
+
+
+def _reraise_offset(tx, inst):
+    """Where the frame re-runs the breaking instruction: at it, or at the KW_NAMES/PRECALL before it."""
+    i = tx.index_of[inst.offset]
+    while i > 0 and tx.instructions[i - 1].opname in ("PRECALL", "KW_NAMES"):
+        i -= 1
+    return tx.instructions[i].offset
+
+
+def _make_action(kind, info, resume_call, nconsume, opts, on_error=None):
+    """on_error(stack before the instruction, Raiser slot index or None, exception): the frame's
+    result when the instruction raised inside a try/with block; None: the exception propagates."""
+    def failed(stack, items, slot, exc, loc, closure):
+        if on_error is None:
+            raise exc
+        full = list(stack) + list(items)
+        if slot is not None:
+            full[len(stack) + slot] = _Raiser(exc)
+        return on_error(full, loc, closure)
+
     if kind == "call":
         n, kw = info
 
-        def act(stack, loc):
+        def act(stack, loc, closure=None):
             items = stack[len(stack) - nconsume:]
             del stack[len(stack) - nconsume:]
             if items[0] is NULL:
-                fn, args = items[1], items[2:]
+                fn, args, slot = items[1], items[2:], 1
             else:
-                fn, args = items[0], items[1:]
+                fn, args, slot = items[0], items[1:], 0
             npos = len(args) - len(kw)
-            res = _call_user(fn, args[:npos], dict(zip(kw, args[npos:])), opts)
+            try:
+                res = _call_user(fn, args[:npos], dict(zip(kw, args[npos:])), opts)
+            except BaseException as exc:
+                return failed(stack, items, slot, exc, loc, closure)
             stack.append(res)
-            return resume_call(stack, loc)
+            return resume_call(stack, loc, closure=closure)
     elif kind == "call_ex":
         has_kw = info
 
-        def act(stack, loc):
+        def act(stack, loc, closure=None):
             items = stack[len(stack) - nconsume:]
             del stack[len(stack) - nconsume:]
-            if items[0] is NULL:
-                items = items[1:]
-            fn, args = items[0], items[1]
-            kwargs = items[2] if has_kw else {}
-            stack.append(_call_user(fn, tuple(args), dict(kwargs), opts))
-            return resume_call(stack, loc)
+            slot = 1 if items[0] is NULL else 0
+            fn, args = items[slot], items[slot + 1]
+            kwargs = items[slot + 2] if has_kw else {}
+            try:
+                res = _call_user(fn, tuple(args), dict(kwargs), opts)
+            except BaseException as exc:
+                return failed(stack, items, slot, exc, loc, closure)
+            stack.append(res)
+            return resume_call(stack, loc, closure=closure)
     elif kind == "jump":
         jump_if_true, _ = info
 
-        def act(stack, loc):
-            cond = bool(stack.pop())
-            return resume_call(stack, loc, jump=(cond == jump_if_true))
+        def act(stack, loc, closure=None):
+            v = stack.pop()
+            try:
+                cond = bool(v)
+            except BaseException as exc:
+                return failed(stack, [v], None, exc, loc, closure)   # bool(v) raises again in the frame
+            return resume_call(stack, loc, jump=(cond == jump_if_true), closure=closure)
     elif kind == "with":
-        def act(stack, loc):
+        def act(stack, loc, closure=None):
             mgr = stack.pop()
-            exit_ = type(mgr).__exit__.__get__(mgr)
-            res = type(mgr).__enter__(mgr)
+            try:
+                exit_ = type(mgr).__exit__.__get__(mgr)
+                res = type(mgr).__enter__(mgr)
+            except BaseException as exc:
+                return failed(stack, [mgr], 0, exc, loc, closure)
             stack.append(exit_)
             stack.append(res)
-            return resume_call(stack, loc)
+            return resume_call(stack, loc, closure=closure)
     else:
-        def act(stack, loc):
-            return resume_call(stack, loc)
+        def act(stack, loc, closure=None):
+            return resume_call(stack, loc, closure=closure)
     return act
+
+
+class _RestoreOnError:
+    """The action of a break inside a grad-mode or autocast block: an exception that leaves the rest of
+    the frame (raised by a graph op of a resume function, which runs outside the frame's handlers)
+    leaves the grad mode and autocast state as the frame found them, as the block's exit would."""
+
+    def __init__(self, act, grad, autocast):
+        self.act, self.grad, self.autocast = act, grad, autocast
+
+    def __call__(self, stack, loc, closure=None):
+        try:
+            return self.act(stack, loc, closure)
+        except BaseException:
+            _C._set_grad_enabled(self.grad)
+            set_autocast_state(self.autocast)
+            raise
+
+
+class _ReraiseResume:
+    """on_error of a break inside a try/with block: made on first use (an exception is rare)."""
+
+    def __init__(self, fn, offset, stack_kinds, live, opts, cells_as_objects):
+        self.args = (fn, offset, stack_kinds, live)
+        self.cells_as_objects = cells_as_objects
+        self.opts = opts
+        self.call = None
+
+    def __call__(self, stack, loc, closure=None):
+        from .eval_frame import mark_eager
+        if self.call is None:
+            f = make_resume_function(*self.args, cells_as_objects=self.cells_as_objects)
+            mark_eager(f.__code__, self.opts)
+            self.call = _ResumeCall((f, None), self.opts)
+        return self.call(stack, loc, closure=closure)
 
 
 def _call_user(fn, args, kwargs, opts):
@@ -214,10 +353,11 @@ def _call_user(fn, args, kwargs, opts):
 
 def _attempt(fn, args, options, break_at, dyn=None):
     """One run of the interpreter over fn's frame (stopping at break_at): (OutputGraph, translator,
-    "return" | "break", the returned variable or the breaking instruction). Grad mode is restored
-    whatever happens; Unsupported propagates."""
+    "return" | "break", the returned variable or the breaking instruction). Grad mode and the
+    autocast state are restored whatever happens; Unsupported propagates."""
     from . import eval_frame
     grad = _C._is_grad_enabled()
+    autocast = autocast_state()
     out = OutputGraph(fn, frame_arg_names(fn.__code__), len(args))
     out.backend_options = options
     if dyn is not None:
@@ -229,6 +369,7 @@ def _attempt(fn, args, options, break_at, dyn=None):
         return out, tx, kind, r
     finally:
         _C._set_grad_enabled(grad)
+        set_autocast_state(autocast)
         eval_frame._tls.capturing -= 1
 
 
@@ -373,24 +514,28 @@ def _finish(out, tx, kind, r, reason, fn, args, options):
     if kind == "return":
         ret = cg.rebuild(r)
         effects = _side_effect_lines(cg, out)
-        tail = list(effects)
+        tail = cg.cell_lines() + effects
         if tx.grad_at_end != tx.grad_enabled:
             # The frame left grad mode changed (a resume function that ends a no_grad block).
             cg.consts.append(_C._set_grad_enabled)
             tail.append(f"K[{len(cg.consts) - 1}]({tx.grad_at_end!r})")
+        if tx.autocast_at_end != tx.autocast_at_entry:
+            # The frame left the autocast state changed (a resume function that ends an autocast block).
+            tail.append(f"{cg.const(set_autocast_state)}({cg.const(tx.autocast_at_end)})")
         tail.append(f"return {ret}")
         e.kind = "return"
     else:
         inst = r
         akind, info, resume_off, nconsume = _break_action(tx, inst)
         stack_exprs = [cg.rebuild(v) for v in tx.stack]
-        live = [n for n in code.co_varnames if n in tx.locals]
-        if code.co_cellvars and any(n in tx.locals or (tx.cells.get(n) and tx.cells[n].contents is not None)
-                                    for n in code.co_cellvars):
-            logs.graph_break(code, reason[0], reason[1], eager_frame=True)
-            return None
-        local_exprs = [cg.rebuild(tx.locals[n]) for n in live]
+        # The frame's cells go to the resume function as cell objects (Note [Closure cells at a graph
+        # break]); other locals by value.
+        cellset = set(code.co_cellvars)
+        cell_names = [n for n in code.co_cellvars if n in tx.cells]
+        live = [n for n in code.co_varnames if n in tx.locals and n not in cellset] + cell_names
+        local_exprs = [cg.cell(tx.cells[n]) if n in cellset else cg.rebuild(tx.locals[n]) for n in live]
         effects = _side_effect_lines(cg, out)
+        cells = cg.cell_lines()
         # The stack after the breaking instruction, as the resume function receives it.
         after = ["value" if not isinstance(v, NullVar) else "null" for v in tx.stack[:len(tx.stack) - nconsume]]
         if akind in ("call", "call_ex"):
@@ -398,22 +543,32 @@ def _finish(out, tx, kind, r, reason, fn, args, options):
         elif akind == "with":
             after += ["value", "value"]
         try:
-            resume_fn = _resume(fn, akind, info, resume_off, after, live, tx, options)
+            resume_fn = _resume(fn, akind, info, resume_off, after, live, tx, options, bool(cell_names))
         except ResumeUnsupported as ex:
             logs.graph_break(code, f"{reason[0]} (and the frame cannot resume: {ex})", reason[1], eager_frame=True)
             return None
         e.kind = "break"
         e.break_reason, e.break_location = reason
         e.resume = resume_fn
-        act = _make_action(akind, info, resume_fn, nconsume, options)
-        tail = effects + [f"S = [{', '.join(stack_exprs)}]", f"L = [{', '.join(local_exprs)}]"]
+        on_error = None
+        if akind != "eager" and _in_try(tx, inst):
+            kinds = ["value" if not isinstance(v, NullVar) else "null" for v in tx.stack]
+            on_error = _ReraiseResume(fn, _reraise_offset(tx, inst), kinds, live, options, bool(cell_names))
+        act = _make_action(akind, info, resume_fn, nconsume, options, on_error)
+        if tx.grad_at_break != tx.grad_enabled or tx.autocast_at_break != tx.autocast_at_entry:
+            act = _RestoreOnError(act, tx.grad_enabled, tx.autocast_at_entry)
+        tail = cells + effects + [f"S = [{', '.join(stack_exprs)}]", f"L = [{', '.join(local_exprs)}]"]
         if tx.grad_at_break != tx.grad_enabled:
             # Inside a grad-mode block at the break: the breaking instruction and the resume
             # function run in that mode (the block's exit function restores the caller's).
             cg.consts.append(_C._set_grad_enabled)
             tail.append(f"K[{len(cg.consts) - 1}]({tx.grad_at_break!r})")
+        if tx.autocast_at_break != tx.autocast_at_entry:
+            # Inside an autocast block at the break: the breaking instruction and the resume function
+            # run under its state (the block's exit function restores the caller's).
+            tail.append(f"{cg.const(set_autocast_state)}({cg.const(tx.autocast_at_break)})")
         cg.consts.append(act)
-        tail.append(f"return K[{len(cg.consts) - 1}](S, L)")
+        tail.append(f"return K[{len(cg.consts) - 1}](S, L, C)")
         logs.graph_break(code, reason[0], reason[1])
     out.graph.set_outputs(list(cg.outputs))
     if out.symbols:
@@ -463,21 +618,30 @@ class _ResumeCall:
         self.states = tuple(_state(t.__code__, opts) if t is not None else None for t in targets)
         self.opts = opts
 
-    def __call__(self, stack, loc, jump=None):
+    def __call__(self, stack, loc, jump=None, closure=None):
         from .eval_frame import _run
         i = 1 if jump else 0
         args = tuple(s for s in stack if s is not NULL) + tuple(loc)
-        return _run(self.targets[i], self.states[i], args, self.opts)
+        t = self.targets[i]
+        if closure is not None and t.__closure__ is not closure and not _same_cells(t.__closure__, closure):
+            # The frame's function is another closure over the same code (a nested function made on
+            # each call): the resume function must read and write this call's cells.
+            t = types.FunctionType(t.__code__, t.__globals__, t.__name__, None, closure)
+        return _run(t, self.states[i], args, self.opts)
 
 
-def _resume(fn, akind, info, resume_off, after, live, tx, options):
+def _same_cells(a, b):
+    return a is not None and b is not None and len(a) == len(b) and all(x is y for x, y in zip(a, b))
+
+
+def _resume(fn, akind, info, resume_off, after, live, tx, options, cells_as_objects=False):
     from .eval_frame import mark_eager
     if akind == "jump":
         _, target = info
-        not_taken = make_resume_function(fn, resume_off, after, live)
-        taken = make_resume_function(fn, target, after, live)
+        not_taken = make_resume_function(fn, resume_off, after, live, cells_as_objects=cells_as_objects)
+        taken = make_resume_function(fn, target, after, live, cells_as_objects=cells_as_objects)
         return _ResumeCall((not_taken, taken), options)
-    f = make_resume_function(fn, resume_off, after, live)
+    f = make_resume_function(fn, resume_off, after, live, cells_as_objects=cells_as_objects)
     if akind == "eager":
         mark_eager(f.__code__, options)
     return _ResumeCall((f, None), options)

@@ -23,7 +23,8 @@ from .. import _C
 from . import sources as S
 from .variables import (Unsupported, VT, TensorVar, ConstVar, ListVar, TupleVar, NamedTupleVar, DictVar,
                         ModuleVar, ObjVar, FuncVar, BoundMethodVar, NestedFuncVar, IterVar, NullVar, GradModeVar,
-                        GradExitVar, CellVar, SuperVar, SymIntVar, SliceVar, is_constant_value)
+                        GradExitVar, AutocastVar, AutocastExitVar, ResumeIter, autocast_state, set_autocast_state,
+                        CellVar, SuperVar, SymIntVar, SliceVar, is_constant_value)
 from . import symshape as Y
 from .symshape import SymExpr, SymbolicFallback
 
@@ -289,6 +290,7 @@ class Translator:
         self.counts = counts if counts is not None else {}
         self.line = None
         self.grad_enabled = _C._is_grad_enabled()
+        self.autocast_at_entry = autocast_state()
         self.yields = None                  # the items of a generator expression being run (inline)
 
     # -- helpers ------------------------------------------------------------------------------
@@ -336,6 +338,7 @@ class Translator:
                 self.counts[inst.offset] = n
                 if self.break_at == (inst.offset, n):
                     self.grad_at_break = _C._is_grad_enabled()
+                    self.autocast_at_break = autocast_state()
                     return ("break", inst)
             handler = getattr(self, inst.opname, None)
             try:
@@ -352,6 +355,7 @@ class Translator:
             if r is not None:
                 if self.parent is None:
                     self.grad_at_end = _C._is_grad_enabled()
+                    self.autocast_at_end = autocast_state()
                 return ("return", r)
 
     # -- wrapping real values --------------------------------------------------------------------
@@ -388,6 +392,42 @@ class Translator:
             # The exit of a grad-mode block entered before a graph break (variables._grad_exit).
             out.guard("equals", S.attr(source, "_strata_grad_prev"), value._strata_grad_prev)
             return GradExitVar(value._strata_grad_prev)
+        if tp is types.CellType:
+            # A cell a resume function received (Note [Closure cells at a graph break] in convert.py).
+            try:
+                contents = value.cell_contents
+            except ValueError:
+                return CellVar(None, source=source)
+            return CellVar(self.wrap(contents, S.attr(source, "cell_contents")), source=source)
+        if isinstance(value, types.FunctionType) and getattr(value, "_strata_rebuilt", False) and source is not None:
+            # A function the run function of a graph break made again (variables._make_function): made
+            # anew on every call, so it is followed by its code, defaults and cells, not its identity.
+            out.guard("id", S.attr(source, "__code__"), value.__code__)
+            out.guard("id", S.attr(source, "__globals__"), value.__globals__)
+            defaults = None
+            if value.__defaults__ is not None:
+                dv = self.wrap(value.__defaults__, S.attr(source, "__defaults__"))
+                defaults = tuple(ConstVar(d) for d in dv.value) if isinstance(dv, ConstVar) else tuple(dv.items)
+            else:
+                out.guard("equals", S.attr(source, "__defaults__"), None)
+            kwd = value.__kwdefaults__
+            if kwd is None or all(is_constant_value(v) for v in kwd.values()):
+                out.guard("equals", S.attr(source, "__kwdefaults__"), kwd)
+                closure = None
+                if value.__closure__:
+                    closure = [self.wrap(c, S.item(S.attr(source, "__closure__"), i))
+                               for i, c in enumerate(value.__closure__)]
+                return NestedFuncVar(value.__code__, value.__globals__, defaults, kwd, closure, value.__qualname__)
+        if tp is ResumeIter:
+            # A loop's iterator rebuilt at a graph break (variables.ResumeIter): its remaining items.
+            out.guard("type", source, tp)
+            out.guard("equals", S.attr(source, "index"), value.index)
+            items = self.wrap(value.items, S.attr(source, "items"))
+            return IterVar(items.items[value.index:])
+        if isinstance(value, types.FunctionType) and hasattr(value, "_strata_autocast_prev"):
+            # The exit of an autocast block entered before a graph break (variables._autocast_exit).
+            out.guard("equals", S.attr(source, "_strata_autocast_prev"), value._strata_autocast_prev)
+            return AutocastExitVar(value._strata_autocast_prev)
         if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type)) or _is_strata_function(value):
             if guard:
                 out.guard("id", source, value)
@@ -597,8 +637,15 @@ class Translator:
             # Leaving a grad-mode block: ops recorded from here on carry the restored mode.
             _C._set_grad_enabled(fn.prev)
             return ConstVar(False)
+        if isinstance(fn, AutocastExitVar):
+            # Leaving an autocast block: ops recorded from here on carry the restored state.
+            set_autocast_state(fn.prev)
+            return ConstVar(False)
         if isinstance(fn, ModuleVar):
             return self.call_module(fn, args, kwargs)
+        if isinstance(fn, AutocastVar) and len(args) == 1 and not kwargs:
+            # autocast(...)(f) inside the region (the decorator form): its wrapper, inlined when called.
+            return self.call_value(FuncVar(_autocast_wrap), _autocast_wrap, [fn, args[0]], {})
         if isinstance(fn, (FuncVar, ObjVar, ConstVar)):
             return self.call_value(fn, fn.value, args, kwargs)
         if isinstance(fn, TensorVar):
@@ -634,6 +681,13 @@ class Translator:
                 return GradModeVar(f is _grad_mode.enable_grad, f)
             if f is _grad_mode.set_grad_enabled:
                 return GradModeVar(bool(self.const_value(args[0])), f)
+            if issubclass(f, _autocast_class()):
+                a = [self.const_value(v, "argument of autocast") for v in args]
+                k = {n: self.const_value(v, "argument of autocast") for n, v in kwargs.items()}
+                try:
+                    return AutocastVar(f(*a, **k))
+                except Exception as e:  # eager mode raises it again
+                    raise Unsupported(f"autocast(...) raised during capture ({type(e).__name__}: {e})")
             if issubclass(f, tuple) and hasattr(f, "_fields"):
                 if all(isinstance(a, ConstVar) for a in args) and not kwargs:
                     return ConstVar(f(*[a.value for a in args]))
@@ -983,6 +1037,10 @@ class Translator:
 
     def STORE_FAST(self, inst):
         v = self.pop()
+        if isinstance(v, CellVar) and inst.argval in self.code.co_cellvars:
+            # A resume function's prologue installs a cell it received (bytecode.py, cells_as_objects).
+            self.cells[inst.argval] = v
+            return
         if v is _NULL:
             self.locals.pop(inst.argval, None)
         else:
@@ -1090,7 +1148,7 @@ class Translator:
             return self.module_attr(obj, name)
         if isinstance(obj, NamedTupleVar) and name in getattr(obj.cls, "_fields", ()):
             return obj.items[obj.cls._fields.index(name)]
-        if isinstance(obj, (ListVar, DictVar, TupleVar, NamedTupleVar, GradModeVar)):
+        if isinstance(obj, (ListVar, DictVar, TupleVar, NamedTupleVar, GradModeVar, AutocastVar)):
             return BoundMethodVar(obj, name)
         if isinstance(obj, ConstVar):
             try:
@@ -1625,6 +1683,16 @@ class Translator:
 
     def BEFORE_WITH(self, inst):
         mgr = self.stack[-1]
+        if isinstance(mgr, AutocastVar):
+            # As grad mode: each node keeps the autocast state it was recorded under and the casts are
+            # nodes (Note [Autocast in captured graphs] in src/compile/recorder.cpp); a break inside
+            # the block resumes under the block's state (convert._finish).
+            prev = autocast_state() if mgr.state() is not None else None
+            self.pop()
+            set_autocast_state(mgr.state())
+            self.push(AutocastExitVar(prev))
+            self.push(mgr)
+            return
         if not isinstance(mgr, GradModeVar):
             raise Unsupported(f"entering a with block of {mgr.describe()}")
         # Each recorded node runs in the grad mode it was recorded in (executor.cpp), so the block
@@ -1670,6 +1738,18 @@ def _detached_alias(t):
         return _C._ops.alias(t)
     finally:
         _C._set_grad_enabled(prev)
+
+
+def _autocast_class():
+    from ..amp import autocast
+    return autocast
+
+
+def _autocast_wrap(ac, fn):
+    def wrapper(*a, **k):
+        with ac:
+            return fn(*a, **k)
+    return wrapper
 
 
 def _method_caller(name):

@@ -13,7 +13,8 @@ from . import sources as S
 
 __all__ = ["Unsupported", "VT", "TensorVar", "ConstVar", "ListVar", "TupleVar", "NamedTupleVar", "DictVar",
            "ModuleVar", "ObjVar", "FuncVar", "BoundMethodVar", "NestedFuncVar", "IterVar", "NullVar",
-           "GradModeVar", "GradExitVar", "CellVar", "SymIntVar", "SliceVar", "is_constant_value"]
+           "GradModeVar", "GradExitVar", "AutocastVar", "AutocastExitVar", "ResumeIter", "CellVar", "SymIntVar",
+           "SliceVar", "is_constant_value"]
 
 
 class Unsupported(Exception):
@@ -296,16 +297,16 @@ class NestedFuncVar(VT):
 
     def reconstruct(self, cg):
         # A function made inside the frame (a lambda, a nested def, and on 3.11 a comprehension, which is
-        # a function of its own) is made again from its code. Its closure may hold the compiled
-        # function's own closure cells (C[i]); a cell of the frame itself cannot be rebuilt.
+        # a function of its own) is made again from its code. Its closure holds the compiled function's
+        # own closure cells (C[i]), cells the frame received (a resume function's), or cells of the frame
+        # itself, made by the run function (Note [Closure cells at a graph break] in convert.py).
         closure = "None"
         if self.closure:
             cells = []
             for c in self.closure:
-                src = c.source
-                if not (isinstance(c, CellVar) and src is not None and len(src) == 1 and src[0][0] == "closure"):
-                    raise Unsupported("a closure over the frame's own variables is live across a graph break")
-                cells.append(f"C[{src[0][1]}], ")
+                if not isinstance(c, CellVar):
+                    raise Unsupported("a closure that is not made of cells is live across a graph break")
+                cells.append(cg.cell(c) + ", ")
             closure = "(" + "".join(cells) + ")"
         defaults = "None" if self.defaults is None else "(" + "".join(cg.rebuild(v) + ", " for v in self.defaults) + ")"
         return (f"{cg.const(_make_function)}({cg.const(self.code)}, {cg.const(self.globals)}, {defaults}, "
@@ -316,6 +317,7 @@ def _make_function(code, globals_, defaults, kwdefaults, qualname, closure):
     f = types.FunctionType(code, globals_, code.co_name, defaults, closure)
     f.__kwdefaults__ = kwdefaults
     f.__qualname__ = qualname
+    f._strata_rebuilt = True   # a resume function's capture follows it by its code (Translator.wrap)
     return f
 
 
@@ -328,7 +330,7 @@ class CellVar(VT):
         self.contents = contents
 
     def reconstruct(self, cg):
-        raise Unsupported("a closure cell is live across a graph break")
+        return cg.cell(self)
 
 
 class IterVar(VT):
@@ -344,8 +346,36 @@ class IterVar(VT):
         return type(iter([]))
 
     def reconstruct(self, cg):
+        from . import config
         rest = self.items[self.index:]
-        return "iter([" + ", ".join(cg.rebuild(v) for v in rest) + "])"
+        items = "[" + ", ".join(cg.rebuild(v) for v in rest) + "]"
+        if len(rest) > config.max_resumed_loop_items:
+            return f"iter({items})"   # the resume function breaks at the loop and runs it in Python
+        return f"{cg.const(ResumeIter)}({items})"
+
+
+class ResumeIter:
+    """The iterator of a loop a graph break interrupted (an IterVar rebuilt): the items still to come.
+    A resume function's capture reads them back (Translator.wrap), so the loop goes on in its graph
+    instead of breaking again at FOR_ITER over an iterator it cannot see into."""
+    __slots__ = ("items", "index")
+
+    def __init__(self, items):
+        self.items = items
+        self.index = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        i = self.index
+        if i >= len(self.items):
+            raise StopIteration
+        self.index = i + 1
+        return self.items[i]
+
+    def __length_hint__(self):
+        return len(self.items) - self.index
 
 
 class GradModeVar(VT):
@@ -384,4 +414,60 @@ def _grad_exit(prev):
         _C._set_grad_enabled(prev)
         return False
     exit_._strata_grad_prev = prev
+    return exit_
+
+
+class AutocastVar(VT):
+    """strata.autocast(...) / strata.amp.autocast / torch.autocast as a context manager: `value` is the
+    real object, made during capture with the call's constant arguments (so its checks and warnings
+    are eager mode's)."""
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        super().__init__(None)
+        self.value = value
+
+    def python_type(self):
+        return type(self.value)
+
+    def state(self):
+        """The (enabled, dtype) entering the block sets; None: the CPU state is left alone (cuda)."""
+        v = self.value
+        return None if v.device != "cpu" else (v._enabled, v.fast_dtype)
+
+    def reconstruct(self, cg):
+        v = self.value
+        return f"{cg.const(type(v))}({v.device!r}, {cg.const(v.fast_dtype)}, {v._enabled!r})"
+
+
+class AutocastExitVar(VT):
+    """The __exit__ of an autocast block entered during capture: restores `prev` ((enabled, dtype);
+    None: nothing to restore)."""
+    __slots__ = ("prev",)
+
+    def __init__(self, prev):
+        super().__init__(None)
+        self.prev = prev
+
+    def reconstruct(self, cg):
+        return f"{cg.const(_autocast_exit)}({cg.const(self.prev)})"
+
+
+def set_autocast_state(state):
+    from .. import _C
+    if state is not None:
+        _C._set_autocast_dtype(state[1])
+        _C._set_autocast_enabled(state[0])
+
+
+def autocast_state():
+    from .. import _C
+    return (_C._is_autocast_enabled(), _C._get_autocast_dtype())
+
+
+def _autocast_exit(prev):
+    def exit_(*_):
+        set_autocast_state(prev)
+        return False
+    exit_._strata_autocast_prev = prev
     return exit_
