@@ -338,6 +338,36 @@ def test_fused_training_step_peak_is_not_above_aot_eager(case):
     assert peaks["strata_cpp"] <= eager, (peaks, eager)
 
 
+def test_attention_meta_layout_matches_cpu_so_heads_are_not_copied():
+    # scaled_dot_product_attention's CPU kernels write their results in the query's layout; Meta gives the
+    # same strides (the fused backward's gradients too), so a captured "heads back to [B, T, C]" transpose +
+    # reshape is a view, not a copy, in the forward and the backward graph.
+    b, t, h, d = 2, 8, 4, 8
+    q = strata.randn(b, t, h * d).view(b, t, h, d).transpose(1, 2)
+    for dev in ("cpu", "meta"):
+        x = strata.empty(b, t, h * d, device=dev).view(b, t, h, d).transpose(1, 2) if dev == "meta" else q
+        out = F.scaled_dot_product_attention(x, x, x, is_causal=True)
+        assert out.stride() == q.stride(), (dev, out.stride())
+
+    lq, lk, lv = (nn.Linear(h * d, h * d) for _ in range(3))
+
+    def step(x):
+        def heads(t_):
+            return t_.view(b, t, h, d).transpose(1, 2)
+        y = F.scaled_dot_product_attention(heads(lq(x)), heads(lk(x)), heads(lv(x)), is_causal=True)
+        return y.transpose(1, 2).reshape(b, t, h * d).square().sum()
+
+    x = strata.randn(b, t, h * d, requires_grad=True)
+    params = [x, lq.weight, lk.weight, lv.weight]
+    ref = strata.autograd.grad(step(x), params)
+    f = strata.compile(step, backend="aot_eager")
+    got = strata.autograd.grad(f(x), params)
+    for r, g in zip(ref, got):
+        assert strata.allclose(r, g, rtol=1e-5, atol=1e-6)
+    part = entry_runner(step).plan.partition
+    assert [n.op for n in part.forward.nodes + part.backward.nodes].count("clone") == 0
+
+
 @needs_cxx
 def test_dynamic_batch_inference_and_training():
     strata.manual_seed(6)
