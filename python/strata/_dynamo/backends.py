@@ -290,11 +290,15 @@ class _Liveness:
 
 
 def _choose_kernels(graph, specs, inputs_die, order=None):
-    """The kernels to use: all of them, unless together they raise the planned peak above running
-    every node by node in graph order (a kernel holds all its inputs until it ends and makes all its outputs at
-    once); then kernels are left out, in order, while leaving one out lowers the peak, until the
-    peak is no higher than node by node. Returns (kernels, left out, node-by-node peak)."""
-    # The baseline is the graph run node by node in its own order (what aot_eager does), not in the
+    """The kernels to use and the order to run the nodes in: all the kernels, unless together they
+    raise the planned peak above running every node by node in graph order (a kernel holds all its
+    inputs until it ends and makes all its outputs at once, and the schedule ran a group at its
+    earliest position); then kernels are left out, in order, while leaving one out lowers the peak,
+    until the peak is no higher than node by node. A kernel left out keeps its nodes where the schedule
+    put them or sinks each to just before its first reader (_sink), whichever plans the lower peak:
+    a node the schedule moved early for the kernel's sake is then made where it is needed again. Returns (kernels, left out, node-by-node
+    peak, order)."""
+    # The baseline is the graph run node by node in its own order (what aot_eager runs), not in the
     # schedule's order: a schedule that moves a node early raises both peaks alike and would hide it.
     base = _Liveness(graph, []).peak(inputs_die=inputs_die)
     chosen = list(specs)
@@ -304,11 +308,33 @@ def _choose_kernels(graph, specs, inputs_die, order=None):
         if cur <= base:
             break
         trial = [x for x in chosen if x is not sp]
-        p = _Liveness(graph, trial, order).peak(inputs_die=inputs_die)
+        orders = [order] if order is None else [order, _sink(graph, order, sp[9])]
+        p, trial_order = min(((_Liveness(graph, trial, o).peak(inputs_die=inputs_die), k) for k, o in enumerate(orders)))
         if p < cur:
-            chosen, cur = trial, p
+            chosen, cur, order = trial, p, orders[trial_order]
             dropped.append(sp)
-    return chosen, dropped, base
+    return chosen, dropped, base, order
+
+
+def _sink(graph, order, positions):
+    """order with each node in positions moved later, to just before the first node that reads one of
+    its outputs (the end when none does), never past a node with side effects (in-place writes, random
+    draws keep their place relative to the nodes that read their operands)."""
+    nodes = graph.nodes
+    order = list(order)
+    for q in sorted(positions, key=order.index, reverse=True):
+        if nodes[q].has_side_effects:
+            continue
+        outs = set(nodes[q].outputs)
+        r = order.index(q)
+        stop = len(order)
+        for k in range(r + 1, len(order)):
+            n = nodes[order[k]]
+            if n.has_side_effects or outs.intersection(n.input_ids):
+                stop = k
+                break
+        order.insert(stop - 1, order.pop(r))
+    return order
 
 
 class MemoryPlan:
@@ -444,7 +470,7 @@ def kernel_runner(graph, steps, keep_arena=False, inputs_die=False, order=None):
         raise _NoPlan("no kernel")
     if order is not None and sorted(order) != list(range(len(graph.nodes))):
         order = None
-    specs, dropped, node_peak = _choose_kernels(graph, specs, inputs_die, order)
+    specs, dropped, node_peak, order = _choose_kernels(graph, specs, inputs_die, order)
     plan = MemoryPlan(graph, specs, keep_arena, inputs_die, dropped, node_peak, order)
     full = []
     for sp in specs:
