@@ -755,10 +755,7 @@ def _alias_classes(g, plans):
     return find
 
 
-_VIEW_FLAG = None
-
-
-def _may_join(nodes, plans, grp, i):
+def _may_join(nodes, grp, i, touched, blockers):
     """Note [Horizontal joins hold memory]
     A group runs at its earliest position, so a node that joins it is computed there, not where the
     graph has it. When the node reads a value the group makes or reads, that changes little; when it
@@ -766,16 +763,17 @@ def _may_join(nodes, plans, grp, i):
     readers run: two recomputed GELUs of different blocks in a backward graph became one kernel that
     held the later block's 4 MB activation across the whole first block's backward (+4.2 MB on the
     char transformer's training step). Such a join is allowed only across pointwise candidates and
-    views, where the node moves past no step that allocates on its own."""
-    global _VIEW_FLAG
-    if _VIEW_FLAG is None:
-        _VIEW_FLAG = _C._op_flags()["view"]
-    mine = set(nodes[i].input_ids)
-    for p in grp.positions:
-        n = nodes[p]
-        if mine.intersection(n.outputs) or mine.intersection(n.input_ids):
-            return True
-    return all(q in plans or nodes[q].flags & _VIEW_FLAG for q in range(max(grp.positions) + 1, i))
+    views, where the node moves past no step that allocates on its own.
+    touched[group id]: the values the group's nodes read or make; blockers[q]: how many nodes before
+    position q are neither pointwise candidates nor views (so each test is O(the node's inputs))."""
+    seen = touched[grp.id]
+    if any(v in seen for v in nodes[i].input_ids):
+        return True
+    return blockers[i] == blockers[grp.positions[-1] + 1]
+
+
+def _touch(touched, grp, node):
+    touched.setdefault(grp.id, set()).update(node.input_ids, node.outputs)
 
 
 def _schedule(g, plans, row_runs, colreds=None, gemms=None):
@@ -838,6 +836,11 @@ def _schedule(g, plans, row_runs, colreds=None, gemms=None):
                     stack.append(x)
         return False
 
+    view_flag = _C._op_flags()["view"]
+    blockers = [0]
+    for q, n in enumerate(nodes):
+        blockers.append(blockers[-1] + (0 if q in plans or n.flags & view_flag else 1))
+    touched = {}
     row_start = {r[0]: r for r in row_runs}
     gemms = gemms or {}
     epilogues = {p["epi"] for p in gemms.values()}
@@ -878,7 +881,7 @@ def _schedule(g, plans, row_runs, colreds=None, gemms=None):
                 tried += 1
                 if tried > MAX_TRIES:
                     break
-                ok = _may_join(nodes, plans, grp, i)
+                ok = _may_join(nodes, grp, i, touched, blockers)
                 for q in (deps_of_pos(i) if ok else ()):
                     x = unit_of.get(q)
                     if x is None or x is grp:
@@ -889,10 +892,12 @@ def _schedule(g, plans, row_runs, colreds=None, gemms=None):
                 if ok:
                     grp.positions.append(i)
                     unit_of[i] = grp
+                    _touch(touched, grp, nodes[i])
                     placed = True
                     break
             if not placed:
                 open_groups.append(new_unit("pw", [i], p["shape"]))
+                _touch(touched, open_groups[-1], nodes[i])
                 placed = True
         if not placed:
             new_unit("node", [i])
