@@ -11,12 +11,17 @@ sizes) under eager strata, strata.compile(model, backend="strata_cpp"), torch ea
 torch.compile(model) (Inductor), in the same run, with ratios; and the peak CPU memory of one
 step, strata eager vs strata_cpp.
 
+Section "strata": the char transformer's full training step under strata eager, aot_eager and
+strata_cpp only, interleaved (one step of each in turn, --steps rounds), timed in thread CPU time
+(time.thread_time: with 1 thread a step's own work, far less sensitive to other jobs on a shared
+machine than wall time), with the ratios and each backend's allocator peak of one step.
+
 Section "latency": compile latency of a training step of one transformer block (d=128): strata_cpp
 cold (fresh STRATA_CACHE_DIR, new process) and warm (the same cache, new process) against
 torch.compile cold (fresh TORCHINDUCTOR_CACHE_DIR, new process).
 
     PYTHONPATH=python python bench/aot_train_step.py [--reps N] [--section partition|main|latency]
-        [--threads 1] [--steps 20]"""
+        [--threads 1] [--steps 20]; --section strata is not part of "all"."""
 
 import argparse
 import os
@@ -187,6 +192,32 @@ def main_section(args):
               f"({pc / max(pe, 1):.2f}x)")
 
 
+def strata_section(args):
+    strata.set_num_threads(args.threads)
+    name = "char transformer (2 layers, d=128, 32x64)"
+    labels = ("strata eager", "aot_eager", "strata_cpp")
+    steps, mem = {}, {}
+    for label in labels:
+        strata.compiler.reset()
+        step = main_job_steps(strata, None if label == "strata eager" else {"backend": label})[name]
+        mem[label] = strata_peak(step)
+        for _ in range(3):
+            step()
+        steps[label] = step
+    times = {label: [] for label in labels}
+    for _ in range(args.steps):
+        for label in labels:
+            t0 = time.thread_time()
+            steps[label]()
+            times[label].append((time.thread_time() - t0) * 1e3)
+    print(f"{name}: full training step, thread CPU ms over {args.steps} interleaved steps, threads={args.threads}")
+    base = sorted(times["strata eager"])
+    for label in labels:
+        t = sorted(times[label])
+        print(f"  {label:14s} min {t[0]:7.2f}  median {t[len(t) // 2]:7.2f}  (eager/this: min {base[0] / t[0]:.3f}, "
+              f"median {base[len(base) // 2] / t[len(t) // 2]:.3f})   peak {mem[label] / 1e6:.2f} MB")
+
+
 # ---- compile latency ---------------------------------------------------------------------------
 
 def latency_child(framework):
@@ -270,7 +301,7 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--section", choices=["partition", "main", "latency", "all"], default="all")
+    ap.add_argument("--section", choices=["partition", "main", "strata", "latency", "all"], default="all")
     ap.add_argument("--latency-child", choices=["strata", "torch"])
     ap.add_argument("--warm-runs", type=int, default=5, help="latency: warm compiles (new processes), min and median")
     ap.add_argument("--no-torch", action="store_true", help="latency: skip torch.compile's cold compile")
@@ -282,6 +313,8 @@ def main():
         partition_section(args)
     if args.section in ("main", "all"):
         main_section(args)
+    if args.section == "strata":
+        strata_section(args)
     if args.section in ("latency", "all"):
         latency_section(args)
 

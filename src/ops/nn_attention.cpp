@@ -206,10 +206,11 @@ Tensor sdpa_impl(const Tensor& q, const Tensor& k, const Tensor& v, const std::o
   DimVector out_shape = st.batch;
   out_shape.push_back(st.l);
   out_shape.push_back(st.ev);
-  if (st.dev.is_meta()) return empty_tensor(out_shape, q.dtype(), st.dev);
   const ScalarType ct = compute_type(q.dtype());
   Tensor out = empty_like_layout(q, out_shape, ct, st.dev);
-  if (out.numel() == 0) return to_dtype(out, q.dtype());
+  // Meta gives the layout the CPU kernel gives: a captured graph that transposes the result back (heads to
+  // [B, T, H * D]) then records a view, not a copy, and its kernels expect the strides the run will have.
+  if (out.numel() == 0 || st.dev.is_meta()) return to_dtype(out, q.dtype());
   AttnGeom g = attn_geom(st, scale, is_causal, op);
   Tensor qc = row_operand(q, ct, "the query"), kc = row_operand(k, ct, "the key"), vc = row_operand(v, ct, "the value");
   g.q = mat_of(qc, st.batch, 1);
@@ -239,14 +240,11 @@ Tensor3 sdpa_backward_impl(const Tensor& grad_out, const Tensor& q, const Tensor
                "of the attention output's shape ", shape_str(out_shape), ", but got ", grad_out.shape_str());
   check_same_dtype(op, q, "query", grad_out, "grad_out");
   check_devices(op, {grad_out, q});
-  if (st.dev.is_meta())
-    return {empty_tensor(q.sizes(), q.dtype(), st.dev), empty_tensor(k.sizes(), k.dtype(), st.dev),
-            empty_tensor(v.sizes(), v.dtype(), st.dev)};
   const ScalarType ct = compute_type(q.dtype());
   Tensor gq = empty_like_layout(q, q.sizes(), ct, st.dev), gk = empty_like_layout(k, k.sizes(), ct, st.dev),
          gv = empty_like_layout(v, v.sizes(), ct, st.dev);
   AttnGeom g = attn_geom(st, scale, is_causal, op);
-  if (g.batch > 0) {
+  if (g.batch > 0 && !st.dev.is_meta()) {  // Meta: the CPU kernel's layouts (see sdpa_impl)
     Tensor qc = row_operand(q, ct, "the query"), kc = row_operand(k, ct, "the key");
     Tensor vc = row_operand(v, ct, "the value"), go = row_operand(grad_out, ct, "grad_out");
     g.q = mat_of(qc, st.batch, 1);

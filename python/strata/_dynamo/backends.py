@@ -245,21 +245,21 @@ class _Liveness:
                 if i not in kernel_of and ((n.flags & _ALIAS_FLAGS) or n.op in _MAY_ALIAS or n.list_return):
                     self.unsafe.add(v)
 
-    def peak(self, in_arena=(), inputs_die=False):
-        """The most bytes live at once, not counting the values in in_arena: node results (views
-        count 0; values inside a kernel are never materialized) from their step to their last use
-        (graph outputs to the end), and with inputs_die the graph's inputs until their last use."""
+    def intervals(self, in_arena=(), inputs_die=False):
+        """[(value id, bytes, first step, last step)] of what the plan holds: node results (views
+        count 0; values inside a kernel are never materialized, values in in_arena are the arena's)
+        from their step to their last use (graph outputs to the end), and with inputs_die the
+        graph's inputs until their last use."""
         graph, specs, kernel_of, steps = self.graph, self.specs, self.kernel_of, self.steps
-        delta = [0] * (steps + 1)
         view = _C._op_flags()["view"]
+        out = []
 
         def live(v, d):
             val = graph.value(v)
             if val.kind != "tensor":
                 return
             u = steps if v in self.outputs else max(self.last.get(v, d), d)
-            delta[d] += _nbytes(val)
-            delta[min(u + 1, steps)] -= _nbytes(val)
+            out.append((v, _nbytes(val), d, min(u, steps)))
         if inputs_die:
             for v in graph.inputs:
                 live(v, 0)
@@ -270,19 +270,37 @@ class _Liveness:
                 if v in in_arena or (i in kernel_of and v not in specs[kernel_of[i]][7]):
                     continue
                 live(v, self.step_of[i])
-        cur, peak = 0, 0
-        for x in delta:
+        return out
+
+    def timeline(self, in_arena=(), inputs_die=False):
+        """Bytes held during each step (the intervals' sum)."""
+        delta = [0] * (self.steps + 2)
+        for _, size, d, u in self.intervals(in_arena, inputs_die):
+            delta[d] += size
+            delta[u + 1] -= size
+        cur, line = 0, []
+        for x in delta[:self.steps + 1]:
             cur += x
-            peak = max(peak, cur)
-        return peak
+            line.append(cur)
+        return line
+
+    def peak(self, in_arena=(), inputs_die=False):
+        """The most bytes live at once (timeline's maximum)."""
+        return max(self.timeline(in_arena, inputs_die), default=0)
 
 
 def _choose_kernels(graph, specs, inputs_die, order=None):
-    """The kernels to use: all of them, unless together they raise the planned peak above running
-    every node by node (a kernel holds all its inputs until it ends and makes all its outputs at
-    once); then kernels are left out, in order, while leaving one out lowers the peak, until the
-    peak is no higher than node by node. Returns (kernels, left out, node-by-node peak)."""
-    base = _Liveness(graph, [], order).peak(inputs_die=inputs_die)
+    """The kernels to use and the order to run the nodes in: all the kernels, unless together they
+    raise the planned peak above running every node by node in graph order (a kernel holds all its
+    inputs until it ends and makes all its outputs at once, and the schedule ran a group at its
+    earliest position); then kernels are left out, in order, while leaving one out lowers the peak,
+    until the peak is no higher than node by node. A kernel left out keeps its nodes where the schedule
+    put them or sinks each to just before its first reader (_sink), whichever plans the lower peak:
+    a node the schedule moved early for the kernel's sake is then made where it is needed again. Returns (kernels, left out, node-by-node
+    peak, order)."""
+    # The baseline is the graph run node by node in its own order (what aot_eager runs), not in the
+    # schedule's order: a schedule that moves a node early raises both peaks alike and would hide it.
+    base = _Liveness(graph, []).peak(inputs_die=inputs_die)
     chosen = list(specs)
     cur = _Liveness(graph, chosen, order).peak(inputs_die=inputs_die)
     dropped = []
@@ -290,11 +308,33 @@ def _choose_kernels(graph, specs, inputs_die, order=None):
         if cur <= base:
             break
         trial = [x for x in chosen if x is not sp]
-        p = _Liveness(graph, trial, order).peak(inputs_die=inputs_die)
+        orders = [order] if order is None else [order, _sink(graph, order, sp[9])]
+        p, trial_order = min(((_Liveness(graph, trial, o).peak(inputs_die=inputs_die), k) for k, o in enumerate(orders)))
         if p < cur:
-            chosen, cur = trial, p
+            chosen, cur, order = trial, p, orders[trial_order]
             dropped.append(sp)
-    return chosen, dropped, base
+    return chosen, dropped, base, order
+
+
+def _sink(graph, order, positions):
+    """order with each node in positions moved later, to just before the first node that reads one of
+    its outputs (the end when none does), never past a node with side effects (in-place writes, random
+    draws keep their place relative to the nodes that read their operands)."""
+    nodes = graph.nodes
+    order = list(order)
+    for q in sorted(positions, key=order.index, reverse=True):
+        if nodes[q].has_side_effects:
+            continue
+        outs = set(nodes[q].outputs)
+        r = order.index(q)
+        stop = len(order)
+        for k in range(r + 1, len(order)):
+            n = nodes[order[k]]
+            if n.has_side_effects or outs.intersection(n.input_ids):
+                stop = k
+                break
+        order.insert(stop - 1, order.pop(r))
+    return order
 
 
 class MemoryPlan:
@@ -355,6 +395,27 @@ class MemoryPlan:
         if not keep_arena and self.peak_bytes > fresh:
             self.offsets, self.slots, self.arena_bytes, self.arena_values = {}, [], 0, 0
             self.peak_bytes, self.arena_dropped = fresh, True
+        self._liveness, self._inputs_die = lv, inputs_die
+
+    def timeline(self):
+        """Planned bytes held during each step of the plan (the arena counted whole throughout)."""
+        line = self._liveness.timeline(set(self.offsets), self._inputs_die)
+        return [b + self.arena_bytes for b in line]
+
+    def live_at(self, step=None):
+        """[(bytes, value name, what made it)] the plan holds during step (default: the planned peak's
+        step), largest first: the debugging view of where a plan's peak comes from."""
+        lv = self._liveness
+        if step is None:
+            line = self.timeline()
+            step = line.index(max(line)) if line else 0
+        g, made = lv.graph, {}
+        for i, n in enumerate(g.nodes):
+            for v in n.outputs:
+                made[v] = ("kernel " if i in lv.kernel_of else "") + n.op
+        out = [(size, g.value(v).name, made.get(v, "input"))
+               for v, size, d, u in lv.intervals(set(self.offsets), self._inputs_die) if d <= step <= u and size]
+        return sorted(out, reverse=True)
 
     def describe(self):
         s = (f"{self.kernels} kernels in {self.num_steps} steps; arena {self.arena_bytes} B in {len(self.slots)} "
@@ -409,7 +470,7 @@ def kernel_runner(graph, steps, keep_arena=False, inputs_die=False, order=None):
         raise _NoPlan("no kernel")
     if order is not None and sorted(order) != list(range(len(graph.nodes))):
         order = None
-    specs, dropped, node_peak = _choose_kernels(graph, specs, inputs_die, order)
+    specs, dropped, node_peak, order = _choose_kernels(graph, specs, inputs_die, order)
     plan = MemoryPlan(graph, specs, keep_arena, inputs_die, dropped, node_peak, order)
     full = []
     for sp in specs:

@@ -153,12 +153,18 @@ def render_rows(kernel, header_comment=""):
             body = loop_lines(s.arg, "        ")
             A, v = s.acc, s.var
             if s.op == "softmax_max":
-                rowb += [f"    {A} {v}_mx[16];",
-                         f"    for (int l = 0; l < 16; ++l) {v}_mx[l] = -std::numeric_limits<{A}>::infinity();",
+                # Note [Softmax row max lanes]: four vectors of lanes, not one. A max is exact, so any
+                # grouping gives eager's value (eager's 16 lanes in sequence; a signed zero or a NaN's payload
+                # may come from another element, which changes no output bit of softmax), and four
+                # independent compare-and-select chains run at the load rate where one was bound by the
+                # chain's latency (~6 cycles a vector: 0.4 ms of a 4096 x 1024 softmax on one core).
+                ML = 64 if A == "float" else 32
+                rowb += [f"    {A} {v}_mx[{ML}];",
+                         f"    for (int l = 0; l < {ML}; ++l) {v}_mx[l] = -std::numeric_limits<{A}>::infinity();",
                          f"    int64_t {v}_i = 0;",
-                         f"    for (; {v}_i + 16 <= cols; {v}_i += 16) {{",
+                         f"    for (; {v}_i + {ML} <= cols; {v}_i += {ML}) {{",
                          "#pragma omp simd",
-                         "      for (int l = 0; l < 16; ++l) {",
+                         f"      for (int l = 0; l < {ML}; ++l) {{",
                          f"        const int64_t j = {v}_i + l;", *body,
                          f"        const {A} x_ = static_cast<{A}>({s.arg});",
                          f"        {v}_mx[l] = (x_ > {v}_mx[l] || x_ != x_) ? x_ : {v}_mx[l];",
@@ -169,7 +175,7 @@ def render_rows(kernel, header_comment=""):
                          f"      {v}_mx[l] = (x_ > {v}_mx[l] || x_ != x_) ? x_ : {v}_mx[l];",
                          "    }",
                          f"    {A} {v} = {v}_mx[0];",
-                         f"    for (int l = 1; l < 16; ++l) {v} = ({v}_mx[l] > {v} || {v}_mx[l] != {v}_mx[l]) ? {v}_mx[l] : {v};"]
+                         f"    for (int l = 1; l < {ML}; ++l) {v} = ({v}_mx[l] > {v} || {v}_mx[l] != {v}_mx[l]) ? {v}_mx[l] : {v};"]
         if isinstance(s, Reduce) and s.op not in ("simd_sum", "simd_sqdev", "softmax_max"):
             op = f"strata::codegen::{_LANE_OPS[s.op]}"
             L = max(8, 128 // (8 if A == "double" else 4))
@@ -214,6 +220,10 @@ def render_rows(kernel, header_comment=""):
         w(f"  {ct(v)}* __restrict scr_{v} = scr_{v}_row.get();")
     w("#pragma omp for schedule(static)")
     w("  for (int64_t r = 0; r < rows; ++r) {")
+    for b in kernel.inputs:
+        if b.kind == "full":
+            step = 64 // (8 if b.dtype == "double" else 4 if b.dtype == "float" else 1)
+            w(f"    if (r + 1 < rows) for (int64_t j = 0; j < cols; j += {step}) __builtin_prefetch({b.name} + (r + 1) * cols + j);")
     out.extend(rowb)
     if final_stores:
         need = []

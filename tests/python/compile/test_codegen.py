@@ -276,6 +276,27 @@ def test_row_kernels_match_eager(dtype):
             assert strata.allclose(a, r, rtol=_ROW_RTOL[dt], atol=_ROW_RTOL[dt]), (name, float((a - r).abs().max()))
 
 
+@pytest.mark.parametrize("cols", [5, 63, 64, 65, 200])
+def test_softmax_row_max_lanes_keep_eager_bits(cols):
+    # Note [Softmax row max lanes] in cpp.py: the row max runs in 64 lanes (eager: 16); rows whose max is
+    # a signed zero, rows with -inf, a NaN, and widths around one vector block give eager's bits.
+    strata.manual_seed(4)
+    x = strata.randn(6, cols) * 4
+    x[1] = -x[1].abs()
+    x[1, cols // 2] = 0.0
+    x[1, 0] = -0.0
+    x[2, :] = float("-inf")
+    x[3, cols - 1] = float("nan")
+    x[4, 0] = float("-inf")
+    x[5] = 0.0
+    x[5, cols // 3] = -0.0
+    got = strata.compile(lambda t: F.softmax(t, -1), backend="strata_cpp")(x)
+    ref = F.softmax(x, -1)
+    same = (got == ref) | (got.isnan() & ref.isnan())
+    assert bool(same.all()), (got - ref).abs().max()
+    assert strata.equal(got.signbit(), ref.signbit())
+
+
 def test_row_group_structure_and_fallbacks():
     from strata._C import _compile
     g = _compile.Graph()

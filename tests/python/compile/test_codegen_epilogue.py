@@ -194,6 +194,28 @@ def test_not_fused_when_the_product_is_read_elsewhere():
 
 
 @needs_dnnl
+def test_bias_linear_without_epilogue_is_a_gemm_step():
+    # Note [Bias GEMM steps]: the pre-activation has two readers (as in a training forward, which saves it),
+    # so no epilogue; the linear with a bias still runs as the primitive, the bias added as it writes.
+    M, K, N = 37, 70, 53
+    fn = lambda x, w, b: (lambda h: (h, F.gelu(h) * 2))(F.linear(x, w, b))  # noqa: E731
+    run = fusion.compile_graph(_record(fn, (M, K), (N, K), (N,)))
+    steps = _steps(run)
+    assert len(steps) == 1 and steps[0].in_ids and "GEMM step for node " in steps[0].source
+    strata.manual_seed(4)
+    x, w, b = strata.randn(M, K), strata.randn(N, K), strata.randn(N)
+    h, y = run(x, w, b)
+    xn, wn, bn = _t(x), _t(w), _t(b)
+    scale = np.abs(xn) @ np.abs(wn).T + np.abs(bn)
+    _close(h, xn @ wn.T + bn, scale)
+    he, ye = fn(x, w, b)
+    assert strata.allclose(y, ye, rtol=1e-5, atol=1e-5)
+    # Without a bias the product stays eager's (the primitive is not faster there).
+    run = fusion.compile_graph(_record(lambda x, w: (lambda h: (h, F.gelu(h) * 2))(F.linear(x, w)), (M, K), (N, K)))
+    assert not isinstance(run, fusion._Runner) or not _steps(run)
+
+
+@needs_dnnl
 def test_compiled_function_and_fallback():
     """Through strata.compile: results, a kernel-plan run, and another layout (a guard miss recompiles)."""
     def fn(x, w, b):
