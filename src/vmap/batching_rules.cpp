@@ -472,6 +472,44 @@ BatchRule leading_rule(int k) {
   };
 }
 
+// Ops over an input of k dims (channels + spatial) or k+1 with a leading N
+// whose entries are independent (convolutions, pooling, group_norm): the
+// batch becomes N, or is folded into N (B*N) and split again after.
+BatchRule fold_rule(int64_t k) {
+  return [k](const OperatorEntry& op, Stack& stack, size_t base, int64_t level) {
+    Stack s(stack.begin() + static_cast<std::ptrdiff_t>(base), stack.end());
+    if (others_batched(s, level, {0})) return false;
+    const Tensor x = s[0].to_tensor();
+    auto [p, bd] = unwrap_at(x, level);
+    if (!bd) return false;
+    Tensor pf = to_front(p, *bd);
+    const int64_t r = x.dim(), B = pf.size(0);
+    if (r == k) {
+      s[0] = IValue(pf);
+      call_physical(op, s);
+      wrap_results(s, level);
+      finish(stack, base, s);
+      return true;
+    }
+    if (r != k + 1 && k > 0) return false;
+    if (r < 2) return false;
+    std::vector<int64_t> folded{-1};
+    folded.insert(folded.end(), x.sizes().begin() + 1, x.sizes().end());
+    s[0] = IValue(reshape(pf, folded));
+    call_physical(op, s);
+    const int64_t N = x.size(0);
+    for (IValue& v : s) {
+      if (!v.is_tensor() || !v.to_tensor().defined()) continue;
+      const Tensor& t = v.to_tensor();
+      std::vector<int64_t> split{B, N};
+      split.insert(split.end(), t.sizes().begin() + 1, t.sizes().end());
+      v = IValue(make_batched(reshape(t, split), 0, level));
+    }
+    finish(stack, base, s);
+    return true;
+  };
+}
+
 // Ops of self alone, element by element (clone, casts, fill_, zero_): the
 // physical tensor as it is, the batch dim where it was.
 bool rule_self_only(const OperatorEntry& op, Stack& stack, size_t base, int64_t level) {
@@ -618,6 +656,20 @@ void register_rules() {
   def("nll_loss", rule_class_loss);
   def("mse_loss", rule_mse);
 
+  for (const char* n : {"conv1d", "conv1d.padding", "conv_transpose1d", "max_pool1d_with_indices", "avg_pool1d",
+                        "adaptive_avg_pool1d", "adaptive_max_pool1d"})
+    def(n, fold_rule(2));
+  for (const char* n : {"conv2d", "conv2d.padding", "conv_transpose2d", "max_pool2d_with_indices", "max_pool2d",
+                        "avg_pool2d", "adaptive_avg_pool2d", "adaptive_max_pool2d"})
+    def(n, fold_rule(3));
+  for (const char* n : {"conv3d", "conv3d.padding", "conv_transpose3d", "max_pool3d_with_indices", "avg_pool3d",
+                        "adaptive_avg_pool3d", "adaptive_max_pool3d"})
+    def(n, fold_rule(4));
+  def("group_norm", fold_rule(0));
+  def("pad", [](const OperatorEntry& op, Stack& s, size_t b, int64_t l) {
+    // Other modes accept only some input ranks, which the batch dim would change.
+    return s[b + 2].to_string() == "constant" && leading_rule(0)(op, s, b, l);
+  });
   def("layer_norm", leading_rule(0));
   def("rms_norm", leading_rule(0));
   def("embedding", leading_rule(1));

@@ -195,6 +195,25 @@ def test_losses_norm_embedding():
     check(lambda i: SF.embedding(i, E), strata.tensor(RS.randint(0, 10, (4, 5))))
 
 
+def test_conv_pool_norm_pad():
+    w, bias = T(5, 3, 3, 3), T(5)
+    x4, x3 = T(2, 4, 3, 8, 8), T(4, 3, 8, 8)  # logical [N, C, H, W] and [C, H, W]
+    for x in (x4, x3):
+        check(lambda a: SF.conv2d(a, w, bias, padding=1), x, atol=1e-4)
+        check(lambda a: SF.max_pool2d(a, 2), x, in_dims=0)
+        check(lambda a: SF.avg_pool2d(a, 2), x)
+        check(lambda a: SF.adaptive_avg_pool2d(a, (3, 3)), x, atol=1e-5)
+    w1, g, bb = T(4, 3, 3), T(3), T(3)
+    check(lambda a: SF.conv1d(a, w1), T(2, 3, 10), in_dims=0, atol=1e-4)
+    check(lambda a: SF.group_norm(a, 3, g, bb), x4, in_dims=1, atol=1e-4)
+    check(lambda a: SF.pad(a, (1, 2, 0, 1), value=0.5), x3)
+    # torch agrees
+    r = strata.vmap(lambda a: SF.conv2d(a, w, bias, stride=2))(x4)
+    tr = torch.vmap(lambda a: torch.nn.functional.conv2d(a, torch.tensor(w.numpy()), torch.tensor(bias.numpy()),
+                                                         stride=2))(torch.tensor(x4.numpy()))
+    close(r, tr.numpy(), 1e-4)
+
+
 def test_clone_cast_fill_copy():
     x = T(3, 4, 5)
     check(lambda a: a.clone(), x, in_dims=1)
