@@ -510,6 +510,61 @@ BatchRule fold_rule(int64_t k) {
   };
 }
 
+// Advanced indexing, index.Tensor(self, indices, dim): the indices take
+// consecutive dims of self from `dim`. Only self batched: the same indices
+// one dim further. Batched indices into an unbatched self: the result has the
+// batch where the index dims go. Both batched (dim 0): an arange over the
+// batch becomes the first index, so entry b reads from its own slice.
+bool rule_index(const OperatorEntry& op, Stack& stack, size_t base, int64_t level) {
+  Stack s(stack.begin() + static_cast<std::ptrdiff_t>(base), stack.end());
+  const Tensor self = s[0].to_tensor();
+  const std::vector<Tensor>& idx = s[1].to_tensor_list();
+  const int64_t dim = s[2].to_int();
+  if (dim < 0) return false;
+  auto [ps, bs] = unwrap_at(self, level);
+  bool idx_batched = false, any_mask = false;
+  int64_t R = 0, B = bs ? ps.size(*bs) : -1;
+  for (const Tensor& t : idx) {
+    if (!t.defined()) return false;
+    auto [p, bd] = unwrap_at(t, level);
+    if (bd) {
+      idx_batched = true;
+      B = p.size(*bd);
+    }
+    any_mask = any_mask || t.dtype() == ScalarType::Bool || t.dtype() == ScalarType::UInt8;
+    R = std::max(R, t.dim());
+  }
+  if (!idx_batched) {
+    s[0] = IValue(to_front(ps, *bs));
+    s[2] = IValue(dim + 1);
+    call_physical(op, s);
+    wrap_results(s, level);
+    finish(stack, base, s);
+    return true;
+  }
+  if (any_mask) return false;
+  std::vector<Tensor> phys;
+  for (const Tensor& t : idx) {
+    auto [p, bd] = unwrap_at(t, level);
+    phys.push_back(bd ? pad_after_batch(to_front(p, *bd), R - t.dim()) : t);
+  }
+  int64_t out_bdim = dim;
+  if (bs) {
+    if (dim != 0) return false;
+    std::vector<int64_t> shape(static_cast<size_t>(R) + 1, 1);
+    shape[0] = B;
+    phys.insert(phys.begin(), reshape(arange(Scalar(B), ScalarType::Int64, ps.device()), shape));
+    s[0] = IValue(to_front(ps, *bs));
+    out_bdim = 0;
+  }
+  s[1] = IValue(std::move(phys));
+  call_physical(op, s);
+  s[0] = IValue(make_batched(s[0].to_tensor(), out_bdim, level));
+  finish(stack, base, s);
+  (void)op;
+  return true;
+}
+
 // Ops of self alone, element by element (clone, casts, fill_, zero_): the
 // physical tensor as it is, the batch dim where it was.
 bool rule_self_only(const OperatorEntry& op, Stack& stack, size_t base, int64_t level) {
@@ -676,6 +731,7 @@ void register_rules() {
 
   for (const char* n : {"clone", "_to_copy", "fill_", "zero_", "alias"}) def(n, rule_self_only);
   def("copy_", rule_copy_);
+  def("index.Tensor", rule_index);
   def("max", full_extreme_rule(true));
   def("min", full_extreme_rule(false));
 }

@@ -276,7 +276,14 @@ void loop_fallback(const OperatorEntry& op, Stack& stack, size_t base, int64_t l
         l.push_back(stack_col([&](Stack& o) { return o[j].to_tensor_list().at(k); }));
       stack.push_back(IValue(std::move(l)));
     } else {
-      stack.push_back(first);  // a non-tensor result: that of the first entry
+      // A Python value (bool, int, float): the same for every entry, or the
+      // op's answer depends on the data, which one batched call cannot give.
+      for (const Stack& o : outs) {
+        if (o[j].raw().index() != first.raw().index() || o[j].to_scalar().to<double>() != first.to_scalar().to<double>())
+          throw Error(str("vmap: ", schema.full_name(), " returns a Python value that differs between batch entries "
+                          "(data-dependent control flow is not supported inside vmap); use tensor ops instead"));
+      }
+      stack.push_back(first);
     }
   }
 }

@@ -214,6 +214,21 @@ def test_conv_pool_norm_pad():
     close(r, tr.numpy(), 1e-4)
 
 
+def test_advanced_indexing():
+    a = T(4, 8, 3)
+    i, j = strata.tensor(RS.randint(0, 8, (4, 5))), strata.tensor(RS.randint(0, 8, (5,)))
+    y = strata.tensor(RS.randint(0, 3, (4,)))
+    check(lambda x: x[j], a)                                    # only self batched
+    check(lambda x: x[:, strata.tensor([0, 2])], a)
+    a0 = a[0]
+    check(lambda k: a0[k], i)                                   # only the index batched
+    check(lambda x, k: x[k], a, i)                              # both
+    check(lambda x, k: x[k, strata.tensor([0, 1, 2, 0, 1])], a, i)
+    check(lambda x, t: x[0, t], a, y)                           # a batched 0-d index (logits[target])
+    check(lambda x: x[a0[:, 0] > 0], a)                         # an unbatched mask
+    check(lambda x, k: x[:, k % 3], a, i, rule=False)           # batched index at dim 1: loops
+
+
 def test_clone_cast_fill_copy():
     x = T(3, 4, 5)
     check(lambda a: a.clone(), x, in_dims=1)
@@ -357,6 +372,10 @@ def test_errors_like_torch():
             m.vmap(lambda a: a.sum().item())(m.ones(2, 3))
     with pytest.raises(IndexError):
         strata.vmap(lambda a: a.sum(5))(strata.ones(2, 3))
+    with pytest.raises(RuntimeError, match="batched tensor"):
+        strata.vmap(lambda a: a if strata.equal(a, a * 0) else -a)(strata.tensor([[0.0], [1.0]]))
+    with pytest.raises(RuntimeError, match="batched tensor"):
+        strata.vmap(lambda a: strata.ones(3)[strata.tensor(True) & (a > 0)])(strata.tensor([1.0, -1.0]))
     assert _C._vmap_levels() == []  # every level was left, errors included
     assert "BatchedTensor(lvl=" in strata.vmap(lambda a: (print(repr(a)), a)[1])(strata.ones(2)).__repr__() or True
 
