@@ -27,7 +27,9 @@ std::vector<int64_t> drop_dim(IntArrayRef v, int64_t d) {
 struct ThreadState {
   std::vector<LevelInfo> levels;
   int64_t next_level = 1;
-  int64_t random_done_level = -1;  // the level whose randomness the current loop already applies
+  // Inside the handling of a random op: levels[0, random_limit) still need
+  // their randomness applied (innermost first); -1 when not in one.
+  int64_t random_limit = -1;
   std::vector<std::string> warnings;
 };
 ThreadState& tstate() {
@@ -130,7 +132,7 @@ int64_t max_level(const Stack& s, size_t base) {
 }
 
 void call_physical(const OperatorEntry& op, Stack& s) {
-  if (!detail::collect_keys_boxed(s).has(DispatchKey::Vmap) && tstate().random_done_level < 0) {
+  if (!detail::collect_keys_boxed(s).has(DispatchKey::Vmap) && tstate().random_limit <= 0) {
     // Nothing batched left: skip the second trip through this layer.
     ExcludeDispatchKeyGuard g(DispatchKey::Vmap);
     call_boxed(op, s);
@@ -175,9 +177,9 @@ std::optional<int64_t> generator_arg(const OperatorEntry& op, const Stack& s, si
   return std::nullopt;
 }
 
-struct RandomDoneGuard {
-  explicit RandomDoneGuard(int64_t level) : prev(tstate().random_done_level) { tstate().random_done_level = level; }
-  ~RandomDoneGuard() { tstate().random_done_level = prev; }
+struct RandomLimitGuard {
+  explicit RandomLimitGuard(int64_t limit) : prev(tstate().random_limit) { tstate().random_limit = limit; }
+  ~RandomLimitGuard() { tstate().random_limit = prev; }
   int64_t prev;
 };
 
@@ -306,8 +308,12 @@ void vmap_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack) {
                " arguments, its schema has ", nargs);
   const size_t base = stack.size() - nargs;
 
-  if (!st.levels.empty() && st.random_done_level != st.levels.back().level && is_random_op(op)) {
-    const LevelInfo& L = st.levels.back();
+  const int64_t next_random =
+      (st.random_limit < 0 ? static_cast<int64_t>(st.levels.size()) : st.random_limit) - 1;
+  if (next_random >= 0 && is_random_op(op)) {
+    // Each active level applies its randomness mode, innermost first: the
+    // per-entry calls of one level come back here for the next outer one.
+    const LevelInfo L = st.levels[static_cast<size_t>(next_random)];
     if (L.randomness == Randomness::Error)
       throw Error(str("vmap: called random operation ", op.schema().full_name(),
                       " while in randomness error mode. Please either use the 'same' or 'different' randomness "
@@ -318,7 +324,7 @@ void vmap_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack) {
       else if (stack[i].is_tensor_list())
         for (const Tensor& t : stack[i].to_tensor_list()) batched_here = batched_here || unwrap_at(t, L.level).second;
     }
-    RandomDoneGuard done(L.level);
+    RandomLimitGuard done(next_random);
     if (L.randomness == Randomness::Different || batched_here) {
       loop_fallback(op, stack, base, L.level, L.batch_size, L.randomness == Randomness::Same);
       return;

@@ -350,6 +350,22 @@ def test_randomness_modes():
         strata.vmap(lambda a: a, randomness="sometimes")
 
 
+def test_nested_randomness():
+    x = strata.ones(3, 4, 2)
+
+    def distinct(t):
+        return len({tuple(v) for v in t.reshape(-1, 2).tolist()})
+    inner = lambda a: a * strata.rand(2)  # noqa: E731
+    r = strata.vmap(strata.vmap(inner, randomness="different"), randomness="different")(x)
+    assert distinct(r) == 12
+    r = strata.vmap(strata.vmap(inner, randomness="same"), randomness="different")(x)
+    assert distinct(r) == 3 and all(distinct(r[i]) == 1 for i in range(3))
+    r = strata.vmap(strata.vmap(inner, randomness="different"), randomness="same")(x)
+    assert distinct(r) == 4 and all(distinct(r[:, j]) == 1 for j in range(4))
+    with pytest.raises(RuntimeError, match="randomness error mode"):
+        strata.vmap(strata.vmap(inner, randomness="different"))(x)
+
+
 # ---- errors --------------------------------------------------------------------------------------------------------
 
 def test_errors_like_torch():
@@ -439,6 +455,20 @@ def test_grad_wrt_batched_input_and_create_graph():
         (g,) = strata.autograd.grad((a ** 3).sum(), a, create_graph=True)
         return g
     close(strata.vmap(f)(x), 3 * x ** 2, 1e-4)
+
+
+def test_nested_per_example_second_order():
+    x, w = T(3, 4, 2), T(2).requires_grad_()
+
+    def f(a):
+        wl = _lift_to_active_levels(w)
+        (g,) = strata.autograd.grad(((a * wl) ** 3).sum(), wl, create_graph=True)
+        (h,) = strata.autograd.grad(g.sum(), wl)
+        return g, h
+    g, h = strata.vmap(strata.vmap(f))(x)
+    wd = w.detach()
+    close(g, 3 * (x * wd) ** 2 * x, 1e-4)
+    close(h, 6 * (x * wd) * x * x, 1e-4)
 
 
 def test_is_grads_batched_jacobian():
