@@ -565,6 +565,34 @@ bool rule_index(const OperatorEntry& op, Stack& stack, size_t base, int64_t leve
   return true;
 }
 
+// scaled_dot_product_attention: q, k, v with their batch first (an unbatched
+// one expanded, no copy) and padded to one rank, so the leading dims line up;
+// a batched mask likewise, an unbatched one broadcasts as it is.
+bool rule_sdpa(const OperatorEntry& op, Stack& stack, size_t base, int64_t level) {
+  Stack s(stack.begin() + static_cast<std::ptrdiff_t>(base), stack.end());
+  if (s[4].to_double() != 0.0) return false;
+  int64_t B = -1, R = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    if (!s[i].is_tensor() || !s[i].to_tensor().defined()) continue;
+    auto [p, bd] = unwrap_at(s[i].to_tensor(), level);
+    if (bd) B = p.size(*bd);
+    if (i < 3) R = std::max(R, s[i].to_tensor().dim());
+  }
+  if (B < 0 || R < 2) return false;
+  for (size_t i = 0; i < 4; ++i) {
+    if (!s[i].is_tensor() || !s[i].to_tensor().defined()) continue;
+    const Tensor t = s[i].to_tensor();
+    const bool batched = unwrap_at(t, level).second.has_value();
+    if (i == 3 && !batched) continue;
+    if (t.dim() > R) return false;
+    s[i] = IValue(pad_after_batch(front_or_expand(t, level, B), R - t.dim()));
+  }
+  call_physical(op, s);
+  wrap_results(s, level);
+  finish(stack, base, s);
+  return true;
+}
+
 // Ops of self alone, element by element (clone, casts, fill_, zero_): the
 // physical tensor as it is, the batch dim where it was.
 bool rule_self_only(const OperatorEntry& op, Stack& stack, size_t base, int64_t level) {
@@ -732,6 +760,7 @@ void register_rules() {
   for (const char* n : {"clone", "_to_copy", "fill_", "zero_", "alias"}) def(n, rule_self_only);
   def("copy_", rule_copy_);
   def("index.Tensor", rule_index);
+  def("scaled_dot_product_attention", rule_sdpa);
   def("max", full_extreme_rule(true));
   def("min", full_extreme_rule(false));
 }

@@ -229,6 +229,16 @@ def test_advanced_indexing():
     check(lambda x, k: x[:, k % 3], a, i, rule=False)           # batched index at dim 1: loops
 
 
+def test_attention():
+    q, k, v = T(3, 2, 5, 4), T(2, 6, 4), T(3, 2, 6, 4)
+    mask = strata.tensor(RS.rand(3, 5, 6) > 0.3)
+    sdpa = SF.scaled_dot_product_attention
+    check(lambda a, b, c: sdpa(a, b, c), q, k, v, in_dims=(0, None, 0), atol=1e-5)
+    check(lambda a, b, c: sdpa(a, b, c, is_causal=True), q, k, v, in_dims=(0, None, 0), atol=1e-5)
+    check(lambda a, b, c, m: sdpa(a, b, c, attn_mask=m), q, k, v, mask, in_dims=(0, None, 0, 0), atol=1e-5)
+    check(lambda a, c: sdpa(a, a, c), T(3, 5, 4), T(5, 4), in_dims=(0, None), atol=1e-5)
+
+
 def test_clone_cast_fill_copy():
     x = T(3, 4, 5)
     check(lambda a: a.clone(), x, in_dims=1)
