@@ -458,10 +458,16 @@ bool rule_mse(const OperatorEntry&, Stack& stack, size_t base, int64_t) {
 
 // ---- ops whose one batched tensor only needs its batch in front ---------------
 
+bool writes_anything(const OperatorEntry& op, const Stack& s) {
+  for (size_t i = 0; i < s.size(); ++i)
+    if (op.schema().args[i].is_write && !s[i].is_none()) return true;
+  return false;
+}
+
 BatchRule leading_rule(int k) {
   return [k](const OperatorEntry& op, Stack& stack, size_t base, int64_t level) {
     Stack s(stack.begin() + static_cast<std::ptrdiff_t>(base), stack.end());
-    if (others_batched(s, level, {k})) return false;
+    if (others_batched(s, level, {k}) || writes_anything(op, s)) return false;
     auto [p, bd] = unwrap_at(s[static_cast<size_t>(k)].to_tensor(), level);
     if (!bd) return false;
     s[static_cast<size_t>(k)] = IValue(to_front(p, *bd));
@@ -587,6 +593,64 @@ bool rule_sdpa(const OperatorEntry& op, Stack& stack, size_t base, int64_t level
     if (t.dim() > R) return false;
     s[i] = IValue(pad_after_batch(front_or_expand(t, level, B), R - t.dim()));
   }
+  call_physical(op, s);
+  wrap_results(s, level);
+  finish(stack, base, s);
+  return true;
+}
+
+// gather / scatter family (self, dim, index[, src]): every tensor batch first
+// (an unbatched one expanded, no copy; a written one must be batched), the
+// dim one further. The logical ranks must agree, as the ops require.
+bool rule_gather_scatter(const OperatorEntry& op, Stack& stack, size_t base, int64_t level) {
+  Stack s(stack.begin() + static_cast<std::ptrdiff_t>(base), stack.end());
+  const auto& args = op.schema().args;
+  const int64_t r = s[0].to_tensor().dim();
+  int64_t B = -1;
+  int write = -1;
+  auto plain_scalar = [&](const Tensor& t) {  // a Python number passed as the value
+    return t.impl()->is_wrapped_number() && !unwrap_at(t, level).second;
+  };
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (!s[i].is_tensor() || !s[i].to_tensor().defined() || plain_scalar(s[i].to_tensor())) continue;
+    const Tensor& t = s[i].to_tensor();
+    if (t.dim() != r) return false;
+    auto [p, bd] = unwrap_at(t, level);
+    if (bd) B = p.size(*bd);
+    if (args[i].is_write) {
+      if (!bd) inplace_error(op, args[i].name);
+      write = static_cast<int>(i);
+    }
+  }
+  int64_t d;
+  if (r == 0 || !wrap(s[1].to_int(), r, &d)) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (!s[i].is_tensor() || !s[i].to_tensor().defined() || plain_scalar(s[i].to_tensor())) continue;
+    s[i] = IValue(front_or_expand(s[i].to_tensor(), level, B));
+  }
+  s[1] = IValue(d + 1);
+  call_physical(op, s);
+  if (write >= 0) {
+    s.resize(1);
+    s[0] = stack[base + static_cast<size_t>(write)];
+  } else {
+    wrap_results(s, level);
+  }
+  finish(stack, base, s);
+  return true;
+}
+
+bool rule_repeat(const OperatorEntry& op, Stack& stack, size_t base, int64_t level) {
+  Stack s(stack.begin() + static_cast<std::ptrdiff_t>(base), stack.end());
+  const Tensor self = s[0].to_tensor();
+  auto [p, bd] = unwrap_at(self, level);
+  if (!bd) return false;
+  std::vector<int64_t> reps = s[1].to_int_list();
+  const int64_t n = static_cast<int64_t>(reps.size());
+  if (n < self.dim()) return false;
+  s[0] = IValue(pad_after_batch(to_front(p, *bd), n - self.dim()));
+  reps.insert(reps.begin(), 1);
+  s[1] = IValue(std::move(reps));
   call_physical(op, s);
   wrap_results(s, level);
   finish(stack, base, s);
@@ -761,6 +825,18 @@ void register_rules() {
   def("copy_", rule_copy_);
   def("index.Tensor", rule_index);
   def("scaled_dot_product_attention", rule_sdpa);
+  for (const char* n : {"gather", "scatter.src", "scatter.value", "scatter_add", "scatter_reduce.two"})
+    def(n, rule_gather_scatter);
+  def("repeat", rule_repeat);
+  def("tril", leading_rule(0));
+  def("triu", leading_rule(0));
+  def("one_hot", [](const OperatorEntry& op, Stack& s, size_t b, int64_t l) {
+    return s[b + 1].to_int() > 0 && leading_rule(0)(op, s, b, l);  // -1 would take the max over every entry
+  });
+  def("batch_norm", [](const OperatorEntry& op, Stack& s, size_t b, int64_t l) {
+    // Evaluation mode only: in training each entry has its own statistics.
+    return !s[b + 5].to_bool() && fold_rule(0)(op, s, b, l);
+  });
   def("max", full_extreme_rule(true));
   def("min", full_extreme_rule(false));
 }
