@@ -236,9 +236,7 @@ bool rule_shape(const OperatorEntry& op, Stack& stack, size_t base, int64_t leve
     } catch (const Error&) {
       // The batch moved to the front made the physical tensor non-viewable:
       // the values are the same through reshape (a copy).
-      s = Stack{IValue(pf), IValue(phys)};
-      s[0] = IValue(reshape(pf, phys));
-      s.resize(1);
+      s = Stack{IValue(reshape(pf, phys))};
     }
   } else {
     call_physical(op, s);
@@ -360,12 +358,11 @@ bool rule_linear(const OperatorEntry& op, Stack& stack, size_t base, int64_t lev
   return true;
 }
 
-bool rule_addmm(const OperatorEntry& op, Stack& stack, size_t base, int64_t level) {
+bool rule_addmm(const OperatorEntry&, Stack& stack, size_t base, int64_t level) {
   if (!stack[base + 5].is_none()) return false;
   const Tensor self = stack[base].to_tensor(), m1 = stack[base + 1].to_tensor(), m2 = stack[base + 2].to_tensor();
   const Scalar beta = stack[base + 3].to_scalar(), alpha = stack[base + 4].to_scalar();
   if (m1.dim() != 2 || m2.dim() != 2) return false;
-  (void)op;
   Tensor prod = unwrap_at(m1, level).second || unwrap_at(m2, level).second ? matmul_at(m1, m2, level) : mm(m1, m2);
   auto scaled = [](const Tensor& t, const Scalar& s) {
     if (s.to<double>() == 1.0) return t;
@@ -567,7 +564,6 @@ bool rule_index(const OperatorEntry& op, Stack& stack, size_t base, int64_t leve
   call_physical(op, s);
   s[0] = IValue(make_batched(s[0].to_tensor(), out_bdim, level));
   finish(stack, base, s);
-  (void)op;
   return true;
 }
 

@@ -83,7 +83,7 @@ class _Level:
     def __exit__(self, *exc):
         _C._vmap_pop_level()
         for msg in _C._vmap_take_warnings():
-            warnings.warn(msg, UserWarning, stacklevel=3)
+            warnings.warn(msg, UserWarning, stacklevel=4)  # the caller of the vmapped function
         return False
 
 
