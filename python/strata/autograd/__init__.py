@@ -61,6 +61,10 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     if retain_graph is None:
         retain_graph = create_graph
     ins = _tensors(inputs, "backward(): inputs")
+    if _C._vmap_levels() and any(_C._vmap_is_batched(t) for t in tensors):
+        raise RuntimeError("backward() called on a batched tensor inside vmap: accumulating into .grad is not "
+                           "supported there; use strata.autograd.grad (per-example gradients: differentiate with "
+                           "respect to parameters lifted with strata.func._vmap._lift_to_active_levels)")
     if inputs is not None and not ins:
         raise RuntimeError("'inputs' argument to backward() cannot be empty.")
     _C._run_backward(tensors, grads, bool(retain_graph), bool(create_graph), ins, True, True)
