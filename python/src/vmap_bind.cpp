@@ -33,6 +33,7 @@ void bind_vmap(nb::module_& m) {
   m.def("_vmap_is_batched", [](const Tensor& t) { return maybe_batched(t) != nullptr; });
   m.def("_vmap_take_warnings", [] { return take_warnings(); });
   m.def("_vmap_slow_path_calls", [] { return slow_path_calls(); });
+  m.def("_vmap_forget_warnings", [] { forget_warnings(); });
 }
 
 }  // namespace strata::py

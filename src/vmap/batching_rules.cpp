@@ -758,7 +758,10 @@ void register_rules() {
                         "squeeze.dim", "squeeze.dims", "unflatten.int", "unbind.int", "glu",
                         "nanmedian.dim", "median.dim", "mode", "kthvalue"})
     def(n, dims(one_dim));
-  def("roll", dims(DimSpec{{"dims"}, 0, false, false, false, false}));
+  def("roll", [](const OperatorEntry& op, Stack& s, size_t b, int64_t l) {
+    // dims=[] rolls the flattened tensor, which would take in the batch dim: the loop does that one.
+    return !s[b + 2].to_int_list().empty() && rule_dims(DimSpec{{"dims"}, 0, false, false, false, false}, op, s, b, l);
+  });
   def("flip", dims(DimSpec{{"dims"}, 0, false, false, false, false}));
   def("unsqueeze", dims(DimSpec{{"dim"}, 1, false, false, false, false}));
   def("transpose.int", dims(DimSpec{{"dim0", "dim1"}, 0, false, false, false, false}));

@@ -105,6 +105,11 @@ Tensor remove_batch_dim(const Tensor& t, int64_t level, int64_t batch_size, int6
   return expand(unsqueeze(t, out_dim), sizes);
 }
 
+void forget_warnings() {
+  std::lock_guard<std::mutex> g(g_warned_mu);
+  warned_ops().clear();
+}
+
 int64_t slow_path_calls() { return g_slow_calls.load(std::memory_order_relaxed); }
 
 std::vector<std::string> take_warnings() {
@@ -348,9 +353,17 @@ void vmap_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack) {
     for (size_t i = 0; i < nargs; ++i)
       writes = writes || (op.schema().args[i].is_write && !stack[base + i].is_none());
     if (!writes) {
-      // Its ops meet their own rules.
-      op.kernel_for(backend).boxed(op, ks.below(DispatchKey::Vmap), stack);
-      return;
+      // Its ops meet their own rules. A composite that reads a value of its
+      // input (a bounds check through item()) cannot run batched: it loops.
+      Stack saved(stack.begin() + static_cast<std::ptrdiff_t>(base), stack.end());
+      try {
+        op.kernel_for(backend).boxed(op, ks.below(DispatchKey::Vmap), stack);
+        return;
+      } catch (const Error& e) {
+        if (std::string_view(e.what()).find(kItemOfBatched) == std::string_view::npos) throw;
+        stack.resize(base);
+        stack.insert(stack.end(), saved.begin(), saved.end());
+      }
     }
   }
   warn_slow(op);

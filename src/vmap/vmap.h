@@ -55,6 +55,9 @@ class BatchedTensorImpl : public TensorImpl {
   int64_t level_;
 };
 
+// What Tensor::item() says about a batched tensor (src/core/tensor.cpp).
+inline constexpr const char* kItemOfBatched = "vmap: item() on a batched tensor is not supported";
+
 enum class Randomness : int { Error = 0, Different = 1, Same = 2 };
 
 struct LevelInfo {
@@ -81,5 +84,7 @@ std::vector<std::string> take_warnings();
 // How many calls took the per-entry loop for want of a rule (tests use it to
 // check that a rule ran).
 int64_t slow_path_calls();
+// Every op warns again (tests).
+void forget_warnings();
 
 }  // namespace strata::vmap
