@@ -653,6 +653,42 @@ bool rule_repeat(const OperatorEntry& op, Stack& stack, size_t base, int64_t lev
   return true;
 }
 
+// index_put / index_put_(self, indices, values, accumulate, dim) with
+// unbatched integer indices: self batch first (expanded when only values are
+// batched; the out-of-place op copies it anyway), the indices one dim
+// further, values batch first and padded to the rank of the indexed region.
+bool rule_index_put(const OperatorEntry& op, Stack& stack, size_t base, int64_t level) {
+  Stack s(stack.begin() + static_cast<std::ptrdiff_t>(base), stack.end());
+  const Tensor self = s[0].to_tensor(), values = s[2].to_tensor();
+  const std::vector<Tensor>& idx = s[1].to_tensor_list();
+  const int64_t dim = s[4].to_int();
+  if (dim < 0) return false;
+  int64_t idx_rank = 0;
+  for (const Tensor& t : idx) {
+    if (!t.defined() || unwrap_at(t, level).second || !is_integral_type(t.dtype(), false)) return false;
+    idx_rank = std::max(idx_rank, t.dim());
+  }
+  auto [ps, bs] = unwrap_at(self, level);
+  auto [pv, bv] = unwrap_at(values, level);
+  const bool inplace = op.schema().args[0].is_write;
+  if (inplace && !bs) inplace_error(op, "self");
+  const int64_t B = bs ? ps.size(*bs) : pv.size(*bv);
+  const int64_t region = self.dim() - static_cast<int64_t>(idx.size()) + idx_rank;
+  if (values.dim() > region) return false;
+  s[0] = IValue(front_or_expand(self, level, B));
+  if (bv) s[2] = IValue(pad_after_batch(to_front(pv, *bv), region - values.dim()));
+  s[4] = IValue(dim + 1);
+  call_physical(op, s);
+  if (inplace) {
+    s.resize(1);
+    s[0] = stack[base];
+  } else {
+    wrap_results(s, level);
+  }
+  finish(stack, base, s);
+  return true;
+}
+
 // Ops of self alone, element by element (clone, casts, fill_, zero_): the
 // physical tensor as it is, the batch dim where it was.
 bool rule_self_only(const OperatorEntry& op, Stack& stack, size_t base, int64_t level) {
@@ -823,6 +859,8 @@ void register_rules() {
   for (const char* n : {"clone", "_to_copy", "fill_", "zero_", "alias"}) def(n, rule_self_only);
   def("copy_", rule_copy_);
   def("index.Tensor", rule_index);
+  def("index_put", rule_index_put);
+  def("index_put_", rule_index_put);
   def("scaled_dot_product_attention", rule_sdpa);
   for (const char* n : {"gather", "scatter.src", "scatter.value", "scatter_add", "scatter_reduce.two"})
     def(n, rule_gather_scatter);

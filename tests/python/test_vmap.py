@@ -239,6 +239,26 @@ def test_attention():
     check(lambda a, c: sdpa(a, a, c), T(3, 5, 4), T(5, 4), in_dims=(0, None), atol=1e-5)
 
 
+def test_index_put_and_diag():
+    x, M = T(3, 4), T(3, 4, 4)
+    rows = strata.tensor([0, 2])
+    check(lambda a: a.clone().index_put_((rows,), strata.tensor(5.0)), x)
+    check(lambda v: strata.zeros(4, 4).index_put((rows,), v), T(3, 4), in_dims=0)   # unbatched self, batched values
+    check(lambda a, v: a.clone().index_put((rows,), v, accumulate=True), M, T(3, 4), in_dims=(0, 0))
+
+    def setitem(a, v):
+        a = a.clone()
+        a[:, strata.tensor([1, 3])] = v
+        return a
+    check(setitem, M, T(3, 2), in_dims=(0, 0))
+    check(strata.diag, x)
+    check(lambda a: strata.diag_embed(a, 1), M)
+    check(strata.diagflat, x)
+    zeros = strata.zeros(4)
+    with pytest.raises(RuntimeError, match="not batched"):
+        strata.vmap(lambda v: zeros.index_put_((rows,), v[:2]))(x)
+
+
 def test_gather_scatter_repeat_tril_one_hot_batch_norm():
     x, idx = T(4, 3, 5), strata.tensor(RS.randint(0, 5, (4, 3, 2)))
     src = T(4, 3, 2)

@@ -19,12 +19,10 @@ for _m in pkgutil.iter_modules(_opdb_pkg.__path__):
         importlib.import_module(f"opdb.{_m.name}")
 
 # Random ops (tested in test_vmap.py), and ops vmap cannot batch by design or does not yet: data-dependent
-# Python code (a value read with item()/float()), data-dependent output shapes, and Python functions that
-# write a batched value into an unbatched buffer they allocate (docs/VMAP.md, "Not supported").
+# Python code (a value read with item()/float()) and data-dependent output shapes (docs/VMAP.md, "Not supported").
 SKIP = {"multinomial", "bernoulli", "poisson", "nn.functional.dropout",
         "quantile", "nanquantile", "linalg.matrix_exp", "linalg.lu_factor",
-        "unique", "unique_consecutive", "nonzero",
-        "diag", "diag_embed", "diagflat"}
+        "unique", "unique_consecutive", "nonzero"}
 
 
 def resolve(name):
