@@ -77,7 +77,8 @@ Item classify(nb::handle h) {
     if (t.dim() == 0 && t.dtype() == ScalarType::Bool && !t.device().is_meta()) {
       it.kind = Kind::Bool;
       it.value = t.item().to_bool();
-    } else if (t.dim() == 0 && is_integral_type(t.dtype(), false) && !t.device().is_meta()) {
+    } else if (t.dim() == 0 && is_integral_type(t.dtype(), false) && !t.device().is_meta() &&
+               !t.key_set().has(DispatchKey::Vmap)) {  // a batched one indexes per entry (advanced index)
       // Like torch: a 0-d integer tensor selects (a view), as an int would.
       it.kind = Kind::Int;
       it.value = t.item().to_int();

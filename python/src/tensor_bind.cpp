@@ -431,13 +431,24 @@ void bind_tensor(nb::module_& m) {
         return tup;
       })
       .def("item", [](const Tensor& t) -> nb::object {
+        STRATA_CHECK(!t.key_set().has(DispatchKey::Vmap), "vmap: item() on a batched tensor is not supported: "
+                     "inside vmap a tensor's value differs per batch entry, so it cannot become one Python "
+                     "value. Rewrite the code with tensor operations (e.g. strata.where instead of an if).");
         STRATA_CHECK(!t.device().is_meta(), "item(): Tensor.item() cannot be called on meta tensors");
         Tensor c = to_device(t, Device());
         STRATA_CHECK(c.numel() == 1, "a Tensor with ", c.numel(), " elements cannot be converted to Scalar");
         return element_to_py(static_cast<const char*>(c.data_ptr()), c.dtype());
       })
-      .def("tolist", [](const Tensor& t) { return tensor_to_list(t); })
+      .def("tolist", [](const Tensor& t) {
+        STRATA_CHECK(!t.key_set().has(DispatchKey::Vmap), "vmap: tolist() on a batched tensor is not supported: "
+                     "inside vmap a tensor's value differs per batch entry, so it cannot become one Python "
+                     "value. Rewrite the code with tensor operations (e.g. strata.where instead of an if).");
+        return tensor_to_list(t);
+      })
       .def("_numpy", [](const Tensor& t) {
+        STRATA_CHECK(!t.key_set().has(DispatchKey::Vmap), "vmap: numpy() on a batched tensor is not supported: "
+                     "inside vmap a tensor's value differs per batch entry, so it cannot become one Python "
+                     "value. Rewrite the code with tensor operations (e.g. strata.where instead of an if).");
         STRATA_CHECK_TYPE(t.device().is_cpu(), "can't convert ", device_type_name(t.device().type),
                           " device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first.");
         STRATA_CHECK_TYPE(t.dtype() != ScalarType::BFloat16, "Got unsupported ScalarType BFloat16");

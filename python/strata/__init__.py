@@ -72,7 +72,7 @@ from ._surface_more import *  # noqa: E402,F401,F403  (hstack, tensor_split, win
 from . import _tensor_surface  # noqa: E402,F401  (apply_, resize_, set_, storage(), H/mH, memory formats)
 from . import multiprocessing, testing  # noqa: E402,F401
 from ._names_more import *  # noqa: E402,F401,F403  (*_copy view variants, cov/corrcoef, set_default_tensor_type)
-from ._vmap import vmap  # noqa: E402,F401  (one call per batch entry, results stacked)
+from .func._vmap import vmap  # noqa: E402,F401  (the Vmap dispatch key: docs/VMAP.md)
 from . import func  # noqa: E402,F401  (strata.func: grad, vjp, jvp, jacrev, jacfwd, hessian, functional_call)
 from .nn.utils import stateless as _stateless  # noqa: E402,F401  (torch.nn.utils.stateless.functional_call)
 from . import hub, futures  # noqa: E402,F401  (strata.hub: the hub cache, no downloads; strata.futures)

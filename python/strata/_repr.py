@@ -211,6 +211,10 @@ def _add_suffixes(tensor_str, suffixes, indent):
 
 
 def tensor_repr(t, prefix="tensor("):
+    inner = _C._vmap_unwrap(t)
+    if inner is not None:  # inside vmap: the physical tensor, as torch prints it
+        value, bdim, level = inner
+        return f"BatchedTensor(lvl={level}, bdim={bdim}, value=\n{tensor_repr(value, prefix)}\n)"
     indent = len(prefix)
     suffixes = []
     default = _C.get_default_dtype()

@@ -92,6 +92,9 @@ std::string Tensor::describe() const {
 }
 
 Scalar Tensor::item() const {
+  // A batched tensor's data is its batch entry 0 (src/vmap/vmap.h): its value differs per entry.
+  STRATA_CHECK(!key_set().has(DispatchKey::Vmap), "vmap: item() on a batched tensor is not supported: inside "
+               "vmap its value differs per batch entry (data-dependent control flow); use tensor ops instead");
   STRATA_CHECK(numel() == 1, "item(): a Tensor with ", numel(), " elements cannot be converted to Scalar");
   STRATA_CHECK(device().is_cpu(), "item(): the tensor is on ", device().str(),
                "; copy it to the cpu first (tensor.cpu())");

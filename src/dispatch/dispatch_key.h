@@ -30,7 +30,7 @@ enum class DispatchKey : uint8_t {
   ADInplaceOrView = 16,
   Autograd = 20,
   Autocast = 24,
-  Vmap = 28,           // reserved
+  Vmap = 28,           // batched tensors of strata.vmap (src/vmap/vmap.h)
   Functionalize = 30,  // reserved
   Tracer = 36,         // reserved for the compiler
   Profiler = 40,       // boxed layer used by strata.profiler

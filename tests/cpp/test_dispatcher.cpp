@@ -146,7 +146,7 @@ TEST(Dispatcher, TableComputation) {
   EXPECT_FALSE(op.kernel_for(DispatchKey::CPU).valid());
   EXPECT_FALSE(op.fallthrough_keys().has(DispatchKey::Autograd));
   EXPECT_EQ(op.kernel_for(DispatchKey::Autograd).debug_name, "autograd_fallback");
-  EXPECT_TRUE(op.fallthrough_keys().has(DispatchKey::Vmap));
+  EXPECT_TRUE(op.fallthrough_keys().has(DispatchKey::Functionalize));
   EXPECT_FALSE(op.fallthrough_keys().has(DispatchKey::CPU));
 
   d.register_kernel(op, DispatchKey::CPU, make_kernel<&cpu_plus_one>("cpu_plus_one"));
@@ -160,7 +160,7 @@ TEST(Dispatcher, TableComputation) {
   // A kernel on a functionality key takes it out of the fallthrough mask.
   d.register_kernel(op, DispatchKey::Autograd, make_kernel<&autograd_layer>("autograd_layer"));
   EXPECT_FALSE(op.fallthrough_keys().has(DispatchKey::Autograd));
-  EXPECT_TRUE(op.fallthrough_keys().has(DispatchKey::Vmap));
+  EXPECT_TRUE(op.fallthrough_keys().has(DispatchKey::Functionalize));
   EXPECT_EQ(op.kernel_for(DispatchKey::Autograd).debug_name, "autograd_layer");
 
   // Re-registering replaces the kernel and recomputes the table.
@@ -194,8 +194,8 @@ TEST(Dispatcher, FallthroughSkipsFunctionalityKeyWithoutKernel) {
   d.register_kernel(op, DispatchKey::CPU, make_kernel<&cpu_plus_one>());
   g_log.clear();
   {
-    // Vmap and Autograd in the key set, no kernel for either: both skipped.
-    IncludeDispatchKeyGuard g(DispatchKeySet(DispatchKey::Vmap).add(DispatchKey::Autograd));
+    // Functionalize and Autograd in the key set, no kernel for either: both skipped.
+    IncludeDispatchKeyGuard g(DispatchKeySet(DispatchKey::Functionalize).add(DispatchKey::Autograd));
     Tensor r = call_op<Tensor, const Tensor&>(op, full_f32({3}, 1.0));
     EXPECT_FLOAT_EQ(first(r), 2.0f);
   }
@@ -337,7 +337,7 @@ TEST(Dispatcher, CompositeOpsSkipFunctionalityFallbacks) {
   EXPECT_EQ(op.source_of(DispatchKey::CUDA), DispatchKey::CompositeImplicit);
   // Layers without a fallback stay transparent for it; the autograd layer's
   // fallback passes composite ops through (the ops they call record).
-  EXPECT_TRUE(op.fallthrough_keys().has(DispatchKey::Vmap));
+  EXPECT_TRUE(op.fallthrough_keys().has(DispatchKey::Functionalize));
 }
 
 // ---------------------------------------------------------------------------

@@ -62,6 +62,10 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     if retain_graph is None:
         retain_graph = create_graph
     ins = _tensors(inputs, "backward(): inputs")
+    if _C._vmap_levels() and any(_C._vmap_is_batched(t) for t in tensors):
+        raise RuntimeError("backward() called on a batched tensor inside vmap: accumulating into .grad is not "
+                           "supported there; use strata.autograd.grad (per-example gradients: differentiate with "
+                           "respect to parameters lifted with strata.func._vmap._lift_to_active_levels)")
     if inputs is not None and not ins:
         raise RuntimeError("'inputs' argument to backward() cannot be empty.")
     _C._run_backward(tensors, grads, bool(retain_graph), bool(create_graph), ins, True, True)
@@ -70,8 +74,6 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
          allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """Returns the gradients of `outputs` with respect to `inputs` (nothing is accumulated into .grad)."""
-    if is_grads_batched:
-        raise NotImplementedError("autograd.grad: is_grads_batched=True needs vmap, which Strata does not have yet")
     single = isinstance(inputs, _C.Tensor)
     outs = _tensors(outputs, "grad(): outputs")
     ins = _tensors(inputs, "grad(): inputs")
@@ -82,7 +84,18 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         retain_graph = create_graph
     if allow_unused is None:
         allow_unused = materialize_grads
-    res = _C._run_backward(outs, grads, bool(retain_graph), bool(create_graph), ins, bool(allow_unused), False)
+    if is_grads_batched:
+        from ..func import _vmap
+
+        return _vmap._grads_batched(grad, outs, ins, grads, dict(
+            retain_graph=retain_graph, create_graph=create_graph, allow_unused=allow_unused,
+            materialize_grads=materialize_grads))
+    if _C._vmap_levels() and (any(_C._vmap_is_batched(t) for t in outs) or any(_C._vmap_is_batched(t) for t in ins)):
+        from ..func import _vmap
+
+        res = _vmap._batched_autograd_grad(outs, ins, grads, retain_graph, create_graph, allow_unused)
+    else:
+        res = _C._run_backward(outs, grads, bool(retain_graph), bool(create_graph), ins, bool(allow_unused), False)
     if materialize_grads:
         from .. import zeros_like
 

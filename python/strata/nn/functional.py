@@ -332,7 +332,11 @@ def dropout(input, p=0.5, training=True, inplace=False):
             return input
         return _ops.mul(input, 0)
     # As torch on the CPU: a Bernoulli(1 - p) mask in the input's layout, divided by 1 - p.
-    noise = st._creation._empty_in_layout(input, input.shape, input.dtype, input.device)
+    if _C._vmap_is_batched(input):  # inside vmap: one mask per batch entry (or shared, randomness="same")
+        from ..func._vmap import _empty_batched_like
+        noise = _empty_batched_like(input)
+    else:
+        noise = st._creation._empty_in_layout(input, input.shape, input.dtype, input.device)
     _ops.bernoulli_(noise, 1.0 - p)
     _ops.div(noise, 1.0 - p, out=noise)
     if inplace:
