@@ -1,11 +1,22 @@
-#include <atomic>
 #include "autograd/variable.h"
+
+#include <atomic>
 
 #include "autograd/derivative.h"
 #include "core/shape.h"
 #include "ops/ops.h"
 
 namespace strata::autograd {
+
+namespace {
+std::atomic<Tensor (*)(const Tensor&)> g_batched_detach{nullptr};
+std::atomic<Tensor (*)(const Tensor&)> g_batched_physical{nullptr};
+}  // namespace
+
+void set_batched_hooks(BatchedHooks hooks) {
+  g_batched_detach.store(hooks.detach);
+  g_batched_physical.store(hooks.physical);
+}
 
 namespace {
 void add_autograd_key(const Tensor& t) { t.impl()->set_key_set(t.key_set().add(DispatchKey::Autograd)); }
@@ -55,6 +66,15 @@ void set_requires_grad(const Tensor& t, bool value) {
   }
   STRATA_CHECK(is_floating_type(t.dtype()),
                "only Tensors of floating point dtype can require gradients (got ", dtype_name(t.dtype()), ")");
+  // A batched tensor (vmap) shares its physical tensor's autograd state: set it there.
+  if (t.key_set().has(DispatchKey::Vmap))
+    if (auto hook = g_batched_physical.load())
+      if (Tensor p = hook(t); p.defined()) {
+        set_requires_grad(p, true);
+        t.impl()->set_autograd_meta(p.impl()->autograd_meta_ptr());
+        add_autograd_key(t);
+        return;
+      }
   AutogradMeta& m = ensure_meta(t);
   if (m.grad_fn) return;  // already requires grad through its history
   m.requires_grad = true;
@@ -229,6 +249,11 @@ void mark_view(const Tensor& out, const Tensor& in) {
 }
 
 Tensor alias_without_history(const Tensor& t) {
+  // A batched tensor (vmap) must stay batched: a plain alias of it would carry the Vmap key
+  // without the wrapper that key promises.
+  if (t.defined() && t.key_set().has(DispatchKey::Vmap))
+    if (auto hook = g_batched_detach.load())
+      if (Tensor b = hook(t); b.defined()) return b;
   Tensor a = make_view(t, DimVector(t.sizes().begin(), t.sizes().end()),
                        DimVector(t.strides().begin(), t.strides().end()), t.storage_offset());
   // Not a view for autograd: writes into it must not reach t's history.

@@ -76,6 +76,14 @@ void mark_view(const Tensor& out, const Tensor& in);
 Tensor detach(const Tensor& t);
 // Same geometry and storage; keeps t's key set minus Autograd.
 Tensor alias_without_history(const Tensor& t);
+// What autograd needs of the vmap layer, set once by src/vmap at load time (so that autograd
+// does not depend on it): `detach` returns a batched tensor of the detached physical tensor,
+// `physical` the tensor a batched tensor wraps; both an empty Tensor when t is not batched.
+struct BatchedHooks {
+  Tensor (*detach)(const Tensor&) = nullptr;
+  Tensor (*physical)(const Tensor&) = nullptr;
+};
+void set_batched_hooks(BatchedHooks hooks);
 
 Tensor grad(const Tensor& t);
 void set_grad(const Tensor& t, const Tensor& g);

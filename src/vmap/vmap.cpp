@@ -7,6 +7,7 @@
 #include <mutex>
 #include <set>
 
+#include "autograd/variable.h"
 #include "core/generator.h"
 #include "dispatch/dispatcher.h"
 #include "ops/ops.h"
@@ -372,6 +373,19 @@ void vmap_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack) {
 }
 
 FallbackRegistrar g_vmap_layer(DispatchKey::Vmap, KernelFunction::make_boxed(&vmap_fallback, "vmap"));
+
+// detach()/.data of a batched tensor: the detached physical tensor, wrapped again at the same
+// level and batch dim (nested wrappers recurse through alias_without_history).
+Tensor detach_batched(const Tensor& t) {
+  BatchedTensorImpl* b = maybe_batched(t);
+  if (!b) return Tensor();
+  return make_batched(autograd::alias_without_history(b->value()), b->bdim(), b->level());
+}
+Tensor physical_of(const Tensor& t) {
+  BatchedTensorImpl* b = maybe_batched(t);
+  return b ? b->value() : Tensor();
+}
+const bool g_hooks_set = (autograd::set_batched_hooks({&detach_batched, &physical_of}), true);
 
 }  // namespace
 

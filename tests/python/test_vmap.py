@@ -559,3 +559,25 @@ def test_vmap_of_backward_through_outside_graph():
 def test_func_namespace():
     from strata.func._vmap import vmap
     assert strata.vmap is vmap
+
+
+def test_detach_data_and_requires_grad_keep_a_tensor_batched():
+    # detach()/.data of a batched tensor used to give a plain tensor that still carried the Vmap
+    # key (numpy() then refused it outside vmap), and requires_grad_() on a batched tensor set
+    # the flag on the wrapper only, so gradients taken inside vmap came back as zeros.
+    x = strata.randn(5, 4, dtype=strata.float64)
+    cases = [(lambda v: v.sin().detach(), np.sin(x.numpy())), (lambda v: v.sin().data, np.sin(x.numpy())),
+             (lambda v: v.detach().requires_grad_(), x.numpy())]
+    for f, want in cases:
+        out = strata.vmap(f)(x)
+        assert tuple(out.shape) == (5, 4)
+        np.testing.assert_allclose(out.detach().numpy(), want, rtol=1e-14)
+
+    def per_entry_grad(v):
+        h = v.detach().requires_grad_()
+        (g,) = strata.autograd.grad((h.sin() * h.sum()).sum(), [h])
+        return g
+    got = strata.vmap(per_entry_grad)(x).numpy()
+    xn = x.numpy()
+    want = np.cos(xn) * xn.sum(1, keepdims=True) + (np.sin(xn)).sum(1, keepdims=True)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
