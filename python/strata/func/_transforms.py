@@ -23,6 +23,7 @@ import threading
 
 from .. import _C
 from .._grad_mode import enable_grad, is_grad_enabled
+from ._vmap import vmap, _lift_to_active_levels
 from ._pytree import tree_flatten, tree_unflatten, tree_map, spec_str
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "linearize", "jacrev", "jacfwd", "hessian"]
@@ -65,7 +66,9 @@ def _grad_input(t):
         raise ValueError(f"Thing passed to transform API must be Tensor, got {type(t)}")
     with enable_grad():
         base = t if t.requires_grad else t.detach().requires_grad_(True)
-        return _C._ops.alias(base)
+        # Inside vmap the handle is lifted to every active batch level (an expanded view, no
+        # copy): each batch entry then differentiates its own copy, so gradients are per entry.
+        return _lift_to_active_levels(_C._ops.alias(base))
 
 
 def _foreign_graph(outs, handles):
@@ -390,10 +393,14 @@ def _vjp_rows(vjp_fn, basis):
     """The products of vjp_fn with each row of basis: basis is a tuple of tensors sharing a
     leading dim N (row k is the tuple of their k-th slices); returns a tuple of tensors with
     leading dim N, entry k being vjp_fn(row k). Used for jacrev (vjp_fn a vector-Jacobian
-    product) and jacfwd (a Jacobian-vector product). One call per row for now."""
-    n = basis[0].shape[0]
-    rows = [vjp_fn(tuple(b[k] for b in basis)) for k in range(n)]
+    product) and jacfwd (a Jacobian-vector product). Outside vmap all rows are one batched
+    call (vmap over the rows of the basis, docs/VMAP.md). Inside vmap (vmap(jacrev(f))) the
+    cotangent rows would be batched at a level the outputs are not, which the batched
+    autograd.grad does not support yet: there the rows are computed one call each."""
+    if not _C._vmap_levels():
+        return tuple(vmap(lambda *row: tuple(vjp_fn(row)))(*basis))
     from .. import stack
+    rows = [vjp_fn(tuple(b[k] for b in basis)) for k in range(basis[0].shape[0])]
     return tuple(stack([r[i] for r in rows]) for i in range(len(rows[0])))
 
 
