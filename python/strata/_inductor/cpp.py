@@ -18,7 +18,7 @@ def _literal(x, dtype):
     return f"static_cast<{dtype}>({float(x).hex()})"
 
 
-def _functor(f, dtype):
+def _functor(f, dtype=None):
     if f.name == "GeluErfF32":
         return "STRATA_GELU_ERF_F32{}"
     params = ", ".join(float(p).hex() for p in f.params)
@@ -49,6 +49,20 @@ _LANE_OPS = {"sum": "Sum", "mean": "Sum", "amax": "Max", "amin": "Min"}
 PAIRWISE_BLOCK = 4096
 
 
+def _gelu_erf_defines(kernel, w):
+    """The float32 erf-GELU functor (eager's AVX-512 kernel where the ISA has it) for a kernel
+    whose body uses it; every renderer that emits functors calls this."""
+    if not any(getattr(getattr(s, "functor", None), "name", None) == "GeluErfF32" for s in kernel.body):
+        return
+    w("#if defined(__AVX512F__)")
+    w("#define STRATA_CPU_NS codegen")
+    w('#include "backends/cpu/kernels/gelu_math.h"')
+    w("#define STRATA_GELU_ERF_F32 strata::cpu::gelu_math::GeluErfF32")
+    w("#else")
+    w("#define STRATA_GELU_ERF_F32 strata::fn::GeluErf")
+    w("#endif")
+
+
 def render_rows(kernel, header_comment=""):
     """`void strata_kernel(void* const* bufs, int64_t rows, int64_t cols)`: parallel over rows."""
     from .ir import Cast, Reduce
@@ -57,6 +71,7 @@ def render_rows(kernel, header_comment=""):
     w = out.append
     w("#include <memory>")
     w('#include "compile/codegen_rows.h"')
+    _gelu_erf_defines(kernel, w)
     w("")
     w('extern "C" void strata_kernel(void* const* bufs, int64_t rows, int64_t cols) {')
     for k, b in enumerate(kernel.inputs):
@@ -267,13 +282,6 @@ def _pw_literal(value, dtype):
     return f"{t}({body})" if dtype in ("float16", "bfloat16") else f"static_cast<{t}>({body})"
 
 
-def _pw_functor(f):
-    if f.name == "GeluErfF32":
-        return "STRATA_GELU_ERF_F32{}"
-    params = ", ".join(float(p).hex() for p in f.params)
-    return f"strata::fn::{f.name}{{{params}}}"
-
-
 def render_pointwise(kernel, header_comment=""):
     """`void strata_kernel(void* const* bufs, int64_t n)`: for a flat kernel n is the element count;
     otherwise the geometry is in the code and n is unused. The iteration space is cut into tiles (an
@@ -283,14 +291,7 @@ def render_pointwise(kernel, header_comment=""):
     out = _preamble(header_comment)
     w = out.append
     w('#include "compile/codegen_pointwise.h"')
-    if any(isinstance(s, PwCompute) and s.functor.name == "GeluErfF32" for s in kernel.body):
-        w("#if defined(__AVX512F__)")
-        w("#define STRATA_CPU_NS codegen")
-        w('#include "backends/cpu/kernels/gelu_math.h"')
-        w("#define STRATA_GELU_ERF_F32 strata::cpu::gelu_math::GeluErfF32")
-        w("#else")
-        w("#define STRATA_GELU_ERF_F32 strata::fn::GeluErf")
-        w("#endif")
+    _gelu_erf_defines(kernel, w)
     w("")
     w('extern "C" void strata_kernel(void* const* bufs, int64_t n) {')
     bufs = kernel.inputs + kernel.outputs
@@ -352,7 +353,7 @@ def render_pointwise(kernel, header_comment=""):
                 expr = f"strata::codegen::select<{C}, {R}>({c}, {cv(a)}, {cv(b2)})"
             else:
                 conv = [a if dtype_of[a] == s.cdtype else f"strata::codegen::convert<{C}>({a})" for a in s.args]
-                expr = f"strata::codegen::apply<{C}, {R}>({_pw_functor(s.functor)}, {', '.join(conv)})"
+                expr = f"strata::codegen::apply<{C}, {R}>({_functor(s.functor)}, {', '.join(conv)})"
             src = f"  // {s.source}" if s.source else ""
             line = f"const {R} {s.var} = {expr};"
             if all(a in invariant for a in s.args):
@@ -426,6 +427,7 @@ def render_columns(kernel, header_comment=""):
     w = out.append
     w('#include "compile/codegen_pointwise.h"')
     w('#include "compile/codegen_rows.h"')
+    _gelu_erf_defines(kernel, w)
     w("")
     w('extern "C" void strata_kernel(void* const* bufs, int64_t n) {')
     for k, b in enumerate(kernel.inputs):
@@ -456,7 +458,7 @@ def render_columns(kernel, header_comment=""):
             elif s.functor.name == "Select":
                 expr = f"strata::codegen::select<{C}, {Rt}>({{0}}, {{1}}, {{2}})"
             else:
-                expr = f"strata::codegen::apply<{C}, {Rt}>({_pw_functor(s.functor)}, " + \
+                expr = f"strata::codegen::apply<{C}, {Rt}>({_functor(s.functor)}, " + \
                     ", ".join(f"{{{j}}}" for j in range(len(s.args))) + ")"
             args = [a if s.functor.name in ("Cast",) or (s.functor.name == "Select" and j == 0) else conv(a)
                     for j, a in enumerate(s.args)]

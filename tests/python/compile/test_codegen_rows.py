@@ -3,7 +3,6 @@ LayerNorm + residual + dropout in one pass per row (Note [Row groups] in
 python/strata/_inductor/fusion.py). Each is written in eager's accumulation order, so the fused
 results are eager's bits."""
 
-import os
 
 import pytest
 
@@ -11,21 +10,9 @@ import strata
 import strata.nn.functional as F
 from strata._inductor import codecache
 
-pytestmark = pytest.mark.skipif(not any(os.access(os.path.join(p, "g++"), os.X_OK)
-                                        for p in os.environ.get("PATH", "").split(os.pathsep)),
-                                reason="no g++")
+from compile_testutil import cache_dir, needs_gxx  # noqa: F401  (cache_dir: a fixture)
 
-
-@pytest.fixture(scope="module", autouse=True)
-def cache_dir(tmp_path_factory):
-    d = str(tmp_path_factory.mktemp("strata_cache"))
-    old = os.environ.get("STRATA_CACHE_DIR")
-    os.environ["STRATA_CACHE_DIR"] = d
-    yield d
-    if old is None:
-        del os.environ["STRATA_CACHE_DIR"]
-    else:
-        os.environ["STRATA_CACHE_DIR"] = old
+pytestmark = [needs_gxx, pytest.mark.usefixtures("cache_dir")]
 
 
 def _kernels():
@@ -124,3 +111,16 @@ def test_column_reduction_of_a_broadcast_group_is_left_to_eager():
     fn = lambda x, y: (x * y + 1).sum(0)  # noqa: E731  (y broadcast: not the flat form)
     x, y = strata.randn(50, 40), strata.randn(40)
     assert strata.equal(strata.compile(fn, backend="strata_cpp")(x, y), fn(x, y))
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_after_a_row_kernel_compiles(approximate):
+    # The row-kernel renderer emitted the float32 erf-GELU functor without the #define that
+    # selects it (only the pointwise renderer had it): gelu(layer_norm(x)) failed to compile.
+    w, b = strata.randn(64), strata.randn(64)
+
+    def f(x):
+        return F.gelu(F.layer_norm(x, (64,), w, b), approximate=approximate)
+    x = strata.randn(32, 64)
+    got = strata.compile(f)(x)
+    assert strata.allclose(got, f(x), rtol=1e-6, atol=1e-6)
