@@ -1,7 +1,31 @@
 """Helpers shared by the strata.compile tests (imported by module name: pytest puts this folder
 on sys.path)."""
 
+import os
+
+import pytest
+
 import strata
+
+# The generated-kernel tests (test_codegen*.py) need a C++ compiler...
+needs_gxx = pytest.mark.skipif(not any(os.access(os.path.join(p, "g++"), os.X_OK)
+                                       for p in os.environ.get("PATH", "").split(os.pathsep)),
+                               reason="no g++")
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    """...and share one kernel cache directory per test module (STRATA_CACHE_DIR), so a module's
+    kernels are compiled once and never land in the user's cache. A module opts in with
+    `from compile_testutil import cache_dir` and `pytest.mark.usefixtures("cache_dir")`."""
+    d = str(tmp_path_factory.mktemp("strata_cache"))
+    old = os.environ.get("STRATA_CACHE_DIR")
+    os.environ["STRATA_CACHE_DIR"] = d
+    yield d
+    if old is None:
+        del os.environ["STRATA_CACHE_DIR"]
+    else:
+        os.environ["STRATA_CACHE_DIR"] = old
 
 
 def same(a, b, *, requires_grad=False):

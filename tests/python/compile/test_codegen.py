@@ -16,21 +16,9 @@ import strata.nn.functional as F
 from strata._inductor import codecache, fusion
 from strata._inductor.ir import NOT_BIT_EXACT
 
-pytestmark = pytest.mark.skipif(not any(os.access(os.path.join(p, "g++"), os.X_OK)
-                                        for p in os.environ.get("PATH", "").split(os.pathsep)),
-                                reason="no g++")
+from compile_testutil import cache_dir, needs_gxx  # noqa: F401  (cache_dir: a fixture)
 
-
-@pytest.fixture(scope="module", autouse=True)
-def cache_dir(tmp_path_factory):
-    d = str(tmp_path_factory.mktemp("strata_cache"))
-    old = os.environ.get("STRATA_CACHE_DIR")
-    os.environ["STRATA_CACHE_DIR"] = d
-    yield d
-    if old is None:
-        del os.environ["STRATA_CACHE_DIR"]
-    else:
-        os.environ["STRATA_CACHE_DIR"] = old
+pytestmark = [needs_gxx, pytest.mark.usefixtures("cache_dir")]
 
 
 # op name in the kernel (the functor) -> how eager computes it on x (kept in one kernel: each op

@@ -7,7 +7,6 @@ bias is added after the whole sum (eager starts the GEMM from it) and oneDNN com
 with its own approximations. GEMM_TOL is the tolerance, relative to the size of the products' terms
 (sum_k |x_ik w_kj| + |b_j|), which bounds float32 accumulation differences for K up to a few thousand."""
 
-import os
 
 import math
 
@@ -19,24 +18,12 @@ import strata.nn.functional as F
 from strata._C import _compile
 from strata._inductor import fusion
 
-pytestmark = pytest.mark.skipif(not any(os.access(os.path.join(p, "g++"), os.X_OK)
-                                        for p in os.environ.get("PATH", "").split(os.pathsep)),
-                                reason="no g++")
+from compile_testutil import cache_dir, needs_gxx  # noqa: F401  (cache_dir: a fixture)
+
+pytestmark = [needs_gxx, pytest.mark.usefixtures("cache_dir")]
 
 GEMM_TOL = 2e-6    # times the term scale, per element
 ACT_TOL = 1e-6     # oneDNN's erf/tanh/sigmoid against libm, relative to the activation's input scale
-
-
-@pytest.fixture(scope="module", autouse=True)
-def cache_dir(tmp_path_factory):
-    d = str(tmp_path_factory.mktemp("strata_cache"))
-    old = os.environ.get("STRATA_CACHE_DIR")
-    os.environ["STRATA_CACHE_DIR"] = d
-    yield d
-    if old is None:
-        del os.environ["STRATA_CACHE_DIR"]
-    else:
-        os.environ["STRATA_CACHE_DIR"] = old
 
 
 @pytest.fixture(autouse=True)

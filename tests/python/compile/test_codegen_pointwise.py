@@ -8,7 +8,6 @@ vector math library (exp, tanh, sigmoid, silu, the GELUs, ...): eager and a gene
 libmvec or libm for a given element (a loop's scalar tail, a strided loop GCC does not vectorise),
 an ulp apart. Their tolerance is named in TOL."""
 
-import os
 
 import pytest
 
@@ -17,24 +16,12 @@ import strata.nn.functional as F
 from strata._C import _compile
 from strata._inductor import codecache, fusion
 
-pytestmark = pytest.mark.skipif(not any(os.access(os.path.join(p, "g++"), os.X_OK)
-                                        for p in os.environ.get("PATH", "").split(os.pathsep)),
-                                reason="no g++")
+from compile_testutil import cache_dir, needs_gxx  # noqa: F401  (cache_dir: a fixture)
+
+pytestmark = [needs_gxx, pytest.mark.usefixtures("cache_dir")]
 
 # Relative tolerance of the results that pass through libm/libmvec functions, per dtype.
 TOL = {strata.float32: 4e-6, strata.float64: 1e-14, strata.float16: 1e-3, strata.bfloat16: 8e-3}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def cache_dir(tmp_path_factory):
-    d = str(tmp_path_factory.mktemp("strata_cache"))
-    old = os.environ.get("STRATA_CACHE_DIR")
-    os.environ["STRATA_CACHE_DIR"] = d
-    yield d
-    if old is None:
-        del os.environ["STRATA_CACHE_DIR"]
-    else:
-        os.environ["STRATA_CACHE_DIR"] = old
 
 
 def _kernels():
