@@ -79,6 +79,14 @@ bool fast_path_enabled() {
   return on;
 }
 
+int64_t fast_path_max_bytes() {
+  static const int64_t n = [] {
+    const char* v = std::getenv("STRATA_DISTRIBUTED_FAST_PATH_MAX_BYTES");
+    return v ? std::atoll(v) : int64_t{4096};
+  }();
+  return n;
+}
+
 std::string timeout_message(const std::string& what, double timeout_s) {
   return what + " did not complete within " + std::to_string(timeout_s) +
          " s (a rank may have died, hung, or called a different collective)";
@@ -224,6 +232,7 @@ struct Engine {
   std::atomic<int64_t> fast_calls{0};
   std::mutex broken_mu;
   std::string broken;
+  std::atomic<bool> is_broken{false};  // !broken.empty(), readable without the mutex (checked on every call)
   std::map<int, MPI_Comm> comms;  // touched by the token's holder only
   int next_id = 1;
   int rank = 0, size = 1;
@@ -416,6 +425,7 @@ bool initialized() { return engine().started; }
 
 std::string broken_reason() {
   auto& e = engine();
+  if (!e.is_broken.load(std::memory_order_acquire)) return {};
   std::lock_guard<std::mutex> lk(e.broken_mu);
   return e.broken;
 }
@@ -424,6 +434,7 @@ void mark_broken(const std::string& why) {
   auto& e = engine();
   std::lock_guard<std::mutex> lk(e.broken_mu);
   if (e.broken.empty()) e.broken = why;
+  e.is_broken.store(true, std::memory_order_release);
 }
 
 void run_on_thread(std::function<void()> fn, double timeout_s, const std::string& what) {
@@ -583,6 +594,8 @@ bool run_here(const Job& j, double timeout_s) {
   if (!fast_path_enabled() || e.thread_level < MPI_THREAD_SERIALIZED) return false;
   if (j.async_op || j.kind == Kind::Send || j.kind == Kind::Recv || j.kind == Kind::RawAllreduce) return false;
   if (profiler::is_recording()) return false;  // profiled collectives are recorded on the thread's own track
+  static const int64_t elem_size[] = {1, 1, 2, 4, 8, 4, 8, 8, 16, 1, 1};
+  if (j.count * elem_size[static_cast<int>(j.dtype)] > fast_path_max_bytes()) return false;
   {
     std::lock_guard<std::mutex> lk(e.mu);
     if (e.busy || !e.queue.empty() || !e.pending.empty()) return false;

@@ -78,6 +78,7 @@ std::shared_ptr<Work> submit(Job job);
 // A fast-path call that runs past its timeout ends the process (see mpi_comm.cpp: Watchdog).
 int run_sync(Job job, double timeout_s);
 bool fast_path_enabled();
+int64_t fast_path_max_bytes();  // larger messages (bytes per rank) take the thread path
 int64_t fast_path_calls();  // how many calls took the fast path (tests)
 // Waits for a submitted job; on timeout marks the engine broken. Throws with "strata.distributed: " + message.
 int wait_work(Work& w, double timeout_s, const std::string& what);

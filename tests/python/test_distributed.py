@@ -445,15 +445,23 @@ assert C.fast_path_calls() == n0 + 1
 # the other rank. Were it run first on rank 0 only, x would be summed with rank 1's y (1 + 20) and y with x.
 if r == 1:
     time.sleep(0.5)
-x = strata.full((4096,), float(r + 1))
-y = strata.full((4096,), 10.0 * (r + 1))
+x = strata.full((1024,), float(r + 1))  # 4 KiB: within the fast path's size limit
+y = strata.full((1024,), 10.0 * (r + 1))
 n0 = C.fast_path_calls()
 w = dist.all_reduce(x, async_op=True)
 dist.all_reduce(y)
 if r == 0:
     assert C.fast_path_calls() == n0, "a synchronous call overtook an outstanding async one"
 w.wait()
-assert x.tolist() == [3.0] * 4096 and y.tolist() == [30.0] * 4096, (x[:3], y[:3])
+assert x.tolist() == [3.0] * 1024 and y.tolist() == [30.0] * 1024, (x[:3], y[:3])
+n0 = C.fast_path_calls()
+dist.all_reduce(y)
+assert C.fast_path_calls() == n0 + 1, "the engine is idle again: the fast path"
+
+# Larger messages (over STRATA_DISTRIBUTED_FAST_PATH_MAX_BYTES, 4 KiB by default) take the thread path.
+big = strata.full((1025,), float(r + 1))
+dist.all_reduce(big)
+assert big.tolist() == [3.0] * 1025 and C.fast_path_calls() == n0 + 1
 
 # broadcast, all_gather_into_tensor, reduce_scatter_tensor through the C++ fast call; a new group's communicator.
 g = dist.new_group([0, 1])

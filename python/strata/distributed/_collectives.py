@@ -273,8 +273,13 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     if not async_op and not _state.debug and type(op) in _OP_TYPES:
         g = _fast_group(group)
         code = _FAST_OPS.get(op)
-        if g is not None and code is not None and _sync_tensors(0, g, tensor, None, code, 0, "all_reduce"):
-            return None
+        if g is not None and code is not None:  # _sync_tensors, inlined: the hottest call
+            try:
+                if (_engine or _E()).sync_tensors(0, g._comm, len(g._ranks), tensor, None, code, 0, "all_reduce",
+                                                  g._timeout):
+                    return None
+            except RuntimeError as e:
+                raise DistError(str(e)) from None
     what = "all_reduce"
     _check_tensor(tensor, what)
     g = _member(group, what)
