@@ -4,7 +4,10 @@
 
 (a) all_reduce (sum, float32) of 1 KiB .. 256 MiB: strata.distributed.all_reduce called from Python, against
     MPI_Allreduce called back to back on the same communicator by the communication thread itself (the library's
-    own speed, none of ours). Bandwidth = bytes / time per call; ratio = ours / MPI's (1.0: no overhead).
+    own speed, none of ours). Bandwidth = bytes / time per call; ratio = ours / MPI's (1.0: no overhead). Ours runs
+    on the calling thread up to 4 KiB (the synchronous fast path, docs/DISTRIBUTED.md), on the communication thread
+    above. The reference is itself erratic from 16 KiB to 4 MiB on a busy machine (both ranks spin in MPI with no
+    pause between calls): compare several runs there.
 (b) a DDP training step (forward, backward, all-reduced gradients, SGD) of an MLP (4 Linear 1024x1024, ReLU;
     16 MiB of gradients; batch 64 per rank): strata DDP, strata without DDP (the same per-rank work with no
     communication), torch DDP over gloo, torch without DDP. "hidden" = how much of the step's all-reduce time the
