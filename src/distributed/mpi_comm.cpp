@@ -595,7 +595,12 @@ bool run_here(const Job& j, double timeout_s) {
   if (j.async_op || j.kind == Kind::Send || j.kind == Kind::Recv || j.kind == Kind::RawAllreduce) return false;
   if (profiler::is_recording()) return false;  // profiled collectives are recorded on the thread's own track
   static const int64_t elem_size[] = {1, 1, 2, 4, 8, 4, 8, 8, 16, 1, 1};
-  if (j.count * elem_size[static_cast<int>(j.dtype)] > fast_path_max_bytes()) return false;
+  int64_t n = j.count;  // elements per rank; Alltoallv: count is 1 and the sizes are in send_counts
+  if (j.kind == Kind::Alltoallv) {
+    n = 0;
+    for (int c : j.send_counts) n += c;
+  }
+  if (n * elem_size[static_cast<int>(j.dtype)] > fast_path_max_bytes()) return false;
   {
     std::lock_guard<std::mutex> lk(e.mu);
     if (e.busy || !e.queue.empty() || !e.pending.empty()) return false;

@@ -462,6 +462,13 @@ assert C.fast_path_calls() == n0 + 1, "the engine is idle again: the fast path"
 big = strata.full((1025,), float(r + 1))
 dist.all_reduce(big)
 assert big.tolist() == [3.0] * 1025 and C.fast_path_calls() == n0 + 1
+# ... also with given splits (the job's sizes are in its split lists): 16 KiB queues, 64 B runs here.
+o = strata.empty(4096)
+dist.all_to_all_single(o, strata.full((4096,), float(r)), [2048, 2048], [2048, 2048])
+assert o.tolist() == [0.0] * 2048 + [1.0] * 2048 and C.fast_path_calls() == n0 + 1
+o = strata.empty(16)
+dist.all_to_all_single(o, strata.full((16,), float(r)), [8, 8], [8, 8])
+assert o.tolist() == [0.0] * 8 + [1.0] * 8 and C.fast_path_calls() == n0 + 2
 
 # broadcast, all_gather_into_tensor, reduce_scatter_tensor through the C++ fast call; a new group's communicator.
 g = dist.new_group([0, 1])
