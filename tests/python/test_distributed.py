@@ -481,6 +481,16 @@ assert out.tolist() == [0, 0, 0, 1, 1, 1], out
 rs = strata.empty(2, dtype=strata.int32)
 dist.reduce_scatter_tensor(rs, strata.arange(4, dtype=strata.int32) + r, op=dist.ReduceOp.MAX)
 assert rs.tolist() == ([1, 2] if r == 0 else [3, 4]), rs
+n0 = C.fast_path_calls()
+a = strata.full((4,), float(r + 1))
+dist.all_reduce(a, op=dist.ReduceOp.AVG)
+ai = strata.full((4,), r + 2, dtype=strata.int64)
+dist.all_reduce(ai, op=dist.ReduceOp.AVG)  # (2 + 3) / 2, truncated as on the general path
+rs = strata.empty(2, dtype=strata.float64)
+dist.reduce_scatter_tensor(rs, strata.arange(4, dtype=strata.float64) + r, op=dist.ReduceOp.AVG)
+assert a.tolist() == [1.5] * 4 and ai.tolist() == [2] * 4, (a, ai)
+assert rs.tolist() == ([0.5, 1.5] if r == 0 else [2.5, 3.5]), rs
+assert C.fast_path_calls() == n0 + 3
 
 # Synchronous calls from two Python threads at once, on one group: each call pairs with some call of the other rank
 # (the order between the threads is the scheduler's), so every tensor holds the same value and any pairing gives 3.

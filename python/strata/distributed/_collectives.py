@@ -26,9 +26,9 @@ _TRAVEL = {}  # dtype -> dtype it travels as
 # The hot synchronous collectives (all_reduce, broadcast, all_gather_into_tensor, reduce_scatter_tensor) first try
 # one C++ call, _distributed.sync_tensors: it takes contiguous CPU tensors of a dtype MPI has and runs the job
 # (on the caller's thread when the engine is idle: mpi_comm.h, run_sync). Anything else (other dtypes or layouts,
-# AVG, a bad argument, async_op, the debug mode) returns False there or is never tried, and the general path below
-# runs, with the same checks and messages as before.
-_FAST_OPS = {ReduceOp.SUM: 0, ReduceOp.MAX: 1, ReduceOp.MIN: 2, ReduceOp.PRODUCT: 3}
+# a bad argument, async_op, the debug mode) returns False there or is never tried, and the general path below runs,
+# with the same checks and messages as before. AVG is SUM, then the division, as on the general path.
+_FAST_OPS = {ReduceOp.SUM: 0, ReduceOp.MAX: 1, ReduceOp.MIN: 2, ReduceOp.PRODUCT: 3, ReduceOp.AVG: 0}
 _OP_TYPES = (ReduceOp.RedOpType, int)
 _engine = None
 
@@ -277,6 +277,8 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
             try:
                 if (_engine or _E()).sync_tensors(0, g._comm, len(g._ranks), tensor, None, code, 0, "all_reduce",
                                                   g._timeout):
+                    if op == ReduceOp.AVG:
+                        _average(tensor, len(g._ranks))
                     return None
             except RuntimeError as e:
                 raise DistError(str(e)) from None
@@ -458,6 +460,8 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
         code = _FAST_OPS.get(op)
         if g is not None and code is not None and _sync_tensors(6, g, output, input, code, 0,
                                                                  "reduce_scatter_tensor"):
+            if op == ReduceOp.AVG:
+                _average(output, len(g._ranks))
             return None
     what = "reduce_scatter_tensor"
     g = _check_pair(output, "output", input, "input", group, what, big="input")
