@@ -1,10 +1,13 @@
 """strata.distributed against the MPI library underneath it and against torch's DDP (gloo), on 2 ranks.
 
-    PYTHONPATH=python python bench/distributed.py [--quick] [--mpirun] [--no-torch] [--nproc 2]
+    PYTHONPATH=python python bench/distributed.py [--quick] [--mpirun] [--no-torch] [--nproc 2] [--sustained]
 
 (a) all_reduce (sum, float32) of 1 KiB .. 256 MiB: strata.distributed.all_reduce called from Python, against
     MPI_Allreduce called back to back on the same communicator by the communication thread itself (the library's
-    own speed, none of ours). Bandwidth = bytes / time per call; ratio = ours / MPI's (1.0: no overhead).
+    own speed, none of ours). Bandwidth = bytes / time per call; ratio = ours / MPI's (1.0: no overhead). Ours runs
+    on the calling thread up to 4 KiB (the synchronous fast path, docs/DISTRIBUTED.md), on the communication thread
+    above. The reference is itself erratic from 16 KiB to 4 MiB on a busy machine (both ranks spin in MPI with no
+    pause between calls): compare several runs there.
 (b) a DDP training step (forward, backward, all-reduced gradients, SGD) of an MLP (4 Linear 1024x1024, ReLU;
     16 MiB of gradients; batch 64 per rank): strata DDP, strata without DDP (the same per-rank work with no
     communication), torch DDP over gloo, torch without DDP. "hidden" = how much of the step's all-reduce time the
@@ -52,6 +55,25 @@ def worker_allreduce(quick):
         rows.append((nbytes, min(ours), min(raw)))
     if dist.get_rank() == 0:
         print(json.dumps({"allreduce": rows}), flush=True)
+
+
+def worker_sustained(quick):
+    """1 KiB all_reduces back to back, 8 batches of 3000: the time per call in each batch. The best of a few rounds
+    (above) favours a process that has just slept; on a machine with more runnable threads than cores, ranks that
+    spin in MPI without pause are soon preempted and later batches slow down."""
+    import strata
+    import strata.distributed as dist
+
+    dist.init_process_group("gloo")
+    x = strata.ones(256)
+    batches = []
+    for _ in range(3 if quick else 8):
+        t0 = time.perf_counter()
+        for _ in range(3000):
+            dist.all_reduce(x)
+        batches.append((time.perf_counter() - t0) / 3000)
+    if dist.get_rank() == 0:
+        print(json.dumps({"sustained": batches}), flush=True)
 
 
 def mlp(nn, width=1024, depth=4):
@@ -155,9 +177,12 @@ def main():
     ap.add_argument("--mpirun", action="store_true")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--nproc", type=int, default=2)
+    ap.add_argument("--sustained", action="store_true", help="only the batches of 1 KiB all_reduces")
     args = ap.parse_args()
     if args.worker == "allreduce":
         return worker_allreduce(args.quick)
+    if args.worker == "sustained":
+        return worker_sustained(args.quick)
     if args.worker in ("ddp-strata", "ddp-torch"):
         if args.worker == "ddp-torch" and "RANK" not in os.environ:  # under mpirun: torch's env:// needs these
             os.environ["RANK"], os.environ["WORLD_SIZE"] = os.environ["OMPI_COMM_WORLD_RANK"], \
@@ -166,6 +191,12 @@ def main():
 
     print(f"strata.distributed, {args.nproc} ranks on {os.cpu_count()} cores, started by "
           f"{'mpirun' if args.mpirun else 'strata.distributed.run'}")
+    if args.sustained:
+        res = launch(args, "sustained")
+        if res:
+            print("1 KiB all_reduce, 3000 calls per batch, us per call: " +
+                  " ".join(f"{t * 1e6:.1f}" for t in res["sustained"]))
+        return
     res = launch(args, "allreduce")
     if res:
         print(f"\n(a) all_reduce float32 sum        {'strata':>12} {'MPI_Allreduce':>14} {'ratio':>7}")

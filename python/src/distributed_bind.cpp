@@ -41,50 +41,126 @@ void bind_distributed(nb::module_& parent) {
   nb::class_<Work>(m, "Work")
       .def("wait",
            [](Work& w, double timeout, const std::string& what) {
-             bool ok;
-             {
-               nb::gil_scoped_release nogil;
-               ok = w.wait_for(timeout);
+             nb::gil_scoped_release nogil;
+             try {
+               return wait_work(w, timeout, what);
+             } catch (const std::runtime_error& e) {
+               nb::gil_scoped_acquire gil;
+               throw Error(e.what());
              }
-             if (!ok) {
-               std::string msg = what + " did not complete within " + std::to_string(timeout) +
-                                 " s (a rank may have died, hung, or called a different collective)";
-               mark_broken(msg);
-               throw Error("strata.distributed: " + msg);
-             }
-             if (!w.error.empty()) throw Error("strata.distributed: " + what + ": " + w.error);
-             return w.source;
            })
       .def("is_completed", [](Work& w) {
         std::lock_guard<std::mutex> lk(w.mu);
         return w.done;
       });
 
+  auto make_job = [](int kind, int comm, uintptr_t send, uintptr_t recv, int64_t count, int dtype, int op, int root,
+                     int tag, const std::string& name, std::vector<int> sc, std::vector<int> sd, std::vector<int> rc,
+                     std::vector<int> rd, bool async_op) {
+    Job j;
+    j.kind = static_cast<Kind>(kind);
+    j.comm = comm;
+    j.send = reinterpret_cast<const void*>(send);
+    j.recv = reinterpret_cast<void*>(recv);
+    j.count = count;
+    j.dtype = static_cast<DataType>(dtype);
+    j.op = static_cast<RedOp>(op);
+    j.root = root;
+    j.tag = tag;
+    j.name = name;
+    j.async_op = async_op;
+    j.send_counts = std::move(sc);
+    j.send_displs = std::move(sd);
+    j.recv_counts = std::move(rc);
+    j.recv_displs = std::move(rd);
+    return j;
+  };
   m.def("submit",
-        [rethrow](int kind, int comm, uintptr_t send, uintptr_t recv, int64_t count, int dtype, int op, int root,
-                  int tag, const std::string& name, std::vector<int> sc, std::vector<int> sd, std::vector<int> rc,
-                  std::vector<int> rd, bool async_op) {
-          Job j;
-          j.kind = static_cast<Kind>(kind);
-          j.comm = comm;
-          j.send = reinterpret_cast<const void*>(send);
-          j.recv = reinterpret_cast<void*>(recv);
-          j.count = count;
-          j.dtype = static_cast<DataType>(dtype);
-          j.op = static_cast<RedOp>(op);
-          j.root = root;
-          j.tag = tag;
-          j.name = name;
-          j.async_op = async_op;
-          j.send_counts = std::move(sc);
-          j.send_displs = std::move(sd);
-          j.recv_counts = std::move(rc);
-          j.recv_displs = std::move(rd);
+        [rethrow, make_job](int kind, int comm, uintptr_t send, uintptr_t recv, int64_t count, int dtype, int op,
+                            int root, int tag, const std::string& name, std::vector<int> sc, std::vector<int> sd,
+                            std::vector<int> rc, std::vector<int> rd, bool async_op) {
+          Job j = make_job(kind, comm, send, recv, count, dtype, op, root, tag, name, std::move(sc), std::move(sd),
+                           std::move(rc), std::move(rd), async_op);
           return rethrow([&] { return submit(std::move(j)); });
         },
         nb::arg("kind"), nb::arg("comm"), nb::arg("send"), nb::arg("recv"), nb::arg("count"), nb::arg("dtype"),
         nb::arg("op"), nb::arg("root"), nb::arg("tag"), nb::arg("name"), nb::arg("send_counts"),
         nb::arg("send_displs"), nb::arg("recv_counts"), nb::arg("recv_displs"), nb::arg("async_op") = false);
+  // A synchronous job: run_sync (the fast path when the thread is idle), waited for here; returns the source rank.
+  m.def("run_sync",
+        [make_job](int kind, int comm, uintptr_t send, uintptr_t recv, int64_t count, int dtype, int op, int root,
+                   int tag, const std::string& name, std::vector<int> sc, std::vector<int> sd, std::vector<int> rc,
+                   std::vector<int> rd, double timeout) {
+          Job j = make_job(kind, comm, send, recv, count, dtype, op, root, tag, name, std::move(sc), std::move(sd),
+                           std::move(rc), std::move(rd), false);
+          nb::gil_scoped_release nogil;
+          try {
+            return run_sync(std::move(j), timeout);
+          } catch (const std::runtime_error& e) {
+            nb::gil_scoped_acquire gil;
+            throw Error(e.what());
+          }
+        });
+  // The hot synchronous collectives straight from their tensors (strata.distributed._collectives' fast calls):
+  // all_reduce / broadcast (`b` None), all_gather_into_tensor / reduce_scatter_tensor (`a` the output, `b` the
+  // input). Returns False, doing nothing, unless every tensor is a contiguous, non-empty CPU tensor of a dtype MPI
+  // has and the sizes agree: the Python path then runs, with its checks, copies and messages.
+  m.def("sync_tensors", [](int kind, int comm, int group_size, nb::handle a, nb::handle b, int op, int root,
+                           const char* name, double timeout) {
+    auto mpi_type = [](const Tensor& t) -> int {
+      if (!t.device().is_cpu() || !t.is_contiguous() || t.numel() == 0) return -1;
+      switch (t.dtype()) {
+        case ScalarType::Int8: return static_cast<int>(DataType::Int8);
+        case ScalarType::UInt8: return static_cast<int>(DataType::UInt8);
+        case ScalarType::Int16: return static_cast<int>(DataType::Int16);
+        case ScalarType::Int32: return static_cast<int>(DataType::Int32);
+        case ScalarType::Int64: return static_cast<int>(DataType::Int64);
+        case ScalarType::Float32: return static_cast<int>(DataType::Float32);
+        case ScalarType::Float64: return static_cast<int>(DataType::Float64);
+        default: return -1;
+      }
+    };
+    if (!nb::isinstance<Tensor>(a)) return false;
+    const Tensor& out = *nb::inst_ptr<Tensor>(a);
+    int dt = mpi_type(out);
+    if (dt < 0) return false;
+    Job j;
+    j.kind = static_cast<Kind>(kind);
+    j.comm = comm;
+    j.recv = out.data_ptr();
+    j.count = out.numel();
+    j.dtype = static_cast<DataType>(dt);
+    j.op = static_cast<RedOp>(op);
+    j.root = root;
+    j.name = name;
+    if (!b.is_none()) {
+      if (!nb::isinstance<Tensor>(b)) return false;
+      const Tensor& in = *nb::inst_ptr<Tensor>(b);
+      if (mpi_type(in) != dt) return false;
+      if (j.kind == Kind::Allgather) {
+        if (out.numel() != in.numel() * group_size) return false;
+        j.count = in.numel();
+      } else if (j.kind == Kind::ReduceScatter) {
+        if (in.numel() != out.numel() * group_size) return false;
+      } else {
+        return false;
+      }
+      j.send = in.data_ptr();
+    } else if (j.kind != Kind::Allreduce && j.kind != Kind::Broadcast) {
+      return false;
+    }
+    nb::gil_scoped_release nogil;
+    try {
+      run_sync(std::move(j), timeout);
+    } catch (const std::runtime_error& e) {
+      nb::gil_scoped_acquire gil;
+      throw Error(e.what());
+    }
+    return true;
+  }, nb::arg("kind"), nb::arg("comm"), nb::arg("group_size"), nb::arg("a").none(), nb::arg("b").none(),
+     nb::arg("op"), nb::arg("root"), nb::arg("name"), nb::arg("timeout"));
+  m.def("fast_path_calls", [] { return fast_path_calls(); });
+  m.def("fast_path_enabled", [] { return fast_path_enabled(); });
   // Each of these is collective (or a call of MPI's) on the communication thread: the GIL is released meanwhile.
 #define STRATA_NOGIL(expr)            \
   {                                   \

@@ -15,6 +15,9 @@
 #include <optional>
 #include <stdexcept>
 #include <thread>
+#include <algorithm>
+#include <cstdio>
+#include <unistd.h>
 
 #if __has_include(<mpi.h>)
 #define OMPI_SKIP_MPICXX 1
@@ -68,6 +71,37 @@ void Work::finish(std::string err) {
   cv.notify_all();
 }
 
+bool fast_path_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("STRATA_DISTRIBUTED_FAST_PATH");
+    return !(v && (std::string(v) == "0" || std::string(v) == "false" || std::string(v) == "off"));
+  }();
+  return on;
+}
+
+int64_t fast_path_max_bytes() {
+  static const int64_t n = [] {
+    const char* v = std::getenv("STRATA_DISTRIBUTED_FAST_PATH_MAX_BYTES");
+    return v ? std::atoll(v) : int64_t{4096};
+  }();
+  return n;
+}
+
+std::string timeout_message(const std::string& what, double timeout_s) {
+  return what + " did not complete within " + std::to_string(timeout_s) +
+         " s (a rank may have died, hung, or called a different collective)";
+}
+
+int wait_work(Work& w, double timeout_s, const std::string& what) {
+  if (!w.wait_for(timeout_s)) {
+    std::string msg = timeout_message(what, timeout_s);
+    mark_broken(msg);
+    throw std::runtime_error("strata.distributed: " + msg);
+  }
+  if (!w.error.empty()) throw std::runtime_error("strata.distributed: " + what + ": " + w.error);
+  return w.source;
+}
+
 #ifndef STRATA_HAVE_MPI
 
 bool mpi_available(std::string* reason) {
@@ -93,6 +127,8 @@ void close_port(const std::string&, double) { no_mpi(); }
 int accept_and_merge(int, const std::string&, double) { no_mpi(); }
 double bench_raw_allreduce(int, void*, int64_t, DataType, int, double) { no_mpi(); }
 int connect_and_merge(const std::string&, double) { no_mpi(); }
+int run_sync(Job, double) { no_mpi(); }
+int64_t fast_path_calls() { return 0; }
 void finalize(double) {}
 
 #else
@@ -105,7 +141,7 @@ namespace {
   X(MPI_Bcast) X(MPI_Reduce) X(MPI_Allgather) X(MPI_Gather) X(MPI_Scatter) X(MPI_Reduce_scatter_block)           \
   X(MPI_Alltoall) X(MPI_Alltoallv) X(MPI_Send) X(MPI_Recv) X(MPI_Barrier) X(MPI_Open_port) X(MPI_Close_port)     \
   X(MPI_Comm_accept) X(MPI_Comm_connect) X(MPI_Intercomm_merge) X(MPI_Comm_disconnect) X(MPI_Get_library_version) X(MPI_Isend) X(MPI_Irecv) X(MPI_Test)   \
-  X(MPI_Ibarrier)
+  X(MPI_Ibarrier) X(MPI_Query_thread)
 
 struct Api {
 #define STRATA_MPI_PTR(f) decltype(&::f) f = nullptr;
@@ -178,16 +214,26 @@ void check(int code, const char* what) {
 
 // The communication thread and its queue. Leaked on purpose: a thread stuck inside MPI (a timed-out collective)
 // must not be joined at exit.
+//
+// Who may call MPI: whoever holds the token `busy` (taken and given back under `mu`). The communication thread takes
+// it for each job and for testing point-to-point messages; a caller of a synchronous collective takes it (the fast
+// path, run_sync) only when the thread has nothing queued, nothing running and no message in flight, and then makes
+// the MPI call itself. So MPI calls never overlap (MPI_THREAD_SERIALIZED is enough) and a collective runs after
+// every collective this process started before it.
 struct Engine {
   std::mutex mu;
   std::condition_variable cv;
   std::deque<std::function<void()>> queue;
   std::atomic<int> queued{0};  // queue.size(), readable without the mutex
+  bool busy = false;           // guarded by mu: someone is making MPI calls (see above)
   std::atomic<bool> started{false};
   std::atomic<bool> finalized{false};
+  int thread_level = -1;       // MPI's thread support as started (MPI_THREAD_*)
+  std::atomic<int64_t> fast_calls{0};
   std::mutex broken_mu;
   std::string broken;
-  std::map<int, MPI_Comm> comms;  // touched on the communication thread only
+  std::atomic<bool> is_broken{false};  // !broken.empty(), readable without the mutex (checked on every call)
+  std::map<int, MPI_Comm> comms;  // touched by the token's holder only
   int next_id = 1;
   int rank = 0, size = 1;
 
@@ -197,7 +243,7 @@ struct Engine {
     MPI_Request req;
     std::shared_ptr<Work> work;
   };
-  std::vector<Pending> pending;  // touched on the communication thread only
+  std::vector<Pending> pending;  // touched by the token's holder only (a fast-path caller reads it before taking it)
 
   Engine() {
     std::thread([this] {
@@ -212,21 +258,44 @@ struct Engine {
             while (std::chrono::steady_clock::now() < spin_end && queued.load(std::memory_order_acquire) == 0)
               std::this_thread::yield();
             lk.lock();
-            cv.wait(lk, [&] { return !queue.empty(); });
-          } else if (queue.empty()) {
-            lk.unlock();
-            progress();
-            lk.lock();
-            if (queue.empty() && !pending.empty()) cv.wait_for(lk, std::chrono::microseconds(50));
           }
-          if (queue.empty()) continue;
+          if (pending.empty()) {
+            cv.wait(lk, [&] { return !queue.empty() && !busy; });
+          } else if (queue.empty() || busy) {
+            if (!busy) {
+              busy = true;
+              lk.unlock();
+              progress();
+              lk.lock();
+              busy = false;
+            }
+            if (queue.empty() || busy) cv.wait_for(lk, std::chrono::microseconds(50));
+          }
+          if (queue.empty() || busy) continue;
           fn = std::move(queue.front());
           queue.pop_front();
           queued.fetch_sub(1, std::memory_order_relaxed);
+          busy = true;
         }
         fn();
+        if (!released) {
+          std::lock_guard<std::mutex> lk(mu);
+          busy = false;
+        }
+        released = false;
       }
     }).detach();
+  }
+  // Gives the token back before a job's Work is finished (called by the job, on the thread): the caller it wakes
+  // finds the engine idle and takes its next synchronous collective's fast path. (Given back after the wake-up, the
+  // token would often still be held when the caller returns, and one slow call would lead to the next.)
+  bool released = false;  // the communication thread's own
+  void release() {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      busy = false;
+    }
+    released = true;
   }
   void progress() {
     for (size_t i = 0; i < pending.size();) {
@@ -356,6 +425,7 @@ bool initialized() { return engine().started; }
 
 std::string broken_reason() {
   auto& e = engine();
+  if (!e.is_broken.load(std::memory_order_acquire)) return {};
   std::lock_guard<std::mutex> lk(e.broken_mu);
   return e.broken;
 }
@@ -364,6 +434,7 @@ void mark_broken(const std::string& why) {
   auto& e = engine();
   std::lock_guard<std::mutex> lk(e.broken_mu);
   if (e.broken.empty()) e.broken = why;
+  e.is_broken.store(true, std::memory_order_release);
 }
 
 void run_on_thread(std::function<void()> fn, double timeout_s, const std::string& what) {
@@ -402,6 +473,8 @@ std::pair<int, int> init() {
           int provided = 0;
           check(a.MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
         }
+        // Started by someone else (mpi4py, ...) possibly with less: the fast path needs SERIALIZED.
+        a.MPI_Query_thread(&e.thread_level);
         a.MPI_Comm_set_errhandler(a.world, a.errors_return);
         a.MPI_Comm_rank(a.world, &e.rank);
         a.MPI_Comm_size(a.world, &e.size);
@@ -440,14 +513,133 @@ std::shared_ptr<Work> submit(Job job) {
       w->finish("the communication engine is unusable after an earlier failure: " + broken_reason());
       return;
     }
+    std::string err;
+    bool done = true;
     try {
-      if (execute(e, job, w)) w->finish();
+      done = execute(e, job, w);
     } catch (const std::exception& ex) {
-      w->finish(ex.what());
+      err = ex.what();
+    }
+    if (done) {
+      scope.reset();  // the profiler's record ends with the MPI call
+      e.release();    // no more MPI calls in this job
+      w->finish(std::move(err));
     }
   });
   return w;
 }
+
+// The watchdog of fast-path calls. A collective run on the caller's own thread cannot be abandoned: MPI offers no
+// way to leave a blocking collective, and the caller is inside it. So a thread started with the first fast-path
+// call looks at the call in progress every `tick` (a twentieth of its timeout, 10 ms to 1 s); when one has run past
+// its timeout it marks the engine broken, writes the same message a DistError would carry to stderr, and ends the
+// process (exit status 1): under the launcher or mpirun the other ranks are then stopped and the failure reported.
+// Without a fast path (STRATA_DISTRIBUTED_FAST_PATH=0) a timed-out synchronous call raises DistError instead.
+namespace {
+struct Watchdog {
+  std::mutex mu;
+  bool active = false;
+  std::chrono::steady_clock::time_point deadline;
+  std::chrono::milliseconds tick{1000};
+  double timeout_s = 0;
+  std::string what;
+  std::once_flag started;
+
+  void begin(const std::string& name, double t) {
+    if (t < 0) return;  // no timeout: nothing to watch
+    std::call_once(started, [this] { std::thread([this] { run(); }).detach(); });
+    std::lock_guard<std::mutex> lk(mu);
+    active = true;
+    timeout_s = t;
+    deadline = std::chrono::steady_clock::now() +
+               std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(t));
+    tick = std::chrono::milliseconds(std::clamp<int64_t>(static_cast<int64_t>(t * 50), 10, 1000));
+    what = name;
+  }
+  void end() {
+    std::lock_guard<std::mutex> lk(mu);
+    active = false;
+  }
+  [[noreturn]] void run() {
+    for (;;) {
+      std::chrono::milliseconds t;
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        t = tick;
+        if (active && std::chrono::steady_clock::now() > deadline) {
+          std::string msg = timeout_message(what, timeout_s);
+          mark_broken(msg);
+          std::string out = "strata.distributed: " + msg +
+                            "; it ran on the calling thread (the synchronous fast path), which MPI cannot interrupt, "
+                            "so the process ends here (STRATA_DISTRIBUTED_FAST_PATH=0 keeps synchronous collectives "
+                            "on the communication thread, where a timeout raises DistError)\n";
+          std::fflush(nullptr);
+          ssize_t ignored = ::write(2, out.data(), out.size());
+          (void)ignored;
+          std::_Exit(1);
+        }
+      }
+      std::this_thread::sleep_for(t);
+    }
+  }
+};
+Watchdog& watchdog() {
+  static Watchdog* w = new Watchdog();  // leaked: its thread never ends
+  return *w;
+}
+
+// Runs `j` on the caller's thread when the communication thread is idle (see Engine); false when it is not.
+bool run_here(const Job& j, double timeout_s) {
+  auto& e = engine();
+  if (!fast_path_enabled() || e.thread_level < MPI_THREAD_SERIALIZED) return false;
+  if (j.async_op || j.kind == Kind::Send || j.kind == Kind::Recv || j.kind == Kind::RawAllreduce) return false;
+  if (profiler::is_recording()) return false;  // profiled collectives are recorded on the thread's own track
+  static const int64_t elem_size[] = {1, 1, 2, 4, 8, 4, 8, 8, 16, 1, 1};
+  int64_t n = j.count;  // elements per rank; Alltoallv: count is 1 and the sizes are in send_counts
+  if (j.kind == Kind::Alltoallv) {
+    n = 0;
+    for (int c : j.send_counts) n += c;
+  }
+  if (n * elem_size[static_cast<int>(j.dtype)] > fast_path_max_bytes()) return false;
+  {
+    std::lock_guard<std::mutex> lk(e.mu);
+    if (e.busy || !e.queue.empty() || !e.pending.empty()) return false;
+    e.busy = true;
+  }
+  std::string err;
+  if (!broken_reason().empty()) {
+    err = "the communication engine is unusable after an earlier failure: " + broken_reason();
+  } else {
+    watchdog().begin(j.name, timeout_s);
+    try {
+      execute(e, j, nullptr);
+    } catch (const std::exception& ex) {
+      err = ex.what();
+    }
+    watchdog().end();
+  }
+  bool more;
+  {
+    std::lock_guard<std::mutex> lk(e.mu);
+    e.busy = false;
+    more = !e.queue.empty();
+  }
+  if (more) e.cv.notify_one();  // jobs queued meanwhile wait for the token
+  e.fast_calls.fetch_add(1, std::memory_order_relaxed);
+  if (!err.empty()) throw std::runtime_error("strata.distributed: " + j.name + ": " + err);
+  return true;
+}
+}  // namespace
+
+int run_sync(Job job, double timeout_s) {
+  ensure_usable();
+  if (run_here(job, timeout_s)) return -1;
+  std::string name = job.name;
+  auto w = submit(std::move(job));
+  return wait_work(*w, timeout_s, name);
+}
+
+int64_t fast_path_calls() { return engine().fast_calls.load(); }
 
 int comm_split(int parent, int color, int key, double timeout_s) {
   ensure_usable();

@@ -70,6 +70,19 @@ void mark_broken(const std::string& why);
 
 // Runs the job on the communication thread. Throws if MPI is not started or the engine is broken.
 std::shared_ptr<Work> submit(Job job);
+// Runs a synchronous collective and waits for it (up to `timeout_s`; negative: forever); returns Work::source.
+// The fast path: when the communication thread has nothing queued or running (and no point-to-point message in
+// flight), the caller makes the MPI call itself, under the engine's token (mpi_comm.cpp: Engine), saving the
+// hand-off to the thread and back; otherwise the job is queued behind the others, as submit() does. Throws
+// std::runtime_error with the messages of wait_work(). STRATA_DISTRIBUTED_FAST_PATH=0 turns the fast path off.
+// A fast-path call that runs past its timeout ends the process (see mpi_comm.cpp: Watchdog).
+int run_sync(Job job, double timeout_s);
+bool fast_path_enabled();
+int64_t fast_path_max_bytes();  // larger messages (bytes per rank) take the thread path
+int64_t fast_path_calls();  // how many calls took the fast path (tests)
+// Waits for a submitted job; on timeout marks the engine broken. Throws with "strata.distributed: " + message.
+int wait_work(Work& w, double timeout_s, const std::string& what);
+std::string timeout_message(const std::string& what, double timeout_s);
 // Runs `fn` (MPI calls of the caller's own) on the communication thread and waits up to `timeout_s`.
 void run_on_thread(std::function<void()> fn, double timeout_s, const std::string& what);
 

@@ -422,3 +422,142 @@ def test_launcher_forwards_sigterm_and_launch_alias_passes_local_rank(tmp_path):
     p.communicate(timeout=30)
     assert p.returncode == 128 + signal.SIGTERM
     assert time.monotonic() - t0 < 20
+
+
+# ---- the synchronous fast path (the caller makes the MPI call when the engine is idle) ------------------------
+
+FAST_PATH = r'''
+import os, threading, time, strata, strata.distributed as dist
+dist.init_process_group("gloo", timeout=__import__("datetime").timedelta(seconds=60))
+C = strata._C._distributed
+r = dist.get_rank()
+assert C.fast_path_enabled()
+
+# An idle engine: a synchronous all_reduce runs on the caller's thread.
+n0 = C.fast_path_calls()
+x = strata.full((300,), float(r + 1))
+dist.all_reduce(x)
+assert x.tolist() == [3.0] * 300, x
+assert C.fast_path_calls() == n0 + 1
+
+# An outstanding async all_reduce (rank 1 joins late, so rank 0's cannot have completed) and a synchronous one after
+# it on the same group: the synchronous one queues behind it (no fast path), so both pair with the same calls of
+# the other rank. Were it run first on rank 0 only, x would be summed with rank 1's y (1 + 20) and y with x.
+if r == 1:
+    time.sleep(0.5)
+x = strata.full((1024,), float(r + 1))  # 4 KiB: within the fast path's size limit
+y = strata.full((1024,), 10.0 * (r + 1))
+n0 = C.fast_path_calls()
+w = dist.all_reduce(x, async_op=True)
+dist.all_reduce(y)
+if r == 0:
+    assert C.fast_path_calls() == n0, "a synchronous call overtook an outstanding async one"
+w.wait()
+assert x.tolist() == [3.0] * 1024 and y.tolist() == [30.0] * 1024, (x[:3], y[:3])
+n0 = C.fast_path_calls()
+dist.all_reduce(y)
+assert C.fast_path_calls() == n0 + 1, "the engine is idle again: the fast path"
+
+# Larger messages (over STRATA_DISTRIBUTED_FAST_PATH_MAX_BYTES, 4 KiB by default) take the thread path.
+big = strata.full((1025,), float(r + 1))
+dist.all_reduce(big)
+assert big.tolist() == [3.0] * 1025 and C.fast_path_calls() == n0 + 1
+# ... also with given splits (the job's sizes are in its split lists): 16 KiB queues, 64 B runs here.
+o = strata.empty(4096)
+dist.all_to_all_single(o, strata.full((4096,), float(r)), [2048, 2048], [2048, 2048])
+assert o.tolist() == [0.0] * 2048 + [1.0] * 2048 and C.fast_path_calls() == n0 + 1
+o = strata.empty(16)
+dist.all_to_all_single(o, strata.full((16,), float(r)), [8, 8], [8, 8])
+assert o.tolist() == [0.0] * 8 + [1.0] * 8 and C.fast_path_calls() == n0 + 2
+
+# broadcast, all_gather_into_tensor, reduce_scatter_tensor through the C++ fast call; a new group's communicator.
+g = dist.new_group([0, 1])
+b = strata.arange(5, dtype=strata.int64) * (r + 1)
+dist.broadcast(b, src=1, group=g)
+assert b.tolist() == [0, 2, 4, 6, 8], b
+out = strata.empty(6, dtype=strata.float64)
+dist.all_gather_into_tensor(out, strata.full((3,), float(r), dtype=strata.float64))
+assert out.tolist() == [0, 0, 0, 1, 1, 1], out
+rs = strata.empty(2, dtype=strata.int32)
+dist.reduce_scatter_tensor(rs, strata.arange(4, dtype=strata.int32) + r, op=dist.ReduceOp.MAX)
+assert rs.tolist() == ([1, 2] if r == 0 else [3, 4]), rs
+n0 = C.fast_path_calls()
+a = strata.full((4,), float(r + 1))
+dist.all_reduce(a, op=dist.ReduceOp.AVG)
+ai = strata.full((4,), r + 2, dtype=strata.int64)
+dist.all_reduce(ai, op=dist.ReduceOp.AVG)  # (2 + 3) / 2, truncated as on the general path
+rs = strata.empty(2, dtype=strata.float64)
+dist.reduce_scatter_tensor(rs, strata.arange(4, dtype=strata.float64) + r, op=dist.ReduceOp.AVG)
+assert a.tolist() == [1.5] * 4 and ai.tolist() == [2] * 4, (a, ai)
+assert rs.tolist() == ([0.5, 1.5] if r == 0 else [2.5, 3.5]), rs
+assert C.fast_path_calls() == n0 + 3
+
+# Synchronous calls from two Python threads at once, on one group: each call pairs with some call of the other rank
+# (the order between the threads is the scheduler's), so every tensor holds the same value and any pairing gives 3.
+# MPI calls must never overlap (one token): overlapping calls on one communicator would mix up their messages.
+errors = []
+def hammer(k):
+    try:
+        t = strata.empty(64)
+        for i in range(300):
+            t.fill_(float(r + 1))
+            dist.all_reduce(t)
+            if t.tolist() != [3.0] * 64:
+                errors.append((k, i, t[:4].tolist()))
+    except Exception as e:
+        errors.append(repr(e))
+n0 = C.fast_path_calls()
+ts = [threading.Thread(target=hammer, args=(k,)) for k in range(2)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+assert not errors, errors[:5]
+print(f"rank {r}: {C.fast_path_calls() - n0} of 600 threaded calls took the fast path", flush=True)
+dist.barrier()
+if "OK_DIR" in os.environ:
+    open(os.path.join(os.environ["OK_DIR"], f"ok{r}"), "w").close()
+'''
+
+
+@pytest.mark.parametrize("mpi_runtime", [False, True])
+def test_fast_path_keeps_order_and_serves_threads(tmp_path, mpi_runtime):
+    p = launch(tmp_path, FAST_PATH, 2, *(["--mpi-runtime"] if mpi_runtime else []), timeout=120,
+               env={"OK_DIR": str(tmp_path)})
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert (tmp_path / "ok0").exists() and (tmp_path / "ok1").exists(), p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("mode", ["fast", "thread", "async"])
+def test_a_hung_rank_times_out_on_every_path(tmp_path, mode):
+    # fast: a synchronous call on the caller's thread cannot be abandoned: the watchdog reports it and ends the
+    # process. thread (STRATA_DISTRIBUTED_FAST_PATH=0) and async: the caller raises DistError, the engine is broken.
+    code = r'''
+    import datetime, sys, time, strata, strata.distributed as dist
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=2))
+    if dist.get_rank() == 1:
+        time.sleep(120)
+    t0 = time.monotonic()
+    try:
+        if MODE == "async":
+            dist.all_reduce(strata.ones(2), async_op=True).wait()
+        else:
+            dist.all_reduce(strata.ones(2))
+    except dist.DistError as e:
+        print("CAUGHT after %.1f s: %s" % (time.monotonic() - t0, e), file=sys.stderr, flush=True)
+        try:
+            dist.all_reduce(strata.ones(2))
+        except dist.DistError as e2:
+            print("THEN:", e2, file=sys.stderr, flush=True)
+        sys.exit(3)
+    print("NOT REACHED", file=sys.stderr, flush=True)
+    '''.replace("MODE", repr(mode))
+    t0 = time.monotonic()
+    env = {"STRATA_DISTRIBUTED_FAST_PATH": "0"} if mode == "thread" else {}
+    p = launch(tmp_path, code, 2, timeout=60, env=env)
+    assert p.returncode == 1, p.stderr
+    assert "did not complete within 2" in p.stderr, p.stderr
+    assert "NOT REACHED" not in p.stderr
+    if mode == "fast":
+        assert "synchronous fast path" in p.stderr and "CAUGHT" not in p.stderr, p.stderr
+    else:
+        assert "CAUGHT" in p.stderr and "unusable after an earlier failure" in p.stderr, p.stderr
+    assert time.monotonic() - t0 < 40

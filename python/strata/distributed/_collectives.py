@@ -10,7 +10,7 @@ import pickle
 
 import strata
 
-from . import ReduceOp, GroupMember, DistError, _C, _group, _state
+from . import ReduceOp, GroupMember, DistError, ProcessGroup as _PG, _C, _group, _state
 
 _KIND = dict(allreduce=0, broadcast=1, reduce=2, allgather=3, gather=4, scatter=5, reduce_scatter=6, alltoall=7,
              alltoallv=8, send=9, recv=10, barrier=11, raw_allreduce=12)
@@ -22,6 +22,37 @@ def _mpi_types():
 
 
 _TRAVEL = {}  # dtype -> dtype it travels as
+
+# The hot synchronous collectives (all_reduce, broadcast, all_gather_into_tensor, reduce_scatter_tensor) first try
+# one C++ call, _distributed.sync_tensors: it takes contiguous CPU tensors of a dtype MPI has and runs the job
+# (on the caller's thread when the engine is idle: mpi_comm.h, run_sync). Anything else (other dtypes or layouts,
+# a bad argument, async_op, the debug mode) returns False there or is never tried, and the general path below runs,
+# with the same checks and messages as before. AVG is SUM, then the division, as on the general path.
+_FAST_OPS = {ReduceOp.SUM: 0, ReduceOp.MAX: 1, ReduceOp.MIN: 2, ReduceOp.PRODUCT: 3, ReduceOp.AVG: 0}
+_OP_TYPES = (ReduceOp.RedOpType, int)
+_engine = None
+
+
+def _E():
+    global _engine
+    if _engine is None:
+        _engine = _C()
+    return _engine
+
+
+def _fast_group(group):
+    """The process group for a fast call, or None (not initialized, not a member, not a group: the general path
+    raises or returns)."""
+    if group is None or group is GroupMember.WORLD:
+        return _state.default
+    return group if type(group) is _PG and _state.default is not None else None
+
+
+def _sync_tensors(kind, g, a, b, code, root, what):
+    try:
+        return _E().sync_tensors(kind, g._comm, len(g._ranks), a, b, code, root, what, g._timeout)
+    except RuntimeError as e:
+        raise DistError(str(e)) from None
 
 
 def _travel_dtype(dt):
@@ -180,6 +211,17 @@ def _run(g, kind, name, send, recv, count, dtype, op=0, root=0, tag=0, finish=No
         _debug_check(g, desc or name)
     if count == 0 and splits is None:
         w = Work(None, name, g._timeout, finish, result=result)
+    elif not async_op:
+        sc, sd, rc, rd = splits or ([], [], [], [])
+        try:
+            source = _E().run_sync(kind, g._comm, 0 if send is None else send.data_ptr(),
+                                   0 if recv is None else recv.data_ptr(), count, dtype, op, root, tag, name, sc, sd,
+                                   rc, rd, g._timeout)
+        except RuntimeError as e:
+            raise DistError(str(e)) from None
+        if finish is not None:
+            finish(source)
+        return None
     else:
         sc, sd, rc, rd = splits or ([], [], [], [])
         cw = _C().submit(kind, g._comm, 0 if send is None else send.data_ptr(), 0 if recv is None else recv.data_ptr(),
@@ -228,6 +270,18 @@ def _reduced_finish(recv, write_back, avg, world):
 
 
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
+    if not async_op and not _state.debug and type(op) in _OP_TYPES:
+        g = _fast_group(group)
+        code = _FAST_OPS.get(op)
+        if g is not None and code is not None:  # _sync_tensors, inlined: the hottest call
+            try:
+                if (_engine or _E()).sync_tensors(0, g._comm, len(g._ranks), tensor, None, code, 0, "all_reduce",
+                                                  g._timeout):
+                    if op == ReduceOp.AVG:
+                        _average(tensor, len(g._ranks))
+                    return None
+            except RuntimeError as e:
+                raise DistError(str(e)) from None
     what = "all_reduce"
     _check_tensor(tensor, what)
     g = _member(group, what)
@@ -241,6 +295,15 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
 
 
 def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
+    if not async_op and not _state.debug:
+        g = _fast_group(group)
+        if g is not None:
+            try:
+                root = _group_rank(g, src, group_src, "broadcast", "src")
+            except (ValueError, TypeError):
+                root = None  # the general path raises (after its own checks of the tensor)
+            if root is not None and _sync_tensors(1, g, tensor, None, 0, root, "broadcast"):
+                return None
     what = "broadcast"
     _check_tensor(tensor, what)
     g = _member(group, what)
@@ -323,6 +386,10 @@ def _check_pair(out, out_name, inp, in_name, group, what, big):
 
 
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
+    if not async_op and not _state.debug:
+        g = _fast_group(group)
+        if g is not None and _sync_tensors(3, g, output_tensor, input_tensor, 0, 0, "all_gather_into_tensor"):
+            return None
     what = "all_gather_into_tensor"
     g = _check_pair(output_tensor, "output_tensor", input_tensor, "input_tensor", group, what, big="output")
     if g is None:
@@ -388,6 +455,14 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
 
 
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
+    if not async_op and not _state.debug and type(op) in _OP_TYPES:
+        g = _fast_group(group)
+        code = _FAST_OPS.get(op)
+        if g is not None and code is not None and _sync_tensors(6, g, output, input, code, 0,
+                                                                 "reduce_scatter_tensor"):
+            if op == ReduceOp.AVG:
+                _average(output, len(g._ranks))
+            return None
     what = "reduce_scatter_tensor"
     g = _check_pair(output, "output", input, "input", group, what, big="input")
     if g is None:
