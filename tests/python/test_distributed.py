@@ -521,7 +521,7 @@ if "OK_DIR" in os.environ:
 @pytest.mark.parametrize("mpi_runtime", [False, True])
 def test_fast_path_keeps_order_and_serves_threads(tmp_path, mpi_runtime):
     p = launch(tmp_path, FAST_PATH, 2, *(["--mpi-runtime"] if mpi_runtime else []), timeout=120,
-               env={"OK_DIR": str(tmp_path)})
+               env={"OK_DIR": str(tmp_path), "STRATA_DISTRIBUTED_FAST_PATH": "1"})
     assert p.returncode == 0, p.stdout + p.stderr
     assert (tmp_path / "ok0").exists() and (tmp_path / "ok1").exists(), p.stdout + p.stderr
 
@@ -529,7 +529,7 @@ def test_fast_path_keeps_order_and_serves_threads(tmp_path, mpi_runtime):
 @pytest.mark.parametrize("mode", ["fast", "thread", "async"])
 def test_a_hung_rank_times_out_on_every_path(tmp_path, mode):
     # fast: a synchronous call on the caller's thread cannot be abandoned: the watchdog reports it and ends the
-    # process. thread (STRATA_DISTRIBUTED_FAST_PATH=0) and async: the caller raises DistError, the engine is broken.
+    # process (STRATA_DISTRIBUTED_FAST_PATH=1). thread (the default) and async: the caller raises DistError, the engine is broken.
     code = r'''
     import datetime, sys, time, strata, strata.distributed as dist
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=2))
@@ -551,7 +551,7 @@ def test_a_hung_rank_times_out_on_every_path(tmp_path, mode):
     print("NOT REACHED", file=sys.stderr, flush=True)
     '''.replace("MODE", repr(mode))
     t0 = time.monotonic()
-    env = {"STRATA_DISTRIBUTED_FAST_PATH": "0"} if mode == "thread" else {}
+    env = {"STRATA_DISTRIBUTED_FAST_PATH": "1" if mode == "fast" else "0"}
     p = launch(tmp_path, code, 2, timeout=60, env=env)
     assert p.returncode == 1, p.stderr
     assert "did not complete within 2" in p.stderr, p.stderr
@@ -561,3 +561,14 @@ def test_a_hung_rank_times_out_on_every_path(tmp_path, mode):
     else:
         assert "CAUGHT" in p.stderr and "unusable after an earlier failure" in p.stderr, p.stderr
     assert time.monotonic() - t0 < 40
+
+
+def test_the_fast_path_is_off_unless_asked_for():
+    # On it, a timed-out synchronous call ends the process instead of raising DistError.
+    code = "import strata; print(strata._C._distributed.fast_path_enabled())"
+    env = {k: v for k, v in os.environ.items() if k != "STRATA_DISTRIBUTED_FAST_PATH"}
+    env["PYTHONPATH"] = os.path.abspath(PYTHON_DIR)
+    for value, want in ((None, "False"), ("0", "False"), ("1", "True")):
+        e = dict(env, **({} if value is None else {"STRATA_DISTRIBUTED_FAST_PATH": value}))
+        out = subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True, timeout=60)
+        assert out.stdout.strip() == want, (value, out.stdout, out.stderr)
