@@ -53,8 +53,8 @@ void set_requires_grad(const Tensor& t, bool value) {
     if (m) m->requires_grad = false;
     return;
   }
-  STRATA_CHECK(is_floating_type(t.dtype()),
-               "only Tensors of floating point dtype can require gradients (got ", dtype_name(t.dtype()), ")");
+  STRATA_CHECK(is_differentiable_type(t.dtype()),
+               "only Tensors of floating point and complex dtype can require gradients (got ", dtype_name(t.dtype()), ")");
   AutogradMeta& m = ensure_meta(t);
   if (m.grad_fn) return;  // already requires grad through its history
   m.requires_grad = true;

@@ -152,7 +152,9 @@ void check_nonempty(const char* op, const Tensor& in, uint64_t mask, bool dims_g
   }
 }
 
-ScalarType sum_natural_dtype(ScalarType t) { return is_floating_type(t) ? t : ScalarType::Int64; }
+ScalarType sum_natural_dtype(ScalarType t) {
+  return is_floating_type(t) || is_complex_type(t) ? t : ScalarType::Int64;
+}
 
 Tensor cast_input(const Tensor& self, OptDType dtype) {
   return dtype && *dtype != self.dtype() ? to_dtype(self, *dtype) : self;
@@ -204,10 +206,10 @@ STRATA_IMPL_COMPOSITE(nansum, nansum_impl);
 
 Tensor mean_impl(const Tensor& self, OptIntArrayRef dim, bool keepdim, OptDType dtype) {
   if (dtype) {
-    STRATA_CHECK(is_floating_type(*dtype), "mean(): could not infer output dtype. Optional dtype must be either a "
+    STRATA_CHECK(is_floating_type(*dtype) || is_complex_type(*dtype), "mean(): could not infer output dtype. Optional dtype must be either a "
                  "floating point or complex dtype. Got: ", dtype_name(*dtype));
   } else {
-    STRATA_CHECK(is_floating_type(self.dtype()), "mean(): could not infer output dtype. Input dtype must be either "
+    STRATA_CHECK(is_floating_type(self.dtype()) || is_complex_type(self.dtype()), "mean(): could not infer output dtype. Input dtype must be either "
                  "a floating point or complex dtype. Got: ", dtype_name(self.dtype()));
   }
   Tensor in = cast_input(self, dtype);
