@@ -72,11 +72,13 @@ Tensor view_as_complex_impl(const Tensor& self) {
   STRATA_CHECK(self.dim() > 0, "view_as_complex: Input tensor must have one or more dimensions");
   STRATA_CHECK(self.size(-1) == 2, "view_as_complex: Tensor must have a last dimension of size 2 (got shape ",
                self.shape_str(), ")");
-  STRATA_CHECK(self.stride(-1) == 1, "view_as_complex: Tensor must have a last dimension with stride 1 (got strides ",
-               shape_str(self.strides()), ")");
   DimVector sizes = to_dims(self.sizes()), strides = to_dims(self.strides());
   sizes.pop_back();
   strides.pop_back();
+  // An empty tensor's strides say nothing about its layout (NumPy gives 0s).
+  if (self.numel() == 0) return dtype_view(self, to_complex_type(self.dtype()), sizes, contiguous_strides(sizes), 0);
+  STRATA_CHECK(self.stride(-1) == 1, "view_as_complex: Tensor must have a last dimension with stride 1 (got strides ",
+               shape_str(self.strides()), ")");
   for (auto& s : strides) {
     STRATA_CHECK(s % 2 == 0, "view_as_complex: Tensor must have a stride divisible by 2 for all but last dimension "
                  "(got strides ", shape_str(self.strides()), ")");
@@ -107,8 +109,10 @@ STRATA_IMPL_COMPOSITE(resolve_conj, resolve_conj_impl);
 Tensor angle_impl(const Tensor& self) {
   if (is_complex_type(self.dtype())) return atan2(imag(self), real(self));
   Tensor x = is_floating_type(self.dtype()) ? self : to_dtype(self, default_dtype());
-  Tensor pi = scalar_to_tensor(Scalar(3.14159265358979323846), x.dtype(), x.device(), true);
-  Tensor zero = scalar_to_tensor(Scalar(0.0), x.dtype(), x.device(), true);
+  // 0-d tensors of x's dtype, not wrapped numbers: two wrapped numbers alone
+  // would promote to the default dtype inside the inner where.
+  Tensor pi = scalar_to_tensor(Scalar(3.14159265358979323846), x.dtype(), x.device(), false);
+  Tensor zero = scalar_to_tensor(Scalar(0.0), x.dtype(), x.device(), false);
   return where(isnan(x), x, where(lt(x, zero), pi, zero));
 }
 STRATA_IMPL_COMPOSITE(angle, angle_impl);
