@@ -119,21 +119,21 @@ Tensor.share_memory_ = _share_memory_
 def _H(self):
     if self.dim() != 2:
         raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got {self.dim()}-D tensor.")
-    return self.transpose(0, 1)
+    return _ops.conj(self.transpose(0, 1))  # conj is the identity on real tensors
 
 
 def _mH(self):
     if self.dim() < 2:
         raise RuntimeError(f"tensor.mH is only supported on matrices or batches of matrices. Got {self.dim()}-D "
                            "tensor.")
-    return self.transpose(-2, -1)
+    return _ops.conj(self.transpose(-2, -1))
 
 
 def _adjoint(self):
     if self.dim() < 2:
         raise RuntimeError(f"tensor.adjoint() is only supported on matrices or batches of matrices. Got "
                            f"{self.dim()}-D tensor.")
-    return self.transpose(-2, -1)
+    return _ops.conj(self.transpose(-2, -1))
 
 
 Tensor.H = property(_H)

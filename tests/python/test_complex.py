@@ -548,3 +548,43 @@ def test_save_and_pickle_keep_complex(tmp_path):
     np.testing.assert_array_equal(got.numpy(), z.numpy())
     import pickle
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(z)).numpy(), z.numpy())
+
+
+def test_var_std_and_adjoints():
+    a = crand((3, 4), "complex128", 50)
+    s, t = st.from_numpy(a), torch.from_numpy(a)
+    for fn in [lambda x: x.var(), lambda x: x.std(1), lambda x: x.var(0, correction=0, keepdim=True)]:
+        r, e = fn(s), fn(t)
+        assert str(r.dtype).split(".")[1] == str(e.dtype).split(".")[1]
+        assert_close(r, e, rtol=1e-10, atol=1e-12)
+    vm, vt = st.var_mean(s, 1), torch.var_mean(t, 1)
+    assert_close(vm[0], vt[0]) and assert_close(vm[1], vt[1])
+    assert_close(s.H, t.H)
+    assert_close(s.mH, t.mH)
+    assert_close(s.adjoint(), t.adjoint())
+    x = st.ones(2, 3)
+    assert_close(x.H, x.t())
+    with pytest.raises(NotImplementedError, match="nansum does not support complex"):
+        s.nansum()
+    z = st.from_numpy(a.copy()).requires_grad_()
+    zt = torch.from_numpy(a.copy()).requires_grad_()
+    z.var().backward()
+    zt.var().backward()
+    assert_close(z.grad, zt.grad, rtol=1e-9, atol=1e-10)
+
+
+def test_scans_logical_reductions_and_product_gradients():
+    a = crand((3, 4), "complex64", 60)
+    a[1, 2] = 0
+    s, t = st.from_numpy(a), torch.from_numpy(a)
+    for fn in [lambda x: x.cumsum(1), lambda x: x.cumsum(0), lambda x: x.cumprod(1), lambda x: x.all(),
+               lambda x: x.any(1), lambda x: st.count_nonzero(x) if isinstance(x, st.Tensor) else torch.count_nonzero(x)]:
+        r, e = fn(s), fn(t)
+        assert str(r.dtype).split(".")[1] == str(e.dtype).split(".")[1]
+        assert_close(r, e, rtol=1e-5, atol=1e-5)
+    b = crand((3, 4), "complex128", 61)
+    for fn in [lambda x: (x.prod(1) * x.cumprod(0).sum()).abs().sum(), lambda x: x.prod().real]:
+        zs, zt = _leaf(b, st), _leaf(b, torch)
+        fn(zs).backward()
+        fn(zt).backward()
+        assert_close(zs.grad, zt.grad, rtol=1e-9, atol=1e-10)

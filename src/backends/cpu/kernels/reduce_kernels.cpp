@@ -433,13 +433,13 @@ void min_kernel(const Tensor& in, const Tensor& out, const ReduceGeom& g, const 
   visit_dtype(in.dtype(), [&]<typename T>() { run_reduce(MinMaxOp<T, false>{}, in, out, g); });
 }
 void all_kernel(const Tensor& in, const Tensor& out, const ReduceGeom& g, const ReduceArgs&) {
-  visit_dtype(in.dtype(), [&]<typename T>() { run_reduce(AllAnyOp<T, true>{}, in, out, g); });
+  visit_all_dtypes(in.dtype(), [&]<typename T>() { run_reduce(AllAnyOp<T, true>{}, in, out, g); });
 }
 void any_kernel(const Tensor& in, const Tensor& out, const ReduceGeom& g, const ReduceArgs&) {
-  visit_dtype(in.dtype(), [&]<typename T>() { run_reduce(AllAnyOp<T, false>{}, in, out, g); });
+  visit_all_dtypes(in.dtype(), [&]<typename T>() { run_reduce(AllAnyOp<T, false>{}, in, out, g); });
 }
 void count_nonzero_kernel(const Tensor& in, const Tensor& out, const ReduceGeom& g, const ReduceArgs&) {
-  visit_dtype(in.dtype(), [&]<typename T>() { run_reduce(CountNonzeroOp<T>{}, in, out, g); });
+  visit_all_dtypes(in.dtype(), [&]<typename T>() { run_reduce(CountNonzeroOp<T>{}, in, out, g); });
 }
 void norm_kernel(const Tensor& in, const Tensor& out, const ReduceGeom& g, const ReduceArgs& a) {
   visit_floating(in.dtype(), "norm", [&]<typename T>() {
