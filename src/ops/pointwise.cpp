@@ -200,9 +200,19 @@ Tensor nan_to_num_impl(const Tensor& self, std::optional<double> nan, std::optio
 STRATA_IMPL_CPU_META(nan_to_num, nan_to_num_impl);
 
 STRATA_DEFINE_STUB(add_stub, PointwiseFn);
+// self + alpha * other for a complex alpha (the kernels take a real alpha):
+// out of line, so the hot add path keeps its small frame.
+[[gnu::noinline, gnu::cold]] Tensor add_complex_alpha(const Tensor& self, const Tensor& other, const Scalar& alpha,
+                                                      const OptT& out, bool subtract) {
+  Tensor scaled = mul(other, scalar_to_tensor(alpha, ScalarType::ComplexDouble, Device(), true));
+  return subtract ? sub(self, scaled, Scalar(1), out) : add(self, scaled, Scalar(1), out);
+}
+
 STRATA_HOT Tensor add_impl(const Tensor& self, const Tensor& other, const Scalar& alpha, const OptT& out) {
   // The default alpha (the integer 1) passes both checks for every dtype.
   if (!(alpha.is_integral(false) && alpha.to_int() == 1)) {
+    if (alpha.is_complex()) [[unlikely]]
+      return add_complex_alpha(self, other, alpha, out, false);
     ScalarType common = result_type({self, other});
     STRATA_CHECK(!(alpha.is_floating_point() && is_integral_type(common, true)), "add: For integral input tensors, "
                  "argument alpha must not be a floating point number.");
@@ -210,8 +220,6 @@ STRATA_HOT Tensor add_impl(const Tensor& self, const Tensor& other, const Scalar
                      alpha.to_int() == 0,
                  "add: Boolean alpha only supported for Boolean results.");
   }
-  if (alpha.is_complex()) [[unlikely]]
-    return add(self, mul(other, scalar_to_tensor(alpha, ScalarType::ComplexDouble, Device(), true)), Scalar(1), out);
   PwArgs a;
   a.a = alpha.to_double();
   return run_pointwise("add", add_stub, PwRule::Promote, {self, other}, out, a);
@@ -228,7 +236,7 @@ Tensor sub_impl(const Tensor& self, const Tensor& other, const Scalar& alpha, co
   STRATA_CHECK(!(alpha.is_floating_point() && is_integral_type(result_type({self, other}), true)),
                     "sub: For integral input tensors, argument alpha must not be a floating point number.");
   if (alpha.is_complex()) [[unlikely]]
-    return sub(self, mul(other, scalar_to_tensor(alpha, ScalarType::ComplexDouble, Device(), true)), Scalar(1), out);
+    return add_complex_alpha(self, other, alpha, out, true);
   PwArgs a;
   a.a = -alpha.to_double();
   return run_pointwise("sub", add_stub, PwRule::Promote, {self, other}, out, a);
