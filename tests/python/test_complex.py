@@ -588,3 +588,12 @@ def test_scans_logical_reductions_and_product_gradients():
         fn(zs).backward()
         fn(zt).backward()
         assert_close(zs.grad, zt.grad, rtol=1e-9, atol=1e-10)
+
+
+def test_complex_alpha():
+    a, b = crand((3,), "complex64", 70), crand((3,), "complex64", 71)
+    for fn in ("add", "sub"):
+        r = getattr(st, fn)(st.from_numpy(a), st.from_numpy(b), alpha=2 - 1j)
+        e = getattr(torch, fn)(torch.from_numpy(a), torch.from_numpy(b), alpha=2 - 1j)
+        assert r.dtype is st.complex64
+        assert_close(r, e, rtol=1e-6, atol=1e-6)
