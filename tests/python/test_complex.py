@@ -609,3 +609,13 @@ def test_complex_random_streams_match_torch(dt, n):
         a = getattr(st, fn)(n, dtype=sdt(dt)).numpy()
         b = getattr(torch, fn)(n, dtype=tdt(dt)).numpy()
         np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
+def test_inplace_abs_of_complex_raises_like_torch():
+    z = st.tensor([3 + 4j])
+    with pytest.raises(RuntimeError, match="In-place abs is not supported for complex tensors"):
+        z.abs_()
+    assert z.item() == 3 + 4j
+    out = st.empty(1)
+    st.abs(z, out=out)
+    assert out.item() == 5.0
