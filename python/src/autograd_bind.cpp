@@ -62,7 +62,7 @@ class PyFunctionNode final : public Node {
     for (size_t i = 0; i < grads.size(); ++i) {
       if (grads[i].defined()) {
         args.append(wrap_tensor(grads[i]));
-      } else if (input_geometry[i].defined() && is_floating_type(input_geometry[i].dtype)) {
+      } else if (input_geometry[i].defined() && is_differentiable_type(input_geometry[i].dtype)) {
         args.append(wrap_tensor(zeros(input_geometry[i].sizes, input_geometry[i].dtype, input_geometry[i].device)));
       } else {
         args.append(nb::none());
@@ -315,7 +315,7 @@ void bind_autograd(nb::module_& m) {
     for (nb::handle h : outputs) {
       Tensor t = tensor_or_undefined(h);
       node->add_input_geometry(t);
-      if (t.defined() && is_floating_type(t.dtype()) && differentiable.at(i)) {
+      if (t.defined() && is_differentiable_type(t.dtype()) && differentiable.at(i)) {
         if (dirty.at(i)) {
           rebase_history(t, node);
         } else {

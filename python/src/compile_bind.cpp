@@ -67,6 +67,7 @@ nb::object constant_to_python(const IValue& v) {
   if (auto* s = std::get_if<Scalar>(&r)) {
     if (s->is_bool()) return nb::bool_(s->to_bool());
     if (s->is_floating_point()) return nb::float_(s->to_double());
+    if (s->is_complex()) return nb::steal(PyComplex_FromDoubles(s->to_complex().real(), s->to_complex().imag()));
     return nb::int_(s->to_int());
   }
   if (auto* l = std::get_if<std::vector<int64_t>>(&r)) {

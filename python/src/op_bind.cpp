@@ -126,6 +126,11 @@ bool to_scalar(nb::handle h, Scalar* out) {
     *out = Scalar(PyFloat_AS_DOUBLE(h.ptr()));
     return true;
   }
+  if (PyComplex_Check(h.ptr())) {
+    Py_complex c = PyComplex_AsCComplex(h.ptr());
+    *out = Scalar(std::complex<double>(c.real, c.imag));
+    return true;
+  }
   if (nb::isinstance<Tensor>(h)) {
     const Tensor& t = nb::cast<const Tensor&>(h);
     if (!t_tensors_as_numbers || t.numel() != 1) return false;

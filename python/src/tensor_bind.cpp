@@ -28,6 +28,7 @@ std::optional<ScalarType> to_scalar_type(nb::handle h) {
   if (h.ptr() == reinterpret_cast<PyObject*>(&PyFloat_Type)) return ScalarType::Float64;
   if (h.ptr() == reinterpret_cast<PyObject*>(&PyLong_Type)) return ScalarType::Int64;
   if (h.ptr() == reinterpret_cast<PyObject*>(&PyBool_Type)) return ScalarType::Bool;
+  if (h.ptr() == reinterpret_cast<PyObject*>(&PyComplex_Type)) return ScalarType::ComplexDouble;
   return std::nullopt;
 }
 
@@ -43,7 +44,7 @@ std::optional<Device> to_device(nb::handle h) {
 
 bool is_number(nb::handle h) {
   PyObject* p = h.ptr();
-  if (PyBool_Check(p) || PyLong_Check(p) || PyFloat_Check(p)) return true;
+  if (PyBool_Check(p) || PyLong_Check(p) || PyFloat_Check(p) || PyComplex_Check(p)) return true;
   if (nb::isinstance<Tensor>(h) || PySequence_Check(p)) return false;
   return PyIndex_Check(p) || PyObject_HasAttrString(p, "__float__");
 }
@@ -52,6 +53,12 @@ Tensor wrap_number(nb::handle h) {
   PyObject* p = h.ptr();
   if (PyBool_Check(p)) return scalar_to_tensor(Scalar(p == Py_True), ScalarType::Bool, Device(), true);
   if (PyFloat_Check(p)) return scalar_to_tensor(Scalar(PyFloat_AS_DOUBLE(p)), ScalarType::Float64, Device(), true);
+  if (PyComplex_Check(p)) {
+    // A Python complex counts as the default complex dtype in promotion
+    // (complex64 under the float32 default), like torch's wrapped numbers.
+    Py_complex c = PyComplex_AsCComplex(p);
+    return scalar_to_tensor(Scalar(std::complex<double>(c.real, c.imag)), ScalarType::ComplexDouble, Device(), true);
+  }
   if (PyLong_Check(p) || PyIndex_Check(p)) {
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(p, &overflow);
@@ -105,7 +112,8 @@ std::optional<ScalarType> numpy_scalar_type(nb::handle h) {
   std::string name = nb::cast<std::string>(h.attr("dtype").attr("name"));
   ScalarType st = dtype_from_name(name);
   STRATA_CHECK_TYPE(st != ScalarType::Undefined, "tensor(): can't convert np.", name, ". The only supported types "
-                    "are: float64, float32, float16, int64, int32, int16, int8, uint8, and bool.");
+                    "are: complex128, complex64, float64, float32, float16, int64, int32, int16, int8, uint64, uint32, "
+                    "uint16, uint8, and bool.");
   return st;
 }
 
@@ -142,10 +150,14 @@ void scan(nb::handle h, size_t depth, DataScan& s) {
     s.add(ScalarType::Int64);
   } else if (PyFloat_CheckExact(p)) {
     s.add(default_dtype());
+  } else if (PyComplex_CheckExact(p)) {
+    s.add(default_complex_dtype());
   } else if (auto np_type = numpy_scalar_type(h)) {
     s.add(*np_type);
   } else if (PyLong_Check(p) || PyIndex_Check(p)) {
     s.add(ScalarType::Int64);
+  } else if (PyComplex_Check(p)) {
+    s.add(default_complex_dtype());
   } else if (PyFloat_Check(p) || PyObject_HasAttrString(p, "__float__")) {
     s.add(default_dtype());
   } else {
@@ -153,19 +165,24 @@ void scan(nb::handle h, size_t depth, DataScan& s) {
   }
 }
 
-void fill(nb::handle h, double*& dp, int64_t*& ip) {
+void fill(nb::handle h, double*& dp, int64_t*& ip, std::complex<double>*& cp) {
   if (nb::isinstance<Tensor>(h)) {
     Scalar v = nb::cast<const Tensor&>(h).item();
-    if (dp) *dp++ = v.to_double();
+    if (cp) *cp++ = v.to_complex();
+    else if (dp) *dp++ = v.to_double();
     else *ip++ = v.to_int();
     return;
   }
   if (is_sequence_like(h)) {
-    for (nb::handle e : nb::borrow<nb::sequence>(h)) fill(e, dp, ip);
+    for (nb::handle e : nb::borrow<nb::sequence>(h)) fill(e, dp, ip, cp);
     return;
   }
   PyObject* p = h.ptr();
-  if (dp) {
+  if (cp) {
+    Py_complex c = PyComplex_AsCComplex(p);
+    if (c.real == -1.0 && PyErr_Occurred()) throw nb::python_error();
+    *cp++ = std::complex<double>(c.real, c.imag);
+  } else if (dp) {
     double d = PyFloat_AsDouble(p);
     if (d == -1.0 && PyErr_Occurred()) throw nb::python_error();
     *dp++ = d;
@@ -202,6 +219,11 @@ nb::dlpack::dtype dl_dtype(ScalarType t) {
     case ScalarType::Float32:
     case ScalarType::Float64: return {static_cast<uint8_t>(dtype_code::Float), bits, 1};
     case ScalarType::BFloat16: return {static_cast<uint8_t>(dtype_code::Bfloat), 16, 1};
+    case ScalarType::UInt16:
+    case ScalarType::UInt32:
+    case ScalarType::UInt64: return {static_cast<uint8_t>(dtype_code::UInt), bits, 1};
+    case ScalarType::ComplexFloat:
+    case ScalarType::ComplexDouble: return {static_cast<uint8_t>(dtype_code::Complex), bits, 1};
     default: return {static_cast<uint8_t>(dtype_code::Int), bits, 1};
   }
 }
@@ -211,7 +233,16 @@ ScalarType from_dl_dtype(nb::dlpack::dtype d) {
   auto code = static_cast<dtype_code>(d.code);
   STRATA_CHECK_TYPE(d.lanes == 1, "from_dlpack: vector dtypes are not supported");
   if (code == dtype_code::Bool) return ScalarType::Bool;
-  if (code == dtype_code::UInt && d.bits == 8) return ScalarType::UInt8;
+  if (code == dtype_code::UInt) {
+    switch (d.bits) {
+      case 8: return ScalarType::UInt8;
+      case 16: return ScalarType::UInt16;
+      case 32: return ScalarType::UInt32;
+      case 64: return ScalarType::UInt64;
+    }
+  }
+  if (code == dtype_code::Complex && d.bits == 64) return ScalarType::ComplexFloat;
+  if (code == dtype_code::Complex && d.bits == 128) return ScalarType::ComplexDouble;
   if (code == dtype_code::Int) {
     switch (d.bits) {
       case 8: return ScalarType::Int8;
@@ -275,8 +306,9 @@ nb::ndarray<nb::ro, nb::device::cpu> as_cpu_ndarray(nb::handle arr, const char* 
   }
   if (!ok) {
     std::string what = nb::hasattr(arr, "dtype") ? nb::cast<std::string>(nb::str(arr.attr("dtype"))) : "unknown";
-    throw TypeError(str(op, ": can't convert np.ndarray of type ", what, " (the only supported types are: float64, "
-                        "float32, float16, int64, int32, int16, int8, uint8, and bool, in native byte order, with "
+    throw TypeError(str(op, ": can't convert np.ndarray of type ", what, " (the only supported types are: complex128, "
+                        "complex64, float64, float32, float16, int64, int32, int16, int8, uint64, uint32, uint16, "
+                        "uint8, and bool, in native byte order, with "
                         "strides that are multiples of the item size)"));
   }
   return a;
@@ -309,11 +341,17 @@ Tensor tensor_from_data(nb::handle data, std::optional<ScalarType> dtype, std::o
     scan(data, 0, s);
     ScalarType natural = s.any ? s.type : default_dtype();
     ScalarType target = dtype.value_or(natural);
-    bool as_float = is_floating_type(natural) || is_floating_type(target);
-    Tensor buf = empty_tensor(s.shape, as_float ? ScalarType::Float64 : ScalarType::Int64, Device());
+    bool as_complex = is_complex_type(natural);
+    bool as_float = !as_complex && (is_floating_type(natural) || is_floating_type(target));
+    Tensor buf = empty_tensor(s.shape,
+                              as_complex ? ScalarType::ComplexDouble
+                              : as_float ? ScalarType::Float64
+                                         : ScalarType::Int64,
+                              Device());
+    std::complex<double>* cp = as_complex ? buf.data_ptr<std::complex<double>>() : nullptr;
     double* dp = as_float ? buf.data_ptr<double>() : nullptr;
-    int64_t* ip = as_float ? nullptr : buf.data_ptr<int64_t>();
-    if (buf.numel() > 0 || s.shape.empty()) fill(data, dp, ip);
+    int64_t* ip = as_float || as_complex ? nullptr : buf.data_ptr<int64_t>();
+    if (buf.numel() > 0 || s.shape.empty()) fill(data, dp, ip, cp);
     out = to_dtype(buf, target);
     if (out.is_same(buf)) out = buf;
   }
@@ -325,11 +363,13 @@ nb::object wrap_tensor(Tensor t) { return nb::cast(std::move(t), nb::rv_policy::
 
 namespace {
 nb::object element_to_py(const char* p, ScalarType st) {
-  return visit_dtype(st, [&]<typename T>() -> nb::object {
+  return visit_all_dtypes(st, [&]<typename T>() -> nb::object {
     T v;
     std::memcpy(&v, p, sizeof(T));
     if constexpr (std::is_same_v<T, bool>) return nb::bool_(v);
     else if constexpr (is_float_v<T>) return nb::float_(static_cast<double>(static_cast<opmath_t<T>>(v)));
+    else if constexpr (is_complex_v<T>) return nb::steal(PyComplex_FromDoubles(v.real(), v.imag()));
+    else if constexpr (std::is_same_v<T, uint64_t>) return nb::steal(PyLong_FromUnsignedLongLong(v));
     else return nb::int_(static_cast<int64_t>(v));
   });
 }
@@ -355,7 +395,13 @@ void bind_tensor(nb::module_& m) {
       .def_prop_ro("is_floating_point", [](const DType& d) { return is_floating_type(d.type); })
       .def_prop_ro("is_signed", [](const DType& d) { return is_signed_type(d.type); })
       .def_prop_ro("itemsize", [](const DType& d) { return element_size(d.type); })
-      .def_prop_ro("is_complex", [](const DType&) { return false; })
+      .def_prop_ro("is_complex", [](const DType& d) { return is_complex_type(d.type); })
+      .def("to_complex", [](const DType& d) {
+        STRATA_CHECK(is_floating_type(d.type) || is_complex_type(d.type), "to_complex: expected a floating-point "
+                     "or complex dtype, got ", dtype_name(d.type));
+        return dtype_object(to_complex_type(d.type));
+      })
+      .def("to_real", [](const DType& d) { return dtype_object(to_real_value_type(d.type)); })
       .def_prop_ro("_name", [](const DType& d) { return std::string(dtype_name(d.type)); })
       .def("__repr__", [](const DType& d) { return "strata." + std::string(dtype_name(d.type)); })
       .def("__reduce__", [](const DType& d) { return std::string(dtype_name(d.type)); });
@@ -421,6 +467,7 @@ void bind_tensor(nb::module_& m) {
       .def("storage_offset", [](const Tensor& t) { return t.storage_offset(); })
       .def("is_contiguous", [](const Tensor& t) { return t.is_contiguous(); })
       .def("is_floating_point", [](const Tensor& t) { return is_floating_type(t.dtype()); })
+      .def("is_complex", [](const Tensor& t) { return is_complex_type(t.dtype()); })
       .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); })
       .def("_storage_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.impl()->storage().get()); })
       .def("_storage_nbytes", [](const Tensor& t) { return t.impl()->storage()->nbytes(); })
@@ -490,8 +537,9 @@ void bind_tensor(nb::module_& m) {
       return tensor_over_array(as_cpu_ndarray(arr, "from_numpy"), arr, "from_numpy");
     } catch (const nb::cast_error&) {
       throw TypeError(str("from_numpy: can't convert np.ndarray of type ",
-                          nb::cast<std::string>(nb::str(arr.attr("dtype"))), ". The only supported types are: float64, "
-                          "float32, float16, int64, int32, int16, int8, uint8, and bool."));
+                          nb::cast<std::string>(nb::str(arr.attr("dtype"))), ". The only supported types are: "
+                          "complex128, complex64, float64, float32, float16, int64, int32, int16, int8, uint64, "
+                          "uint32, uint16, uint8, and bool."));
     }
   });
   m.def("_from_dlpack", [](nb::handle obj) {

@@ -19,6 +19,11 @@ from ._C import (  # noqa: F401  (dtype objects)
     bfloat16,
     float32,
     float64,
+    uint16,
+    uint32,
+    uint64,
+    complex64,
+    complex128,
 )
 from ._C import get_default_dtype, set_default_dtype, get_num_threads, set_num_threads, promote_types, result_type
 
@@ -26,6 +31,8 @@ from ._C import get_default_dtype, set_default_dtype, get_num_threads, set_num_t
 half = float16
 float = float32  # noqa: A001
 double = float64
+cfloat = complex64
+cdouble = complex128
 short = int16
 int = int32  # noqa: A001
 long = int64

@@ -67,7 +67,8 @@ def from_numpy(array):
     return _C._from_numpy(array)
 
 
-_NUMPY_DTYPES = ("float64", "float32", "float16", "int64", "int32", "int16", "int8", "uint8", "bool")
+_NUMPY_DTYPES = ("complex128", "complex64", "float64", "float32", "float16", "int64", "int32", "int16", "int8",
+                 "uint64", "uint32", "uint16", "uint8", "bool")
 
 
 def from_dlpack(ext):
@@ -90,7 +91,7 @@ def numel(t):
 
 
 def can_cast(from_, to):
-    cat = lambda d: 0 if d is _C.bool else (2 if d.is_floating_point else 1)  # noqa: E731
+    cat = lambda d: 0 if d is _C.bool else (3 if d.is_complex else 2 if d.is_floating_point else 1)  # noqa: E731
     return cat(from_) <= cat(to)
 
 
@@ -103,7 +104,7 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     if rtol < 0 or atol < 0:
         raise RuntimeError(f"isclose: rtol ({rtol}) and atol ({atol}) must be non-negative")
     close = _ops.eq(input, other)
-    if not input.dtype.is_floating_point:
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):
         if input.dtype is _C.bool:
             return close
         a, b = input.double(), other.double()

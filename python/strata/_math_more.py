@@ -29,7 +29,6 @@ _ALIASES = {
     "less_equal": "le",
     "not_equal": "ne",
     "fix": "trunc",
-    "sgn": "sign",  # equal for real tensors
 }
 # Function-only aliases (torch has no Tensor method of these names).
 _FUNCTION_ALIASES = {"concat": "cat", "concatenate": "cat"}

@@ -187,11 +187,30 @@ def _tensor_str_rec(x, ndim, indent, fmt):
     return "[" + ("," + "\n" * (ndim - 1) + " " * (indent + 1)).join(slices) + "]"
 
 
+class _ComplexFormatter:
+    """torch's layout for complex values: the real parts share one formatter,
+    the imaginary parts another; `re+imj` with the sign of the imaginary part."""
+
+    def __init__(self, values):
+        self.re = _Formatter([v.real for v in values], True)
+        self.im = _Formatter([v.imag for v in values], True)
+
+    def width(self):
+        return self.re.width() + self.im.width() + 1
+
+    def format(self, v):
+        imag = (self.im.format(v.imag) + "j").lstrip()
+        return self.re.format(v.real) + (imag if imag[0] in "+-" else "+" + imag)
+
+
 def _tensor_str(t, indent):
     summarize = t.numel() > PRINT_OPTS.threshold
     if t.dtype in (_C.float16, _C.bfloat16):
         t = t.float()
     x = _nested(t, summarize)
+    if t.dtype.is_complex:
+        fmt = _ComplexFormatter(_flat(x, []) if t.dim() else [x])
+        return _tensor_str_rec(x, t.dim(), indent, fmt)
     fmt = _Formatter(_flat(x, []) if t.dim() else [x], t.dtype.is_floating_point)
     return _tensor_str_rec(x, t.dim(), indent, fmt)
 
@@ -236,7 +255,7 @@ def tensor_repr(t, prefix="tensor("):
     else:
         if not PRINT_OPTS.edgeitems:
             suffixes.append("size=" + str(tuple(t.shape)))
-        if t.dtype not in (default, _C.int64, _C.bool):
+        if t.dtype not in (default, default.to_complex(), _C.int64, _C.bool):
             suffixes.append(f"dtype={t.dtype!r}")
         body = _tensor_str(t, indent)
     grad_fn = getattr(t, "grad_fn", None)

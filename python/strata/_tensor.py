@@ -105,6 +105,10 @@ def _to(self, *args, **kwargs):
         from ._tensor_compat import no_cuda_device
 
         raise no_cuda_device(device, "Tensor.to()")
+    if not same_dtype and self.dtype.is_complex and not dtype.is_complex:
+        import warnings
+
+        warnings.warn("Casting complex values to real discards the imaginary part", UserWarning, stacklevel=2)
     r = _ops._to_copy(self, dtype=dtype, device=device)
     return r.contiguous() if dense else r
 
@@ -158,6 +162,7 @@ def _item_check(self, what):
 
 Tensor.__float__ = lambda self: builtins.float(_item_check(self, "float"))
 Tensor.__int__ = lambda self: builtins.int(_item_check(self, "int"))
+Tensor.__complex__ = lambda self: builtins.complex(_item_check(self, "complex"))
 
 
 def _index(self):

@@ -1,6 +1,6 @@
 """The rest of torch's Tensor surface that has no op of its own: element-wise
 Python callbacks (apply_, map_), size and type queries, the conj/neg family
-(identities: Strata has no complex dtypes), legacy constructors, resize_,
+(conj/real/imag are ops in ops/complex.cpp), legacy constructors, resize_,
 storage handles, and methods of the functions in _surface_more.py."""
 
 import builtins
@@ -67,30 +67,30 @@ Tensor.as_subclass = _as_subclass
 Tensor.nbytes = property(lambda self: self.numel() * self.element_size())
 Tensor.itemsize = property(lambda self: self.element_size())
 Tensor.is_signed = lambda self: self.dtype.is_signed
-Tensor.is_complex = lambda self: False
+# Conjugation is physical (no lazy conjugate bit): is_conj() is always False and
+# conj() of a complex tensor is a copy (ops/complex.cpp).
 Tensor.is_conj = lambda self: False
 Tensor.is_neg = lambda self: False
-Tensor.resolve_conj = lambda self: self
 Tensor.resolve_neg = lambda self: self
-Tensor.conj = lambda self: self
-Tensor.conj_physical = lambda self: self.clone()
-Tensor.real = property(lambda self: self)
+
+
+def _set_part(part):
+    def setter(self, value):
+        part(self).copy_(value)
+    return setter
+
+
+def _real(self):
+    # A real tensor is its own real part (the same tensor, as in torch).
+    return _ops.real(self) if self.dtype.is_complex else self
 
 
 def _imag(self):
-    raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+    return _ops.imag(self)
 
 
-def _angle(self):
-    # The argument of a real number: pi below zero, 0 otherwise (nan stays nan).
-    x = self if self.dtype.is_floating_point else self.to(_C.get_default_dtype())
-    pi = _ops.full([], 3.141592653589793, dtype=x.dtype, device=x.device)
-    zero = _ops.zeros([], dtype=x.dtype, device=x.device)
-    return _ops.where(_ops.isnan(x), x, _ops.where(_ops.lt(x, 0), pi, zero))
-
-
-Tensor.imag = property(_imag)
-Tensor.angle = _angle
+Tensor.real = property(_real, _set_part(_real))
+Tensor.imag = property(_imag, _set_part(_imag))
 # Inference tensors are not distinguished: inference_mode records no graph, and
 # the tensors it makes behave as ordinary ones.
 Tensor.is_inference = lambda self: False
@@ -119,21 +119,21 @@ Tensor.share_memory_ = _share_memory_
 def _H(self):
     if self.dim() != 2:
         raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got {self.dim()}-D tensor.")
-    return self.transpose(0, 1)
+    return _ops.conj(self.transpose(0, 1))  # conj is the identity on real tensors
 
 
 def _mH(self):
     if self.dim() < 2:
         raise RuntimeError(f"tensor.mH is only supported on matrices or batches of matrices. Got {self.dim()}-D "
                            "tensor.")
-    return self.transpose(-2, -1)
+    return _ops.conj(self.transpose(-2, -1))
 
 
 def _adjoint(self):
     if self.dim() < 2:
         raise RuntimeError(f"tensor.adjoint() is only supported on matrices or batches of matrices. Got "
                            f"{self.dim()}-D tensor.")
-    return self.transpose(-2, -1)
+    return _ops.conj(self.transpose(-2, -1))
 
 
 Tensor.H = property(_H)

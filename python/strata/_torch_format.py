@@ -43,19 +43,27 @@ _MAX_DEFLATE_RATIO = 1100
 _DTYPE_NAMES = {
     _C.float32: "float32", _C.float64: "float64", _C.float16: "float16", _C.bfloat16: "bfloat16",
     _C.int64: "int64", _C.int32: "int32", _C.int16: "int16", _C.int8: "int8", _C.uint8: "uint8", _C.bool: "bool",
+    _C.complex64: "complex64", _C.complex128: "complex128", _C.uint16: "uint16", _C.uint32: "uint32",
+    _C.uint64: "uint64",
 }
+# torch's aliases of those dtypes, as a checkpoint may name them.
+_DTYPE_ALIASES = {"cfloat": _C.complex64, "cdouble": _C.complex128}
 _STORAGE_NAMES = {
     _C.float32: "FloatStorage", _C.float64: "DoubleStorage", _C.float16: "HalfStorage",
     _C.bfloat16: "BFloat16Storage", _C.int64: "LongStorage", _C.int32: "IntStorage", _C.int16: "ShortStorage",
     _C.int8: "CharStorage", _C.uint8: "ByteStorage", _C.bool: "BoolStorage",
+    _C.complex64: "ComplexFloatStorage", _C.complex128: "ComplexDoubleStorage",
 }
+# Dtypes with no legacy typed storage (torch writes them as an UntypedStorage of bytes plus
+# _rebuild_tensor_v3's dtype argument).
+_UNTYPED_DTYPES = (_C.uint16, _C.uint32, _C.uint64)
 # torch dtypes strata cannot hold: named in errors.
 _FOREIGN_STORAGES = {
-    "ComplexFloatStorage": "complex64", "ComplexDoubleStorage": "complex128", "QUInt8Storage": "quint8",
+    "QUInt8Storage": "quint8",
     "QInt8Storage": "qint8", "QInt32Storage": "qint32", "QUInt4x2Storage": "quint4x2", "QUInt2x4Storage": "quint2x4",
 }
 _FOREIGN_DTYPES = {
-    "complex32", "complex64", "complex128", "cfloat", "cdouble", "uint16", "uint32", "uint64", "float8_e4m3fn",
+    "complex32", "float8_e4m3fn",
     "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2", "qint8", "quint8",
     "qint32", "quint4x2", "quint2x4", "bits8", "bits16", "bits1x8", "bits2x4", "bits4x2",
 }
@@ -239,9 +247,12 @@ def _torch_globals():
     for dt, name in _DTYPE_NAMES.items():
         g[f"torch.{name}"] = dt
         g[f"strata._C.{name}"] = dt
+    for name, dt in _DTYPE_ALIASES.items():
+        g[f"torch.{name}"] = dt
     for dt, name in _STORAGE_NAMES.items():
         g[f"torch.{name}"] = StorageType(name, dt)
     g["torch.UntypedStorage"] = StorageType("UntypedStorage", _C.uint8)
+    g["torch.storage.UntypedStorage"] = g["torch.UntypedStorage"]
     return g
 
 
@@ -288,12 +299,15 @@ class _TorchPickler(pickle._Pickler):
         if id(obj) not in self.storages:  # a storage saved for itself, not through a tensor: bytes
             self.storages[id(obj)] = [str(len(self.storages)), obj, _C.uint8]
         key, st, dtype = self.storages[id(obj)]
-        pid = ("storage", _Global("torch", _STORAGE_NAMES[dtype]), key, "cpu", st.nbytes() // dtype.itemsize)
+        if dtype in _UNTYPED_DTYPES:
+            pid = ("storage", _Global("torch.storage", "UntypedStorage"), key, "cpu", st.nbytes())
+        else:
+            pid = ("storage", _Global("torch", _STORAGE_NAMES[dtype]), key, "cpu", st.nbytes() // dtype.itemsize)
         # The legacy format adds a view_metadata slot (None: a whole storage).
         return pid + (None,) if self.legacy else pid
 
     def _storage_for(self, t):
-        if t.dtype not in _STORAGE_NAMES:
+        if t.dtype not in _STORAGE_NAMES and t.dtype not in _UNTYPED_DTYPES:
             raise TypeError(f"strata.save: tensors of dtype {t.dtype} cannot be saved")
         if t.is_meta:
             raise ValueError("strata.save: cannot save a tensor on the meta device (it has no data)")
@@ -317,6 +331,12 @@ class _TorchPickler(pickle._Pickler):
                     (obj.detach(), obj.requires_grad, OrderedDict()),
                 )
             st = self._storage_for(obj)
+            if obj.dtype in _UNTYPED_DTYPES:
+                return (
+                    _Global("torch._utils", "_rebuild_tensor_v3"),
+                    (st, obj.storage_offset(), tuple(obj.shape), tuple(obj.stride()), obj.requires_grad,
+                     OrderedDict(), obj.dtype),
+                )
             return (
                 _Global("torch._utils", "_rebuild_tensor_v2"),
                 (st, obj.storage_offset(), tuple(obj.shape), tuple(obj.stride()), obj.requires_grad, OrderedDict()),

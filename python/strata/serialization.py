@@ -70,9 +70,15 @@ _DTYPES = {
     "F32": (_C.float32, 4, 7),
     "F64": (_C.float64, 8, 8),
     "I64": (_C.int64, 8, 9),
+    # The reference orders ... I16 < U16 < F16 ... I32 < U32 < F32 < C64 < F64 < I64 < U64.
+    "U16": (_C.uint16, 2, 3.5),
+    "U32": (_C.uint32, 4, 6.5),
+    "C64": (_C.complex64, 8, 7.5),
+    "U64": (_C.uint64, 8, 10),
 }
 # Formats the reference knows but strata has no dtype for: named in the error instead of "unknown".
-_FOREIGN_DTYPES = {"U16", "U32", "U64", "F8_E5M2", "F8_E4M3", "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2", "C64"}
+# (safetensors has no complex128.)
+_FOREIGN_DTYPES = {"F8_E5M2", "F8_E4M3", "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2"}
 _NAME_OF = {str(info[0]): name for name, info in _DTYPES.items()}
 
 _INT64_MAX = (1 << 63) - 1

@@ -105,7 +105,7 @@ void autograd_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack)
     const bool overwrites_history = target.defined() && requires_grad(target);
     if (overwrites_history) check_inplace_target(op, target);
     run_below(op, ks, stack);
-    if (overwrites_history && is_floating_type(target.dtype())) {
+    if (overwrites_history && is_differentiable_type(target.dtype())) {
       auto node = std::make_shared<OverwriteNode>(backward_node_name(op.name()));
       node->next_edges.push_back(Edge{});
       node->add_input_geometry(target);
@@ -186,7 +186,7 @@ void autograd_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack)
   auto add_output = [&](const Tensor& o) {
     node->add_input_geometry(o);
     if (save_outputs) ctx->saved_outputs_.emplace_back();
-    if (!o.defined() || !is_floating_type(o.dtype())) {
+    if (!o.defined() || !is_differentiable_type(o.dtype())) {
       // Integer outputs (sort's indices) get no history, but a derivative may need them: keep them as plain
       // tensors (a saved output would be given this node as grad_fn under create_graph).
       if (o.defined() && k < 64 && (save_outputs >> k & 1)) ctx->saved_outputs_[k] = SavedTensor(o, false);

@@ -174,7 +174,7 @@ variable_list DerivativeNode::apply(variable_list&& grads) {
   for (size_t i = 0; i < grads.size() && i < input_geometry.size(); ++i) {
     ctx_.grad_defined_[i] = grads[i].defined();
     const TensorGeometry& g = input_geometry[i];
-    if (!grads[i].defined() && g.defined() && is_floating_type(g.dtype)) {
+    if (!grads[i].defined() && g.defined() && is_differentiable_type(g.dtype)) {
       grads[i] = zeros(g.sizes, g.dtype, g.device);
     }
   }

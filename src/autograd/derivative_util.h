@@ -3,6 +3,7 @@
 
 #include "autograd/derivative.h"
 #include "autograd/variable.h"
+#include "ops/api/complex.h"
 #include "ops/ops.h"
 
 namespace strata::autograd {
@@ -10,13 +11,16 @@ namespace strata::autograd {
 // A Python-number-like 0-d tensor: takes part in type promotion by category
 // only, so `mul(g, num(g, 2))` keeps g's dtype.
 inline Tensor num(const Tensor& like, double v) {
-  return scalar_to_tensor(Scalar(v), is_floating_type(like.dtype()) ? like.dtype() : ScalarType::Float64,
+  return scalar_to_tensor(Scalar(v), is_differentiable_type(like.dtype()) ? like.dtype() : ScalarType::Float64,
                           like.device(), /*wrapped=*/true);
 }
 inline Tensor num(const Tensor& like, const Scalar& v) {
-  return scalar_to_tensor(v, is_floating_type(like.dtype()) ? like.dtype() : ScalarType::Float64, like.device(),
+  return scalar_to_tensor(v, is_differentiable_type(like.dtype()) ? like.dtype() : ScalarType::Float64, like.device(),
                           /*wrapped=*/true);
 }
+// conj for a complex tensor, the tensor itself otherwise (no op call on the
+// real path). See Note [Complex gradients].
+inline Tensor cj(const Tensor& t) { return is_complex_type(t.dtype()) ? conj(t) : t; }
 inline Tensor zeros_of(const TensorGeometry& g) { return zeros(g.sizes, g.dtype, g.device); }
 
 // Dims of a reduction as recorded (None -> all dims), wrapped and sorted.

@@ -46,17 +46,18 @@ void sub_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) 
 STRATA_DERIVATIVE(sub, save_inputs(), save_outputs(), sub_backward);
 
 void mul_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  if (ctx.needs_grad(0)) out.set(0, mul(g[0], ctx.input(1)));
-  if (ctx.needs_grad(1)) out.set(1, mul(g[0], ctx.input(0)));
+  // conj: see Note [Complex gradients] (autograd/derivatives_complex.cpp).
+  if (ctx.needs_grad(0)) out.set(0, mul(g[0], cj(ctx.input(1))));
+  if (ctx.needs_grad(1)) out.set(1, mul(g[0], cj(ctx.input(0))));
 }
 STRATA_DERIVATIVE(mul, save_inputs(0, 1), save_outputs(), mul_backward);
 
 void div_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
   STRATA_CHECK(ctx.arg_is_none(2), "div: the derivative with rounding_mode='", ctx.arg_str(2),
                "' is zero almost everywhere and is not implemented");
-  Tensor other = ctx.input(1);
+  Tensor other = cj(ctx.input(1));
   if (ctx.needs_grad(0)) out.set(0, div(g[0], other));
-  if (ctx.needs_grad(1)) out.set(1, neg(div(mul(g[0], ctx.input(0)), mul(other, other))));
+  if (ctx.needs_grad(1)) out.set(1, neg(div(mul(g[0], cj(ctx.input(0))), mul(other, other))));
 }
 STRATA_DERIVATIVE(div, save_inputs(0, 1), save_outputs(), div_backward);
 
@@ -64,34 +65,44 @@ void neg_backward(const BackwardCtx&, const variable_list& g, GradOut& out) { ou
 STRATA_DERIVATIVE(neg, save_inputs(), save_outputs(), neg_backward);
 
 void exp_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  out.set(0, mul(g[0], ctx.output(0)));
+  out.set(0, mul(g[0], cj(ctx.output(0))));
 }
 STRATA_DERIVATIVE(exp, save_inputs(), save_outputs(0), exp_backward);
 
 void log_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  out.set(0, div(g[0], ctx.input(0)));
+  out.set(0, div(g[0], cj(ctx.input(0))));
 }
 STRATA_DERIVATIVE(log, save_inputs(0), save_outputs(), log_backward);
 
 // The fused one-pass backwards of ops/activation_backward.cpp (differentiable
 // themselves, so double backward works).
 void tanh_deriv(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  out.set(0, tanh_backward(g[0], ctx.output(0)));
+  Tensor y = ctx.output(0);
+  if (is_complex_type(y.dtype())) {  // the fused kernel is real-only: g * conj(1 - y^2)
+    out.set(0, mul(g[0], cj(sub(num(y, 1.0), mul(y, y)))));
+    return;
+  }
+  out.set(0, tanh_backward(g[0], y));
 }
 STRATA_DERIVATIVE(tanh, save_inputs(), save_outputs(0), tanh_deriv);
 
 void sigmoid_deriv(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  out.set(0, sigmoid_backward(g[0], ctx.output(0)));
+  Tensor y = ctx.output(0);
+  if (is_complex_type(y.dtype())) {  // g * conj(y (1 - y))
+    out.set(0, mul(g[0], cj(mul(y, sub(num(y, 1.0), y)))));
+    return;
+  }
+  out.set(0, sigmoid_backward(g[0], y));
 }
 STRATA_DERIVATIVE(sigmoid, save_inputs(), save_outputs(0), sigmoid_deriv);
 
 void sqrt_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  out.set(0, div(g[0], mul(ctx.output(0), num(g[0], 2.0))));
+  out.set(0, div(g[0], mul(cj(ctx.output(0)), num(g[0], 2.0))));
 }
 STRATA_DERIVATIVE(sqrt, save_inputs(), save_outputs(0), sqrt_backward);
 
 void square_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  out.set(0, mul(g[0], mul(ctx.input(0), num(g[0], 2.0))));
+  out.set(0, mul(g[0], mul(cj(ctx.input(0)), num(g[0], 2.0))));
 }
 STRATA_DERIVATIVE(square, save_inputs(0), save_outputs(), square_backward);
 
@@ -101,14 +112,14 @@ void pow_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) 
     // e * base^(e-1), with 0 where e == 0 (so 0^0 does not give nan)
     Tensor d = mul(e, pow(base, sub(e, num(e, 1.0))));
     d = where(eq(e, num(e, 0.0)), zeros_like(d), d);
-    out.set(0, mul(g[0], d));
+    out.set(0, mul(g[0], cj(d)));
   }
   if (ctx.needs_grad(1)) {
     // base^e * log(base), with 0 where base == 0 and e >= 0
     Tensor y = ctx.output(0);
     Tensor d = mul(y, log(base));
     d = where(logical_and(eq(base, num(base, 0.0)), ge(e, num(e, 0.0))), zeros_like(d), d);
-    out.set(1, mul(g[0], d));
+    out.set(1, mul(g[0], cj(d)));
   }
 }
 STRATA_DERIVATIVE(pow, save_inputs(0, 1), save_outputs(0), pow_backward);
@@ -173,14 +184,14 @@ STRATA_DERIVATIVE(mean, save_inputs(), save_outputs(), mean_backward);
 
 // ---- matrix products -------------------------------------------------------------
 void mm_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  if (ctx.needs_grad(0)) out.set(0, mm(g[0], transpose(ctx.input(1), 0, 1)));
-  if (ctx.needs_grad(1)) out.set(1, mm(transpose(ctx.input(0), 0, 1), g[0]));
+  if (ctx.needs_grad(0)) out.set(0, mm(g[0], cj(transpose(ctx.input(1), 0, 1))));
+  if (ctx.needs_grad(1)) out.set(1, mm(cj(transpose(ctx.input(0), 0, 1)), g[0]));
 }
 STRATA_DERIVATIVE(mm, save_inputs(0, 1), save_outputs(), mm_backward);
 
 void bmm_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  if (ctx.needs_grad(0)) out.set(0, bmm(g[0], transpose(ctx.input(1), 1, 2)));
-  if (ctx.needs_grad(1)) out.set(1, bmm(transpose(ctx.input(0), 1, 2), g[0]));
+  if (ctx.needs_grad(0)) out.set(0, bmm(g[0], cj(transpose(ctx.input(1), 1, 2))));
+  if (ctx.needs_grad(1)) out.set(1, bmm(cj(transpose(ctx.input(0), 1, 2)), g[0]));
 }
 STRATA_DERIVATIVE(bmm, save_inputs(0, 1), save_outputs(), bmm_backward);
 
@@ -199,11 +210,11 @@ void matmul_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& ou
     if (b1) G = unsqueeze(G, -1);
   }
   if (ctx.needs_grad(0)) {
-    Tensor ga = matmul(G, transpose(B, -1, -2));
+    Tensor ga = matmul(G, cj(transpose(B, -1, -2)));
     out.set(0, reshape(sum_to(ga, A.sizes()), a.sizes()));
   }
   if (ctx.needs_grad(1)) {
-    Tensor gb = matmul(transpose(A, -1, -2), G);
+    Tensor gb = matmul(cj(transpose(A, -1, -2)), G);
     out.set(1, reshape(sum_to(gb, B.sizes()), b.sizes()));
   }
 }

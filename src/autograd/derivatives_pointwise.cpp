@@ -18,60 +18,60 @@ Tensor masked(const Tensor& cond, const Tensor& g) { return where(cond, g, zeros
 // ---- exponentials and logarithms ---------------------------------------------
 void exp2_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
   Tensor y = ctx.output(0);
-  out.set(0, mul(g[0], mul(y, num(y, kLn2))));
+  out.set(0, mul(g[0], cj(mul(y, num(y, kLn2)))));
 }
 STRATA_DERIVATIVE(exp2, save_inputs(), save_outputs(0), exp2_backward);
 
 void expm1_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
   Tensor y = ctx.output(0);
-  out.set(0, mul(g[0], add(y, num(y, 1.0))));
+  out.set(0, mul(g[0], cj(add(y, num(y, 1.0)))));
 }
 STRATA_DERIVATIVE(expm1, save_inputs(), save_outputs(0), expm1_backward);
 
 void log2_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
   Tensor x = ctx.input(0);
-  out.set(0, div(g[0], mul(x, num(x, kLn2))));
+  out.set(0, div(g[0], cj(mul(x, num(x, kLn2)))));
 }
 STRATA_DERIVATIVE(log2, save_inputs(0), save_outputs(), log2_backward);
 
 void log10_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
   Tensor x = ctx.input(0);
-  out.set(0, div(g[0], mul(x, num(x, kLn10))));
+  out.set(0, div(g[0], cj(mul(x, num(x, kLn10)))));
 }
 STRATA_DERIVATIVE(log10, save_inputs(0), save_outputs(), log10_backward);
 
 void log1p_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
   Tensor x = ctx.input(0);
-  out.set(0, div(g[0], add(x, num(x, 1.0))));
+  out.set(0, div(g[0], cj(add(x, num(x, 1.0)))));
 }
 STRATA_DERIVATIVE_NAMED(log1p, save_inputs(0), save_outputs(), log1p_backward, "Log1PBackward0");
 
 void rsqrt_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
   Tensor y = ctx.output(0);
-  out.set(0, mul(mul(g[0], num(y, -0.5)), mul(y, mul(y, y))));
+  out.set(0, mul(mul(g[0], num(y, -0.5)), cj(mul(y, mul(y, y)))));
 }
 STRATA_DERIVATIVE(rsqrt, save_inputs(), save_outputs(0), rsqrt_backward);
 
 void reciprocal_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
   Tensor y = ctx.output(0);
-  out.set(0, neg(mul(g[0], mul(y, y))));
+  out.set(0, neg(mul(g[0], cj(mul(y, y)))));
 }
 STRATA_DERIVATIVE(reciprocal, save_inputs(), save_outputs(0), reciprocal_backward);
 
 // ---- trigonometric and hyperbolic ----------------------------------------------
 void sin_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  out.set(0, mul(g[0], cos(ctx.input(0))));
+  out.set(0, mul(g[0], cj(cos(ctx.input(0)))));
 }
 STRATA_DERIVATIVE(sin, save_inputs(0), save_outputs(), sin_backward);
 
 void cos_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  out.set(0, mul(g[0], neg(sin(ctx.input(0)))));
+  out.set(0, mul(g[0], cj(neg(sin(ctx.input(0))))));
 }
 STRATA_DERIVATIVE(cos, save_inputs(0), save_outputs(), cos_backward);
 
 void tan_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
   Tensor y = ctx.output(0);
-  out.set(0, mul(g[0], add(mul(y, y), num(y, 1.0))));
+  out.set(0, mul(g[0], cj(add(mul(y, y), num(y, 1.0)))));
 }
 STRATA_DERIVATIVE(tan, save_inputs(), save_outputs(0), tan_backward);
 
@@ -79,28 +79,28 @@ STRATA_DERIVATIVE(tan, save_inputs(), save_outputs(0), tan_backward);
 Tensor inv_sqrt_one_minus_sq(const Tensor& x) { return rsqrt(sub(num(x, 1.0), mul(x, x))); }
 
 void asin_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  out.set(0, mul(g[0], inv_sqrt_one_minus_sq(ctx.input(0))));
+  out.set(0, mul(g[0], cj(inv_sqrt_one_minus_sq(ctx.input(0)))));
 }
 STRATA_DERIVATIVE(asin, save_inputs(0), save_outputs(), asin_backward);
 
 void acos_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  out.set(0, neg(mul(g[0], inv_sqrt_one_minus_sq(ctx.input(0)))));
+  out.set(0, neg(mul(g[0], cj(inv_sqrt_one_minus_sq(ctx.input(0))))));
 }
 STRATA_DERIVATIVE(acos, save_inputs(0), save_outputs(), acos_backward);
 
 void atan_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
   Tensor x = ctx.input(0);
-  out.set(0, div(g[0], add(mul(x, x), num(x, 1.0))));
+  out.set(0, div(g[0], cj(add(mul(x, x), num(x, 1.0)))));
 }
 STRATA_DERIVATIVE(atan, save_inputs(0), save_outputs(), atan_backward);
 
 void sinh_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  out.set(0, mul(g[0], cosh(ctx.input(0))));
+  out.set(0, mul(g[0], cj(cosh(ctx.input(0)))));
 }
 STRATA_DERIVATIVE(sinh, save_inputs(0), save_outputs(), sinh_backward);
 
 void cosh_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  out.set(0, mul(g[0], sinh(ctx.input(0))));
+  out.set(0, mul(g[0], cj(sinh(ctx.input(0)))));
 }
 STRATA_DERIVATIVE(cosh, save_inputs(0), save_outputs(), cosh_backward);
 
@@ -136,6 +136,11 @@ STRATA_DERIVATIVE(erfc, save_inputs(0), save_outputs(), erfc_backward);
 // comparisons rather than sign() so a nan input gives 0 whatever sign(nan) is.
 void abs_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
   Tensor x = ctx.input(0);
+  if (is_complex_type(x.dtype())) {
+    // |z| is real: dL/dz = g * z / |z| (sgn(z), 0 at 0).
+    out.set(0, mul(g[0], sgn(x)));
+    return;
+  }
   Tensor s = sub(to_dtype(gt(x, num(x, 0.0)), g[0].dtype()), to_dtype(lt(x, num(x, 0.0)), g[0].dtype()));
   out.set(0, mul(g[0], s));
 }

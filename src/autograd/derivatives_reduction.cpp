@@ -96,7 +96,7 @@ void prod_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out)
   Tensor gx = unsqueeze_dims(g[0], dims, nd, keepdim);  // broadcasts against x in mul
   if (!any_zero(x)) {
     Tensor y = unsqueeze_dims(ctx.output(0), dims, nd, keepdim);
-    out.set(0, mul(gx, div(y, x)));
+    out.set(0, mul(gx, cj(div(y, x))));
     return;
   }
   // With zeros, result / x is 0/0: use the product of the other elements,
@@ -104,7 +104,7 @@ void prod_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out)
   // none) and stays exact for double backward.
   Tensor others = ctx.arg_is_none(1) ? reshape(prod_of_others(reshape(x, std::vector<int64_t>{-1}), 0), x.sizes())
                                       : prod_of_others(x, dims[0]);
-  out.set(0, mul(gx, others));
+  out.set(0, mul(gx, cj(others)));
 }
 STRATA_DERIVATIVE(prod, save_inputs(0), save_outputs(0), prod_backward);
 
@@ -310,9 +310,11 @@ void cumprod_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& o
   const int64_t d = wrap_dim(ctx.arg_int(1), nd, "cumprod_backward");
   Tensor y = ctx.output(0);
   if (!any_zero(x)) {
-    out.set(0, div(reverse_cumsum(mul(g[0], y), d), x));
+    out.set(0, div(reverse_cumsum(mul(g[0], cj(y)), d), cj(x)));
     return;
   }
+  STRATA_CHECK_T(NotImplementedError, !is_complex_type(x.dtype()), "cumprod_backward: complex inputs with zeros are "
+                 "not supported (got a ", x.describe(), ")");
   Tensor before, first;
   {
     GradModeGuard no_grad(false);

@@ -40,14 +40,14 @@ Tensor fit_gradient(const Node& producer, size_t index, Tensor g, const TensorGe
                       shape_str(have), " but expected shape compatible with ", shape_str(want.sizes)));
     }
   }
-  if (g.dtype() != want.dtype && is_floating_type(want.dtype)) g = to_dtype(g, want.dtype);
+  if (g.dtype() != want.dtype && is_differentiable_type(want.dtype)) g = to_dtype(g, want.dtype);
   return g;
 }
 
 void check_nan(const Node& n, const variable_list& outs) {
   for (size_t i = 0; i < outs.size(); ++i) {
     const Tensor& g = outs[i];
-    if (!g.defined() || !is_floating_type(g.dtype()) || g.device().is_meta()) continue;
+    if (!g.defined() || !is_differentiable_type(g.dtype()) || g.device().is_meta()) continue;
     if (any_nonzero(isnan(g))) {
       throw Error(str("Function '", n.name(), "' returned nan values in its ", i, "th output.\n",
                       n.creation_trace.empty() ? std::string("(the node was created before anomaly mode was on)")

@@ -64,8 +64,8 @@ void set_requires_grad(const Tensor& t, bool value) {
     if (m) m->requires_grad = false;
     return;
   }
-  STRATA_CHECK(is_floating_type(t.dtype()),
-               "only Tensors of floating point dtype can require gradients (got ", dtype_name(t.dtype()), ")");
+  STRATA_CHECK(is_differentiable_type(t.dtype()),
+               "only Tensors of floating point and complex dtype can require gradients (got ", dtype_name(t.dtype()), ")");
   // A batched tensor (vmap) shares its physical tensor's autograd state: set it there.
   if (t.key_set().has(DispatchKey::Vmap))
     if (auto hook = g_batched_physical.load())

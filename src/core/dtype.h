@@ -4,6 +4,7 @@
 
 #include <bit>
 #include <cmath>
+#include <complex>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -27,6 +28,12 @@ enum class ScalarType : int8_t {
   BFloat16,
   Float32,
   Float64,
+  // Appended in issue 13 (torch's barebones unsigned types and the complex types).
+  UInt16,
+  UInt32,
+  UInt64,
+  ComplexFloat,
+  ComplexDouble,
   Undefined,
 };
 constexpr int kNumScalarTypes = static_cast<int>(ScalarType::Undefined);
@@ -82,6 +89,11 @@ STRATA_SCALAR_TYPE_OF(Half, Float16)
 STRATA_SCALAR_TYPE_OF(BFloat16, BFloat16)
 STRATA_SCALAR_TYPE_OF(float, Float32)
 STRATA_SCALAR_TYPE_OF(double, Float64)
+STRATA_SCALAR_TYPE_OF(uint16_t, UInt16)
+STRATA_SCALAR_TYPE_OF(uint32_t, UInt32)
+STRATA_SCALAR_TYPE_OF(uint64_t, UInt64)
+STRATA_SCALAR_TYPE_OF(std::complex<float>, ComplexFloat)
+STRATA_SCALAR_TYPE_OF(std::complex<double>, ComplexDouble)
 #undef STRATA_SCALAR_TYPE_OF
 
 // The type arithmetic is carried out in: 16-bit floats compute in float.
@@ -104,6 +116,14 @@ template <typename T>
 constexpr bool is_reduced_float_v = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 template <typename T>
 constexpr bool is_float_v = std::is_floating_point_v<T> || is_reduced_float_v<T>;
+// Complex elements are std::complex<float|double> (interleaved re, im; the
+// layout torch, NumPy and BLAS use). They compute in their own type.
+template <typename T>
+struct IsComplex : std::false_type {};
+template <typename T>
+struct IsComplex<std::complex<T>> : std::true_type {};
+template <typename T>
+constexpr bool is_complex_v = IsComplex<T>::value;
 
 constexpr size_t element_size(ScalarType t) {
   switch (t) {
@@ -112,15 +132,21 @@ constexpr size_t element_size(ScalarType t) {
     case ScalarType::Int8:
       return 1;
     case ScalarType::Int16:
+    case ScalarType::UInt16:
     case ScalarType::Float16:
     case ScalarType::BFloat16:
       return 2;
     case ScalarType::Int32:
+    case ScalarType::UInt32:
     case ScalarType::Float32:
       return 4;
     case ScalarType::Int64:
+    case ScalarType::UInt64:
     case ScalarType::Float64:
+    case ScalarType::ComplexFloat:
       return 8;
+    case ScalarType::ComplexDouble:
+      return 16;
     default:
       return 0;
   }
@@ -132,11 +158,35 @@ constexpr bool is_floating_type(ScalarType t) {
 }
 constexpr bool is_integral_type(ScalarType t, bool include_bool) {
   return (include_bool && t == ScalarType::Bool) || t == ScalarType::UInt8 || t == ScalarType::Int8 ||
-         t == ScalarType::Int16 || t == ScalarType::Int32 || t == ScalarType::Int64;
+         t == ScalarType::Int16 || t == ScalarType::Int32 || t == ScalarType::Int64 || t == ScalarType::UInt16 ||
+         t == ScalarType::UInt32 || t == ScalarType::UInt64;
 }
 constexpr bool is_signed_type(ScalarType t) {
-  return t != ScalarType::Bool && t != ScalarType::UInt8;
+  return t != ScalarType::Bool && t != ScalarType::UInt8 && t != ScalarType::UInt16 && t != ScalarType::UInt32 &&
+         t != ScalarType::UInt64;
 }
+constexpr bool is_complex_type(ScalarType t) {
+  return t == ScalarType::ComplexFloat || t == ScalarType::ComplexDouble;
+}
+// The dtypes autograd differentiates: floating and complex.
+constexpr bool is_differentiable_type(ScalarType t) { return is_floating_type(t) || is_complex_type(t); }
+// uint16/32/64: torch's "barebones" unsigned types (creation, copy, conversion,
+// comparison for equality, shape ops, sum; no arithmetic kernels).
+constexpr bool is_barebones_unsigned(ScalarType t) {
+  return t == ScalarType::UInt16 || t == ScalarType::UInt32 || t == ScalarType::UInt64;
+}
+// The types the original kernels are instantiated for (visit_dtype).
+constexpr bool is_basic_type(ScalarType t) { return static_cast<int>(t) <= static_cast<int>(ScalarType::Float64); }
+// complex64 <-> float32, complex128 <-> float64 (16-bit floats pair with complex64).
+constexpr ScalarType to_complex_type(ScalarType t) {
+  return t == ScalarType::Float64 || t == ScalarType::ComplexDouble ? ScalarType::ComplexDouble
+                                                                    : ScalarType::ComplexFloat;
+}
+constexpr ScalarType to_real_value_type(ScalarType t) {
+  return t == ScalarType::ComplexFloat ? ScalarType::Float32 : t == ScalarType::ComplexDouble ? ScalarType::Float64 : t;
+}
+// torch's name for the C++ type, used in "not implemented for 'ComplexFloat'".
+std::string_view scalar_type_name(ScalarType t);
 
 // Python-facing name without the "strata." prefix, e.g. "float32".
 std::string_view dtype_name(ScalarType t);
@@ -148,10 +198,21 @@ ScalarType promote_types(ScalarType a, ScalarType b);
 
 ScalarType default_dtype();
 void set_default_dtype(ScalarType t);
+// complex128 when the default dtype is float64, else complex64 (torch's rule).
+inline ScalarType default_complex_dtype() { return to_complex_type(default_dtype()); }
 
-// Calls f.template operator()<T>() with T the C++ type of `t`.
+// Calls f.template operator()<T>() with T the C++ type of `t`, for the ten
+// original types (bool .. float64). The unsigned and complex types throw a
+// NotImplementedError naming the dtype: a kernel opts in to them with the
+// visitors below.
 template <typename F>
 decltype(auto) visit_dtype(ScalarType t, F&& f);
+// The original types plus complex64/complex128.
+template <typename F>
+decltype(auto) visit_dtype_and_complex(ScalarType t, F&& f);
+// Every type (copy, fill, equality, gathers).
+template <typename F>
+decltype(auto) visit_all_dtypes(ScalarType t, F&& f);
 
 }  // namespace strata
 
@@ -182,7 +243,26 @@ decltype(auto) visit_dtype(ScalarType t, F&& f) {
     case ScalarType::Float64:
       return f.template operator()<double>();
     default:
-      throw Error("visit_dtype: undefined dtype");
+      throw NotImplementedError(str("not implemented for '", scalar_type_name(t), "' (dtype ", dtype_name(t), ")"));
+  }
+}
+template <typename F>
+decltype(auto) visit_dtype_and_complex(ScalarType t, F&& f) {
+  if (t == ScalarType::ComplexFloat) return f.template operator()<std::complex<float>>();
+  if (t == ScalarType::ComplexDouble) return f.template operator()<std::complex<double>>();
+  return visit_dtype(t, std::forward<F>(f));
+}
+template <typename F>
+decltype(auto) visit_all_dtypes(ScalarType t, F&& f) {
+  switch (t) {
+    case ScalarType::UInt16:
+      return f.template operator()<uint16_t>();
+    case ScalarType::UInt32:
+      return f.template operator()<uint32_t>();
+    case ScalarType::UInt64:
+      return f.template operator()<uint64_t>();
+    default:
+      return visit_dtype_and_complex(t, std::forward<F>(f));
   }
 }
 }  // namespace strata

@@ -2,6 +2,7 @@
 // the C++ counterpart of a Python number passed to an op.
 #pragma once
 
+#include <complex>
 #include <cstdint>
 #include <string>
 
@@ -11,7 +12,7 @@ namespace strata {
 
 class Scalar {
  public:
-  enum class Kind : uint8_t { Bool, Int, Double };
+  enum class Kind : uint8_t { Bool, Int, Double, Complex };
 
   Scalar() : Scalar(int64_t(0)) {}
   Scalar(bool b) : kind_(Kind::Bool) { v_.i = b; }
@@ -26,31 +27,59 @@ class Scalar {
   Scalar(uint8_t v) : Scalar(static_cast<int64_t>(v)) {}
   Scalar(int8_t v) : Scalar(static_cast<int64_t>(v)) {}
   Scalar(int16_t v) : Scalar(static_cast<int64_t>(v)) {}
+  Scalar(uint16_t v) : Scalar(static_cast<int64_t>(v)) {}
+  // uint64 beyond int64 wraps, as torch's item() of a uint64 tensor does not
+  // (torch returns a Python int); kept as the bit pattern here.
+  Scalar(unsigned long v) : Scalar(static_cast<int64_t>(v)) {}
+  Scalar(std::complex<double> v) : kind_(Kind::Complex) {
+    v_.c.re = v.real();
+    v_.c.im = v.imag();
+  }
+  Scalar(std::complex<float> v) : Scalar(std::complex<double>(v)) {}
 
   Kind kind() const { return kind_; }
   bool is_bool() const { return kind_ == Kind::Bool; }
   bool is_integral(bool include_bool) const { return kind_ == Kind::Int || (include_bool && is_bool()); }
   bool is_floating_point() const { return kind_ == Kind::Double; }
+  bool is_complex() const { return kind_ == Kind::Complex; }
 
-  double to_double() const { return kind_ == Kind::Double ? v_.d : static_cast<double>(v_.i); }
-  int64_t to_int() const { return kind_ == Kind::Double ? static_cast<int64_t>(v_.d) : v_.i; }
-  bool to_bool() const { return kind_ == Kind::Double ? v_.d != 0 : v_.i != 0; }
+  // A complex Scalar gives its real part to to_double / to_int (the imaginary
+  // part is dropped, as a complex -> real cast does).
+  double to_double() const {
+    return kind_ == Kind::Double ? v_.d : kind_ == Kind::Complex ? v_.c.re : static_cast<double>(v_.i);
+  }
+  int64_t to_int() const {
+    return kind_ == Kind::Double ? static_cast<int64_t>(v_.d)
+           : kind_ == Kind::Complex ? static_cast<int64_t>(v_.c.re)
+                                    : v_.i;
+  }
+  bool to_bool() const {
+    return kind_ == Kind::Double ? v_.d != 0 : kind_ == Kind::Complex ? (v_.c.re != 0 || v_.c.im != 0) : v_.i != 0;
+  }
+  std::complex<double> to_complex() const {
+    return kind_ == Kind::Complex ? std::complex<double>(v_.c.re, v_.c.im) : std::complex<double>(to_double(), 0.0);
+  }
 
   template <typename T>
   T to() const {
     if constexpr (std::is_same_v<T, bool>) {
       return to_bool();
+    } else if constexpr (is_complex_v<T>) {
+      return static_cast<T>(to_complex());
     } else if constexpr (is_float_v<T>) {
       return static_cast<T>(static_cast<opmath_t<T>>(to_double()));
     } else {
-      if (kind_ == Kind::Double) return static_cast<T>(static_cast<int64_t>(v_.d));
+      if (kind_ == Kind::Double || kind_ == Kind::Complex) return static_cast<T>(static_cast<int64_t>(to_double()));
       return static_cast<T>(v_.i);
     }
   }
 
   // The dtype a Python number of this kind gets when it is the only operand.
   ScalarType natural_dtype() const {
-    return kind_ == Kind::Bool ? ScalarType::Bool : kind_ == Kind::Int ? ScalarType::Int64 : default_dtype();
+    return kind_ == Kind::Bool     ? ScalarType::Bool
+           : kind_ == Kind::Int    ? ScalarType::Int64
+           : kind_ == Kind::Double ? default_dtype()
+                                   : default_complex_dtype();
   }
 
   std::string repr() const;
@@ -60,6 +89,9 @@ class Scalar {
   union {
     int64_t i;
     double d;
+    struct {
+      double re, im;
+    } c;
   } v_;
 };
 

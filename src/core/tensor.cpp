@@ -98,7 +98,7 @@ Scalar Tensor::item() const {
   STRATA_CHECK(numel() == 1, "item(): a Tensor with ", numel(), " elements cannot be converted to Scalar");
   STRATA_CHECK(device().is_cpu(), "item(): the tensor is on ", device().str(),
                "; copy it to the cpu first (tensor.cpu())");
-  return visit_dtype(dtype(), [&]<typename T>() -> Scalar { return Scalar(*data_ptr<T>()); });
+  return visit_all_dtypes(dtype(), [&]<typename T>() -> Scalar { return Scalar(*data_ptr<T>()); });
 }
 
 STRATA_HOT Tensor empty_tensor(IntArrayRef sizes, ScalarType dtype, Device device) {
@@ -125,7 +125,7 @@ Tensor scalar_to_tensor(const Scalar& s, ScalarType dtype, Device device, bool w
   if (wrapped && device.is_meta()) device = Device();
   Tensor t = empty_tensor({}, dtype, device);
   if (device.is_cpu()) {
-    visit_dtype(dtype, [&]<typename T>() { *t.data_ptr<T>() = s.to<T>(); });
+    visit_all_dtypes(dtype, [&]<typename T>() { *t.data_ptr<T>() = s.to<T>(); });
   }
   t.impl()->set_wrapped_number(wrapped);
   return t;
@@ -135,6 +135,11 @@ std::string Scalar::repr() const {
   switch (kind_) {
     case Kind::Bool: return v_.i ? "True" : "False";
     case Kind::Int: return std::to_string(v_.i);
+    case Kind::Complex: {
+      std::ostringstream ss;
+      ss << "(" << v_.c.re << (v_.c.im < 0 || std::signbit(v_.c.im) ? "" : "+") << v_.c.im << "j)";
+      return ss.str();
+    }
     default: {
       std::ostringstream ss;
       ss << v_.d;

@@ -93,8 +93,14 @@ Tensor fill_impl(const Tensor& self, const Scalar& value) {
   cfg.compute_dtype = self.dtype();
   TensorIterator it(cfg, {});
   PwArgs a;
-  if (value.is_floating_point()) {
-    STRATA_CHECK(is_floating_type(self.dtype()) || std::isfinite(value.to_double()), "fill_: value ",
+  if (value.is_complex()) {
+    STRATA_CHECK(is_complex_type(self.dtype()), "fill_: value ", value.repr(), " cannot be converted to type ",
+                 dtype_name(self.dtype()), " without overflow");
+    a.a = value.to_complex().real();
+    a.b = value.to_complex().imag();
+    a.c = 2;
+  } else if (value.is_floating_point()) {
+    STRATA_CHECK(is_floating_type(self.dtype()) || is_complex_type(self.dtype()) || std::isfinite(value.to_double()), "fill_: value ",
                  value.repr(), " cannot be converted to type ", dtype_name(self.dtype()), " without overflow");
     a.a = value.to_double();
     a.c = 0;

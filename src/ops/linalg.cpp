@@ -6,6 +6,7 @@
 
 #include "ops/linalg_kernel.h"
 #include "ops/op_list.h"
+#include "ops/api/complex.h"
 #include "ops/ops.h"
 #include "ops/pointwise.h"
 #include "profiler/hidden_copy.h"
@@ -42,7 +43,8 @@ void check_same_dtype(const char* op, std::initializer_list<std::pair<const char
 }
 
 void check_dtype_supported(const char* op, ScalarType dt) {
-  STRATA_CHECK_T(NotImplementedError, dt != ScalarType::Bool, op, ": not implemented for 'Bool' tensors");
+  STRATA_CHECK_T(NotImplementedError, dt != ScalarType::Bool && !is_barebones_unsigned(dt), op,
+                 ": not implemented for '", scalar_type_name(dt), "' tensors");
 }
 
 bool shares_storage(const Tensor& a, const Tensor& b) { return a.impl()->storage() == b.impl()->storage(); }
@@ -130,9 +132,32 @@ BatchedGemm describe_gemm(ScalarType dt, const Tensor& c, const Tensor& a, const
 // have the same number of batch dims (size-1 batch dims of a and b broadcast).
 // reduce_batch: c is 2-D and every batch of a/b is added into it (addbmm).
 void gemm_into(const char* op, const Tensor& c, const Tensor& a, const Tensor& b, const Scalar& beta,
-               const Scalar& alpha, bool reduce_batch = false) {
+               const Scalar& alpha, bool reduce_batch = false);
+
+// Complex products as four real GEMMs on the real/imaginary views (the real
+// BLAS does the work): (ar + i ai)(br + i bi) = (ar br - ai bi) + i(ar bi + ai br).
+void complex_gemm_into(const char* op, const Tensor& c, const Tensor& a, const Tensor& b, const Scalar& beta,
+                       const Scalar& alpha, bool reduce_batch) {
+  ScalarType rt = to_real_value_type(c.dtype());
+  Tensor ar = real(a), ai = imag(a), br = real(b), bi = imag(b);
+  Tensor re = empty_tensor(c.sizes(), rt, c.device()), im = empty_tensor(c.sizes(), rt, c.device());
+  gemm_into(op, re, ar, br, Scalar(0.0), Scalar(1.0), reduce_batch);
+  gemm_into(op, re, ai, bi, Scalar(1.0), Scalar(-1.0), reduce_batch);
+  gemm_into(op, im, ar, bi, Scalar(0.0), Scalar(1.0), reduce_batch);
+  gemm_into(op, im, ai, br, Scalar(1.0), Scalar(1.0), reduce_batch);
+  Tensor prod = complex(re, im);
+  const bool unit_alpha = !alpha.is_complex() && alpha.to_double() == 1.0;
+  if (!unit_alpha) prod = mul(prod, scalar_to_tensor(alpha, c.dtype(), c.device(), true));
+  const bool read_c = beta.is_complex() || beta.to_double() != 0.0;
+  if (read_c) prod = add(mul(c, scalar_to_tensor(beta, c.dtype(), c.device(), true)), prod);
+  copy_(c, prod, false);
+}
+
+void gemm_into(const char* op, const Tensor& c, const Tensor& a, const Tensor& b, const Scalar& beta,
+               const Scalar& alpha, bool reduce_batch) {
   if (c.device().is_meta() || c.numel() == 0) return;
   ScalarType dt = c.dtype();
+  if (is_complex_type(dt)) return complex_gemm_into(op, c, a, b, beta, alpha, reduce_batch);
   if (dt == ScalarType::Float16 || dt == ScalarType::BFloat16) {
     // Accumulate in float32 and round once at the end. bfloat16 operands go
     // to the backend as they are (oneDNN's bf16 GEMM on the CPU); float16
@@ -309,7 +334,10 @@ Tensor dot_common(const char* op, const Tensor& self, const Tensor& other, const
 }
 Tensor dot_impl(const Tensor& self, const Tensor& other, const OptT& out) { return dot_common("dot", self, other, out); }
 Tensor vdot_impl(const Tensor& self, const Tensor& other, const OptT& out) {
-  return dot_common("vdot", self, other, out);  // real dtypes only: no conjugation needed
+  // vdot conjugates its first argument (a no-op for real dtypes).
+  if (is_complex_type(self.dtype()) && self.dtype() == other.dtype())
+    return dot_common("vdot", conj_physical(self), other, out);
+  return dot_common("vdot", self, other, out);
 }
 STRATA_IMPL_CPU_META(dot, dot_impl);
 STRATA_IMPL_CPU_META(vdot, vdot_impl);

@@ -21,6 +21,40 @@ void resize_out(Tensor& out, IntArrayRef shape, const char* op) {
   }
 }
 
+namespace {
+// Note [Complex and barebones-unsigned kernels]
+// Kernels are written for the ten original dtypes; a pointwise op takes the
+// complex or the uint16/32/64 dtypes only where it is named here (its kernel
+// visits them too). Any other op raises torch's NotImplementedError naming the
+// op and the dtype before a kernel runs, on every backend and on Meta.
+bool takes_complex(std::string_view op) {
+  static constexpr std::string_view ops[] = {
+      "exp",   "exp2",  "expm1", "log",      "log2",  "log10",     "log1p",       "sqrt",  "rsqrt", "reciprocal",
+      "sin",   "cos",   "tan",   "tanh",     "asin",  "acos",      "atan",        "sinh",  "cosh",  "sigmoid",
+      "neg",   "abs",   "square", "isnan",   "isinf", "isfinite",  "logical_not", "mul",   "add",   "sub",
+      "div",   "pow",   "eq",    "ne",       "where", "masked_fill", "logical_and", "logical_or", "logical_xor", "sgn"};
+  for (auto o : ops)
+    if (o == op) return true;
+  return false;
+}
+bool takes_barebones_unsigned(std::string_view op) {
+  static constexpr std::string_view ops[] = {"eq", "ne", "where", "masked_fill", "logical_not", "logical_and",
+                                             "logical_or", "logical_xor", "isnan", "isinf", "isfinite"};
+  for (auto o : ops)
+    if (o == op) return true;
+  return false;
+}
+[[noreturn]] void not_implemented_for(const char* op, ScalarType t) {
+  throw NotImplementedError(str("\"", op, "\" not implemented for '", scalar_type_name(t), "' (", op,
+                                " does not support ", dtype_name(t), " tensors)"));
+}
+}  // namespace
+
+void check_pointwise_dtype(const char* op, ScalarType t) {
+  if (is_basic_type(t)) return;
+  if (is_complex_type(t) ? !takes_complex(op) : !takes_barebones_unsigned(op)) not_implemented_for(op, t);
+}
+
 STRATA_HOT Tensor run_pointwise(const char* op, const DispatchStub<PointwiseFn>& stub, PwRule rule,
                      std::initializer_list<Tensor> inputs, const std::optional<Tensor>& out, const PwArgs& args, int skip_promotion_of) {
   TensorIterator::Config cfg;
@@ -51,6 +85,8 @@ STRATA_HOT Tensor run_pointwise(const char* op, const DispatchStub<PointwiseFn>&
     STRATA_CHECK_T(NotImplementedError, is_integral_type(it.common_dtype(), true), op, ": expected integral or bool tensors, but got ",
                       dtype_name(it.common_dtype()), " (bitwise ops are not defined for floating point)");
   }
+  if (!is_basic_type(it.common_dtype())) [[unlikely]]
+    check_pointwise_dtype(op, it.common_dtype());
   if (!it.is_meta() && it.numel() > 0) stub(it.device().type, it, args);
   if (it.output().defined() && out && out->defined()) out->bump_version();
   return it.finish();
@@ -83,7 +119,7 @@ using OptT = std::optional<Tensor>;
   X(reciprocal, IntToFloat) X(sin, IntToFloat) X(cos, IntToFloat) X(tan, IntToFloat)                 \
   X(tanh, IntToFloat) X(asin, IntToFloat) X(acos, IntToFloat) X(atan, IntToFloat) X(sinh, IntToFloat) \
   X(cosh, IntToFloat) X(sigmoid, IntToFloat) X(erf, IntToFloat) X(erfc, IntToFloat)                   \
-  X(abs, Promote) X(sign, Promote) X(square, Promote) X(floor, Promote) X(ceil, Promote)             \
+  X(sign, Promote) X(square, Promote) X(floor, Promote) X(ceil, Promote)             \
   X(trunc, Promote) X(isnan, BoolOut) X(isinf, BoolOut) X(isfinite, BoolOut)                          \
   X(logical_not, BoolCompute) X(bitwise_not, IntegralOnly)
 
@@ -96,6 +132,23 @@ using OptT = std::optional<Tensor>;
 #define STRATA_X_UNARY(n, r) STRATA_POINTWISE_UNARY(n, PwRule::r)
 #define STRATA_X_BINARY(n, r) STRATA_POINTWISE_BINARY(n, PwRule::r)
 STRATA_PW_UNARY_LIST(STRATA_X_UNARY)
+
+// abs and angle of a complex tensor are real (float32 for complex64).
+STRATA_DEFINE_STUB(abs_stub, PointwiseFn);
+Tensor abs_impl(const Tensor& self, const OptT& out) {
+  if (!is_complex_type(self.dtype())) return run_pointwise("abs", abs_stub, PwRule::Promote, {self}, out);
+  STRATA_CHECK(!(out && out->defined() && out->is_same(self)),
+               "In-place abs is not supported for complex tensors (got a ", self.describe(), ")");
+  TensorIterator::Config cfg;
+  cfg.op = "abs";
+  cfg.out_dtype = to_real_value_type(self.dtype());
+  if (out && out->defined()) cfg.out = *out;
+  TensorIterator it(std::move(cfg), {self});
+  if (!it.is_meta() && it.numel() > 0) abs_stub(it.device().type, it, PwArgs{});
+  if (out && out->defined()) out->bump_version();
+  return it.finish();
+}
+STRATA_IMPL_CPU_META(abs, abs_impl);
 STRATA_PW_BINARY_LIST(STRATA_X_BINARY)
 
 // ---- ops with extra arguments or checks -------------------------------------
@@ -149,9 +202,19 @@ Tensor nan_to_num_impl(const Tensor& self, std::optional<double> nan, std::optio
 STRATA_IMPL_CPU_META(nan_to_num, nan_to_num_impl);
 
 STRATA_DEFINE_STUB(add_stub, PointwiseFn);
+// self + alpha * other for a complex alpha (the kernels take a real alpha):
+// out of line, so the hot add path keeps its small frame.
+[[gnu::noinline, gnu::cold]] Tensor add_complex_alpha(const Tensor& self, const Tensor& other, const Scalar& alpha,
+                                                      const OptT& out, bool subtract) {
+  Tensor scaled = mul(other, scalar_to_tensor(alpha, ScalarType::ComplexDouble, Device(), true));
+  return subtract ? sub(self, scaled, Scalar(1), out) : add(self, scaled, Scalar(1), out);
+}
+
 STRATA_HOT Tensor add_impl(const Tensor& self, const Tensor& other, const Scalar& alpha, const OptT& out) {
   // The default alpha (the integer 1) passes both checks for every dtype.
   if (!(alpha.is_integral(false) && alpha.to_int() == 1)) {
+    if (alpha.is_complex()) [[unlikely]]
+      return add_complex_alpha(self, other, alpha, out, false);
     ScalarType common = result_type({self, other});
     STRATA_CHECK(!(alpha.is_floating_point() && is_integral_type(common, true)), "add: For integral input tensors, "
                  "argument alpha must not be a floating point number.");
@@ -174,6 +237,8 @@ Tensor sub_impl(const Tensor& self, const Tensor& other, const Scalar& alpha, co
                     "invert a mask, use the `~` or `logical_not()` operator instead.");
   STRATA_CHECK(!(alpha.is_floating_point() && is_integral_type(result_type({self, other}), true)),
                     "sub: For integral input tensors, argument alpha must not be a floating point number.");
+  if (alpha.is_complex()) [[unlikely]]
+    return add_complex_alpha(self, other, alpha, out, true);
   PwArgs a;
   a.a = -alpha.to_double();
   return run_pointwise("sub", add_stub, PwRule::Promote, {self, other}, out, a);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cmath>
+#include <complex>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
@@ -91,18 +92,62 @@ struct RoundDecimals {
 };
 
 // ---- unary, floating -------------------------------------------------------
+// The functions the C++ library lacks for std::complex (real types forward to
+// std::). expm1 and log1p keep their accuracy near zero, as torch's do.
+namespace cx {
+template <typename T>
+STRATA_HD T exp2(T a) {
+  if constexpr (is_complex_v<T>) return std::exp(a * typename T::value_type(0.69314718055994530942));
+  else return std::exp2(a);
+}
+template <typename T>
+STRATA_HD T log2(T a) {
+  if constexpr (is_complex_v<T>) return std::log(a) / typename T::value_type(0.69314718055994530942);
+  else return std::log2(a);
+}
+template <typename T>
+STRATA_HD T expm1(T a) {
+  if constexpr (is_complex_v<T>) {
+    // exp(x+iy)-1 = expm1(x)cos(y) - 2 sin^2(y/2) + i exp(x) sin(y)
+    using R = typename T::value_type;
+    R x = a.real(), y = a.imag(), s = std::sin(y / 2);
+    return T(std::expm1(x) * std::cos(y) - 2 * s * s, std::exp(x) * std::sin(y));
+  } else {
+    return std::expm1(a);
+  }
+}
+template <typename T>
+STRATA_HD T log1p(T a) {
+  if constexpr (is_complex_v<T>) {
+    // log|1+z| = 0.5 log1p(2x + x^2 + y^2), arg(1+z) = atan2(y, 1+x)
+    using R = typename T::value_type;
+    R x = a.real(), y = a.imag();
+    if (std::abs(x) < R(0.5) && std::abs(y) < R(0.5))
+      return T(R(0.5) * std::log1p(x * (2 + x) + y * y), std::atan2(y, 1 + x));
+    return std::log(T(1) + a);
+  } else {
+    return std::log1p(a);
+  }
+}
+template <typename T>
+STRATA_HD bool isnan(T a) {
+  if constexpr (is_complex_v<T>) return std::isnan(a.real()) || std::isnan(a.imag());
+  else if constexpr (std::is_floating_point_v<T>) return std::isnan(a);
+  else return false;
+}
+}  // namespace cx
 #define STRATA_FLOAT_UNARY(Name, expr)            \
   struct Name {                                   \
     template <typename T>                         \
     STRATA_HD T operator()(T a) const { return expr; } \
   };
 STRATA_FLOAT_UNARY(Exp, std::exp(a))
-STRATA_FLOAT_UNARY(Exp2, std::exp2(a))
-STRATA_FLOAT_UNARY(Expm1, std::expm1(a))
+STRATA_FLOAT_UNARY(Exp2, cx::exp2(a))
+STRATA_FLOAT_UNARY(Expm1, cx::expm1(a))
 STRATA_FLOAT_UNARY(Log, std::log(a))
-STRATA_FLOAT_UNARY(Log2, std::log2(a))
+STRATA_FLOAT_UNARY(Log2, cx::log2(a))
 STRATA_FLOAT_UNARY(Log10, std::log10(a))
-STRATA_FLOAT_UNARY(Log1p, std::log1p(a))
+STRATA_FLOAT_UNARY(Log1p, cx::log1p(a))
 STRATA_FLOAT_UNARY(Sqrt, std::sqrt(a))
 STRATA_FLOAT_UNARY(Rsqrt, T(1) / std::sqrt(a))
 STRATA_FLOAT_UNARY(Reciprocal, T(1) / a)
@@ -136,28 +181,27 @@ struct NanToNum {
 // ---- unary -> bool ---------------------------------------------------------
 struct IsNan {
   template <typename T>
-  STRATA_HD bool operator()(T a) const {
-    if constexpr (std::is_floating_point_v<T>) return std::isnan(a);
-    else return false;
-  }
+  STRATA_HD bool operator()(T a) const { return cx::isnan(a); }
 };
 struct IsInf {
   template <typename T>
   STRATA_HD bool operator()(T a) const {
-    if constexpr (std::is_floating_point_v<T>) return std::isinf(a);
+    if constexpr (is_complex_v<T>) return std::isinf(a.real()) || std::isinf(a.imag());
+    else if constexpr (std::is_floating_point_v<T>) return std::isinf(a);
     else return false;
   }
 };
 struct IsFinite {
   template <typename T>
   STRATA_HD bool operator()(T a) const {
-    if constexpr (std::is_floating_point_v<T>) return std::isfinite(a);
+    if constexpr (is_complex_v<T>) return std::isfinite(a.real()) && std::isfinite(a.imag());
+    else if constexpr (std::is_floating_point_v<T>) return std::isfinite(a);
     else return true;
   }
 };
 struct LogicalNot {
   template <typename T>
-  STRATA_HD bool operator()(T a) const { return !static_cast<bool>(a); }
+  STRATA_HD bool operator()(T a) const { return a == T(0); }
 };
 struct BitwiseNot {
   template <typename T>
@@ -257,7 +301,7 @@ struct Fmod {
 struct Pow {
   template <typename T>
   STRATA_HD T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<T>) {
+    if constexpr (std::is_floating_point_v<T> || is_complex_v<T>) {
       return std::pow(a, b);
     } else if constexpr (std::is_same_v<T, bool>) {
       return a || !b;

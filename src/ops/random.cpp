@@ -7,6 +7,7 @@
 
 #include "core/shape.h"
 #include "ops/creation_common.h"
+#include "ops/api/complex.h"
 #include "ops/ops.h"
 
 namespace strata {
@@ -95,10 +96,19 @@ std::pair<double, double> integer_bounds(ScalarType dt) {
 Tensor float_random_factory(const char* op, RandomKind kind, IntArrayRef size, OptInt gen, OptDType dtype,
                             OptDevice device, const std::optional<Tensor>& out) {
   ScalarType dt = factory_dtype(op, dtype, out, default_dtype());
-  check_floating(op, dt);
+  if (!is_complex_type(dt)) check_floating(op, dt);
   Tensor t = factory_alloc(op, size, dt, factory_device(op, device, out));
   RandomParams p;
   p.kind = kind;
+  if (is_complex_type(dt)) {
+    // As torch: the real and imaginary parts are independent draws, in the
+    // order of view_as_real; randn scales them to N(0, 1/2) so E|z|^2 = 1.
+    Tensor parts = view_as_real(t);
+    random_into(parts, p, gen);
+    if (kind == RandomKind::Normal && !parts.device().is_meta())
+      copy_(parts, mul(parts, wrapped(0.70710678118654752440, parts)), false);
+    return finish_factory(op, t, out);
+  }
   random_into(t, p, gen);
   return finish_factory(op, t, out);
 }

@@ -40,7 +40,7 @@ Tensor softmax_common(const char* op, const Tensor& self, int64_t dim, OptDType 
 Tensor scan_common(const char* op, const Tensor& self, int64_t dim, OptDType dtype, bool prod) {
   Tensor in = dtype && *dtype != self.dtype() ? to_dtype(self, *dtype) : self;
   int64_t d = wrap_dim(dim, in.dim(), op);
-  ScalarType natural = is_floating_type(in.dtype()) ? in.dtype() : ScalarType::Int64;
+  ScalarType natural = is_floating_type(in.dtype()) || is_complex_type(in.dtype()) ? in.dtype() : ScalarType::Int64;
   Tensor out = empty_tensor(in.sizes(), natural, in.device());
   if (!in.device().is_meta() && in.numel() > 0) {
     in = contiguous_input(in, "self");

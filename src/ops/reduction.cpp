@@ -7,6 +7,7 @@
 
 #include "autograd/variable.h"
 #include "core/shape.h"
+#include "ops/api/complex.h"
 #include "ops/api/math_more.h"
 #include "ops/op_list.h"
 #include "ops/ops.h"
@@ -152,7 +153,9 @@ void check_nonempty(const char* op, const Tensor& in, uint64_t mask, bool dims_g
   }
 }
 
-ScalarType sum_natural_dtype(ScalarType t) { return is_floating_type(t) ? t : ScalarType::Int64; }
+ScalarType sum_natural_dtype(ScalarType t) {
+  return is_floating_type(t) || is_complex_type(t) ? t : ScalarType::Int64;
+}
 
 Tensor cast_input(const Tensor& self, OptDType dtype) {
   return dtype && *dtype != self.dtype() ? to_dtype(self, *dtype) : self;
@@ -187,6 +190,8 @@ STRATA_IMPL_CPU_META(sum, sum_impl);
 // and the device has the fused kernel (CPU), it is one reduction pass instead
 // of isnan + where + sum (three passes and two temporaries).
 Tensor nansum_impl(const Tensor& self, OptIntArrayRef dim, bool keepdim, OptDType dtype) {
+  STRATA_CHECK_T(NotImplementedError, !is_complex_type(self.dtype()), "nansum does not support complex inputs (got ",
+                 self.describe(), ")");
   if (!is_floating_type(self.dtype())) return sum(self, dim, keepdim, dtype);
   const bool needs_grad = autograd::requires_grad(self) && autograd::grad_mode_enabled();
   if (needs_grad || self.device().type != DeviceType::CPU) {
@@ -204,10 +209,10 @@ STRATA_IMPL_COMPOSITE(nansum, nansum_impl);
 
 Tensor mean_impl(const Tensor& self, OptIntArrayRef dim, bool keepdim, OptDType dtype) {
   if (dtype) {
-    STRATA_CHECK(is_floating_type(*dtype), "mean(): could not infer output dtype. Optional dtype must be either a "
+    STRATA_CHECK(is_floating_type(*dtype) || is_complex_type(*dtype), "mean(): could not infer output dtype. Optional dtype must be either a "
                  "floating point or complex dtype. Got: ", dtype_name(*dtype));
   } else {
-    STRATA_CHECK(is_floating_type(self.dtype()), "mean(): could not infer output dtype. Input dtype must be either "
+    STRATA_CHECK(is_floating_type(self.dtype()) || is_complex_type(self.dtype()), "mean(): could not infer output dtype. Input dtype must be either "
                  "a floating point or complex dtype. Got: ", dtype_name(self.dtype()));
   }
   Tensor in = cast_input(self, dtype);
@@ -392,9 +397,16 @@ namespace {
 // compute in float32.
 Tensor2 var_mean_core(const char* op, const Tensor& self, OptIntArrayRef dim, double correction, bool keepdim,
                       bool take_sqrt) {
-  STRATA_CHECK(is_floating_type(self.dtype()), op, ": std and var only support floating point and complex dtypes "
-               "(got ", dtype_name(self.dtype()), ")");
+  STRATA_CHECK(is_floating_type(self.dtype()) || is_complex_type(self.dtype()), op,
+               ": std and var only support floating point and complex dtypes (got ", dtype_name(self.dtype()), ")");
   ScalarType dt = self.dtype();
+  if (is_complex_type(dt)) {
+    // As torch: the variance of a complex tensor is real, E|x - mean|^2 =
+    // var(real) + var(imag); the mean stays complex.
+    Tensor v = add(std::get<0>(var_mean_core(op, real(self), dim, correction, keepdim, false)),
+                   std::get<0>(var_mean_core(op, imag(self), dim, correction, keepdim, false)));
+    return {take_sqrt ? sqrt(v) : v, mean(self, dim, keepdim)};
+  }
   Tensor x = (dt == ScalarType::Float16 || dt == ScalarType::BFloat16) ? to_dtype(self, ScalarType::Float32) : self;
   uint64_t mask = reduce_mask(x, dim, op);
   int64_t n = 1;

@@ -14,6 +14,7 @@ STRATA_HOT void update_result_type_state(ResultTypeState& st, const Tensor& t) {
   if (t.impl()->is_wrapped_number()) {
     // A Python float counts as the default dtype, a Python int as int64.
     if (is_floating_type(cur)) cur = default_dtype();
+    else if (is_complex_type(cur)) cur = default_complex_dtype();
     st.wrapped_result = promote_types(st.wrapped_result == ScalarType::Undefined ? cur : st.wrapped_result, cur);
   } else if (t.dim() > 0) {
     st.dim_result = promote_types(st.dim_result == ScalarType::Undefined ? cur : st.dim_result, cur);
@@ -28,12 +29,19 @@ void update_result_type_state(ResultTypeState& st, const Scalar& s) {
 }
 
 namespace {
-int category(ScalarType t) { return t == ScalarType::Bool ? 0 : is_integral_type(t, false) ? 1 : 2; }
+int category(ScalarType t) {
+  return t == ScalarType::Bool ? 0 : is_integral_type(t, false) ? 1 : is_complex_type(t) ? 3 : 2;
+}
 
-// The higher-priority class wins unless the lower one is of a higher category.
+// The higher-priority class wins unless the lower one is of a higher category;
+// a complex lower class over a floating higher one keeps the higher's width
+// (float64 tensor * 1j -> complex128, float32 tensor * 1j -> complex64).
 ScalarType combine_categories(ScalarType higher, ScalarType lower) {
   if (higher == ScalarType::Undefined) return lower;
   if (lower == ScalarType::Undefined) return higher;
+  if (is_complex_type(higher)) return higher;
+  if (is_complex_type(lower)) [[unlikely]]
+    return is_floating_type(higher) ? to_complex_type(higher) : lower;
   if (is_floating_type(higher)) return higher;
   if (higher == ScalarType::Bool || is_floating_type(lower)) return promote_types(higher, lower);
   return higher;
@@ -204,7 +212,7 @@ STRATA_HOT TensorIterator::TensorIterator(Config cfg, std::initializer_list<Tens
     common_ = result_type(st);
     if (common_ == ScalarType::Undefined) common_ = default_dtype();
   }
-  if (cfg_.int_to_float && !is_floating_type(common_)) common_ = default_dtype();
+  if (cfg_.int_to_float && !is_floating_type(common_) && !is_complex_type(common_)) common_ = default_dtype();
   ScalarType out_dtype = cfg_.out_dtype.value_or(common_);
 
   if (cfg_.out) {

@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <complex>
+
 #include "core/shape.h"
+#include "ops/api/complex.h"
 #include "ops/ops.h"
 
 using namespace strata;
@@ -10,6 +13,44 @@ TEST(Core, PromoteTypes) {
   EXPECT_EQ(promote_types(ScalarType::Float16, ScalarType::BFloat16), ScalarType::Float32);
   EXPECT_EQ(promote_types(ScalarType::Bool, ScalarType::Int32), ScalarType::Int32);
   EXPECT_EQ(promote_types(ScalarType::Int64, ScalarType::Float16), ScalarType::Float16);
+}
+
+TEST(Core, ComplexAndUnsignedDtypes) {
+  // The lattice is symmetric, and the barebones unsigned types refuse integer partners.
+  for (int i = 0; i < kNumScalarTypes; ++i) {
+    for (int j = 0; j < kNumScalarTypes; ++j) {
+      auto a = static_cast<ScalarType>(i), b = static_cast<ScalarType>(j);
+      bool refused = a != b && ((is_barebones_unsigned(a) && !is_floating_type(b)) ||
+                                (is_barebones_unsigned(b) && !is_floating_type(a)));
+      if (refused) {
+        EXPECT_THROW(promote_types(a, b), Error) << dtype_name(a) << " " << dtype_name(b);
+      } else {
+        EXPECT_EQ(promote_types(a, b), promote_types(b, a)) << dtype_name(a) << " " << dtype_name(b);
+      }
+    }
+  }
+  EXPECT_EQ(promote_types(ScalarType::Float64, ScalarType::ComplexFloat), ScalarType::ComplexDouble);
+  EXPECT_EQ(promote_types(ScalarType::Int64, ScalarType::ComplexFloat), ScalarType::ComplexFloat);
+  EXPECT_EQ(promote_types(ScalarType::UInt32, ScalarType::Float16), ScalarType::Float16);
+  EXPECT_EQ(element_size(ScalarType::ComplexDouble), 16u);
+  EXPECT_EQ(dtype_from_name("cfloat"), ScalarType::ComplexFloat);
+  EXPECT_EQ(dtype_from_name("torch.uint64"), ScalarType::UInt64);
+
+  Tensor z = scalar_to_tensor(Scalar(std::complex<double>(1, 2)), ScalarType::ComplexFloat);
+  Tensor w = mul(z, z);  // (1+2i)^2 = -3+4i
+  EXPECT_EQ(w.dtype(), ScalarType::ComplexFloat);
+  EXPECT_EQ(w.item().to_complex(), std::complex<double>(-3, 4));
+  EXPECT_EQ(imag(w).item().to_double(), 4.0);
+  EXPECT_EQ(abs(w).dtype(), ScalarType::Float32);
+  EXPECT_EQ(abs(w).item().to_double(), 5.0);
+  // A Python-number-like complex scalar over a float32 tensor gives complex64.
+  Tensor x = scalar_to_tensor(Scalar(2.0), ScalarType::Float32);
+  Tensor i = scalar_to_tensor(Scalar(std::complex<double>(0, 1)), ScalarType::ComplexDouble, Device(), true);
+  EXPECT_EQ(mul(x, i).dtype(), ScalarType::ComplexFloat);
+  EXPECT_THROW(lt(z, z), NotImplementedError);
+  Tensor u = scalar_to_tensor(Scalar(int64_t(3)), ScalarType::UInt32);
+  EXPECT_THROW(add(u, u), NotImplementedError);
+  EXPECT_TRUE(eq(u, u).item().to_bool());
 }
 
 TEST(Core, NumelOverflowAndNegativeSizes) {

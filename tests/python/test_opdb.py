@@ -37,7 +37,7 @@ def to_strata(x, dtype):
     if isinstance(x, np.ndarray):
         if dtype == "bfloat16" and x.dtype.kind == "f":
             return st.tensor(x.astype(np.float32), dtype=st.bfloat16)
-        if x.dtype == np.float16 or x.dtype.kind in "fiub":
+        if x.dtype == np.float16 or x.dtype.kind in "fiubc":
             return st.from_numpy(x) if x.dtype != object else st.tensor(x)
     if isinstance(x, (list, tuple)) and x and all(isinstance(e, np.ndarray) for e in x):
         return type(x)(to_strata(e, dtype) for e in x)
@@ -84,7 +84,11 @@ def compare(actual, expected, dtype, info, what):
         a_np = to_numpy_ref(a) if isinstance(a, st.Tensor) else np.asarray(a)
         e_np = np.asarray(e)
         assert tuple(a_np.shape) == tuple(e_np.shape), f"{what}: shape {a_np.shape} != reference {e_np.shape}"
-        if a_np.dtype.kind in "fc" or e_np.dtype.kind in "fc":
+        if a_np.dtype.kind == "c" or e_np.dtype.kind == "c":
+            assert a_np.dtype.kind == e_np.dtype.kind, f"{what}: dtype {a_np.dtype} but reference {e_np.dtype}"
+            np.testing.assert_allclose(a_np.astype(np.complex128), e_np.astype(np.complex128), rtol=rtol, atol=atol,
+                                       equal_nan=True, err_msg=what)
+        elif a_np.dtype.kind in "fc" or e_np.dtype.kind in "fc":
             np.testing.assert_allclose(a_np.astype(np.float64), e_np.astype(np.float64), rtol=rtol, atol=atol,
                                        equal_nan=True, err_msg=what)
         else:

@@ -1,5 +1,13 @@
 """gradcheck / gradgradcheck: compare the gradients autograd computes with
-central finite differences (use float64 inputs)."""
+central finite differences (use float64 or complex128 inputs).
+
+Complex inputs and outputs are checked as pairs of real numbers (their
+view_as_real): a complex input contributes the rows d/dx and d/dy of each
+element, a complex output the columns of its real and imaginary parts. Under
+torch's convention (Note [Complex gradients] in src/autograd) the gradient
+autograd returns for a real loss L is dL/dx + i dL/dy, so seeding an output
+element with 1 gives the row of its real part and seeding it with 1j the row of
+its imaginary part: the same real Jacobian torch's gradcheck checks."""
 
 import itertools
 
@@ -22,7 +30,21 @@ def _as_tuple(x):
 
 
 def _float_outputs(out):
-    return [o for o in _as_tuple(out) if isinstance(o, _Tensor) and o.is_floating_point()]
+    return [o for o in _as_tuple(out) if isinstance(o, _Tensor) and (o.is_floating_point() or o.is_complex())]
+
+
+def _real_numpy(t):
+    """t's values as a flat float64 array; a complex t gives (re, im) pairs."""
+    import numpy as np
+
+    if t.is_complex():
+        return np.ascontiguousarray(t.detach().numpy().astype(np.complex128)).view(np.float64).reshape(-1).copy()
+    return t.detach().double().numpy().reshape(-1).copy()
+
+
+def _real_target(x):
+    """What the finite differences perturb: x, or for a complex x its real view (same storage)."""
+    return _C._ops.view_as_real(x.detach()) if x.is_complex() else x
 
 
 def _indices(t):
@@ -35,12 +57,12 @@ def _numerical_jacobian(func, inputs, diff_idx, eps):
     def flat_outputs():
         # func runs with grad mode as the caller has it (gradgradcheck's func
         # calls autograd.grad inside); only the perturbations are unrecorded.
-        return [o.detach().double().numpy().reshape(-1).copy() for o in _float_outputs(func(*inputs))]
+        return [_real_numpy(o) for o in _float_outputs(func(*inputs))]
 
     sizes = [o.size for o in flat_outputs()]
     jac = []  # jac[i] : (numel_in, total_out)
     for i in diff_idx:
-        x = inputs[i]
+        x = _real_target(inputs[i])
         cols = np.zeros((x.numel(), sum(sizes)))
         for k, idx in enumerate(_indices(x)):
             with no_grad():
@@ -66,20 +88,22 @@ def _analytical_jacobian(func, inputs, diff_idx, sizes):
 
     outs = _float_outputs(func(*inputs))
     diff_inputs = [inputs[i] for i in diff_idx]
-    jac = [np.zeros((inputs[i].numel(), sum(sizes))) for i in diff_idx]
+    jac = [np.zeros((inputs[i].numel() * (2 if inputs[i].is_complex() else 1), sum(sizes))) for i in diff_idx]
     col = 0
     for o in outs:
+        seeds = (1.0, 1j) if o.is_complex() else (1.0,)
         if not o.requires_grad:
-            col += o.numel()
+            col += o.numel() * len(seeds)
             continue
         for idx in _indices(o):
-            g = zeros_like(o)
-            g[idx] = 1.0
-            gs = autograd_grad([o], diff_inputs, [g], retain_graph=True, allow_unused=True)
-            for j, gi in enumerate(gs):
-                if gi is not None:
-                    jac[j][:, col] = gi.detach().double().numpy().reshape(-1)
-            col += 1
+            for seed in seeds:
+                g = zeros_like(o)
+                g[idx] = seed
+                gs = autograd_grad([o], diff_inputs, [g], retain_graph=True, allow_unused=True)
+                for j, gi in enumerate(gs):
+                    if gi is not None:
+                        jac[j][:, col] = _real_numpy(gi)
+                col += 1
     return jac
 
 
@@ -96,7 +120,7 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
         raise ValueError("gradcheck expects at least one input tensor to require gradient, but none of the them "
                          "have requires_grad=True.")
     for i in diff_idx:
-        if inputs[i].dtype._name not in ("float64",):
+        if inputs[i].dtype._name not in ("float64", "complex128"):
             import warnings
 
             warnings.warn(f"Input #{i} requires gradient and is not a double precision floating point. "

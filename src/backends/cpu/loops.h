@@ -184,6 +184,36 @@ decltype(auto) visit_integral(ScalarType t, const char* op, F&& f) {
   }
 }
 
+struct VisitAll {
+  template <typename F>
+  decltype(auto) operator()(ScalarType t, F&& f) const { return visit_dtype(t, std::forward<F>(f)); }
+};
+struct VisitFloat {
+  template <typename F>
+  decltype(auto) operator()(ScalarType t, F&& f) const { return visit_floating(t, "op", std::forward<F>(f)); }
+};
+struct VisitAllAndComplex {
+  template <typename F>
+  decltype(auto) operator()(ScalarType t, F&& f) const { return visit_dtype_and_complex(t, std::forward<F>(f)); }
+};
+struct VisitFloatAndComplex {
+  template <typename F>
+  decltype(auto) operator()(ScalarType t, F&& f) const {
+    if (t == ScalarType::ComplexFloat) return f.template operator()<std::complex<float>>();
+    if (t == ScalarType::ComplexDouble) return f.template operator()<std::complex<double>>();
+    return visit_floating(t, "op", std::forward<F>(f));
+  }
+};
+struct VisitEveryDtype {
+  template <typename F>
+  decltype(auto) operator()(ScalarType t, F&& f) const { return visit_all_dtypes(t, std::forward<F>(f)); }
+};
+struct VisitIntegral {
+  template <typename F>
+  decltype(auto) operator()(ScalarType t, F&& f) const { return visit_integral(t, "op", std::forward<F>(f)); }
+};
+
+
 // out = op(in) computed in opmath, all of one dtype.
 template <typename Op>
 void unary_kernel(TensorIterator& it, const Op& op, bool float_only) {
@@ -193,9 +223,21 @@ void unary_kernel(TensorIterator& it, const Op& op, bool float_only) {
   if (float_only) visit_floating(it.common_dtype(), "unary op", body);
   else visit_dtype(it.common_dtype(), body);
 }
+// The same for an op that also takes complex64/complex128 (see Note [Complex
+// and barebones-unsigned kernels] in ops/pointwise.cpp).
 template <typename Op>
-void unary_bool_kernel(TensorIterator& it, const Op& op) {
-  visit_dtype(it.input(0).dtype(), [&]<typename T>() {
+void unary_kernel_complex(TensorIterator& it, const Op& op, bool float_only) {
+  ScalarType t = it.common_dtype();
+  if (t == ScalarType::ComplexFloat)
+    cpu_kernel(it, [op](std::complex<float> a) -> std::complex<float> { return op(a); });
+  else if (t == ScalarType::ComplexDouble)
+    cpu_kernel(it, [op](std::complex<double> a) -> std::complex<double> { return op(a); });
+  else
+    unary_kernel(it, op, float_only);
+}
+template <typename Op, typename Visit = VisitAll>
+void unary_bool_kernel(TensorIterator& it, const Op& op, Visit visit = {}) {
+  visit(it.input(0).dtype(), [&]<typename T>() {
     cpu_kernel(it, [op](T a) -> bool { return op(static_cast<opmath_t<T>>(a)); });
   });
 }
@@ -206,26 +248,13 @@ void binary_kernel(TensorIterator& it, const Op& op, Visit visit) {
     cpu_kernel(it, [op](T a, T b) -> T { return static_cast<T>(op(static_cast<O>(a), static_cast<O>(b))); });
   });
 }
-template <typename Op>
-void binary_bool_kernel(TensorIterator& it, const Op& op) {
-  visit_dtype(it.common_dtype(), [&]<typename T>() {
+template <typename Op, typename Visit = VisitAll>
+void binary_bool_kernel(TensorIterator& it, const Op& op, Visit visit = {}) {
+  visit(it.common_dtype(), [&]<typename T>() {
     using O = opmath_t<T>;
     cpu_kernel(it, [op](T a, T b) -> bool { return op(static_cast<O>(a), static_cast<O>(b)); });
   });
 }
-
-struct VisitAll {
-  template <typename F>
-  decltype(auto) operator()(ScalarType t, F&& f) const { return visit_dtype(t, std::forward<F>(f)); }
-};
-struct VisitFloat {
-  template <typename F>
-  decltype(auto) operator()(ScalarType t, F&& f) const { return visit_floating(t, "op", std::forward<F>(f)); }
-};
-struct VisitIntegral {
-  template <typename F>
-  decltype(auto) operator()(ScalarType t, F&& f) const { return visit_integral(t, "op", std::forward<F>(f)); }
-};
 
 }  // namespace STRATA_CPU_NS
 }  // namespace strata::cpu

@@ -17,6 +17,7 @@ FLOAT = ("float32", "float64")
 INT = ("int8", "uint8", "int16", "int32", "int64")
 BOOL = ("bool",)
 ALL = FLOAT + ("float16", "bfloat16") + INT + BOOL
+COMPLEX = ("complex64", "complex128")
 
 # Comparison tolerances per dtype (rtol, atol).
 TOL = {
@@ -24,6 +25,8 @@ TOL = {
     "float32": (1e-5, 1e-5),
     "float16": (2e-3, 2e-3),
     "bfloat16": (1.6e-2, 1.6e-2),
+    "complex128": (1e-7, 1e-7),
+    "complex64": (1e-5, 1e-5),
 }
 
 
@@ -79,6 +82,9 @@ def make_array(shape, dtype, rng, low=-3.0, high=3.0, noncontig=False):
     elif dtype in INT:
         lo = 0 if dtype == "uint8" else int(low)
         a = rng.integers(lo, max(int(high), lo + 1) + 1, size=shape).astype(dtype)
+    elif dtype in COMPLEX:
+        # Real and imaginary parts each uniform in [low, high).
+        a = (rng.uniform(low, high, size=shape) + 1j * rng.uniform(low, high, size=shape)).astype(dtype)
     else:
         a = rng.uniform(low, high, size=shape).astype(np_dtype(dtype))
     a = np.asarray(a)

@@ -3,19 +3,21 @@ addmm, addmv, baddbmm, addbmm)."""
 
 import numpy as np
 
-from .core import FLOAT, ErrorInput, OpInfo, SampleInput, make_array, register
+from .core import COMPLEX, FLOAT, ErrorInput, OpInfo, SampleInput, make_array, register
 
 LINALG_DTYPES = FLOAT + ("float16", "bfloat16", "int32", "int64", "int8")
 # Reduced floats are computed in float32 and rounded once; the reference is exact.
-LINALG_TOL = {"float32": (1e-5, 1e-4), "float16": (4e-3, 4e-3), "bfloat16": (2e-2, 2e-2)}
+LINALG_TOL = {"float32": (1e-5, 1e-4), "float16": (4e-3, 4e-3), "bfloat16": (2e-2, 2e-2), "complex64": (1e-5, 1e-4),
+              "complex128": (1e-10, 1e-10)}
 
 
 def exact(fn):
     """Reference computed in float64 (ints: in their own type) and cast back."""
     def ref(*args, **kwargs):
         dt = next(a.dtype for a in args if isinstance(a, np.ndarray))
-        if dt.kind == "f":
-            args = tuple(a.astype(np.float64) if isinstance(a, np.ndarray) else a for a in args)
+        if dt.kind in "fc":
+            wide = np.float64 if dt.kind == "f" else np.complex128
+            args = tuple(a.astype(wide) if isinstance(a, np.ndarray) else a for a in args)
             return np.asarray(fn(*args, **kwargs)).astype(dt)
         return np.asarray(fn(*args, **kwargs)).astype(dt)
     return ref
@@ -174,17 +176,17 @@ def addbmm_ref(s, a, b, beta=1, alpha=1):
 
 
 register(
-    OpInfo("matmul", ref=exact(np.matmul), dtypes=LINALG_DTYPES, samples=matmul_samples, errors=matmul_errors,
+    OpInfo("matmul", ref=exact(np.matmul), dtypes=LINALG_DTYPES + COMPLEX, samples=matmul_samples, errors=matmul_errors,
            tol=LINALG_TOL, method="matmul"),
-    OpInfo("mm", ref=exact(np.matmul), dtypes=LINALG_DTYPES, samples=mm_samples, errors=mm_errors, tol=LINALG_TOL,
+    OpInfo("mm", ref=exact(np.matmul), dtypes=LINALG_DTYPES + COMPLEX, samples=mm_samples, errors=mm_errors, tol=LINALG_TOL,
            method="mm"),
-    OpInfo("bmm", ref=exact(np.matmul), dtypes=LINALG_DTYPES, samples=bmm_samples, errors=bmm_errors,
+    OpInfo("bmm", ref=exact(np.matmul), dtypes=LINALG_DTYPES + COMPLEX, samples=bmm_samples, errors=bmm_errors,
            tol=LINALG_TOL, method="bmm"),
     OpInfo("mv", ref=exact(np.matmul), dtypes=LINALG_DTYPES, samples=mv_samples, errors=mv_errors, tol=LINALG_TOL,
            method="mv"),
-    OpInfo("dot", ref=exact(np.dot), dtypes=LINALG_DTYPES, samples=dot_samples, errors=dot_errors, tol=LINALG_TOL,
+    OpInfo("dot", ref=exact(np.dot), dtypes=LINALG_DTYPES + COMPLEX, samples=dot_samples, errors=dot_errors, tol=LINALG_TOL,
            method="dot"),
-    OpInfo("vdot", ref=exact(np.vdot), dtypes=FLOAT + ("int64",), samples=dot_samples, tol=LINALG_TOL),
+    OpInfo("vdot", ref=exact(np.vdot), dtypes=FLOAT + ("int64",) + COMPLEX, samples=dot_samples, tol=LINALG_TOL),
     OpInfo("outer", ref=exact(np.outer), dtypes=LINALG_DTYPES, samples=outer_samples, errors=outer_errors,
            tol=LINALG_TOL, method="outer"),
     OpInfo("addmm", ref=exact(addmm_ref), dtypes=LINALG_DTYPES, samples=addmm_samples, errors=addmm_errors,

@@ -4,7 +4,7 @@ the harness compares at the tolerance of the tested dtype."""
 
 import numpy as np
 
-from .core import ALL, ALL_FLOAT, INT, ErrorInput, OpInfo, SampleInput, make_array, register
+from .core import ALL, ALL_FLOAT, COMPLEX, INT, ErrorInput, OpInfo, SampleInput, make_array, register
 
 NO_BOOL = ALL_FLOAT + INT
 
@@ -19,6 +19,8 @@ def _axis(a, dim):
 
 def _wide(a):
     """float64 for floats, int64 for ints and bool: the accumulation of the reference."""
+    if a.dtype.kind == "c":
+        return a.astype(np.complex128)
     return a.astype(np.float64) if a.dtype.kind == "f" else a.astype(np.int64)
 
 
@@ -377,14 +379,14 @@ def norm_errors(rng):
     yield from list_dim_errors()(rng)
 
 
-FTOL = {"float16": (4e-3, 4e-3), "bfloat16": (3e-2, 3e-2)}
+FTOL = {"float16": (4e-3, 4e-3), "bfloat16": (3e-2, 3e-2), "complex64": (1e-5, 1e-5)}
 
 register(
     OpInfo("sum", ref=ref_sum, dtypes=ALL, samples=_fix_dtype_kwargs(sum_dtype_samples), method="sum",
            errors=list_dim_errors(), tol={"float16": (4e-3, 1e-2), "bfloat16": (3e-2, 1e-1)}),
-    OpInfo("mean", ref=ref_mean, dtypes=ALL_FLOAT, samples=reduce_samples(), method="mean", errors=mean_errors,
+    OpInfo("mean", ref=ref_mean, dtypes=ALL_FLOAT + COMPLEX, samples=reduce_samples(), method="mean", errors=mean_errors,
            tol=FTOL),
-    OpInfo("prod", ref=ref_prod, dtypes=ALL, samples=single_dim_samples(low=0.5, high=1.5), method="prod",
+    OpInfo("prod", ref=ref_prod, dtypes=ALL + COMPLEX, samples=single_dim_samples(low=0.5, high=1.5), method="prod",
            tol=FTOL, errors=bad_dim_errors()),
     OpInfo("amax", ref=ref_amax, dtypes=ALL, samples=reduce_samples(allow_empty=False), method="amax",
            errors=amax_errors),

@@ -21,17 +21,17 @@ using fn_t = void (*)(TensorIterator&, const PwArgs&);
   void name##_kernel(TensorIterator& it, const PwArgs&) { binary_bool_kernel(it, fn::Op{}); }
 
 STRATA_HOT void add_kernel(TensorIterator& it, const PwArgs& a) {
-  if (a.a == 1) binary_kernel(it, fn::Add{}, VisitAll{});
-  else if (a.a == -1) binary_kernel(it, fn::Sub{}, VisitAll{});
-  else binary_kernel(it, fn::AddAlpha{a.a}, VisitAll{});
+  if (a.a == 1) binary_kernel(it, fn::Add{}, VisitAllAndComplex{});
+  else if (a.a == -1) binary_kernel(it, fn::Sub{}, VisitAllAndComplex{});
+  else binary_kernel(it, fn::AddAlpha{a.a}, VisitAllAndComplex{});
 }
-STRATA_BINARY_K(mul, Mul, VisitAll)
-STRATA_BINARY_K(div_true, Div, VisitFloat)
+STRATA_BINARY_K(mul, Mul, VisitAllAndComplex)
+STRATA_BINARY_K(div_true, Div, VisitFloatAndComplex)
 STRATA_BINARY_K(div_floor, DivFloor, VisitAll)
 STRATA_BINARY_K(div_trunc, DivTrunc, VisitAll)
 STRATA_BINARY_K(remainder, Remainder, VisitAll)
 STRATA_BINARY_K(fmod, Fmod, VisitAll)
-STRATA_BINARY_K(pow, Pow, VisitAll)
+STRATA_BINARY_K(pow, Pow, VisitAllAndComplex)
 STRATA_BINARY_K(maximum, Maximum, VisitAll)
 STRATA_BINARY_K(minimum, Minimum, VisitAll)
 STRATA_BINARY_K(clamp_min, ClampMin, VisitAll)
@@ -40,8 +40,8 @@ STRATA_BINARY_K(atan2, Atan2, VisitFloat)
 STRATA_BINARY_K(bitwise_and, BitwiseAnd, VisitIntegral)
 STRATA_BINARY_K(bitwise_or, BitwiseOr, VisitIntegral)
 STRATA_BINARY_K(bitwise_xor, BitwiseXor, VisitIntegral)
-STRATA_BINARY_BOOL_K(eq, Eq)
-STRATA_BINARY_BOOL_K(ne, Ne)
+void eq_kernel(TensorIterator& it, const PwArgs&) { binary_bool_kernel(it, fn::Eq{}, VisitEveryDtype{}); }
+void ne_kernel(TensorIterator& it, const PwArgs&) { binary_bool_kernel(it, fn::Ne{}, VisitEveryDtype{}); }
 STRATA_BINARY_BOOL_K(lt, Lt)
 STRATA_BINARY_BOOL_K(le, Le)
 STRATA_BINARY_BOOL_K(gt, Gt)
@@ -51,7 +51,7 @@ STRATA_BINARY_BOOL_K(logical_or, LogicalOr)
 STRATA_BINARY_BOOL_K(logical_xor, LogicalXor)
 
 void where_kernel(TensorIterator& it, const PwArgs&) {
-  visit_dtype(it.common_dtype(), [&]<typename T>() {
+  visit_all_dtypes(it.common_dtype(), [&]<typename T>() {
     cpu_kernel(it, [](bool c, T a, T b) -> T { return c ? a : b; });
   });
 }

@@ -15,6 +15,14 @@ STRATA_ALWAYS_INLINE D convert(S s) {
     return s;
   } else if constexpr (std::is_same_v<D, bool>) {
     return static_cast<opmath_t<S>>(s) != opmath_t<S>(0);
+  } else if constexpr (is_complex_v<D> && is_complex_v<S>) {
+    return D(s);
+  } else if constexpr (is_complex_v<D>) {
+    using V = typename D::value_type;
+    return D(static_cast<V>(static_cast<opmath_t<S>>(s)), V(0));
+  } else if constexpr (is_complex_v<S>) {
+    // complex -> real keeps the real part (the frontend warns, as torch does).
+    return convert<D>(s.real());
   } else if constexpr (is_reduced_float_v<D> || is_reduced_float_v<S>) {
     return static_cast<D>(static_cast<float>(static_cast<opmath_t<S>>(s)));
   } else {
@@ -34,15 +42,19 @@ void copy_kernel(TensorIterator& it, const PwArgs&) {
     });
     return;
   }
-  visit_dtype(dst, [&]<typename D>() {
-    visit_dtype(src, [&]<typename S>() { cpu_kernel(it, [](S s) -> D { return convert<D>(s); }); });
+  visit_all_dtypes(dst, [&]<typename D>() {
+    visit_all_dtypes(src, [&]<typename S>() { cpu_kernel(it, [](S s) -> D { return convert<D>(s); }); });
   });
 }
 
+// a.c says how the value travels: 0 a double in a.a, 1 an int64 bit pattern in
+// a.b, 2 a complex (a.a, a.b).
 void fill_kernel(TensorIterator& it, const PwArgs& a) {
-  visit_dtype(it.output_dtype(), [&]<typename T>() {
+  visit_all_dtypes(it.output_dtype(), [&]<typename T>() {
     T v;
-    if (a.c == 0) {
+    if (a.c == 2) {
+      v = convert<T>(std::complex<double>(a.a, a.b));
+    } else if (a.c == 0) {
       v = convert<T>(a.a);
     } else {
       int64_t iv;

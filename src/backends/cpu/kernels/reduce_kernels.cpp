@@ -34,16 +34,16 @@ STRATA_ALWAYS_INLINE opmath_t<T> up(T x) {
 
 // The accumulator of sum/prod: floats in opmath, integers and bool in int64.
 template <typename T>
-using sum_acc_t = std::conditional_t<is_float_v<T>, opmath_t<T>, int64_t>;
+using sum_acc_t = std::conditional_t<is_float_v<T> || is_complex_v<T>, opmath_t<T>, int64_t>;
 template <typename T>
-using sum_out_t = std::conditional_t<is_float_v<T>, T, int64_t>;
+using sum_out_t = std::conditional_t<is_float_v<T> || is_complex_v<T>, T, int64_t>;
 
 template <typename T>
 struct SumOp {
   using in_t = T;
   using acc_t = sum_acc_t<T>;
   using out_t = sum_out_t<T>;
-  static constexpr bool kAccurate = is_float_v<T>;  // worth pairwise blocking
+  static constexpr bool kAccurate = is_float_v<T> || is_complex_v<T>;  // worth pairwise blocking
   // map is the identity and combine also works on GCC vectors (see reduce_block).
   static constexpr bool kVec = std::is_floating_point_v<T> && std::is_same_v<T, acc_t>;
   static acc_t identity() { return acc_t(0); }
@@ -415,16 +415,16 @@ void run_reduce(const Op& op, const Tensor& in, const Tensor& out, const ReduceG
 }
 
 void sum_kernel(const Tensor& in, const Tensor& out, const ReduceGeom& g, const ReduceArgs&) {
-  visit_dtype(in.dtype(), [&]<typename T>() { run_reduce(SumOp<T>{}, in, out, g); });
+  visit_all_dtypes(in.dtype(), [&]<typename T>() { run_reduce(SumOp<T>{}, in, out, g); });
 }
 void nansum_kernel(const Tensor& in, const Tensor& out, const ReduceGeom& g, const ReduceArgs&) {
   visit_floating(in.dtype(), "nansum", [&]<typename T>() { run_reduce(NanSumOp<T>{}, in, out, g); });
 }
 void mean_kernel(const Tensor& in, const Tensor& out, const ReduceGeom& g, const ReduceArgs&) {
-  visit_floating(in.dtype(), "mean", [&]<typename T>() { run_reduce(MeanOp<T>{}, in, out, g); });
+  VisitFloatAndComplex{}(in.dtype(), [&]<typename T>() { run_reduce(MeanOp<T>{}, in, out, g); });
 }
 void prod_kernel(const Tensor& in, const Tensor& out, const ReduceGeom& g, const ReduceArgs&) {
-  visit_dtype(in.dtype(), [&]<typename T>() { run_reduce(ProdOp<T>{}, in, out, g); });
+  visit_dtype_and_complex(in.dtype(), [&]<typename T>() { run_reduce(ProdOp<T>{}, in, out, g); });
 }
 void max_kernel(const Tensor& in, const Tensor& out, const ReduceGeom& g, const ReduceArgs&) {
   visit_dtype(in.dtype(), [&]<typename T>() { run_reduce(MinMaxOp<T, true>{}, in, out, g); });
@@ -433,13 +433,13 @@ void min_kernel(const Tensor& in, const Tensor& out, const ReduceGeom& g, const 
   visit_dtype(in.dtype(), [&]<typename T>() { run_reduce(MinMaxOp<T, false>{}, in, out, g); });
 }
 void all_kernel(const Tensor& in, const Tensor& out, const ReduceGeom& g, const ReduceArgs&) {
-  visit_dtype(in.dtype(), [&]<typename T>() { run_reduce(AllAnyOp<T, true>{}, in, out, g); });
+  visit_all_dtypes(in.dtype(), [&]<typename T>() { run_reduce(AllAnyOp<T, true>{}, in, out, g); });
 }
 void any_kernel(const Tensor& in, const Tensor& out, const ReduceGeom& g, const ReduceArgs&) {
-  visit_dtype(in.dtype(), [&]<typename T>() { run_reduce(AllAnyOp<T, false>{}, in, out, g); });
+  visit_all_dtypes(in.dtype(), [&]<typename T>() { run_reduce(AllAnyOp<T, false>{}, in, out, g); });
 }
 void count_nonzero_kernel(const Tensor& in, const Tensor& out, const ReduceGeom& g, const ReduceArgs&) {
-  visit_dtype(in.dtype(), [&]<typename T>() { run_reduce(CountNonzeroOp<T>{}, in, out, g); });
+  visit_all_dtypes(in.dtype(), [&]<typename T>() { run_reduce(CountNonzeroOp<T>{}, in, out, g); });
 }
 void norm_kernel(const Tensor& in, const Tensor& out, const ReduceGeom& g, const ReduceArgs& a) {
   visit_floating(in.dtype(), "norm", [&]<typename T>() {

@@ -9,10 +9,13 @@ namespace cpu {
 inline namespace STRATA_CPU_NS {
 namespace {
 
+// Complex values accumulate in complex128.
 template <typename T>
-using scan_acc_t = std::conditional_t<is_reduced_float_v<T>, float, std::conditional_t<is_float_v<T>, double, int64_t>>;
+using scan_acc_t = std::conditional_t<
+    is_complex_v<T>, std::complex<double>,
+    std::conditional_t<is_reduced_float_v<T>, float, std::conditional_t<is_float_v<T>, double, int64_t>>>;
 template <typename T>
-using scan_out_t = std::conditional_t<is_float_v<T>, T, int64_t>;
+using scan_out_t = std::conditional_t<is_float_v<T> || is_complex_v<T>, T, int64_t>;
 
 template <typename T, bool Prod>
 void scan_impl(const T* in, scan_out_t<T>* out, int64_t outer, int64_t n, int64_t inner) {
@@ -60,7 +63,7 @@ void scan_impl(const T* in, scan_out_t<T>* out, int64_t outer, int64_t n, int64_
 
 void scan_kernel(const Tensor& in, const Tensor& out, int64_t outer, int64_t n, int64_t inner, bool prod) {
   if (outer * n * inner == 0) return;
-  visit_dtype(in.dtype(), [&]<typename T>() {
+  visit_dtype_and_complex(in.dtype(), [&]<typename T>() {
     auto* o = out.data_ptr<scan_out_t<T>>();
     if (prod) scan_impl<T, true>(in.data_ptr<T>(), o, outer, n, inner);
     else scan_impl<T, false>(in.data_ptr<T>(), o, outer, n, inner);

@@ -12,39 +12,40 @@ using fn_t = void (*)(TensorIterator&, const PwArgs&);
 
 #define STRATA_UNARY_K(name, Op, float_only)                                             \
   void name##_kernel(TensorIterator& it, const PwArgs&) { unary_kernel(it, fn::Op{}, float_only); }
+#define STRATA_UNARY_KC(name, Op, float_only)                                            \
+  void name##_kernel(TensorIterator& it, const PwArgs&) { unary_kernel_complex(it, fn::Op{}, float_only); }
 #define STRATA_UNARY_BOOL_K(name, Op) \
-  void name##_kernel(TensorIterator& it, const PwArgs&) { unary_bool_kernel(it, fn::Op{}); }
+  void name##_kernel(TensorIterator& it, const PwArgs&) { unary_bool_kernel(it, fn::Op{}, VisitEveryDtype{}); }
 #define STRATA_BINARY_K(name, Op, Visit) \
   void name##_kernel(TensorIterator& it, const PwArgs&) { binary_kernel(it, fn::Op{}, Visit{}); }
 #define STRATA_BINARY_BOOL_K(name, Op) \
   void name##_kernel(TensorIterator& it, const PwArgs&) { binary_bool_kernel(it, fn::Op{}); }
 
-STRATA_UNARY_K(exp, Exp, true)
-STRATA_UNARY_K(exp2, Exp2, true)
-STRATA_UNARY_K(expm1, Expm1, true)
-STRATA_UNARY_K(log, Log, true)
-STRATA_UNARY_K(log2, Log2, true)
-STRATA_UNARY_K(log10, Log10, true)
-STRATA_UNARY_K(log1p, Log1p, true)
-STRATA_UNARY_K(sqrt, Sqrt, true)
-STRATA_UNARY_K(rsqrt, Rsqrt, true)
-STRATA_UNARY_K(reciprocal, Reciprocal, true)
-STRATA_UNARY_K(sin, Sin, true)
-STRATA_UNARY_K(cos, Cos, true)
-STRATA_UNARY_K(tan, Tan, true)
-STRATA_UNARY_K(tanh, Tanh, true)
-STRATA_UNARY_K(asin, Asin, true)
-STRATA_UNARY_K(acos, Acos, true)
-STRATA_UNARY_K(atan, Atan, true)
-STRATA_UNARY_K(sinh, Sinh, true)
-STRATA_UNARY_K(cosh, Cosh, true)
-STRATA_UNARY_K(sigmoid, Sigmoid, true)
+STRATA_UNARY_KC(exp, Exp, true)
+STRATA_UNARY_KC(exp2, Exp2, true)
+STRATA_UNARY_KC(expm1, Expm1, true)
+STRATA_UNARY_KC(log, Log, true)
+STRATA_UNARY_KC(log2, Log2, true)
+STRATA_UNARY_KC(log10, Log10, true)
+STRATA_UNARY_KC(log1p, Log1p, true)
+STRATA_UNARY_KC(sqrt, Sqrt, true)
+STRATA_UNARY_KC(rsqrt, Rsqrt, true)
+STRATA_UNARY_KC(reciprocal, Reciprocal, true)
+STRATA_UNARY_KC(sin, Sin, true)
+STRATA_UNARY_KC(cos, Cos, true)
+STRATA_UNARY_KC(tan, Tan, true)
+STRATA_UNARY_KC(tanh, Tanh, true)
+STRATA_UNARY_KC(asin, Asin, true)
+STRATA_UNARY_KC(acos, Acos, true)
+STRATA_UNARY_KC(atan, Atan, true)
+STRATA_UNARY_KC(sinh, Sinh, true)
+STRATA_UNARY_KC(cosh, Cosh, true)
+STRATA_UNARY_KC(sigmoid, Sigmoid, true)
 STRATA_UNARY_K(erf, Erf, true)
 STRATA_UNARY_K(erfc, Erfc, true)
-STRATA_UNARY_K(neg, Neg, false)
-STRATA_UNARY_K(abs, Abs, false)
+STRATA_UNARY_KC(neg, Neg, false)
 STRATA_UNARY_K(sign, Sign, false)
-STRATA_UNARY_K(square, Square, false)
+STRATA_UNARY_KC(square, Square, false)
 STRATA_UNARY_K(floor, Floor, false)
 STRATA_UNARY_K(ceil, Ceil, false)
 STRATA_UNARY_K(trunc, Trunc, false)
@@ -54,6 +55,16 @@ STRATA_UNARY_BOOL_K(isinf, IsInf)
 STRATA_UNARY_BOOL_K(isfinite, IsFinite)
 STRATA_UNARY_BOOL_K(logical_not, LogicalNot)
 
+// abs of a complex input writes its real dtype (see abs_impl).
+void abs_kernel(TensorIterator& it, const PwArgs&) {
+  ScalarType t = it.input(0).dtype();
+  if (t == ScalarType::ComplexFloat)
+    cpu_kernel(it, [](std::complex<float> a) -> float { return std::abs(a); });
+  else if (t == ScalarType::ComplexDouble)
+    cpu_kernel(it, [](std::complex<double> a) -> double { return std::abs(a); });
+  else
+    unary_kernel(it, fn::Abs{}, false);
+}
 void round_kernel(TensorIterator& it, const PwArgs& a) {
   if (a.a == 0) unary_kernel(it, fn::Round{}, false);
   else unary_kernel(it, fn::RoundDecimals{std::pow(10.0, a.a)}, false);
