@@ -183,6 +183,15 @@ def _fill_diagonal_(self, fill_value, wrap=False):
 Tensor.fill_diagonal_ = _fill_diagonal_
 Tensor.cumsum_ = lambda self, dim, *, dtype=None: self.copy_(_ops.cumsum(self, dim, dtype=dtype))
 Tensor.cumprod_ = lambda self, dim, *, dtype=None: self.copy_(_ops.cumprod(self, dim, dtype=dtype))
+# sgn_: sign_ for real tensors, z / |z| written back for complex ones (there is no in-place kernel).
+def _sgn_(self):
+    if not self.is_complex():
+        return self.sign_()
+    self.copy_(_ops.sgn(self))
+    return self
+
+
+Tensor.sgn_ = _sgn_
 
 # ---- resize_, set_ ----------------------------------------------------------------------------
 def _resize_(self, *sizes, memory_format=None):

@@ -619,3 +619,12 @@ def test_inplace_abs_of_complex_raises_like_torch():
     out = st.empty(1)
     st.abs(z, out=out)
     assert out.item() == 5.0
+
+
+def test_sgn_in_place_matches_torch():
+    # sgn_ went missing when sgn became its own op (it was an alias of sign).
+    for data in ([-1.5, 0.0, 2.0], [3 + 4j, 0j, -1j]):
+        s, t = st.tensor(data), torch.tensor(data)
+        out = s.sgn_()
+        assert out is s
+        np.testing.assert_allclose(s.numpy(), t.sgn_().numpy(), rtol=1e-6)
