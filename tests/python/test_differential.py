@@ -118,3 +118,23 @@ def test_error_inputs_raise_in_torch_too(info):
             continue
         bad.append(msg)
     assert not bad, f"{info.name}: " + "\n".join(bad)
+
+
+def test_harness_detects_disagreements():
+    """The comparison itself can fail: values, NaN positions, dtypes, shapes, categories."""
+    from difftest.compare import compare
+    tol = lambda dt: (1e-5, 1e-5)  # noqa: E731
+    compare(st.tensor([1.0, float("nan")]), torch.tensor([1.0, float("nan")]), tol, "same")
+    bad = [
+        (st.tensor([1.0, 2.0]), torch.tensor([1.0, 2.1])),
+        (st.tensor([1.0, float("nan")]), torch.tensor([1.0, 0.0])),
+        (st.tensor([1.0]), torch.tensor([1.0], dtype=torch.float64)),
+        (st.tensor([1.0]), torch.tensor([[1.0]])),
+        ((st.tensor([1.0]),), (torch.tensor([1.0]), torch.tensor([1.0]))),
+        (1, 1.5),
+    ]
+    for a, t in bad:
+        with pytest.raises(Mismatch):
+            compare(a, t, tol, "bad")
+    assert category(NotImplementedError()) == "RuntimeError"
+    assert category(IndexError()) == "IndexError" != category(RuntimeError())
