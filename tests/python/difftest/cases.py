@@ -39,7 +39,13 @@ def binary_case(draw, info, p):
     if kind == "scalar":
         rng = np.random.default_rng(draw(hs.integers(0, 2**16)))
         b = values(rng, (), da, *p["b"], nonzero=p["nonzero_rhs"]).item()
-    return (a, b), dict(p["kwargs"])
+    kw = dict(p["kwargs"])
+    if info.name in ("add", "sub"):
+        # alpha: an int, a float (an error for integral tensors in both) or absent
+        alpha = draw(hs.sampled_from((None, 2, -1.5)))
+        if alpha is not None:
+            kw["alpha"] = alpha
+    return (a, b), kw
 
 
 def _dim_choices(draw, nd):
