@@ -38,6 +38,20 @@ def is_float64(args, kwargs):
     return args[0].dtype == "float64"
 
 
+def int_min_wide(args, kwargs):
+    """An int32/int64 INT_MIN among the arguments."""
+    return any(a.values.dtype in (np.int32, np.int64) and a.values.size
+               and (a.values == np.iinfo(a.values.dtype).min).any() for a in _arrs(args))
+
+
+# Inputs on which torch itself crashes the process: strata runs alone on them (it must
+# return or raise) and torch is not called.
+TORCH_CRASHES = {
+    "lcm": (int_min_wide, "torch 2.13 dies of SIGFPE on lcm(INT_MIN, INT_MIN + 1) for int32/int64 "
+                          "(INT_MIN / gcd with gcd = -1); strata wraps like NumPy"),
+}
+
+
 OUT_GAP = "strata's binding has no out= overload for this op yet (torch has one); the function form is compared"
 
 ALLOW = [

@@ -10,6 +10,7 @@ from hypothesis.extra import numpy as hnp
 
 import strata as st
 
+from .allowlist import TORCH_CRASHES
 from .families import TORCH_OVERRIDES
 from .compare import Arr, Mismatch, category, compare, materialize, resolve, tol_for
 from .strategies import LAYOUTS, shapes, tensors, values
@@ -153,6 +154,9 @@ def check(info, tfn, variant, args, kwargs):
     """Raises Mismatch when strata and torch disagree on this case."""
     what = f"{info.name} ({variant})"
     rs, es, a_s = run_one(st, info, tfn, variant, args, kwargs)
+    crash = TORCH_CRASHES.get(info.name)
+    if crash and crash[0](args, kwargs):
+        return "torch would crash"      # strata returned or raised: it did not crash
     rt, et, a_t = run_one(torch, info, tfn, variant, args, kwargs)
     if variant == "out" and isinstance(et, TypeError) and "out" in str(et):
         return "out= not in torch"      # torch has no out= overload: nothing to compare
