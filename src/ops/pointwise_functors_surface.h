@@ -46,11 +46,16 @@ struct Lcm {
     } else {
       q = static_cast<T>(a / g);
     }
-    // The product and its absolute value are taken in a wide type and only
-    // then narrowed (wrapping), as torch does for the small integer types.
-    int64_t r = static_cast<int64_t>(static_cast<uint64_t>(static_cast<int64_t>(q)) *
-                                     static_cast<uint64_t>(static_cast<int64_t>(b)));
-    return static_cast<T>(r < 0 ? static_cast<int64_t>(uint64_t(0) - static_cast<uint64_t>(r)) : r);
+    // The product and its absolute value are taken in C++'s promoted type (int for the
+    // small integer types, T itself from int32 on), wrapping, and only then narrowed:
+    // what torch's kernel computes (lcm(INT32_MAX, -2) is 2 there, not -2).
+    using W = std::conditional_t<(sizeof(T) < sizeof(int)), int, T>;
+    using UW = std::make_unsigned_t<W>;
+    W r = static_cast<W>(static_cast<UW>(static_cast<W>(q)) * static_cast<UW>(static_cast<W>(b)));
+    if constexpr (std::is_signed_v<W>) {
+      if (r < 0) r = static_cast<W>(UW(0) - static_cast<UW>(r));
+    }
+    return static_cast<T>(r);
   }
 };
 

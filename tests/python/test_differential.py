@@ -150,3 +150,12 @@ def test_lcm_int_min_does_not_trap(dtype):
     b = np.array([m + 1, -1, m, -4], dtype=dtype)
     r = st.lcm(st.from_numpy(a), st.from_numpy(b))
     np.testing.assert_array_equal(r.numpy(), np.lcm(a, b))
+
+
+def test_lcm_wraps_in_torchs_type():
+    """Found by the 200-example run: for int32 the product wraps in int32 before the
+    absolute value, as in torch (NumPy widens first and gives -2)."""
+    a = torch.tensor([2**31 - 1, 6, -(2**31) + 1], dtype=torch.int32)
+    b = torch.tensor([-2, -4, 3], dtype=torch.int32)
+    r = st.lcm(st.from_numpy(a.numpy()), st.from_numpy(b.numpy()))
+    np.testing.assert_array_equal(r.numpy(), torch.lcm(a, b).numpy())
