@@ -10,7 +10,7 @@ exception of the same category. The op database's error inputs must raise in
 torch too, in the same category. docs/DESIGN.md ("Differential testing").
 
 CI profile: derandomize=True, STRATA_DIFFTEST_EXAMPLES examples per op and
-variant (default 4), no deadline. Set STRATA_DIFFTEST_EXAMPLES=100 for a long run.
+variant (default 10), no deadline. Set STRATA_DIFFTEST_EXAMPLES=100 for a long run.
 STRATA_DIFFTEST_STATS=path writes the counts (cases run, raised in both,
 allow-listed) as JSON when the session ends.
 """
@@ -42,7 +42,7 @@ for _m in pkgutil.iter_modules(_opdb_pkg.__path__):
     if _m.name != "core":
         importlib.import_module(f"opdb.{_m.name}")
 
-EXAMPLES = int(os.environ.get("STRATA_DIFFTEST_EXAMPLES", "4"))
+EXAMPLES = int(os.environ.get("STRATA_DIFFTEST_EXAMPLES", "10"))
 PROFILE = settings(derandomize=True, max_examples=EXAMPLES, deadline=None, database=None,
                    suppress_health_check=list(HealthCheck), print_blob=False)
 
