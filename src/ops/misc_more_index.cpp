@@ -460,8 +460,9 @@ Tensor scatter_reduce_impl(const Tensor& self, int64_t dim, const Tensor& index,
   STRATA_CHECK_T(NotImplementedError, !(mode == ScatterReduce::Mean && self.dtype() == ScalarType::Bool), op,
                  "(): reduce='mean' is not implemented for 'Bool' tensors");
   dim = wrap_dim(dim, std::max<int64_t>(self.dim(), 1), op);
-  STRATA_CHECK(index.dtype() == ScalarType::Int64, op, "(): Expected dtype int64 for index, but got ",
-               dtype_name(index.dtype()));
+  // torch 2.13 takes int32 indices as in gather/scatter; the kernel reads int64.
+  STRATA_CHECK(index.dtype() == ScalarType::Int64 || index.dtype() == ScalarType::Int32, op,
+               "(): Expected dtype int32/int64 for index, but got ", dtype_name(index.dtype()));
   STRATA_CHECK(src.dtype() == self.dtype(), op, "(): Expected self.dtype to be equal to src.dtype (got ",
                dtype_name(self.dtype()), " and ", dtype_name(src.dtype()), ")");
   auto nd = [](const Tensor& t) { return std::max<int64_t>(t.dim(), 1); };
@@ -489,7 +490,8 @@ Tensor scatter_reduce_impl(const Tensor& self, int64_t dim, const Tensor& index,
   if (self.device().is_meta() || index.numel() == 0) return finish_out(result, out, op);
   auto as1d = [](const Tensor& t) { return t.dim() == 0 ? reshape(t, DimVector{1}) : t; };
   Tensor r1 = as1d(result);
-  scatter_reduce_stub(self.device().type, r1, dim, contiguous(as1d(index)), contiguous(as1d(src)), mode,
+  const Tensor index64 = index.dtype() == ScalarType::Int64 ? index : to_dtype(index, ScalarType::Int64);
+  scatter_reduce_stub(self.device().type, r1, dim, contiguous(as1d(index64)), contiguous(as1d(src)), mode,
                       include_self);
   return finish_out(result, out, op);
 }
@@ -523,7 +525,10 @@ Tensor index_reduce_impl(const Tensor& self, int64_t dim, const Tensor& index, c
 STRATA_IMPL_COMPOSITE(index_reduce, index_reduce_impl);
 
 void check_index_vector(const Tensor& index, const char* op) {
-  STRATA_CHECK(index.dim() <= 1, op, "(): Index should have dimension 1 or 0 (got ", index.dim(), ")");
+  if (std::string_view(op) == "index_fill") {
+    STRATA_CHECK(index.dim() <= 1, op, "(): Index should have dimension 1 or 0 (got ", index.dim(), ")");
+  }
+  STRATA_CHECK_INDEX(index.dim() <= 1, op, "(): Index should have dimension 1 or 0 (got ", index.dim(), ")");
   STRATA_CHECK(index.dtype() == ScalarType::Int64, op, "(): Expected a long tensor for index, but got ",
                dtype_name(index.dtype()));
 }

@@ -146,7 +146,7 @@ Tensor wrapped(double v, const Tensor& like) {
 Tensor2 aminmax_impl(const Tensor& self, OptInt dim, bool keepdim) {
   if (dim) {
     const int64_t d = wrap_line_dim(self, *dim, "aminmax");
-    STRATA_CHECK(self.dim() == 0 || self.size(d) != 0, "aminmax(): cannot compute aminmax over an empty dimension as "
+    STRATA_CHECK_INDEX(self.dim() == 0 || self.size(d) != 0, "aminmax(): cannot compute aminmax over an empty dimension as "
                  "the operation has no identity (input of shape ", self.shape_str(), ", dim ", d, ")");
     const int64_t dd[1] = {*dim};
     return {amin(self, IntArrayRef(dd, 1), keepdim), amax(self, IntArrayRef(dd, 1), keepdim)};

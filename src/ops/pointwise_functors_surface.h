@@ -16,8 +16,13 @@ namespace strata::fn {
 struct Gcd {
   template <typename T>
   STRATA_HD T operator()(T a, T b) const {
-    a = static_cast<T>(a < 0 ? -a : a);
-    b = static_cast<T>(b < 0 ? -b : b);
+    // |x| through the unsigned type: -INT_MIN is undefined for int64, and a compiler that
+    // assumes it cannot happen may drop Lcm's check for the wrapped gcd of -1.
+    if constexpr (std::is_signed_v<T>) {
+      using U = std::make_unsigned_t<T>;
+      if (a < 0) a = static_cast<T>(U(0) - static_cast<U>(a));
+      if (b < 0) b = static_cast<T>(U(0) - static_cast<U>(b));
+    }
     while (b != 0) {
       T r = static_cast<T>(a % b);
       a = b;
@@ -32,10 +37,25 @@ struct Lcm {
   STRATA_HD T operator()(T a, T b) const {
     T g = Gcd{}(a, b);
     if (g == 0) return T(0);
-    // The product and its absolute value are taken in a wide type and only
-    // then narrowed (wrapping), as torch does for the small integer types.
-    int64_t r = static_cast<int64_t>(a / g) * static_cast<int64_t>(b);
-    return static_cast<T>(r < 0 ? -r : r);
+    // gcd is -1 only where |INT_MIN| wraps (gcd(INT_MIN, INT_MIN + 1)): INT_MIN / -1
+    // traps (SIGFPE; torch 2.13 crashes there), so the quotient is the wrapped negation.
+    T q;
+    if constexpr (std::is_signed_v<T>) {
+      using U = std::make_unsigned_t<T>;
+      q = g == T(-1) ? static_cast<T>(U(0) - static_cast<U>(a)) : static_cast<T>(a / g);
+    } else {
+      q = static_cast<T>(a / g);
+    }
+    // The product and its absolute value are taken in C++'s promoted type (int for the
+    // small integer types, T itself from int32 on), wrapping, and only then narrowed:
+    // what torch's kernel computes (lcm(INT32_MAX, -2) is 2 there, not -2).
+    using W = std::conditional_t<(sizeof(T) < sizeof(int)), int, T>;
+    using UW = std::make_unsigned_t<W>;
+    W r = static_cast<W>(static_cast<UW>(static_cast<W>(q)) * static_cast<UW>(static_cast<W>(b)));
+    if constexpr (std::is_signed_v<W>) {
+      if (r < 0) r = static_cast<W>(UW(0) - static_cast<UW>(r));
+    }
+    return static_cast<T>(r);
   }
 };
 

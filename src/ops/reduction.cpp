@@ -145,6 +145,12 @@ Tensor run_reduce(const DispatchStub<ReduceFn>& stub, const Tensor& in, uint64_t
 // max/min/amax/argmax... have no identity: reducing nothing is an error.
 void check_nonempty(const char* op, const Tensor& in, uint64_t mask, bool dims_given) {
   if (in.numel() != 0) return;
+  // torch's category differs by op: IndexError for argmax/argmin, RuntimeError for max/min/amax/amin.
+  const std::string_view name(op);
+  if (name == "argmax" || name == "argmin") {
+    STRATA_CHECK_INDEX(dims_given, op, "(): Expected reduction dim to be specified for input.numel() == 0. Specify "
+                       "the reduction dim with the 'dim' argument. (input of shape ", in.shape_str(), ")");
+  }
   STRATA_CHECK(dims_given, op, "(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
                "reduction dim with the 'dim' argument. (input of shape ", in.shape_str(), ")");
   for (int64_t d = 0; d < in.dim(); ++d) {

@@ -71,7 +71,7 @@ Tensor cat_impl(TensorList tensors, int64_t dim, const OptT& out) {
 STRATA_IMPL_CPU_META(cat, cat_impl);
 
 Tensor stack_impl(TensorList tensors, int64_t dim, const OptT& out) {
-  STRATA_CHECK_VALUE(!tensors.empty(), "stack(): expects a non-empty TensorList");
+  STRATA_CHECK(!tensors.empty(), "stack(): expects a non-empty TensorList");
   Device device = common_device(tensors, "stack");
   const Tensor& first = tensors[0];
   for (size_t i = 1; i < tensors.size(); ++i) {

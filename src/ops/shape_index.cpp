@@ -55,7 +55,8 @@ void check_scatter_shapes(const Tensor& self, int64_t dim, const Tensor& index, 
 Tensor scatter_common(const Tensor& self, int64_t dim, const Tensor& index, const Tensor* src, const Scalar& value,
                       ScatterMode mode, const OptT& out, const char* op) {
   dim = wrap_dim(dim, self.dim(), op);
-  STRATA_CHECK(index.dtype() == ScalarType::Int64, op, ": Expected dtype int64 for index, but got ",
+  // torch 2.13 takes int32 indices here as in gather (the kernel reads both widths).
+  STRATA_CHECK(is_index_dtype(index.dtype()), op, ": Expected dtype int32/int64 for index, but got ",
                dtype_name(index.dtype()));
   if (src) {
     STRATA_CHECK(src->dtype() == self.dtype(), op, ": Expected self.dtype to be equal to src.dtype (got ",

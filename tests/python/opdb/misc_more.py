@@ -394,6 +394,8 @@ def scatter_reduce_samples(dtype, rng):
                               {"include_self": inc}, name=f"{reduce} {inc}")
     yield SampleInput((arr((3, 2), dtype, rng), 0, idx([[0, 1], [2, 0]]), arr((3, 3), dtype, rng), "sum"),
                       name="src larger")
+    yield SampleInput((arr((2, 4), dtype, rng), 1, index.astype(np.int32), arr((2, 3), dtype, rng), "amax"),
+                      name="int32 index")  # torch 2.13 takes int32 indices (test_differential.py)
 
 
 def scatter_reduce_errors(rng):
@@ -427,7 +429,12 @@ def index_copy_samples(dtype, rng):
 
 def index_copy_errors(rng):
     yield ErrorInput((arr((4, 3), "float32", rng), 0, idx([[0]]), arr((1, 3), "float32", rng)),
-                     match="dimension 1 or 0")
+                     error=IndexError, match="dimension 1 or 0")  # torch's category (test_differential.py)
+
+
+def index_fill_errors(rng):
+    # a matrix index: RuntimeError for index_fill, IndexError for index_copy (torch's categories)
+    yield ErrorInput((arr((4, 3), "float32", rng), 0, idx([[0]]), 1.5), error=RuntimeError, match="dimension 1 or 0")
 
 
 def ref_index_fill(a, dim, index, value):
@@ -563,7 +570,7 @@ register(
     OpInfo("index_copy", ref=ref_index_copy, dtypes=ALL, samples=index_copy_samples, errors=index_copy_errors,
            method="index_copy"),
     OpInfo("index_fill", ref=ref_index_fill, dtypes=FLOAT + ("int64",), samples=index_fill_samples,
-           method="index_fill"),
+           method="index_fill", errors=index_fill_errors),
     OpInfo("masked_scatter", ref=ref_masked_scatter, dtypes=FLOAT + ("int64",), samples=masked_scatter_samples,
            errors=masked_scatter_errors, method="masked_scatter"),
     OpInfo("put", ref=ref_put, dtypes=FLOAT + ("int64",), samples=put_samples, errors=put_errors, method="put"),
