@@ -16,9 +16,15 @@ from .compare import Arr, Mismatch, category, compare, materialize, resolve, tol
 from .strategies import LAYOUTS, shapes, tensors, values
 
 
+# The value strategies and the array conversion are written for real dtypes; complex samples
+# (added to the op database after this harness) are compared in test_complex.py and test_opdb.py
+# until the strategies draw complex values too.
+_NOT_DRAWN = {"complex64", "complex128"}
+
+
 def op_dtypes(info):
     skipped = {d for d, _ in info.skip}
-    return tuple(d for d in info.dtypes if d not in skipped)
+    return tuple(d for d in info.dtypes if d not in skipped and d not in _NOT_DRAWN)
 
 
 @hs.composite
