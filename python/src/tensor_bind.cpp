@@ -17,10 +17,12 @@ namespace strata::py {
 // dtype objects
 
 namespace {
-nb::object g_dtype_objects[kNumScalarTypes];
+// Owned references that are never released: a static nb::object would drop its reference in a
+// C++ static destructor after the interpreter is finalized (CPython 3.12 then crashes at exit).
+nb::handle g_dtype_objects[kNumScalarTypes];
 }
 
-nb::object dtype_object(ScalarType t) { return g_dtype_objects[static_cast<int>(t)]; }
+nb::object dtype_object(ScalarType t) { return nb::borrow(g_dtype_objects[static_cast<int>(t)]); }
 
 std::optional<ScalarType> to_scalar_type(nb::handle h) {
   if (nb::isinstance<DType>(h)) return nb::cast<const DType&>(h).type;
@@ -407,7 +409,7 @@ void bind_tensor(nb::module_& m) {
       .def("__reduce__", [](const DType& d) { return std::string(dtype_name(d.type)); });
   for (int i = 0; i < kNumScalarTypes; ++i) {
     auto st = static_cast<ScalarType>(i);
-    g_dtype_objects[i] = nb::cast(DType{st});
+    g_dtype_objects[i] = nb::cast(DType{st}).release();
     m.attr(std::string(dtype_name(st)).c_str()) = g_dtype_objects[i];
   }
   m.attr("_dtype_objects") = nb::make_tuple();
