@@ -19,6 +19,19 @@ Tensor restride(const Tensor& self, DimVector sizes, DimVector strides, int64_t 
 
 DimVector to_vec(IntArrayRef a) { return DimVector(a.begin(), a.end()); }
 
+// self's offset moved by index steps of stride. Within a non-empty tensor this stays inside the storage; an
+// empty tensor's strides are not bounded (as_strided accepts any for zero elements), so the product may
+// overflow or land far past the storage, where even forming the data pointer overflows (found by
+// fuzz/fuzz_geometry): such views read nothing and keep self's offset.
+int64_t moved_offset(const Tensor& self, int64_t index, int64_t stride) {
+  int64_t step = 0, off = 0;
+  if (__builtin_mul_overflow(index, stride, &step) || __builtin_add_overflow(self.storage_offset(), step, &off))
+    return self.storage_offset();
+  const int64_t capacity = static_cast<int64_t>(self.impl()->storage()->nbytes() / self.element_size());
+  if (off < 0 || off > capacity) return self.storage_offset();
+  return off;
+}
+
 }  // namespace
 
 DimVector infer_size(IntArrayRef shape, int64_t numel, const char* op) {
@@ -57,9 +70,10 @@ std::optional<DimVector> compute_view_strides(IntArrayRef old_sizes, IntArrayRef
                                               IntArrayRef new_sizes) {
   const int64_t n_old = static_cast<int64_t>(old_sizes.size());
   const int64_t n_new = static_cast<int64_t>(new_sizes.size());
-  int64_t numel = 1;
-  for (int64_t s : old_sizes) numel *= s;
-  if (numel == 0 || n_old == 0) {
+  // Empty or not, without the product: an empty tensor's other sizes may be huge (fuzz_geometry), while a
+  // non-empty tensor's element count fits in int64, and so do the partial products below.
+  const bool empty = std::find(old_sizes.begin(), old_sizes.end(), int64_t(0)) != old_sizes.end();
+  if (empty || n_old == 0) {
     if (std::equal(old_sizes.begin(), old_sizes.end(), new_sizes.begin(), new_sizes.end())) return to_vec(old_strides);
     return contiguous_strides(new_sizes);
   }
@@ -252,7 +266,7 @@ Tensor select_impl(const Tensor& self, int64_t dim, int64_t index) {
                      self.shape_str(), " at dimension ", d);
   if (index < 0) index += size;
   DimVector sizes = to_vec(self.sizes()), strides = to_vec(self.strides());
-  int64_t offset = self.storage_offset() + index * strides[d];
+  int64_t offset = moved_offset(self, index, strides[d]);
   sizes.erase(sizes.begin() + d);
   strides.erase(strides.begin() + d);
   return restride(self, std::move(sizes), std::move(strides), offset);
@@ -274,7 +288,7 @@ Tensor slice_impl(const Tensor& self, int64_t dim, std::optional<int64_t> start,
   e = std::clamp(e, s, size);
   const int64_t len = e == s ? 0 : 1 + (e - s - 1) / step;
   DimVector sizes = to_vec(self.sizes()), strides = to_vec(self.strides());
-  int64_t offset = self.storage_offset() + s * strides[d];
+  int64_t offset = moved_offset(self, s, strides[d]);
   int64_t new_stride;
   // Only a slice of at most one element can overflow here; its stride is unused.
   if (__builtin_mul_overflow(strides[d], step, &new_stride)) new_stride = strides[d];
