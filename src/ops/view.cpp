@@ -416,6 +416,13 @@ Tensor as_strided_impl(const Tensor& self, IntArrayRef size, IntArrayRef stride,
                  shape_str(stride), ", storage offset ", offset, ", and itemsize ", es, " requiring a storage size of ",
                  overflow ? std::string("more than int64 can hold") : std::to_string(need_bytes),
                  " are out of bounds for storage of size ", nbytes);
+  } else {
+    // Zero elements read nothing and take any offset, as in torch, as long as the data pointer can be formed
+    // from it: offset * itemsize must not overflow (as_strided(x, [0], [1], 2**62) did; fuzz_geometry).
+    int64_t offset_bytes = 0;
+    STRATA_CHECK(!__builtin_mul_overflow(offset, es, &offset_bytes) && offset_bytes <= INT64_MAX - nbytes,
+                 "as_strided: storage offset ", offset, " with itemsize ", es,
+                 " is past any addressable storage (sizes ", shape_str(size), ")");
   }
   return restride(self, to_vec(size), to_vec(stride), offset);
 }

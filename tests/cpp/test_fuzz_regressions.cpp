@@ -110,3 +110,13 @@ TEST(FuzzRegressions, SelectAndSliceOfEmptyViewWithHugeStrides) {
   Tensor h = as_strided(zeros(DimVector{8}), DimVector{4, 0}, DimVector{2, 1}, int64_t(0));
   EXPECT_EQ(select(h, 0, 3).storage_offset(), 6);
 }
+
+// fuzz_geometry: as_strided accepted any offset for zero elements, and forming the data pointer of
+// as_strided(x, [0, 6, 0], ..., 2**62) overflowed (offset * itemsize).
+TEST(FuzzRegressions, AsStridedOffsetOfEmptyViewMustBeAddressable) {
+  Tensor x = zeros(DimVector{5, 4});
+  EXPECT_THROW(as_strided(x, DimVector{0, 6, 0}, DimVector{4, 1, 8}, int64_t(1) << 62), Error);
+  EXPECT_THROW(as_strided(x, DimVector{0}, DimVector{1}, INT64_MAX), Error);
+  // Past the storage but addressable: accepted, as torch does.
+  EXPECT_EQ(as_strided(x, DimVector{0}, DimVector{1}, int64_t(1000)).storage_offset(), 1000);
+}
