@@ -103,7 +103,7 @@ if has fuzz; then
     mkdir -p "$work/corpus/$name"
     # New inputs go to the scratch corpus (build-asan/fuzz-work); the committed seeds are read only.
     log=$work/$name.log
-    if "$exe" -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
+    if "$exe" -max_total_time="$FUZZ_SECONDS" -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 \
         -artifact_prefix="$work/artifacts/$name-" "$work/corpus/$name" "fuzz/corpus/$name" >"$log" 2>&1; then
       echo "[sanitize] $name: $(grep -E 'stat::number_of_executed_units' "$log" | awk '{print $2}') runs," \
         "$(grep -oE 'cov: [0-9]+' "$log" | tail -1)"

@@ -378,7 +378,10 @@ Tensor unsqueeze_impl(const Tensor& self, int64_t dim) {
   const int64_t n = self.dim();
   int64_t d = wrap_dim(dim, n + 1, "unsqueeze");
   DimVector sizes = to_vec(self.sizes()), strides = to_vec(self.strides());
-  int64_t st = d < n ? sizes[d] * strides[d] : 1;
+  // The new dim's stride is never stepped (size 1); an empty view's unbounded stride may overflow the
+  // product (fuzz_geometry), and then the plain stride does as well.
+  int64_t st = 1;
+  if (d < n && __builtin_mul_overflow(sizes[d], strides[d], &st)) st = strides[d];
   sizes.insert(sizes.begin() + d, 1);
   strides.insert(strides.begin() + d, st);
   return restride(self, std::move(sizes), std::move(strides), self.storage_offset());

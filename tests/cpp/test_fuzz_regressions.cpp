@@ -101,6 +101,8 @@ TEST(FuzzRegressions, SelectAndSliceOfEmptyViewWithHugeStrides) {
   EXPECT_EQ(select(e, 0, 3).numel(), 0);
   EXPECT_EQ(slice(e, 0, int64_t(3), std::nullopt, 1).numel(), 0);
   EXPECT_EQ(select(e, 0, 3).size(0), 0);
+  EXPECT_EQ(unsqueeze(e, 0).dim(), 3);
+  EXPECT_EQ(unsqueeze(e, 0).stride(0), huge);
   // No overflow, but far past the storage: the data pointer of such a view would overflow to form.
   Tensor f = as_strided(zeros(DimVector{4}), DimVector{3, 0}, DimVector{int64_t(1) << 61, 1}, int64_t(0));
   Tensor g = select(f, 0, 2);
