@@ -3,7 +3,9 @@
 // error that is raised now instead of a wrapped-around result.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "core/shape.h"
@@ -121,4 +123,13 @@ TEST(FuzzRegressions, AsStridedOffsetOfEmptyViewMustBeAddressable) {
   EXPECT_THROW(as_strided(x, DimVector{0}, DimVector{1}, INT64_MAX), Error);
   // Past the storage but addressable: accepted, as torch does.
   EXPECT_EQ(as_strided(x, DimVector{0}, DimVector{1}, int64_t(1000)).storage_offset(), 1000);
+}
+
+// fuzz_meta_ops: softmax of NaN converted NaN to int inside the vectorized exp (undefined; UBSan).
+TEST(FuzzRegressions, SoftmaxOfNaNIsNaN) {
+  Tensor x = zeros(DimVector{2, 3});
+  x.data_ptr<float>()[1] = std::numeric_limits<float>::quiet_NaN();
+  Tensor s = softmax(x, 1);
+  for (int64_t j = 0; j < 3; ++j) EXPECT_TRUE(std::isnan(s.data_ptr<float>()[j]));
+  for (int64_t j = 3; j < 6; ++j) EXPECT_FLOAT_EQ(s.data_ptr<float>()[j], 1.0f / 3);
 }
