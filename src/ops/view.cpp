@@ -166,8 +166,17 @@ Tensor flatten_impl(const Tensor& self, int64_t start_dim, int64_t end_dim) {
   if (n == 0) return reshape(self, DimVector{1});
   if (s == e) return self;
   DimVector shape(self.sizes().begin(), self.sizes().begin() + s);
+  // The merged size of an empty tensor's other dims may not fit in int64 (fuzz_geometry): refuse it; a zero
+  // among the merged dims makes it 0.
   int64_t p = 1;
-  for (int64_t d = s; d <= e; ++d) p *= self.sizes()[d];
+  bool overflow = false, zero = false;
+  for (int64_t d = s; d <= e; ++d) {
+    overflow |= __builtin_mul_overflow(p, self.sizes()[d], &p);
+    zero |= self.sizes()[d] == 0;
+  }
+  if (zero) p = 0;
+  STRATA_CHECK(zero || !overflow, "flatten(", self.describe(), ", start_dim=", start_dim, ", end_dim=", end_dim,
+               "): the flattened size overflows int64");
   shape.push_back(p);
   shape.insert(shape.end(), self.sizes().begin() + e + 1, self.sizes().end());
   return reshape(self, shape);

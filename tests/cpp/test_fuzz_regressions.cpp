@@ -133,3 +133,12 @@ TEST(FuzzRegressions, SoftmaxOfNaNIsNaN) {
   for (int64_t j = 0; j < 3; ++j) EXPECT_TRUE(std::isnan(s.data_ptr<float>()[j]));
   for (int64_t j = 3; j < 6; ++j) EXPECT_FLOAT_EQ(s.data_ptr<float>()[j], 1.0f / 3);
 }
+
+// fuzz_geometry: flatten multiplied out the huge sizes of an empty tensor's other dims.
+TEST(FuzzRegressions, FlattenOfEmptyTensorWithHugeSizes) {
+  const int64_t big = int64_t(1) << 40;
+  Tensor e = expand(zeros(DimVector{0, 1, 1}), DimVector{0, big, big});
+  EXPECT_THROW(flatten(e, 1, 2), Error);
+  EXPECT_EQ(flatten(e, 0, 1).size(0), 0);
+  EXPECT_EQ(flatten(e).numel(), 0);
+}
