@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/shape.h"
+#include "dispatch/schema.h"
 #include "ops/ops.h"
 
 using namespace strata;
@@ -141,4 +142,11 @@ TEST(FuzzRegressions, FlattenOfEmptyTensorWithHugeSizes) {
   EXPECT_THROW(flatten(e, 1, 2), Error);
   EXPECT_EQ(flatten(e, 0, 1).size(0), 0);
   EXPECT_EQ(flatten(e).numel(), 0);
+}
+
+// fuzz_schema: a schema whose name was only ".overload" parsed into an op without a name.
+TEST(FuzzRegressions, SchemaNeedsAnOpName) {
+  EXPECT_THROW(parse_schema(".ei`sum(str e) -> Tensor"), Error);
+  EXPECT_THROW(parse_schema("add.(Tensor self) -> Tensor"), Error);
+  EXPECT_EQ(parse_schema("add.Tensor(Tensor self, Tensor other) -> Tensor").overload, "Tensor");
 }
