@@ -150,3 +150,15 @@ TEST(FuzzRegressions, SchemaNeedsAnOpName) {
   EXPECT_THROW(parse_schema("add.(Tensor self) -> Tensor"), Error);
   EXPECT_EQ(parse_schema("add.Tensor(Tensor self, Tensor other) -> Tensor").overload, "Tensor");
 }
+
+// fuzz_meta_ops: a batched product with an empty inner dim stepped the (null) data pointers of the empty
+// operands through the batch.
+TEST(FuzzRegressions, BatchedMatmulWithEmptyInnerDim) {
+  for (ScalarType dt : {ScalarType::Float32, ScalarType::Float64, ScalarType::Int64}) {
+    Tensor r = matmul(zeros(DimVector{2, 3, 0}, dt), zeros(DimVector{0, 4}, dt));
+    ASSERT_EQ(r.numel(), 24);
+    Tensor rc = contiguous(to_dtype(r, ScalarType::Float64));
+    for (int64_t i = 0; i < 24; ++i) EXPECT_EQ(rc.data_ptr<double>()[i], 0.0);
+  }
+  EXPECT_EQ(matmul(zeros(DimVector{5, 2, 0}), zeros(DimVector{5, 0, 3})).numel(), 30);
+}
