@@ -7,6 +7,11 @@ ROOT=$PWD
 
 # --- Debian packages ----------------------------------------------------------
 PKGS="ccache libopenblas-dev libdnnl-dev libgtest-dev libbenchmark-dev libopenmpi-dev openmpi-bin"
+# The sanitizer and fuzzing job (scripts/sanitize.sh, docs/HARDENING.md) builds with clang: its ASan and
+# libFuzzer runtimes, its OpenMP runtime, and llvm-symbolizer for readable reports. STRATA_SKIP_SANITIZERS=1 skips the job and these packages.
+if [ "${STRATA_SKIP_SANITIZERS:-0}" != "1" ]; then
+  PKGS="$PKGS clang-${STRATA_LLVM:-19} libclang-rt-${STRATA_LLVM:-19}-dev libomp-${STRATA_LLVM:-19}-dev llvm-${STRATA_LLVM:-19}"
+fi
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

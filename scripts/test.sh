@@ -16,4 +16,12 @@ if [ "${STRATA_SKIP_PY312:-0}" != "1" ] && [ -x .venv312/bin/python ]; then
 else
   echo "=== no CPython 3.12 environment: tests/python/compile ran under 3.11 only ==="
 fi
+# ASan+UBSan build, the C++ suite and the hostile-input Python tests under it, and a short run of each
+# libFuzzer harness (docs/HARDENING.md). STRATA_SKIP_SANITIZERS=1 skips it.
+if [ "${STRATA_SKIP_SANITIZERS:-0}" != "1" ]; then
+  echo "=== sanitizers and fuzzers (scripts/sanitize.sh; STRATA_SKIP_SANITIZERS=1 skips) ==="
+  bash scripts/sanitize.sh || status=1
+else
+  echo "=== STRATA_SKIP_SANITIZERS=1: no sanitizer build, no fuzzing ==="
+fi
 exit $status

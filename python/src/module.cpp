@@ -4,6 +4,7 @@
 #include "backends/cpu/parallel.h"
 #include "bind.h"
 #include "core/linalg_error.h"
+#include "core/sanitizer_canary.h"
 #include "ops/stub.h"
 #include "ops/tensor_iterator.h"
 
@@ -69,6 +70,10 @@ NB_MODULE(_C, m) {
   m.attr("_LinAlgError") = nb::handle(g_linalg_error);
   // dtype singletons live until exit by design.
   nb::set_leak_warnings(false);
+#ifdef STRATA_SANITIZER_BUILD
+  // Sanitizer builds only: the planted bugs the sanitizer job checks are reported through Python too.
+  m.def("_sanitizer_canary", [](int kind, int64_t n) { return debug::sanitizer_canary(kind, n); });
+#endif
   // Most specific first: each maps to the Python exception torch raises.
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {

@@ -1,6 +1,7 @@
 #include "core/shape.h"
 #include "core/hot.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace strata {
@@ -23,9 +24,22 @@ STRATA_HOT int64_t checked_numel(IntArrayRef sizes, const char* op) {
   return n;
 }
 
+// contiguous_strides_into with torch's error where a stride overflows int64, which only the sizes of an
+// empty tensor can make happen ([0, 27, 2**60]; found by fuzz/fuzz_geometry). Every new tensor's strides
+// come from here (TensorImpl::assign_dims); the inline version in shape.h is left to callers whose
+// sizes are known to fit.
+void contiguous_strides_checked(IntArrayRef sizes, int64_t* out) {
+  int64_t acc = 1;
+  for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i >= 0; --i) {
+    out[i] = acc;
+    if (i > 0 && __builtin_mul_overflow(acc, sizes[i] > 1 ? sizes[i] : 1, &acc)) [[unlikely]]
+      throw Error(str("Stride calculation overflowed: sizes ", shape_str(sizes)));
+  }
+}
+
 DimVector contiguous_strides(IntArrayRef sizes) {
   DimVector st(sizes.size());
-  contiguous_strides_into(sizes, st.data());
+  contiguous_strides_checked(sizes, st.data());
   return st;
 }
 
@@ -34,10 +48,16 @@ STRATA_HOT bool is_contiguous_geometry(IntArrayRef sizes, IntArrayRef strides) {
   for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i >= 0; --i) {
     if (sizes[i] == 0) return true;
     if (sizes[i] != 1 && strides[i] != expected) return false;
-    expected *= sizes[i];
+    if (__builtin_mul_overflow(expected, sizes[i], &expected)) [[unlikely]] {
+      // Only an empty tensor's sizes can get here ([0, 27, 2**60]; a non-empty one's numel fits): it is
+      // contiguous when a size left of here is 0, else the geometry is invalid anyway.
+      return std::find(sizes.begin(), sizes.begin() + i, int64_t(0)) != sizes.begin() + i;
+    }
   }
   return true;
 }
+
+
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   int64_t n = ndim == 0 ? 1 : ndim;

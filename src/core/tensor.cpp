@@ -9,6 +9,8 @@
 
 namespace strata {
 
+void contiguous_strides_checked(IntArrayRef sizes, int64_t* out);  // shape.cpp: raises on int64 overflow
+
 STRATA_HOT intrusive_ptr<StorageImpl> make_storage(size_t nbytes, Device device) {
   return make_intrusive<StorageImpl>(get_allocator(device.type)->allocate(nbytes), nbytes, device);
 }
@@ -47,7 +49,7 @@ STRATA_HOT void TensorImpl::assign_dims(IntArrayRef sizes, const IntArrayRef* st
   if (strides) {
     std::copy(strides->begin(), strides->end(), buf + n);
   } else {
-    contiguous_strides_into(IntArrayRef(buf, static_cast<size_t>(n)), buf + n);
+    contiguous_strides_checked(IntArrayRef(buf, static_cast<size_t>(n)), buf + n);
   }
   if (heap) {
     dims_heap_ = std::move(heap);
@@ -61,8 +63,19 @@ STRATA_HOT void TensorImpl::assign_dims(IntArrayRef sizes, const IntArrayRef* st
 }
 
 STRATA_HOT void TensorImpl::refresh() {
-  numel_ = 1;
-  for (int64_t s : sizes()) numel_ *= s;
+  // A view may have more elements than int64 counts (expand(2**62, 4) of one element is only strides): such a
+  // geometry is refused here, for every op that builds one (the product used to wrap around, found by
+  // fuzz/fuzz_geometry). A zero size makes any product 0.
+  int64_t n = 1;
+  bool overflow = false;
+  for (int64_t s : sizes()) overflow |= __builtin_mul_overflow(n, s, &n);
+  if (__builtin_expect(overflow, 0)) {
+    const bool empty = std::find(sizes().begin(), sizes().end(), int64_t(0)) != sizes().end();
+    STRATA_CHECK(empty, "numel: integer multiplication overflow: a tensor of sizes ", shape_str(sizes()),
+                 " has more than 2**63 - 1 elements");
+    n = 0;
+  }
+  numel_ = n;
   contiguous_ = is_contiguous_geometry(sizes(), strides());
 }
 

@@ -145,6 +145,8 @@ static FunctionSchema parse_schema_impl(const std::string& text) {
   if (auto dot = name.find('.'); dot != std::string::npos) {
     s.overload = name.substr(dot + 1);
     name = name.substr(0, dot);
+    // ".foo(...)" named no op, only an overload (fuzz_schema).
+    STRATA_CHECK(!name.empty() && !s.overload.empty(), "parse_schema: empty op or overload name in ", text);
   }
   s.name = name;
   bool kwonly = false;

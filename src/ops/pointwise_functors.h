@@ -21,17 +21,46 @@
 
 namespace strata::fn {
 
+// Signed integer +, -, * and negation wrap around in two's complement, as torch's results do (int64 max + 1
+// is min), without the undefined behaviour of signed overflow in C++ (UBSan found x + (2**63 - 1) and
+// -(int64 min) in tests/python/test_hostile.py): computed in the unsigned type of the promoted operands,
+// which is the same machine code. Other types are unchanged.
+template <typename T>
+inline constexpr bool wraps_v = std::is_integral_v<T> && std::is_signed_v<T> && !std::is_same_v<T, bool>;
+template <typename T>
+using wrap_uint_t = std::make_unsigned_t<std::common_type_t<T, int>>;
+template <typename T>
+STRATA_HD T wrap_add(T a, T b) {
+  if constexpr (wraps_v<T>) return static_cast<T>(static_cast<wrap_uint_t<T>>(a) + static_cast<wrap_uint_t<T>>(b));
+  else return a + b;
+}
+template <typename T>
+STRATA_HD T wrap_sub(T a, T b) {
+  if constexpr (wraps_v<T>) return static_cast<T>(static_cast<wrap_uint_t<T>>(a) - static_cast<wrap_uint_t<T>>(b));
+  else return a - b;
+}
+template <typename T>
+STRATA_HD T wrap_mul(T a, T b) {
+  if constexpr (wraps_v<T>) return static_cast<T>(static_cast<wrap_uint_t<T>>(a) * static_cast<wrap_uint_t<T>>(b));
+  else return a * b;
+}
+template <typename T>
+STRATA_HD T wrap_neg(T a) {
+  if constexpr (wraps_v<T>) return static_cast<T>(wrap_uint_t<T>(0) - static_cast<wrap_uint_t<T>>(a));
+  else return -a;
+}
+
 // ---- unary, any type -------------------------------------------------------
 struct Neg {
   template <typename T>
-  STRATA_HD T operator()(T a) const { return -a; }
+  STRATA_HD T operator()(T a) const { return wrap_neg(a); }
 };
 struct Abs {
   template <typename T>
   STRATA_HD T operator()(T a) const {
     if constexpr (std::is_unsigned_v<T> || std::is_same_v<T, bool>) return a;
     else if constexpr (std::is_floating_point_v<T>) return std::fabs(a);
-    else return a < 0 ? T(-a) : a;
+    else return a < 0 ? wrap_neg(a) : a;
   }
 };
 struct Sign {
@@ -215,25 +244,25 @@ struct BitwiseNot {
 // ---- binary ----------------------------------------------------------------
 struct Add {
   template <typename T>
-  STRATA_HD T operator()(T a, T b) const { return a + b; }
+  STRATA_HD T operator()(T a, T b) const { return wrap_add(a, b); }
 };
 struct AddAlpha {
   double alpha;
   template <typename T>
   STRATA_HD T operator()(T a, T b) const {
     if constexpr (std::is_same_v<T, bool>) return a || (b && alpha != 0);
-    else return a + static_cast<T>(alpha) * b;
+    else return wrap_add(a, wrap_mul(static_cast<T>(alpha), b));
   }
 };
 struct Sub {
   template <typename T>
-  STRATA_HD T operator()(T a, T b) const { return a - b; }
+  STRATA_HD T operator()(T a, T b) const { return wrap_sub(a, b); }
 };
 struct Mul {
   template <typename T>
   STRATA_HD T operator()(T a, T b) const {
     if constexpr (std::is_same_v<T, bool>) return a && b;
-    else return a * b;
+    else return wrap_mul(a, b);
   }
 };
 struct Div {
@@ -245,7 +274,7 @@ struct DivTrunc {
   template <typename T>
   STRATA_HD T operator()(T a, T b) const {
     if constexpr (std::is_floating_point_v<T>) return std::trunc(a / b);
-    else if constexpr (std::is_signed_v<T>) return b == T(-1) ? T(-a) : T(a / b);
+    else if constexpr (std::is_signed_v<T>) return b == T(-1) ? wrap_neg(a) : T(a / b);
     else return T(a / b);
   }
 };
@@ -266,7 +295,7 @@ struct DivFloor {
       }
       return fl;
     } else if constexpr (std::is_signed_v<T>) {
-      if (b == T(-1)) return T(-a);
+      if (b == T(-1)) return wrap_neg(a);
       T q = a / b, r = a % b;
       return (r != 0 && ((r < 0) != (b < 0))) ? T(q - 1) : q;
     } else {

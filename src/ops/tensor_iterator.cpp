@@ -266,6 +266,14 @@ STRATA_HOT void TensorIterator::compute_geometry(IntArrayRef shape) {
     ndim_ = 0;
     return;
   }
+  if (numel_ == 0) {
+    // Nothing to visit. The sizes of an empty shape may be huge ([0, 2**60, 4]): their merged products and
+    // byte strides below would overflow int64 (found by fuzz/fuzz_geometry).
+    ndim_ = 1;
+    geo_[0] = 0;
+    for (int o = 0; o < nop; ++o) strides(o)[0] = 0;
+    return;
+  }
   // Fast path: every operand contiguous with the full shape (no broadcasting)
   // is one flat run, whatever the number of dims.
   // A 0-d input joins the flat run with stride 0 (the kernels' broadcast-

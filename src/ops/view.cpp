@@ -19,6 +19,19 @@ Tensor restride(const Tensor& self, DimVector sizes, DimVector strides, int64_t 
 
 DimVector to_vec(IntArrayRef a) { return DimVector(a.begin(), a.end()); }
 
+// self's offset moved by index steps of stride. Within a non-empty tensor this stays inside the storage; an
+// empty tensor's strides are not bounded (as_strided accepts any for zero elements), so the product may
+// overflow or land far past the storage, where even forming the data pointer overflows (found by
+// fuzz/fuzz_geometry): such views read nothing and keep self's offset.
+int64_t moved_offset(const Tensor& self, int64_t index, int64_t stride) {
+  int64_t step = 0, off = 0;
+  if (__builtin_mul_overflow(index, stride, &step) || __builtin_add_overflow(self.storage_offset(), step, &off))
+    return self.storage_offset();
+  const int64_t capacity = static_cast<int64_t>(self.impl()->storage()->nbytes() / self.element_size());
+  if (off < 0 || off > capacity) return self.storage_offset();
+  return off;
+}
+
 }  // namespace
 
 DimVector infer_size(IntArrayRef shape, int64_t numel, const char* op) {
@@ -57,9 +70,10 @@ std::optional<DimVector> compute_view_strides(IntArrayRef old_sizes, IntArrayRef
                                               IntArrayRef new_sizes) {
   const int64_t n_old = static_cast<int64_t>(old_sizes.size());
   const int64_t n_new = static_cast<int64_t>(new_sizes.size());
-  int64_t numel = 1;
-  for (int64_t s : old_sizes) numel *= s;
-  if (numel == 0 || n_old == 0) {
+  // Empty or not, without the product: an empty tensor's other sizes may be huge (fuzz_geometry), while a
+  // non-empty tensor's element count fits in int64, and so do the partial products below.
+  const bool empty = std::find(old_sizes.begin(), old_sizes.end(), int64_t(0)) != old_sizes.end();
+  if (empty || n_old == 0) {
     if (std::equal(old_sizes.begin(), old_sizes.end(), new_sizes.begin(), new_sizes.end())) return to_vec(old_strides);
     return contiguous_strides(new_sizes);
   }
@@ -152,8 +166,17 @@ Tensor flatten_impl(const Tensor& self, int64_t start_dim, int64_t end_dim) {
   if (n == 0) return reshape(self, DimVector{1});
   if (s == e) return self;
   DimVector shape(self.sizes().begin(), self.sizes().begin() + s);
+  // The merged size of an empty tensor's other dims may not fit in int64 (fuzz_geometry): refuse it; a zero
+  // among the merged dims makes it 0.
   int64_t p = 1;
-  for (int64_t d = s; d <= e; ++d) p *= self.sizes()[d];
+  bool overflow = false, zero = false;
+  for (int64_t d = s; d <= e; ++d) {
+    overflow |= __builtin_mul_overflow(p, self.sizes()[d], &p);
+    zero |= self.sizes()[d] == 0;
+  }
+  if (zero) p = 0;
+  STRATA_CHECK(zero || !overflow, "flatten(", self.describe(), ", start_dim=", start_dim, ", end_dim=", end_dim,
+               "): the flattened size overflows int64");
   shape.push_back(p);
   shape.insert(shape.end(), self.sizes().begin() + e + 1, self.sizes().end());
   return reshape(self, shape);
@@ -252,7 +275,7 @@ Tensor select_impl(const Tensor& self, int64_t dim, int64_t index) {
                      self.shape_str(), " at dimension ", d);
   if (index < 0) index += size;
   DimVector sizes = to_vec(self.sizes()), strides = to_vec(self.strides());
-  int64_t offset = self.storage_offset() + index * strides[d];
+  int64_t offset = moved_offset(self, index, strides[d]);
   sizes.erase(sizes.begin() + d);
   strides.erase(strides.begin() + d);
   return restride(self, std::move(sizes), std::move(strides), offset);
@@ -274,7 +297,7 @@ Tensor slice_impl(const Tensor& self, int64_t dim, std::optional<int64_t> start,
   e = std::clamp(e, s, size);
   const int64_t len = e == s ? 0 : 1 + (e - s - 1) / step;
   DimVector sizes = to_vec(self.sizes()), strides = to_vec(self.strides());
-  int64_t offset = self.storage_offset() + s * strides[d];
+  int64_t offset = moved_offset(self, s, strides[d]);
   int64_t new_stride;
   // Only a slice of at most one element can overflow here; its stride is unused.
   if (__builtin_mul_overflow(strides[d], step, &new_stride)) new_stride = strides[d];
@@ -364,7 +387,10 @@ Tensor unsqueeze_impl(const Tensor& self, int64_t dim) {
   const int64_t n = self.dim();
   int64_t d = wrap_dim(dim, n + 1, "unsqueeze");
   DimVector sizes = to_vec(self.sizes()), strides = to_vec(self.strides());
-  int64_t st = d < n ? sizes[d] * strides[d] : 1;
+  // The new dim's stride is never stepped (size 1); an empty view's unbounded stride may overflow the
+  // product (fuzz_geometry), and then the plain stride does as well.
+  int64_t st = 1;
+  if (d < n && __builtin_mul_overflow(sizes[d], strides[d], &st)) st = strides[d];
   sizes.insert(sizes.begin() + d, 1);
   strides.insert(strides.begin() + d, st);
   return restride(self, std::move(sizes), std::move(strides), self.storage_offset());
@@ -402,6 +428,13 @@ Tensor as_strided_impl(const Tensor& self, IntArrayRef size, IntArrayRef stride,
                  shape_str(stride), ", storage offset ", offset, ", and itemsize ", es, " requiring a storage size of ",
                  overflow ? std::string("more than int64 can hold") : std::to_string(need_bytes),
                  " are out of bounds for storage of size ", nbytes);
+  } else {
+    // Zero elements read nothing and take any offset, as in torch, as long as the data pointer can be formed
+    // from it: offset * itemsize must not overflow (as_strided(x, [0], [1], 2**62) did; fuzz_geometry).
+    int64_t offset_bytes = 0;
+    STRATA_CHECK(!__builtin_mul_overflow(offset, es, &offset_bytes) && offset_bytes <= INT64_MAX - nbytes,
+                 "as_strided: storage offset ", offset, " with itemsize ", es,
+                 " is past any addressable storage (sizes ", shape_str(size), ")");
   }
   return restride(self, to_vec(size), to_vec(stride), offset);
 }

@@ -205,7 +205,7 @@ TEST(Dispatcher, FallthroughSkipsFunctionalityKeyWithoutKernel) {
   d.register_kernel(op, DispatchKey::Autograd, make_kernel<&autograd_layer>());
   g_log.clear();
   {
-    IncludeDispatchKeyGuard g(DispatchKeySet(DispatchKey::Autograd));
+    IncludeDispatchKeyGuard g{DispatchKeySet(DispatchKey::Autograd)};
     call_op<Tensor, const Tensor&>(op, full_f32({3}, 1.0));
   }
   EXPECT_EQ(g_log, std::vector<std::string>{"autograd"});
@@ -234,7 +234,7 @@ TEST(Dispatcher, BoxedFallbackForFunctionalityKey) {
                             seen.push_back(op.name());
                             EXPECT_EQ(s.size(), op.schema().args.size());
                             // Like a real layer: ops called by the kernels below do not re-enter it.
-                            ExcludeDispatchKeyGuard g(DispatchKeySet(DispatchKey::Python));
+                            ExcludeDispatchKeyGuard g{DispatchKeySet(DispatchKey::Python)};
                             redispatch_boxed(op, ks, DispatchKey::Python, s);
                           },
                           "python_fallback"));
@@ -243,7 +243,7 @@ TEST(Dispatcher, BoxedFallbackForFunctionalityKey) {
   Tensor five = full_f32({2}, 5.0), one = full_f32({2}, 1.0), two = full_f32({2}, 2.0);
   g_log.clear();
   {
-    IncludeDispatchKeyGuard g(DispatchKeySet(DispatchKey::Python));
+    IncludeDispatchKeyGuard g{DispatchKeySet(DispatchKey::Python)};
     Tensor r = call_op<Tensor, const Tensor&>(plain, five);
     EXPECT_FLOAT_EQ(first(r), 6.0f);  // the fallback redispatched to the CPU kernel
     call_op<Tensor, const Tensor&>(own, five);
@@ -359,7 +359,7 @@ TEST(Dispatcher, TracerLayerRedispatchesBelowItself) {
 
   g_log.clear();
   {
-    IncludeDispatchKeyGuard g(DispatchKeySet(DispatchKey::Tracer));
+    IncludeDispatchKeyGuard g{DispatchKeySet(DispatchKey::Tracer)};
     Tensor r = call_op<Tensor, const Tensor&>(op, full_f32({2}, 0.0));
     EXPECT_FLOAT_EQ(first(r), 1.0f);
     // The redispatch keeps the backend of the arguments.
@@ -371,7 +371,7 @@ TEST(Dispatcher, TracerLayerRedispatchesBelowItself) {
   // The boxed path runs the same layer (its boxed wrapper passes the keys on).
   g_log.clear();
   {
-    IncludeDispatchKeyGuard g(DispatchKeySet(DispatchKey::Tracer));
+    IncludeDispatchKeyGuard g{DispatchKeySet(DispatchKey::Tracer)};
     Stack s{IValue(full_f32({2}, 4.0))};
     call_boxed(op, s);
     EXPECT_FLOAT_EQ(first(s.back().to_tensor()), 5.0f);
@@ -389,15 +389,15 @@ TEST(Dispatcher, IncludeExcludeGuardsNestAndRestore) {
   const DispatchKeySet inc0 = tls.included, exc0 = tls.excluded;
   g_log.clear();
   {
-    IncludeDispatchKeyGuard inc(DispatchKeySet(DispatchKey::Tracer));
+    IncludeDispatchKeyGuard inc{DispatchKeySet(DispatchKey::Tracer)};
     EXPECT_TRUE(tls.included.has(DispatchKey::Tracer));
     {
       // Exclusion beats inclusion.
-      ExcludeDispatchKeyGuard exc(DispatchKeySet(DispatchKey::Tracer));
+      ExcludeDispatchKeyGuard exc{DispatchKeySet(DispatchKey::Tracer)};
       EXPECT_TRUE(tls.excluded.has(DispatchKey::Tracer));
       call_op<Tensor, const Tensor&>(op, full_f32({1}, 0.0));
       {
-        IncludeDispatchKeyGuard inc2(DispatchKeySet(DispatchKey::Tracer));
+        IncludeDispatchKeyGuard inc2{DispatchKeySet(DispatchKey::Tracer)};
         call_op<Tensor, const Tensor&>(op, full_f32({1}, 0.0));
       }
     }
@@ -419,7 +419,7 @@ TEST(Dispatcher, IncludeExcludeGuardsNestAndRestore) {
 
   // Excluding the tensor's own backend leaves no backend: dispatch falls back to CPU.
   {
-    ExcludeDispatchKeyGuard exc(DispatchKeySet(DispatchKey::Meta));
+    ExcludeDispatchKeyGuard exc{DispatchKeySet(DispatchKey::Meta)};
     DispatchKeySet ks = apply_tls(DispatchKeySet(DispatchKey::Meta), op);
     EXPECT_EQ(ks.highest_backend(), DispatchKey::CPU);
   }

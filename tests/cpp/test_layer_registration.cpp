@@ -26,12 +26,12 @@ TEST(LayerRegistration, RunsOnlyWhenIncludedAndRedispatches) {
   Tensor b = neg(a);
   EXPECT_EQ(g_tracer_calls, before);  // Tracer not included: the layer is skipped
   {
-    IncludeDispatchKeyGuard g(DispatchKeySet(DispatchKey::Tracer));
+    IncludeDispatchKeyGuard g{DispatchKeySet(DispatchKey::Tracer)};
     Tensor c = neg(a);
     EXPECT_EQ(g_tracer_calls, before + 1);
     EXPECT_FLOAT_EQ(c.data_ptr<float>()[0], -2.0f);
     {
-      ExcludeDispatchKeyGuard e(DispatchKeySet(DispatchKey::Tracer));
+      ExcludeDispatchKeyGuard e{DispatchKeySet(DispatchKey::Tracer)};
       neg(a);
       EXPECT_EQ(g_tracer_calls, before + 1);  // excluded wins over included
     }

@@ -204,14 +204,26 @@ void batched_int(const BatchedGemm& g) {
   }
 }
 
-void batched_gemm_cpu(const BatchedGemm& g) {
-  if (g.m == 0 || g.n == 0) return;
+void batched_gemm_cpu_impl(const BatchedGemm& g) {
   switch (g.dtype) {
     case ScalarType::Float32: return batched_float<float>(g);
     case ScalarType::Float64: return batched_float<double>(g);
     case ScalarType::BFloat16: return batched_bf16(g);
     default: return batched_int(g);
   }
+}
+
+void batched_gemm_cpu(const BatchedGemm& g) {
+  if (g.m == 0 || g.n == 0) return;
+  if (g.k == 0 && (!g.a || !g.b)) {
+    // Empty inner dim: A and B are never read and may have no data at all; stepping their (null) pointers
+    // through the batch is undefined (UBSan, fuzz_meta_ops: matmul of [2, 3, 0] by [0, 4]). C = beta * C.
+    BatchedGemm z = g;
+    std::fill(z.a_bs.begin(), z.a_bs.end(), int64_t(0));
+    std::fill(z.b_bs.begin(), z.b_bs.end(), int64_t(0));
+    return batched_gemm_cpu_impl(z);
+  }
+  batched_gemm_cpu_impl(g);
 }
 
 // The (row, column) strides oneDNN's matmul gets for a matrix blas_layout accepts: a size-1 dim's stride is

@@ -244,8 +244,10 @@ void index_kernel(const IndexKernelArgs& a) {
             bool ok = true;
             for (int64_t j = 0; j < k; ++j) {
               int64_t v = a.idx[j][b], size = a.idx_sizes[j];
-              ok &= v >= -size && v < size;
-              off += (v < 0 ? v + size : v) * a.idx_strides[j];
+              const bool in = v >= -size && v < size;
+              ok &= in;
+              // An out-of-range index adds nothing: its product with the stride may overflow (fuzz_indexing).
+              off += (in ? (v < 0 ? v + size : v) : 0) * a.idx_strides[j];
             }
             if (!ok) {
               int64_t cur = bad.load();

@@ -306,7 +306,8 @@ void reduce_by_runs(const Op& op, const ReduceGeom& g, const typename Op::in_t* 
     int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(nred, 1));
     parallel_for(0, nout, grain, [&](int64_t b, int64_t e) {
       for (int64_t o = b; o < e; ++o) {
-        Acc acc = reduce_range(op, g, in + offset_of(o, g.keep_sizes, g.keep_in), 0, nred);
+        // An empty reduction (nred == 0) may come with no data at all (in == nullptr): no offset from null.
+        Acc acc = reduce_range(op, g, nred == 0 ? in : in + offset_of(o, g.keep_sizes, g.keep_in), 0, nred);
         out[offset_of(o, g.keep_sizes, g.keep_out)] = op.finalize(acc, nred);
       }
     });

@@ -330,8 +330,10 @@ void rnn_backward(const RnnGeom& g, const nn::RnnBackwardArgs& a) {
   // (by the GEMM through w_hr) before the pointwise pass, so that case runs on one thread (whose GEMMs are threaded).
   const int team = g.proj ? 1 : team_size(g);
   auto body = [&](int k, int n) {
-    const auto [j0, j1] = slice_of(H, k, n);
-    const auto [c0, c1] = n == 1 ? std::pair<int64_t, int64_t>{0, P} : std::pair<int64_t, int64_t>{j0, j1};
+    // Plain variables, not structured bindings: clang cannot capture those in the `omp simd` loops below.
+    const std::pair<int64_t, int64_t> hidden = slice_of(H, k, n);
+    const int64_t j0 = hidden.first, j1 = hidden.second;
+    const int64_t c0 = n == 1 ? 0 : j0, c1 = n == 1 ? P : j1;
     const int64_t hk = j1 - j0;
     for (int64_t s = g.steps - 1; s >= 0; --s) {
       const int64_t t = step_at(g, s), nb = g.batch_sizes[t], off = g.offsets[t];

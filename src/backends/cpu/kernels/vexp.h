@@ -30,7 +30,9 @@ STRATA_ALWAYS_INLINE float vexp(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  int32_t ni = static_cast<int32_t>(n);
+  // NaN passes the clamps above; converting it to int is undefined (UBSan, fuzz_meta_ops: softmax of NaN).
+  // p is NaN already, so any scale gives NaN: use 0.
+  int32_t ni = static_cast<int32_t>(n == n ? n : 0.0f);
   int32_t n1 = ni >> 1, n2 = ni - n1;
   float s1 = std::bit_cast<float>((n1 + 127) << 23);
   float s2 = std::bit_cast<float>((n2 + 127) << 23);
