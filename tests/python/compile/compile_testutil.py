@@ -50,3 +50,20 @@ def same(a, b, *, requires_grad=False):
         assert strata.equal(a, b), (a, b)
         return
     assert a == b, (a, b)
+
+
+def record_graph(fn, *shapes):
+    """fn recorded on Meta tensors of the given shapes into a fresh graph IR (inputs x0, x1, ...
+    on the CPU; fn's result, or each element of a tuple result, is an output)."""
+    from strata._C import _compile
+    g = _compile.Graph()
+    ms = []
+    for k, sh in enumerate(shapes):
+        m = strata.empty(*sh, device="meta")
+        g.add_input(f"x{k}", m, device=strata.device("cpu"))
+        ms.append(m)
+    with _compile.record(g):
+        out = fn(*ms)
+    out = out if isinstance(out, tuple) else (out,)
+    g.set_outputs([g.value_of(o) for o in out])
+    return g

@@ -18,7 +18,7 @@ import strata.nn.functional as F
 from strata._C import _compile
 from strata._inductor import fusion
 
-from compile_testutil import cache_dir, needs_gxx  # noqa: F401  (cache_dir: a fixture)
+from compile_testutil import cache_dir, needs_gxx, record_graph as _record  # noqa: F401  (cache_dir: a fixture)
 
 pytestmark = [needs_gxx, pytest.mark.usefixtures("cache_dir")]
 
@@ -37,20 +37,6 @@ def _supported():
 
 
 needs_dnnl = pytest.mark.skipif(not _supported(), reason="oneDNN's matmul primitive is not available")
-
-
-def _record(fn, *shapes):
-    g = _compile.Graph()
-    ms = []
-    for k, sh in enumerate(shapes):
-        m = strata.empty(*sh, device="meta")
-        g.add_input(f"x{k}", m, device=strata.device("cpu"))
-        ms.append(m)
-    with _compile.record(g):
-        out = fn(*ms)
-    out = out if isinstance(out, tuple) else (out,)
-    g.set_outputs([g.value_of(o) for o in out])
-    return g
 
 
 def _t(x):

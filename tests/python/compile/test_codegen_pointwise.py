@@ -16,7 +16,7 @@ import strata.nn.functional as F
 from strata._C import _compile
 from strata._inductor import codecache, fusion
 
-from compile_testutil import cache_dir, needs_gxx  # noqa: F401  (cache_dir: a fixture)
+from compile_testutil import cache_dir, needs_gxx, record_graph as _record  # noqa: F401  (cache_dir: a fixture)
 
 pytestmark = [needs_gxx, pytest.mark.usefixtures("cache_dir")]
 
@@ -131,20 +131,6 @@ def test_zero_d_tensors_zero_size_and_permuted_outputs():
     z = strata.randn(0, 6)
     got = strata.compile(fn, backend="strata_cpp")(z, s, p)
     _check(got, fn(z, s, p), inexact={2})
-
-
-def _record(fn, *shapes):
-    g = _compile.Graph()
-    ms = []
-    for k, sh in enumerate(shapes):
-        m = strata.empty(*sh, device="meta")
-        g.add_input(f"x{k}", m, device=strata.device("cpu"))
-        ms.append(m)
-    with _compile.record(g):
-        out = fn(*ms)
-    out = out if isinstance(out, tuple) else (out,)
-    g.set_outputs([g.value_of(o) for o in out])
-    return g
 
 
 def test_independent_nodes_move_and_siblings_share_a_kernel():
