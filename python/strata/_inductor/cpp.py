@@ -63,6 +63,17 @@ def _gelu_erf_defines(kernel, w):
     w("#endif")
 
 
+def _bind_buffers(kernel, w, ctype):
+    """The kernel's typed, restrict pointers into `bufs`: its inputs (const) then its outputs;
+    ctype maps a buffer's dtype to its C type."""
+    for k, b in enumerate(kernel.inputs):
+        t = ctype(b.dtype)
+        w(f"  const {t}* __restrict {b.name} = static_cast<const {t}*>(bufs[{k}]);")
+    for k, b in enumerate(kernel.outputs):
+        t = ctype(b.dtype)
+        w(f"  {t}* __restrict {b.name} = static_cast<{t}*>(bufs[{len(kernel.inputs) + k}]);")
+
+
 def render_rows(kernel, header_comment=""):
     """`void strata_kernel(void* const* bufs, int64_t rows, int64_t cols)`: parallel over rows."""
     from .ir import Cast, Reduce
@@ -74,10 +85,7 @@ def render_rows(kernel, header_comment=""):
     _gelu_erf_defines(kernel, w)
     w("")
     w('extern "C" void strata_kernel(void* const* bufs, int64_t rows, int64_t cols) {')
-    for k, b in enumerate(kernel.inputs):
-        w(f"  const {b.dtype}* __restrict {b.name} = static_cast<const {b.dtype}*>(bufs[{k}]);")
-    for k, b in enumerate(kernel.outputs):
-        w(f"  {b.dtype}* __restrict {b.name} = static_cast<{b.dtype}*>(bufs[{len(kernel.inputs) + k}]);")
+    _bind_buffers(kernel, w, lambda d: d)  # row kernels name C types already
     ct = lambda v: kernel.ctype.get(v, T)  # noqa: E731
     defs = {}  # elem var -> statement
     deps = {}
@@ -295,10 +303,7 @@ def render_pointwise(kernel, header_comment=""):
     w("")
     w('extern "C" void strata_kernel(void* const* bufs, int64_t n) {')
     bufs = kernel.inputs + kernel.outputs
-    for k, b in enumerate(kernel.inputs):
-        w(f"  const {CTYPES[b.dtype]}* __restrict {b.name} = static_cast<const {CTYPES[b.dtype]}*>(bufs[{k}]);")
-    for k, b in enumerate(kernel.outputs):
-        w(f"  {CTYPES[b.dtype]}* __restrict {b.name} = static_cast<{CTYPES[b.dtype]}*>(bufs[{len(kernel.inputs) + k}]);")
+    _bind_buffers(kernel, w, CTYPES.__getitem__)
     gathers = [s for s in kernel.body if isinstance(s, PwGather)]
     if gathers:
         # Every index is checked before anything is written (eager raises IndexError on a bad one): the
@@ -430,10 +435,7 @@ def render_columns(kernel, header_comment=""):
     _gelu_erf_defines(kernel, w)
     w("")
     w('extern "C" void strata_kernel(void* const* bufs, int64_t n) {')
-    for k, b in enumerate(kernel.inputs):
-        w(f"  const {CTYPES[b.dtype]}* __restrict {b.name} = static_cast<const {CTYPES[b.dtype]}*>(bufs[{k}]);")
-    for k, b in enumerate(kernel.outputs):
-        w(f"  {CTYPES[b.dtype]}* __restrict {b.name} = static_cast<{CTYPES[b.dtype]}*>(bufs[{len(kernel.inputs) + k}]);")
+    _bind_buffers(kernel, w, CTYPES.__getitem__)
     A = CTYPES[kernel.outputs[ro].dtype]
     dtype_of, hoisted, body, invariant = {}, [], [], set()
     for s in kernel.body:
