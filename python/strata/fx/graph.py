@@ -136,10 +136,14 @@ class CodeGen:
     def gen(self, graph: "Graph", root_module: str = "self", fn_name: str = "forward") -> PythonCode:
         import strata
         globals_: Dict[str, Any] = {"strata": strata, "operator": operator, "inf": math.inf, "nan": math.nan,
-                                    "NoneType": type(None), "device": strata.device}
+                                    "NoneType": type(None)}
         gnames = _Namespace()
         for k in globals_:
             gnames.create_name(k)
+        for n in graph.nodes:  # globals must not be shadowed by the locals of the generated function
+            gnames._names.add(n.name)
+            if n.op == "placeholder":
+                gnames._names.add(n.target.lstrip("*"))
 
         def add_global(hint: str, obj: Any) -> str:
             for k, v in globals_.items():

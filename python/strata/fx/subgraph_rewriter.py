@@ -150,7 +150,12 @@ def replace_pattern_with_filters(gm: GraphModule, pattern, replacement, match_fi
                          f"takes {len(r_ph)}")
     matcher = _Matcher(pattern_graph, ignore_literals)
     graph = gm.graph
-    order = {n: i for i, n in enumerate(graph.nodes)}
+    changed: Dict[Node, Node] = {}  # nodes replaced by earlier matches -> what replaced them
+
+    def current(n):
+        while n in changed:
+            n = changed[n]
+        return n
     results: List[ReplacedPatterns] = []
     for m in matcher.matches(graph, set()):
         match = Match(anchor=m[matcher.outputs[0]], nodes_map=m)
@@ -158,8 +163,9 @@ def replace_pattern_with_filters(gm: GraphModule, pattern, replacement, match_fi
             continue
         if any(p not in m for p in p_ph):
             continue  # a pattern input nothing reads
-        inputs = [m[p] for p in p_ph]
+        inputs = [current(m[p]) for p in p_ph]
         outs = [m[o] for o in matcher.outputs]
+        order = {n: i for i, n in enumerate(graph.nodes)}
         first_out = min(outs, key=lambda n: order[n])
         if any(order[i] >= order[first_out] for i in inputs):
             continue  # the replacement could not be placed before every output's users
@@ -189,6 +195,7 @@ def replace_pattern_with_filters(gm: GraphModule, pattern, replacement, match_fi
         for old, new in zip(outs, rv_list):
             if isinstance(new, Node):
                 old.replace_all_uses_with(new)
+                changed[old] = new
             elif old.users:
                 raise RuntimeError("strata.fx.replace_pattern: the replacement returns a constant where the "
                                    "pattern returns a node that is used")
