@@ -583,3 +583,51 @@ def test_torch_fx_under_the_alias(tmp_path):
                           env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip() == "strata.fx ['placeholder', 'call_module', 'call_module', 'output']"
+
+
+def test_node_meta_module_stack_buffers_and_stack_traces():
+    torch = pytest.importorskip("torch")
+    import torch.fx
+
+    def build(t):
+        class Inner(t.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = t.nn.Linear(3, 3)
+                self.register_buffer("offset", t.ones(3))
+
+            def forward(self, x):
+                return self.lin(x).relu() - self.offset
+
+        class Outer(t.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.inner = Inner()
+
+            def forward(self, x):
+                return self.inner(x) * 2
+        return Outer()
+
+    def stacks(gm):
+        return [(n.name, [(k, v[0], v[1].__name__) for k, v in n.meta.get("nn_module_stack", {}).items()])
+                for n in gm.graph.nodes]
+    gs, gt = fx.symbolic_trace(build(strata)), torch.fx.symbolic_trace(build(torch))
+    assert stacks(gs) == stacks(gt)
+    assert [n.op for n in gs.graph.nodes] == [n.op for n in gt.graph.nodes]
+
+    class BufferTracer(fx.Tracer):
+        proxy_buffer_attributes = True
+    m = build(strata)
+    g = BufferTracer().trace(m)
+    assert [n.target for n in g.nodes if n.op == "get_attr"] == ["inner.offset"]
+    gm = fx.GraphModule(m, g)
+    m.inner.offset.fill_(3.0)  # read at run time, not baked into the graph
+    x = strata.randn(2, 3)
+    close(gm(x), m(x))
+    assert "offset" in dict(gm.named_buffers()) or "inner.offset" in dict(gm.named_buffers())
+
+    tracer = fx.Tracer()
+    tracer.record_stack_traces = True
+    g = tracer.trace(build(strata))
+    relu = next(n for n in g.nodes if n.target == "relu")
+    assert "test_fx.py" in relu.stack_trace and "self.lin(x).relu()" in relu.stack_trace

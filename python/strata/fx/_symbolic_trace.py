@@ -16,6 +16,8 @@ Everything is restored when tracing ends, also on error; eager code outside trac
 from __future__ import annotations
 
 import builtins
+import collections
+import traceback
 import functools
 import importlib
 import inspect
@@ -125,6 +127,10 @@ class Tracer(TracerBase):
         self.param_shapes_constant = param_shapes_constant
         self.submodule_paths: Optional[Dict[int, str]] = None
         self.root = None
+        self.module_stack: "collections.OrderedDict[str, tuple]" = collections.OrderedDict()
+
+    # buffers read in a traced forward become get_attr nodes too (torch's default: False, they are constants)
+    proxy_buffer_attributes = False
 
     # ---- leaves and paths -----------------------------------------------------------------------------
     def is_leaf_module(self, m, module_qualified_name: str) -> bool:
@@ -146,16 +152,42 @@ class Tracer(TracerBase):
     def call_module(self, m, forward: Callable, args, kwargs):
         """A submodule call: a call_module node for a leaf, its forward traced through otherwise."""
         module_qualified_name = self.path_of_module(m)
-        if not self.is_leaf_module(m, module_qualified_name):
-            fwd = getattr(type(m), "forward", None)
-            if fwd is not None and hasattr(fwd, "__globals__") and self._patcher is not None:
-                self._patch_globals(fwd.__globals__)
-            return forward(*args, **kwargs)
-        return self.create_proxy("call_module", module_qualified_name, args, kwargs)
+        key = module_qualified_name
+        pushed = key not in self.module_stack
+        if pushed:
+            self.module_stack[key] = (module_qualified_name, type(m))
+        try:
+            if not self.is_leaf_module(m, module_qualified_name):
+                fwd = getattr(type(m), "forward", None)
+                if fwd is not None and hasattr(fwd, "__globals__") and self._patcher is not None:
+                    self._patch_globals(fwd.__globals__)
+                return forward(*args, **kwargs)
+            return self.create_proxy("call_module", module_qualified_name, args, kwargs)
+        finally:
+            if pushed:
+                self.module_stack.pop(key, None)
+
+    def create_node(self, kind, target, args, kwargs, name=None, type_expr=None) -> Node:
+        """TracerBase.create_node, and the node's meta: ``nn_module_stack`` (the submodule calls it is
+        inside: qualified name -> (qualified name, class)) and, with record_stack_traces, ``stack_trace``."""
+        node = super().create_node(kind, target, args, kwargs, name, type_expr)
+        if self.module_stack:
+            node.meta["nn_module_stack"] = collections.OrderedDict(self.module_stack)
+        if self.record_stack_traces and kind not in ("placeholder", "output"):
+            frames = [f for f in traceback.extract_stack()[:-1] if "/strata/fx/" not in f.filename.replace("\\", "/")]
+            node.meta["stack_trace"] = "".join(traceback.format_list(frames[-1:]))
+        return node
 
     def getattr(self, attr: str, attr_val: Any, parameter_proxy_cache: Dict[str, Any]):
         """A module attribute read during tracing: parameters become get_attr proxies."""
         from ..nn.parameter import Parameter
+        from .. import Tensor
+        if self.proxy_buffer_attributes and isinstance(attr_val, Tensor) and not isinstance(attr_val, Parameter):
+            for n, b in self.root.named_buffers():
+                if attr_val is b:
+                    if n not in parameter_proxy_cache:
+                        parameter_proxy_cache[n] = self.create_proxy("get_attr", n, (), {})
+                    return parameter_proxy_cache[n]
         if isinstance(attr_val, Parameter):
             for n, p in self.root.named_parameters():
                 if attr_val is p:
@@ -314,6 +346,7 @@ class Tracer(TracerBase):
         while hasattr(fn, "__wrapped__") and not hasattr(fn, "__code__"):
             fn = fn.__wrapped__
         self.graph = Graph(tracer_cls=type(self))
+        self.module_stack = collections.OrderedDict()
         self.submodule_paths = {id(m): name for name, m in self.root.named_modules()}
         self.tensor_attrs: Dict[int, str] = {}
         self._constants_keepalive = []

@@ -249,6 +249,15 @@ class Node:
             return getattr(mod, "_is_impure", False)
         return False
 
+    @property
+    def stack_trace(self) -> Optional[str]:
+        """Where the traced code made this node (recorded when the tracer's record_stack_traces is set)."""
+        return self.meta.get("stack_trace")
+
+    @stack_trace.setter
+    def stack_trace(self, trace: Optional[str]):
+        self.meta["stack_trace"] = trace
+
     # ---- printing -------------------------------------------------------------------------------------
     def __repr__(self) -> str:
         return self.name
