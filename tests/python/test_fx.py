@@ -631,3 +631,78 @@ def test_node_meta_module_stack_buffers_and_stack_traces():
     g = tracer.trace(build(strata))
     relu = next(n for n in g.nodes if n.target == "relu")
     assert "test_fx.py" in relu.stack_trace and "self.lin(x).relu()" in relu.stack_trace
+
+
+def _gpt_block(t):
+    import math
+    nn_, F_ = t.nn, t.nn.functional
+
+    class CausalSelfAttention(nn_.Module):
+        def __init__(self, d=16, h=2):
+            super().__init__()
+            self.c_attn, self.c_proj, self.h = nn_.Linear(d, 3 * d), nn_.Linear(d, d), h
+            self.register_buffer("bias", t.tril(t.ones(8, 8)).view(1, 1, 8, 8))
+
+        def forward(self, x):
+            B, T, C = x.size()
+            q, k, v = self.c_attn(x).split(C, dim=2)
+            k = k.view(B, T, self.h, C // self.h).transpose(1, 2)
+            q = q.view(B, T, self.h, C // self.h).transpose(1, 2)
+            v = v.view(B, T, self.h, C // self.h).transpose(1, 2)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            att = F_.softmax(att.masked_fill(self.bias == 0, float("-inf")), dim=-1)
+            y = att @ v + F_.scaled_dot_product_attention(q, k, v, is_causal=True)
+            y = y.transpose(1, 2).contiguous().view(B, T, C)
+            return self.c_proj(y), t.arange(0, T, dtype=t.long, device=x.device)
+
+    class Net(nn_.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn, self.mha = CausalSelfAttention(), nn_.MultiheadAttention(16, 2, batch_first=True)
+            self.ln, self.emb = nn_.LayerNorm(16), nn_.Embedding(10, 16)
+
+        def forward(self, idx):
+            x = self.emb(idx)
+            a, pos = self.attn(self.ln(x))
+            out, _ = self.mha(a, a, a, need_weights=False)
+            return out + self.emb(pos).unsqueeze(0)
+    return Net().eval()
+
+
+def test_gpt_block_matches_torch_fx():
+    # tuple unpacking of sizes and of a leaf module's result, math.sqrt on a traced size (the math module is
+    # autowrapped), F.scaled_dot_product_attention, strata.arange with traced sizes, a buffer as a constant
+    torch = pytest.importorskip("torch")
+    import torch.fx
+    ms, mt = _gpt_block(strata), _gpt_block(torch)
+    gs, gt = fx.symbolic_trace(ms), torch.fx.symbolic_trace(mt)
+    assert structure(gs) == structure(gt)
+    assert [n.name for n in gs.graph.nodes] == [n.name for n in gt.graph.nodes]
+    copy_weights(mt, ms)
+    idx = strata.randint(0, 10, (2, 8))
+    close(gs(idx), ms(idx))
+    close(gs(idx), gt(torch.from_numpy(idx.numpy())), 1e-4)
+    assert pickle.loads(pickle.dumps(gs)).code == gs.code
+
+
+def test_bad_input_errors():
+    with pytest.raises(TypeError, match="expected an nn.Module or a function"):
+        fx.symbolic_trace(42)
+    with pytest.raises(RuntimeError, match="root must be an nn.Module or a dict"):
+        fx.GraphModule(3, fx.Graph())
+    g = fx.Graph()
+    x = g.placeholder("x")
+    g.output(g.call_module("missing", (x,)))
+    with pytest.raises(RuntimeError, match="refers to 'missing'"):
+        fx.GraphModule(nn.Module(), g)
+    with pytest.raises(RuntimeError, match="concrete_args names \\['nope'\\]"):
+        fx.symbolic_trace(lambda x: x, concrete_args={"nope": 1})
+    gm = fx.symbolic_trace(lambda x: x.relu())
+    with pytest.raises(TypeError, match="expected a Graph"):
+        gm.graph = "not a graph"
+    other = fx.Graph()
+    y = other.placeholder("y")
+    with pytest.raises(ValueError, match="another graph"):
+        gm.graph.inserting_before(y)
+    with pytest.raises(RuntimeError, match="belongs to another graph"):
+        gm.graph.erase_node(y)

@@ -326,6 +326,8 @@ class Tracer(TracerBase):
                 continue
             p.setitem(g, name, _recording_wrapper(g[name]))
         self._patch_globals(fn_globals)
+        for m in self._autowrap_search:  # math.sqrt(proxy) through the module, too
+            self._patch_globals(vars(m))
 
     # ---- the trace ------------------------------------------------------------------------------------
     def trace(self, root, concrete_args: Optional[Dict[str, Any]] = None) -> Graph:
