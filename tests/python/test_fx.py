@@ -706,3 +706,32 @@ def test_bad_input_errors():
         gm.graph.inserting_before(y)
     with pytest.raises(RuntimeError, match="belongs to another graph"):
         gm.graph.erase_node(y)
+
+
+def test_real_tensor_methods_with_traced_arguments():
+    # torch.fx records these through __torch_function__ (and fails on a slice holding a traced size);
+    # strata.fx patches strata.Tensor's methods while tracing
+    class PE(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("pe", strata.randn(1, 16, 4))
+
+        def forward(self, x):
+            z = strata.zeros(3)
+            z[1:] = x[0, :2, 0]
+            return x + self.pe[:, :x.size(1)], z, strata.ones(4).mul(x[0, 0, 0])
+
+    m = PE()
+    gm = fx.symbolic_trace(m)
+    s = structure(gm)
+    assert ("call_function", "setitem") in s and ("call_method", "mul") in s
+    assert "pe[(slice(None, None, None), slice(None, size, None))]" in gm.code
+    for t in (7, 3):
+        x = strata.randn(5, t, 4)
+        close(gm(x), m(x))
+    assert not gm.graph.eliminate_dead_code()  # the setitem is kept
+    assert type(vars(strata.Tensor)["add"]).__name__ == "op_method"  # the methods are restored
+    assert not hasattr(vars(strata.Tensor)["__getitem__"], "__fx_original__")
+    t = strata.arange(6.0)
+    t[2] = 10.0
+    assert t[2].item() == 10.0 and t[1:3].tolist() == [1.0, 10.0]

@@ -22,6 +22,7 @@ import functools
 import importlib
 import inspect
 import math
+import operator
 import sys
 import types
 from typing import Any, Callable, Dict, List, Optional
@@ -73,6 +74,26 @@ def _recording_wrapper(orig: Callable) -> Callable:
         if p is None:
             return orig(*args, **kwargs)
         return p.tracer.create_proxy("call_function", orig, args, kwargs)
+    wrapper.__fx_original__ = orig
+    return wrapper
+
+
+def _tensor_method_wrapper(name: str, orig: Callable) -> Callable:
+    """A strata.Tensor method while tracing: called on a real tensor with a Proxy among its arguments
+    (``mask.masked_fill(proxy, 0)``, ``pe[:, :x.size(1)]``, ``buf[i] = proxy``) it records a node instead."""
+    if name == "__getitem__":
+        target, kind = operator.getitem, "call_function"
+    elif name == "__setitem__":
+        target, kind = operator.setitem, "call_function"
+    else:
+        target, kind = name, "call_method"
+
+    def wrapper(self, *args, **kwargs):
+        p = _first_proxy(args, kwargs)
+        if p is None:
+            return orig(self, *args, **kwargs)
+        return p.tracer.create_proxy(kind, target, (self,) + args, kwargs)
+    wrapper.__name__ = name
     wrapper.__fx_original__ = orig
     return wrapper
 
@@ -298,6 +319,15 @@ class Tracer(TracerBase):
 
         p.setattr(Module, "__call__", module_call_wrapper)
         p.setattr(Module, "__getattr__", module_getattr_wrapper)
+        # strata.Tensor's methods (binary operators need nothing: they return NotImplemented for a Proxy).
+        # Restoring __getitem__/__setitem__ puts the type's slots back as they were (measured: indexing is
+        # as fast after a trace as before).
+        from .. import Tensor
+        for k, v in list(vars(Tensor).items()):
+            if k.startswith("__") and k not in ("__getitem__", "__setitem__"):
+                continue
+            if type(v).__name__ in ("op_method", "nb_method", "function"):
+                p.setattr(Tensor, k, _tensor_method_wrapper(k, v))
         # strata's namespaces
         self._wrappers = {}
         for oid, (obj, path, _own) in list(_public_paths().items()):

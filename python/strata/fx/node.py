@@ -21,7 +21,7 @@ Argument = Any  # a Node, a constant, or a (nested) tuple/list/dict/slice of the
 _OPS = ("placeholder", "get_attr", "call_function", "call_method", "call_module", "output", "root")
 
 # Functions whose nodes eliminate_dead_code keeps even when nothing reads their result.
-_side_effectful_functions: set = {operator.setitem}
+_side_effectful_functions: set = {operator.setitem, operator.delitem}
 
 
 def has_side_effect(fn):
