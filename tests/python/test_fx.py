@@ -735,3 +735,29 @@ def test_real_tensor_methods_with_traced_arguments():
     t = strata.arange(6.0)
     t[2] = 10.0
     assert t[2].item() == 10.0 and t[1:3].tolist() == [1.0, 10.0]
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.fx.experimental imports torch.jit's deprecated names
+def test_experimental_fuse_like_torch():
+    torch = pytest.importorskip("torch")
+    import torch.fx.experimental.optimization as topt
+    from strata.fx.experimental import optimization as sopt
+    ns_s, ns_t = load_script("train_resnet.py", "strata"), load_script("train_resnet.py", "torch")
+    ms, mt = ns_s["ResNet"](), ns_t["ResNet"]()
+    for m in mt.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.copy_(torch.randn(m.num_features) * 0.1)
+            m.running_var.copy_(torch.rand(m.num_features) + 0.5)
+    copy_weights(mt, ms)
+    ms.eval(), mt.eval()
+    fs, ft = sopt.fuse(ms), topt.fuse(mt)
+    assert structure(fs) == structure(ft)
+    assert not any(isinstance(m, nn.BatchNorm2d) for m in fs.modules())
+    x = strata.randn(2, 3, 16, 16)
+    close(fs(x), ms(x), 1e-4)
+    close(fs(x), ft(torch.from_numpy(x.numpy())), 1e-4)
+    with pytest.raises(AssertionError, match="eval mode"):
+        sopt.fuse(ms.train())
+    drop = nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.5), nn.ReLU())
+    nd = sopt.remove_dropout(drop)
+    assert [t for op, t in structure(nd) if op == "call_module"] == ["0", "2"]
