@@ -473,9 +473,10 @@ def test_concrete_args_and_signature():
     close(gm2(x, k=5), x * 5)
 
     def g(*args, **kwargs):
-        return args[0] + args[1] * kwargs["s"]
+        return fx.annotate(args[0] + args[1] * kwargs["s"], strata.Tensor)
     gm3 = fx.symbolic_trace(g)
     assert "def forward(self, *args, **kwargs):" in gm3.code
+    assert list(gm3.graph.nodes)[-2].type is strata.Tensor
     close(gm3(x, x, s=2.0), x + x * 2.0)
 
 

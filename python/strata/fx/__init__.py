@@ -9,11 +9,11 @@ annotates shapes. Pure Python over Strata's public API; nothing here runs unless
 from .node import Node, map_arg, map_aggregate, has_side_effect  # noqa: F401
 from .graph import Graph, PythonCode, CodeGen  # noqa: F401
 from .graph_module import GraphModule  # noqa: F401
-from .proxy import Proxy, Attribute, TraceError, TracerBase, GraphAppendingTracer  # noqa: F401
+from .proxy import Proxy, Attribute, TraceError, TracerBase, GraphAppendingTracer, annotate  # noqa: F401
 from ._symbolic_trace import Tracer, symbolic_trace, wrap, PH  # noqa: F401
 from .interpreter import Interpreter, Transformer  # noqa: F401
 from . import node, graph, graph_module, proxy, interpreter, subgraph_rewriter, passes, experimental  # noqa: F401
 from .subgraph_rewriter import replace_pattern  # noqa: F401
 
 __all__ = ["symbolic_trace", "Tracer", "wrap", "Graph", "GraphModule", "Interpreter", "Transformer", "Node",
-           "Proxy", "replace_pattern", "has_side_effect", "map_arg", "map_aggregate", "TraceError", "PH"]
+           "Proxy", "replace_pattern", "has_side_effect", "map_arg", "map_aggregate", "TraceError", "PH", "annotate"]

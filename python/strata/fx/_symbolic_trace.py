@@ -98,6 +98,20 @@ def _tensor_method_wrapper(name: str, orig: Callable) -> Callable:
     return wrapper
 
 
+_tensor_wrappers: Dict[str, Callable] = {}
+_wrappers_cache: Dict[int, Callable] = {}
+
+
+def _namespace_wrappers() -> Dict[int, Callable]:
+    """id(original) -> its recording wrapper, for strata's public callables (the wrappers hold no tracer
+    state, so they are made once and reused by every trace)."""
+    for oid, (obj, path, _own) in list(_public_paths().items()):
+        if oid in _wrappers_cache or isinstance(obj, type) or not callable(obj):
+            continue
+        _wrappers_cache[oid] = _recording_wrapper(obj)
+    return _wrappers_cache
+
+
 class _Patcher:
     """Sets attributes/dict entries and puts the originals back on exit (last set, first restored)."""
 
@@ -327,13 +341,12 @@ class Tracer(TracerBase):
             if k.startswith("__") and k not in ("__getitem__", "__setitem__"):
                 continue
             if type(v).__name__ in ("op_method", "nb_method", "function"):
-                p.setattr(Tensor, k, _tensor_method_wrapper(k, v))
+                w = _tensor_wrappers.get(k)
+                if w is None or w.__fx_original__ is not v:
+                    w = _tensor_wrappers[k] = _tensor_method_wrapper(k, v)
+                p.setattr(Tensor, k, w)
         # strata's namespaces
-        self._wrappers = {}
-        for oid, (obj, path, _own) in list(_public_paths().items()):
-            if isinstance(obj, type) or not callable(obj):
-                continue
-            self._wrappers[oid] = _recording_wrapper(obj)
+        self._wrappers = _namespace_wrappers()
         for ns in ("strata", "strata.nn.functional", "strata.linalg", "strata.special", "strata.fft"):
             mod = sys.modules.get(ns)
             if mod is not None:

@@ -260,3 +260,12 @@ def _first_proxy(args, kwargs) -> Optional[Proxy]:
     if not found:
         map_aggregate(kwargs, look)
     return found[0] if found else None
+
+
+def annotate(val, type):
+    """Sets the type of a traced value's node (``x = fx.annotate(x, int)``); a no-op outside tracing."""
+    if isinstance(val, Proxy):
+        if val.node.type is not None:
+            raise RuntimeError(f"strata.fx.annotate: node {val.node.name!r} already has type {val.node.type}")
+        val.node.type = type
+    return val
