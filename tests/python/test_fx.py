@@ -762,3 +762,19 @@ def test_experimental_fuse_like_torch():
     drop = nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.5), nn.ReLU())
     nd = sopt.remove_dropout(drop)
     assert [t for op, t in structure(nd) if op == "call_module"] == ["0", "2"]
+
+
+def test_sequential_code_like_torch_and_save_load():
+    torch = pytest.importorskip("torch")
+    import io
+    import torch.fx
+    gs = fx.symbolic_trace(nn.Sequential(nn.Linear(3, 3), nn.ReLU()).forward)  # a bound forward traces its module
+    gt = torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU()))
+    assert gs.code.strip() == gt.code.strip()
+    buf = io.BytesIO()
+    strata.save(gs, buf)
+    buf.seek(0)
+    loaded = strata.load(buf, weights_only=False)
+    x = strata.randn(2, 3)
+    assert isinstance(loaded, fx.GraphModule) and loaded.code == gs.code
+    close(loaded(x), gs(x))

@@ -378,7 +378,10 @@ class Tracer(TracerBase):
         from ..nn.modules.module import Module
         from .. import Tensor
         _public_paths()  # the table of strata's functions is made before anything is patched
-        if isinstance(root, Module):
+        if isinstance(root, types.MethodType) and isinstance(root.__self__, Module):
+            root, fn, is_module = root.__self__, root.__func__, True  # model.forward: the module, that function
+            self.root = root
+        elif isinstance(root, Module):
             self.root = root
             fn = getattr(type(root), self.traced_func_name)
             is_module = True
@@ -416,8 +419,6 @@ class Tracer(TracerBase):
 
     _patcher = None
 
-
-from .proxy import TraceError  # noqa: E402
 
 
 def symbolic_trace(root, concrete_args: Optional[Dict[str, Any]] = None) -> GraphModule:

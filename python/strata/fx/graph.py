@@ -126,7 +126,7 @@ def _is_identifier(s: str) -> bool:
 def _format_target(base: str, target: str) -> str:
     out = base
     for atom in target.split("."):
-        out = f"{out}.{atom}" if _is_identifier(atom) else f"getattr({out}, {atom!r})"
+        out = f"{out}.{atom}" if _is_identifier(atom) else f'getattr({out}, "{atom}")'
     return out
 
 
