@@ -778,3 +778,51 @@ def test_sequential_code_like_torch_and_save_load():
     x = strata.randn(2, 3)
     assert isinstance(loaded, fx.GraphModule) and loaded.code == gs.code
     close(loaded(x), gs(x))
+
+
+def test_split_module_like_torch():
+    torch = pytest.importorskip("torch")
+    import torch.fx
+    from torch.fx.passes.split_module import split_module as torch_split
+    from strata.fx.passes.split_module import split_module
+
+    def build(t):
+        class MyModule(t.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.param = t.nn.Parameter(t.rand(4, 4))
+                self.linear = t.nn.Linear(4, 4)
+
+            def forward(self, x, y):
+                z = self.linear(x + self.param).clamp(min=0.0, max=1.0)
+                w = self.linear(y).clamp(min=0.0, max=1.0)
+                return z + w
+        return MyModule()
+
+    def round_robin():
+        count = [0]
+
+        def cb(node):
+            count[0] += 1
+            return (count[0] - 1) % 3
+        return cb
+    ms, mt = build(strata), build(torch)
+    copy_weights(mt, ms)
+    ss = split_module(fx.symbolic_trace(ms), ms, round_robin())
+    st = torch_split(torch.fx.symbolic_trace(mt), mt, round_robin())
+
+    def summary(gm):
+        subs = {name: sorted(structure(sub), key=str) for name, sub in gm.named_children()
+                if name.startswith("submod_")}
+        return subs, [t for op, t in structure(gm) if op == "call_module"]
+    assert summary(ss) == summary(st)
+    for name in ("", "submod_0", "submod_1", "submod_2"):  # the generated code is torch's, line for line
+        a, b = (ss.get_submodule(name), st.get_submodule(name)) if name else (ss, st)
+        assert a.code.strip() == b.code.strip()
+    x, y = strata.rand(4, 4), strata.rand(4, 4)
+    close(ss(x, y), ms(x, y))
+    close(ss(x, y), st(torch.from_numpy(x.numpy()), torch.from_numpy(y.numpy())), 1e-5)
+
+    with pytest.raises(RuntimeError, match="cycle"):  # 0 -> 1 -> 0
+        split_module(fx.symbolic_trace(lambda a: (a.neg() + 1).exp().sum()), nn.Module(),
+                     lambda n: {"neg": 0, "add": 1, "exp": 0, "sum_1": 1}[n.name])
