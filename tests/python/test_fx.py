@@ -826,3 +826,30 @@ def test_split_module_like_torch():
     with pytest.raises(RuntimeError, match="cycle"):  # 0 -> 1 -> 0
         split_module(fx.symbolic_trace(lambda a: (a.neg() + 1).exp().sum()), nn.Module(),
                      lambda n: {"neg": 0, "add": 1, "exp": 0, "sum_1": 1}[n.name])
+
+
+def test_training_through_a_graph_module_and_constant_param_shapes():
+    ms, _, _ = _mlp_pair()
+    ms.train()
+    gm = fx.symbolic_trace(ms)
+    x = strata.randn(4, 8)
+    (gm(x)[0].square().sum() + gm(x)[1]).backward()
+    got = {k: p.grad.clone() for k, p in gm.named_parameters()}
+    for p in ms.parameters():
+        p.grad = None  # shared with gm: recompute through the original
+    (ms(x)[0].square().sum() + ms(x)[1]).backward()
+    for k, p in ms.named_parameters():
+        close(got[k], p.grad)
+
+    class ShapeBranch(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(strata.randn(3, 3))
+
+        def forward(self, x):
+            return x @ self.w if self.w.shape[0] == 3 else x
+
+    with pytest.raises(fx.TraceError):
+        fx.symbolic_trace(ShapeBranch())
+    g = fx.Tracer(param_shapes_constant=True).trace(ShapeBranch())
+    assert [n.op for n in g.nodes] == ["placeholder", "get_attr", "call_function", "output"]
