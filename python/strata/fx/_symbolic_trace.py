@@ -19,7 +19,6 @@ import builtins
 import collections
 import traceback
 import functools
-import importlib
 import inspect
 import math
 import operator
@@ -30,7 +29,7 @@ from typing import Any, Callable, Dict, List, Optional
 from .graph import Graph, _public_paths
 from .graph_module import GraphModule
 from .node import Node
-from .proxy import Proxy, ParameterProxy, TracerBase, _first_proxy
+from .proxy import ParameterProxy, TracerBase, _first_proxy
 
 __all__ = ["Tracer", "symbolic_trace", "wrap", "PH"]
 

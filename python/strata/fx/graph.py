@@ -14,10 +14,9 @@ import keyword
 import math
 import operator
 import re
-from contextlib import contextmanager
 from typing import Any, Callable, Dict, List, Optional
 
-from .node import Node, map_arg, _format_arg, _type_repr
+from .node import Node, map_arg, _format_arg
 
 __all__ = ["Graph", "PythonCode", "CodeGen"]
 

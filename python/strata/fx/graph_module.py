@@ -10,11 +10,10 @@ from __future__ import annotations
 import copy
 import importlib
 import linecache
-import sys
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, Union
 
 from ..nn.modules.module import Module
-from .graph import Graph, _target_path, _fetch_attr
+from .graph import Graph, _target_path
 
 __all__ = ["GraphModule"]
 

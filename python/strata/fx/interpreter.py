@@ -9,7 +9,7 @@ from typing import Any, Dict, Iterator, Optional, Tuple
 from .graph import Graph, _fetch_attr
 from .graph_module import GraphModule
 from .node import Node, map_aggregate, map_arg
-from .proxy import Proxy, TracerBase, GraphAppendingTracer
+from .proxy import Proxy, TracerBase
 
 __all__ = ["Interpreter", "Transformer"]
 

@@ -9,11 +9,11 @@ copy of the replacement graph, fed by the nodes the placeholders matched."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Union
+from typing import Any, Callable, Dict, List, NamedTuple, Union
 
 from .graph import Graph, _fetch_attr
 from .graph_module import GraphModule
-from .node import Node, map_arg
+from .node import Node
 
 __all__ = ["Match", "ReplacedPatterns", "replace_pattern", "replace_pattern_with_filters"]
 
@@ -210,7 +210,9 @@ def replace_pattern_with_filters(gm: GraphModule, pattern, replacement, match_fi
     return results
 
 
-def replace_pattern(gm: GraphModule, pattern: Union[Callable, Graph], replacement: Union[Callable, Graph]) -> List[Match]:
+def replace_pattern(gm: GraphModule, pattern: Union[Callable, Graph],
+                    replacement: Union[Callable, Graph]) -> List[Match]:
     """Replaces every (non-overlapping) match of ``pattern`` in ``gm.graph`` by ``replacement``; recompiles
     gm and returns the matches."""
-    return [Match(anchor=r.anchor, nodes_map=r.nodes_map) for r in replace_pattern_with_filters(gm, pattern, replacement)]
+    replaced = replace_pattern_with_filters(gm, pattern, replacement)
+    return [Match(anchor=r.anchor, nodes_map=r.nodes_map) for r in replaced]

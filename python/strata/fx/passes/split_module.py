@@ -1,8 +1,9 @@
 """strata.fx.passes.split_module: split_module(m, root_m, split_callback) cuts a GraphModule into
 submodules ``submod_<id>`` by a partition id per node, and returns a GraphModule that calls them in
-dependency order. Each call_* node goes to ``split_callback(node)``'s partition; placeholders and get_attr nodes stay in
-the top-level graph and are passed to the partitions that read them (as torch does); a value computed in one partition and read in another (or
-returned) becomes an output of the first (a tuple when there are several) and an input of the second."""
+dependency order. Each call_* node goes to ``split_callback(node)``'s partition; placeholders and
+get_attr nodes stay in the top-level graph and are passed to the partitions that read them (as torch
+does); a value computed in one partition and read in another (or returned) becomes an output of the
+first (a tuple when there are several) and an input of the second."""
 
 from __future__ import annotations
 
