@@ -720,7 +720,7 @@ def test_real_tensor_methods_with_traced_arguments():
         def forward(self, x):
             z = strata.zeros(3)
             z[1:] = x[0, :2, 0]
-            return x + self.pe[:, :x.size(1)], z, strata.ones(4).mul(x[0, 0, 0])
+            return x + self.pe[:, :x.size(1)], z, strata.ones(4).mul(x[0, 0, 0]), strata.Tensor.add(x, 1)
 
     m = PE()
     gm = fx.symbolic_trace(m)

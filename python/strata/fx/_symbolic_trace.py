@@ -29,7 +29,7 @@ from typing import Any, Callable, Dict, List, Optional
 from .graph import Graph, _public_paths
 from .graph_module import GraphModule
 from .node import Node
-from .proxy import ParameterProxy, TracerBase, _first_proxy
+from .proxy import ParameterProxy, Proxy, TracerBase, _first_proxy
 
 __all__ = ["Tracer", "symbolic_trace", "wrap", "PH"]
 
@@ -88,7 +88,7 @@ def _tensor_method_wrapper(name: str, orig: Callable) -> Callable:
         target, kind = name, "call_method"
 
     def wrapper(self, *args, **kwargs):
-        p = _first_proxy(args, kwargs)
+        p = self if isinstance(self, Proxy) else _first_proxy(args, kwargs)  # also strata.Tensor.add(proxy, 1)
         if p is None:
             return orig(self, *args, **kwargs)
         return p.tracer.create_proxy(kind, target, (self,) + args, kwargs)
