@@ -472,6 +472,14 @@ def test_concrete_args_and_signature():
     gm2 = fx.symbolic_trace(f, concrete_args={"flag": True})
     close(gm2(x, k=5), x * 5)
 
+    seen = []
+
+    def tracing_probe(x):
+        seen.append(fx._symbolic_trace.is_fx_tracing())
+        return x
+    fx.symbolic_trace(tracing_probe)
+    assert seen == [True] and not fx._symbolic_trace.is_fx_tracing()
+
     def g(*args, **kwargs):
         return fx.annotate(args[0] + args[1] * kwargs["s"], strata.Tensor)
     gm3 = fx.symbolic_trace(g)

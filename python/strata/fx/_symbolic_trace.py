@@ -31,7 +31,14 @@ from .graph_module import GraphModule
 from .node import Node
 from .proxy import ParameterProxy, Proxy, TracerBase, _first_proxy
 
-__all__ = ["Tracer", "symbolic_trace", "wrap", "PH"]
+__all__ = ["Tracer", "symbolic_trace", "wrap", "PH", "is_fx_tracing"]
+
+_tracing_depth = 0
+
+
+def is_fx_tracing() -> bool:
+    """Whether a symbolic trace is running (libraries branch on it to skip checks a Proxy cannot pass)."""
+    return _tracing_depth > 0
 
 
 class _PH:
@@ -404,11 +411,14 @@ class Tracer(TracerBase):
         for bname, b in self.root.named_buffers():
             self.tensor_attrs.setdefault(id(b), bname)
         fn_to_call, values = self.create_args_for_root(fn, is_module, concrete_args)
+        global _tracing_depth
         self._patcher = _Patcher()
+        _tracing_depth += 1
         try:
             self._install_patches(getattr(fn, "__globals__", {}))
             result = fn_to_call(root, *values) if is_module else fn_to_call(*values)
         finally:
+            _tracing_depth -= 1
             self._patcher.restore()
             self._patcher = None
         ret = getattr(fn, "__annotations__", {}).get("return")
