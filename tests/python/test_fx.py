@@ -263,6 +263,11 @@ def test_graph_built_by_hand_and_appending_tracer():
     assert fx.map_arg(a, lambda n: n.name) == ("x", ["w", 3], {"k": "x"}, slice(None, "x"))
     assert fx.node.map_aggregate([1, (2, 3)], lambda v: v * 10) == [10, (20, 30)]
     assert x.users == {g.find_nodes(op="call_function", target=operator.mul)[0]: None}
+    s = g.find_nodes(op="call_method", target="sum")[0]
+    with pytest.raises(NotImplementedError, match="does not support mutation"):
+        s.kwargs["dim"] = 1
+    s.kwargs = {"dim": 1}
+    assert s.kwargs == {"dim": 1} and type(s.kwargs).__name__ == "immutable_dict"
 
 
 def test_lint_rejects_broken_graphs():

@@ -13,6 +13,7 @@ from .proxy import Proxy, Attribute, TraceError, TracerBase, GraphAppendingTrace
 from ._symbolic_trace import Tracer, symbolic_trace, wrap, PH  # noqa: F401
 from .interpreter import Interpreter, Transformer  # noqa: F401
 from . import node, graph, graph_module, proxy, interpreter, subgraph_rewriter, passes, experimental  # noqa: F401
+from . import immutable_collections  # noqa: F401
 from .subgraph_rewriter import replace_pattern  # noqa: F401
 
 __all__ = ["symbolic_trace", "Tracer", "wrap", "Graph", "GraphModule", "Interpreter", "Transformer", "Node",

@@ -191,10 +191,11 @@ class Node:
         self.kwargs = kwargs
 
     def _update_args_kwargs(self, new_args, new_kwargs):
+        from .immutable_collections import immutable_dict
         for old in self._input_nodes:
             old.users.pop(self, None)
         self._input_nodes = {}
-        self._args, self._kwargs = new_args, new_kwargs
+        self._args, self._kwargs = new_args, immutable_dict(new_kwargs)
 
         def add(n):
             if n.graph is not self.graph and self.graph is not None:
