@@ -268,6 +268,12 @@ def test_graph_built_by_hand_and_appending_tracer():
         s.kwargs["dim"] = 1
     s.kwargs = {"dim": 1}
     assert s.kwargs == {"dim": 1} and type(s.kwargs).__name__ == "immutable_dict"
+    c = g.call_function(strata.cat, ([x, x],))
+    with pytest.raises(NotImplementedError, match="does not support mutation"):
+        c.args[0].append(x)
+    assert type(c.args[0]).__name__ == "immutable_list" and c.args[0] == [x, x]
+    g.erase_node(c)
+    g.lint()
 
 
 def test_lint_rejects_broken_graphs():

@@ -98,6 +98,21 @@ def _qualified_name(func) -> str:
     return f"{module}.{name}" if module else name
 
 
+def _freeze(a):
+    """Lists and dicts nested in a node's arguments as immutable_list/immutable_dict (as torch.fx stores them)."""
+    from .immutable_collections import immutable_dict, immutable_list
+    if isinstance(a, tuple):
+        if not any(isinstance(e, (list, dict, tuple)) for e in a):
+            return a
+        t = tuple(_freeze(e) for e in a)
+        return t if type(a) is tuple or not hasattr(a, "_fields") else type(a)(*t)
+    if isinstance(a, list):
+        return a if type(a) is immutable_list else immutable_list(_freeze(e) for e in a)
+    if isinstance(a, dict):
+        return a if type(a) is immutable_dict else immutable_dict((k, _freeze(v)) for k, v in a.items())
+    return a
+
+
 class Node:
     """One instruction of a Graph (see the module docstring for the six ops)."""
 
@@ -195,7 +210,7 @@ class Node:
         for old in self._input_nodes:
             old.users.pop(self, None)
         self._input_nodes = {}
-        self._args, self._kwargs = new_args, immutable_dict(new_kwargs)
+        self._args, self._kwargs = _freeze(new_args), immutable_dict(_freeze(new_kwargs))
 
         def add(n):
             if n.graph is not self.graph and self.graph is not None:
