@@ -86,6 +86,7 @@ from . import hub, futures  # noqa: E402,F401  (strata.hub: the hub cache, no do
 
 from . import _dynamo  # noqa: E402,F401  (strata.compile's capture: strata._dynamo, as torch._dynamo)
 from . import export, onnx  # noqa: E402,F401  (strata.export: ahead-of-time graphs; strata.onnx: ONNX export)
+from . import fx  # noqa: E402,F401  (strata.fx: symbolic tracing and graph rewriting, as torch.fx; docs/FX.md)
 
 
 def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None, options=None,
