@@ -57,17 +57,34 @@ def empty(shape, mf, dtype=None, device=None):
     return _ops.empty_strided(list(shape), list(strides(shape, mf)), dtype=dtype, device=device)
 
 
+def _strides_like(t, mf):
+    """torch's is_strides_like_channels_last(_3d): whether to(memory_format=mf) may return t itself. Stricter than
+    is_contiguous(memory_format=) for size-1 dims: a (2, 4, 1, 1) row-major tensor is both contiguous and
+    channels-last contiguous, but to() still lays it out with the channels-last strides (4, 1, 4, 4)."""
+    to, _ = _FORMATS[mf._name][1:]
+    sizes, strides_ = t.shape, t.stride()
+    if strides_[1] == 0:
+        return False
+    least = 0
+    for d in (1,) + tuple(reversed(to[1:-1])) + (0,):
+        if sizes[d] == 0 or strides_[d] < least or (d == 0 and least == strides_[1]):
+            return False
+        least = strides_[d] * (sizes[d] if sizes[d] > 1 else 1)
+    return True
+
+
 def convert(t, mf, op="contiguous"):
-    """t laid out in memory format mf (t itself when it already is): differentiable."""
+    """t laid out in memory format mf (t itself when it already is): differentiable. contiguous() keeps a tensor
+    that is_contiguous(memory_format=mf); to() keeps one whose strides are channels-last-like, as torch."""
     check(mf, op)
     if mf is None or mf is contiguous_format:
         return t.contiguous()
     if mf is preserve_format:
         return t if suggest(t) is not None else t.contiguous()
     to, back = _spec(mf, t.dim(), op)
-    if t.is_contiguous(memory_format=mf):
+    if (_strides_like(t, mf) if op == "to" else t.is_contiguous(memory_format=mf)):
         return t
-    return t.permute(*to).contiguous().permute(*back)
+    return _ops.clone(t.permute(*to)).permute(*back)  # the op's clone is row-major in the permuted order
 
 
 def clone(t, mf):
@@ -101,7 +118,8 @@ def keep_layout(fn):
         if mf is None:
             return out
         if isinstance(out, tuple):
-            return type(out)(convert(o, mf) if o.dim() == input.dim() else o for o in out)
+            parts = [convert(o, mf) if o.dim() == input.dim() else o for o in out]
+            return type(out)(*parts) if hasattr(out, "_fields") else type(out)(parts)
         return convert(out, mf) if out.dim() == input.dim() else out
     wrapped.__name__ = fn.__name__
     wrapped.__qualname__ = getattr(fn, "__qualname__", fn.__name__)
