@@ -72,7 +72,6 @@ def _check_opts(name, layout=None, pin_memory=False, memory_format=None):
         raise RuntimeError(f"{name}(): pin_memory=True needs an accelerator; none is available")
     if memory_format is not None:
         fmt = repr(memory_format).split(".")[-1]
-        # channels_last is accepted: the tensor has the right values, laid out row-major.
         if fmt not in ("preserve_format", "contiguous_format", "channels_last", "channels_last_3d"):
             raise NotImplementedError(f"{name}(): memory_format {memory_format!r} is not supported")
 
