@@ -117,8 +117,12 @@ bool is_channels_last_dense(const Tensor& t) {
   return next(0);
 }
 
-Tensor empty_channels_last(IntArrayRef shape, ScalarType dtype, Device device) {
+// The output of a non-contiguous first input: channels-last when that input is, else row-major. Out of line: the
+// common (contiguous) path only tests a flag.
+[[gnu::noinline]] Tensor empty_in_layout_of(const Tensor& lead, IntArrayRef shape, ScalarType dtype, Device device) {
   const int64_t nd = static_cast<int64_t>(shape.size());
+  if ((nd != 4 && nd != 5) || !same_sizes(lead.sizes(), shape) || !is_channels_last_dense(lead))
+    return empty_tensor(shape, dtype, device);
   DimVector strides(shape.size());
   int64_t s = 1;
   strides[1] = s;
@@ -132,6 +136,13 @@ Tensor empty_channels_last(IntArrayRef shape, ScalarType dtype, Device device) {
   for (int64_t v : shape) numel *= v;
   auto storage = make_storage(static_cast<size_t>(numel) * element_size(dtype), device);
   return Tensor(make_intrusive<TensorImpl>(std::move(storage), 0, shape, IntArrayRef(strides), dtype));
+}
+
+[[gnu::noinline]] bool same_channels_last_layout(const Tensor& out, std::span<const Tensor> inputs, IntArrayRef shape) {
+  if (!is_channels_last_dense(out)) return false;
+  for (const Tensor& t : inputs)
+    if (t.dim() != 0 && !(same_sizes(t.sizes(), shape) && same_sizes(t.strides(), out.strides()))) return false;
+  return true;
 }
 }  // namespace
 
@@ -272,9 +283,8 @@ STRATA_HOT TensorIterator::TensorIterator(Config cfg, std::initializer_list<Tens
       user_out_ = o;
       out_ = empty_tensor(shape, out_dtype, device_);
     }
-  } else if (ninputs_ > 0 && !inputs_[lead].is_contiguous() && (shape.size() == 4 || shape.size() == 5) &&
-             same_sizes(inputs_[lead].sizes(), shape) && is_channels_last_dense(inputs_[lead])) {
-    out_ = empty_channels_last(shape, out_dtype, device_);  // Note [channels_last outputs]
+  } else if (__builtin_expect(ninputs_ > 0 && !inputs_[lead].is_contiguous(), 0)) {
+    out_ = empty_in_layout_of(inputs_[lead], shape, out_dtype, device_);  // Note [channels_last outputs]
   } else {
     out_ = empty_tensor(shape, out_dtype, device_);
   }
@@ -323,14 +333,9 @@ STRATA_HOT void TensorIterator::compute_geometry(IntArrayRef shape) {
     const Tensor& t = o == 0 ? out_ : inputs_[o - 1];
     flat = (o > 0 && t.dim() == 0) || (t.is_contiguous() && same_sizes(t.sizes(), shape));
   }
-  if (!flat && (nd == 4 || nd == 5) && !out_.is_contiguous() && is_channels_last_dense(out_)) {
-    // Every operand in the same channels-last layout is one flat run too (Note [channels_last outputs]).
-    flat = true;
-    for (int o = 1; flat && o < nop; ++o) {
-      const Tensor& t = inputs_[o - 1];
-      flat = t.dim() == 0 || (same_sizes(t.sizes(), shape) && same_sizes(t.strides(), out_.strides()));
-    }
-  }
+  // Every operand in the same channels-last layout is one flat run too (Note [channels_last outputs]).
+  if (__builtin_expect(!flat && (nd == 4 || nd == 5) && !out_.is_contiguous(), 0))
+    flat = same_channels_last_layout(out_, inputs(), shape);
   if (flat) {
     ndim_ = 1;
     geo_[0] = numel_;
