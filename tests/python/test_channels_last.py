@@ -1,6 +1,6 @@
 """memory_format=channels_last / channels_last_3d against torch: the strides (NHWC order) of contiguous, to, clone,
 empty, *_like and Module.to; is_contiguous(memory_format=); which ops keep the layout (pointwise ops through
-TensorIterator, conv2d, batch_norm, the 2-d poolings, relu) with the values of the contiguous path."""
+TensorIterator, conv2d, batch_norm, the 2-d poolings, relu, cat) with the values of the contiguous path."""
 
 import numpy as np
 import pytest
@@ -119,6 +119,9 @@ NN = {
     "avg_pool2d": lambda L, a: L.nn.functional.avg_pool2d(a, 2),
     "adaptive_avg_pool2d": lambda L, a: L.nn.functional.adaptive_avg_pool2d(a, (2, 3)),
     "mean keepdim": lambda L, a: a.mean((2, 3), keepdim=True),
+    "cat channels": lambda L, a: L.cat([a, a[:, :1]], 1),
+    "cat width": lambda L, a: L.cat([a, a], 3),
+    "cat with a contiguous input": lambda L, a: L.cat([a, a.contiguous()], 0),
 }
 
 
