@@ -64,6 +64,10 @@ void bind_extras(nb::module_& m) {
 // strata.linalg.LinAlgError (torch.linalg.LinAlgError is torch._C._LinAlgError too).
 static PyObject* g_linalg_error = nullptr;
 
+namespace strata::py {
+void bind_shared_memory(nb::module_& m);  // shared_memory_bind.cpp: share_memory_, multiprocessing reductions
+}  // namespace strata::py
+
 NB_MODULE(_C, m) {
   using namespace strata;
   g_linalg_error = PyErr_NewException("strata._C._LinAlgError", PyExc_RuntimeError, nullptr);
@@ -109,4 +113,5 @@ NB_MODULE(_C, m) {
   py::bind_eval_frame(m);
   py::bind_distributed(m);
   py::bind_vmap(m);
+  py::bind_shared_memory(m);
 }

@@ -23,14 +23,29 @@ void check_memory_format(nb::handle mf, const char* op) {
                     nb::cast<std::string>(type.attr("__name__")));
 }
 
-Tensor contiguous_mf(const Tensor& self, nb::handle mf) {
-  check_memory_format(mf, "contiguous");
-  return contiguous(self);
+// The channels-last formats are laid out by python/strata/_channels_last.py (a Python call only when a format is
+// named, or for clone's preserve_format of a non-contiguous 4-d/5-d tensor).
+nb::object channels_last_fn(const char* name) {
+  return nb::module_::import_("strata._channels_last").attr(name);
 }
 
-Tensor clone_mf(const Tensor& self, nb::handle mf) {
+bool is_contiguous_format(nb::handle mf) {
+  return mf.is_none() || nb::cast<std::string>(nb::str(mf)) == "torch.contiguous_format";
+}
+
+nb::object contiguous_mf(nb::handle self_h, nb::handle mf) {
+  const Tensor& self = nb::cast<const Tensor&>(self_h);
+  check_memory_format(mf, "contiguous");
+  if (is_contiguous_format(mf)) return wrap_tensor(contiguous(self));
+  return channels_last_fn("convert")(self_h, mf);
+}
+
+nb::object clone_mf(nb::handle self_h, nb::handle mf) {
+  const Tensor& self = nb::cast<const Tensor&>(self_h);
   check_memory_format(mf, "clone");
-  return clone(self);
+  const bool may_keep_layout = !self.is_contiguous() && (self.dim() == 4 || self.dim() == 5);
+  if (mf.is_none() ? !may_keep_layout : is_contiguous_format(mf)) return wrap_tensor(clone(self));
+  return channels_last_fn("clone")(self_h, mf);
 }
 
 }  // namespace

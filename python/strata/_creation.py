@@ -72,7 +72,6 @@ def _check_opts(name, layout=None, pin_memory=False, memory_format=None):
         raise RuntimeError(f"{name}(): pin_memory=True needs an accelerator; none is available")
     if memory_format is not None:
         fmt = repr(memory_format).split(".")[-1]
-        # channels_last is accepted: the tensor has the right values, laid out row-major.
         if fmt not in ("preserve_format", "contiguous_format", "channels_last", "channels_last_3d"):
             raise NotImplementedError(f"{name}(): memory_format {memory_format!r} is not supported")
 
@@ -109,6 +108,12 @@ def ones(*args, size=None, out=None, dtype=None, layout=None, device=None, pin_m
 def empty(*args, size=None, out=None, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False,
           memory_format=None):
     _check_opts("empty", memory_format=memory_format)
+    if memory_format is not None and repr(memory_format) in ("torch.channels_last", "torch.channels_last_3d"):
+        from . import _channels_last
+
+        t = _factory(_ops.empty, "empty", args, size, out, dtype, layout, device, pin_memory, False)
+        t = _channels_last.empty(tuple(t.shape), memory_format, t.dtype, t.device)
+        return _finish(t, requires_grad)
     return _factory(_ops.empty, "empty", args, size, out, dtype, layout, device, pin_memory, requires_grad)
 
 
@@ -176,28 +181,50 @@ def _like(name, input, dtype, layout, device, pin_memory, memory_format):
     return tuple(input.shape), dtype or input.dtype, device if device is not None else input.device
 
 
+def _like_layout(input, memory_format):
+    """The channels-last format of a *_like result (asked for, or input's kept by preserve_format), or None."""
+    if memory_format is None and input.is_contiguous():
+        return None
+    from . import _channels_last
+
+    return _channels_last.like_layout(input, memory_format)
+
+
+def _filled_like(name, input, dtype, layout, device, pin_memory, requires_grad, memory_format, make, value):
+    s, d, dev = _like(name, input, dtype, layout, device, pin_memory, memory_format)
+    mf = _like_layout(input, memory_format)
+    if mf is None:
+        return _finish(make(s, d, dev), requires_grad)
+    from . import _channels_last
+
+    t = _channels_last.empty(s, mf, d, dev)
+    if value is not None:
+        t.fill_(value)
+    return _finish(t, requires_grad)
+
+
 def zeros_like(input, *, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False,
                memory_format=None):
-    s, d, dev = _like("zeros_like", input, dtype, layout, device, pin_memory, memory_format)
-    return _finish(_ops.zeros(s, dtype=d, device=dev), requires_grad)
+    return _filled_like("zeros_like", input, dtype, layout, device, pin_memory, requires_grad, memory_format,
+                        lambda s, d, dev: _ops.zeros(s, dtype=d, device=dev), 0)
 
 
 def ones_like(input, *, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False,
               memory_format=None):
-    s, d, dev = _like("ones_like", input, dtype, layout, device, pin_memory, memory_format)
-    return _finish(_ops.ones(s, dtype=d, device=dev), requires_grad)
+    return _filled_like("ones_like", input, dtype, layout, device, pin_memory, requires_grad, memory_format,
+                        lambda s, d, dev: _ops.ones(s, dtype=d, device=dev), 1)
 
 
 def empty_like(input, *, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False,
                memory_format=None):
-    s, d, dev = _like("empty_like", input, dtype, layout, device, pin_memory, memory_format)
-    return _finish(_ops.empty(s, dtype=d, device=dev), requires_grad)
+    return _filled_like("empty_like", input, dtype, layout, device, pin_memory, requires_grad, memory_format,
+                        lambda s, d, dev: _ops.empty(s, dtype=d, device=dev), None)
 
 
 def full_like(input, fill_value, *, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False,
               memory_format=None):
-    s, d, dev = _like("full_like", input, dtype, layout, device, pin_memory, memory_format)
-    return _finish(_ops.full(s, fill_value, dtype=d, device=dev), requires_grad)
+    return _filled_like("full_like", input, dtype, layout, device, pin_memory, requires_grad, memory_format,
+                        lambda s, d, dev: _ops.full(s, fill_value, dtype=d, device=dev), fill_value)
 
 
 def _dense_strides(t):

@@ -37,9 +37,8 @@ def _is_tensor(x):
 
 # ---- layouts and memory formats ---------------------------------------------------------
 class memory_format:
-    """The physical order torch may give a tensor's elements. Strata stores every
-    tensor in its own (row-major for new tensors) order, so channels_last is
-    accepted and yields a tensor with the right values and a row-major layout."""
+    """The physical order torch may give a tensor's elements: contiguous_format (row-major), channels_last /
+    channels_last_3d (NHWC / NDHWC strides, python/strata/_channels_last.py) or preserve_format."""
 
     __slots__ = ("_name",)
 

@@ -81,9 +81,10 @@ def _to(self, *args, **kwargs):
     device = kwargs.pop("device", None)
     copy = kwargs.pop("copy", False)
     kwargs.pop("non_blocking", None)
-    # A memory format other than preserve_format asks for a dense result; Strata
-    # lays every dense result out row-major (channels_last included).
-    dense = kwargs.pop("memory_format", None) not in (None, _creation_preserve_format())
+    # A memory format other than preserve_format asks for a dense result in that layout (python/strata/
+    # _channels_last.py); preserve_format keeps a channels-last layout through a copy.
+    mf = kwargs.pop("memory_format", None)
+    dense = mf not in (None, _creation_preserve_format())
     for a in args:
         if isinstance(a, _C.dtype):
             dtype = a
@@ -100,7 +101,7 @@ def _to(self, *args, **kwargs):
     same_dtype = dtype is None or dtype is self.dtype
     same_device = device is None or device == self.device
     if same_dtype and same_device and not copy:
-        return self.contiguous() if dense else self
+        return _channels_last().convert(self, mf, "to") if dense else self
     if not same_device and device.type == "cuda":
         from ._tensor_compat import no_cuda_device
 
@@ -110,7 +111,15 @@ def _to(self, *args, **kwargs):
 
         warnings.warn("Casting complex values to real discards the imaginary part", UserWarning, stacklevel=2)
     r = _ops._to_copy(self, dtype=dtype, device=device)
-    return r.contiguous() if dense else r
+    if not dense:
+        mf = None if self.is_contiguous() else _channels_last().suggest(self)
+    return _channels_last().convert(r, mf, "to") if mf is not None else r
+
+
+def _channels_last():
+    from . import _channels_last as cl
+
+    return cl
 
 
 def _creation_preserve_format():

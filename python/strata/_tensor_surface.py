@@ -103,14 +103,14 @@ for _flag in ("is_sparse", "is_sparse_csr", "is_quantized", "is_mkldnn", "is_mps
 Tensor.to_dense = lambda self, dtype=None, *, masked_grad=None: self if dtype is None else self.to(dtype)
 
 
-# is_shared: Strata's CPU storage is private memory; share_memory_ cannot move
-# it into shared memory, so it says so instead of pretending.
-Tensor.is_shared = lambda self: False
+# share_memory_ moves the storage into a shared mapping in place (every view of it follows; src/core/
+# shared_memory.h); strata.multiprocessing passes such tensors between processes without copying.
+Tensor.is_shared = lambda self: _C._is_shared(self)
 
 
 def _share_memory_(self):
-    raise RuntimeError("share_memory_: Strata tensors cannot be moved to shared memory (multiprocessing "
-                       "tensor sharing is not supported)")
+    _C._share_memory_(self)
+    return self
 
 
 Tensor.share_memory_ = _share_memory_

@@ -19,6 +19,40 @@ Tensor narrow_view(const Tensor& t, int64_t dim, int64_t start, int64_t len) {
   return make_view(t, std::move(sizes), to_vec(t.strides()), t.storage_offset() + start * t.stride(dim));
 }
 
+// torch's is_strides_like_channels_last(_3d) (suggest_memory_format): C fastest, then W, H (, D), N, size-1 dims
+// aside. A row-major tensor never passes (its C stride is not the least).
+bool strides_like_channels_last(const Tensor& t) {
+  const int64_t nd = t.dim();
+  if ((nd != 4 && nd != 5) || t.is_contiguous()) return false;
+  IntArrayRef sz = t.sizes(), st = t.strides();
+  if (st[1] == 0) return false;
+  int64_t least = 0;
+  auto visit = [&](int64_t d) {
+    if (sz[d] == 0 || st[d] < least || (d == 0 && least == st[1])) return false;
+    least = st[d] * (sz[d] > 1 ? sz[d] : 1);
+    return true;
+  };
+  if (!visit(1)) return false;
+  for (int64_t d = nd - 1; d >= 2; --d)
+    if (!visit(d)) return false;
+  return visit(0);
+}
+
+// The strides of a dense channels-last (channels-last-3d) tensor of these sizes.
+DimVector channels_last_strides(IntArrayRef sizes) {
+  const int64_t nd = static_cast<int64_t>(sizes.size());
+  DimVector st(sizes.size());
+  int64_t s = 1;
+  st[1] = s;
+  s *= std::max<int64_t>(sizes[1], 1);
+  for (int64_t d = nd - 1; d >= 2; --d) {
+    st[d] = s;
+    s *= std::max<int64_t>(sizes[d], 1);
+  }
+  st[0] = s;
+  return st;
+}
+
 ScalarType list_result_type(TensorList tensors) {
   ResultTypeState st;
   for (const Tensor& t : tensors) update_result_type_state(st, t);
@@ -57,7 +91,12 @@ Tensor cat_impl(TensorList tensors, int64_t dim, const OptT& out) {
     total += t.size(dim);
   }
   sizes[dim] = total;
-  Tensor result = prepare_out(out, sizes, dtype, device, "cat", false);
+  // Inputs all laid out channels-last give a channels-last result (torch's cat_compute_output_memory_format).
+  bool channels_last = !has_out(out) && (nd == 4 || nd == 5);
+  for (size_t i = 0; channels_last && i < tensors.size(); ++i)
+    channels_last = skipped(tensors[i]) || strides_like_channels_last(tensors[i]);
+  Tensor result = channels_last ? empty_strided(sizes, channels_last_strides(sizes), dtype, device)
+                                : prepare_out(out, sizes, dtype, device, "cat", false);
   if (device.is_meta() || result.numel() == 0) return result;
   int64_t offset = 0;
   for (const Tensor& t : tensors) {

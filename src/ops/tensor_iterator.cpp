@@ -96,6 +96,54 @@ inline bool same_sizes(IntArrayRef a, IntArrayRef b) {
     if (a[i] != b[i]) return false;
   return true;
 }
+
+// Note [channels_last outputs]: a 4-d (5-d) tensor whose strides put C fastest, then W, H (, D), N is laid out
+// channels_last (channels_last_3d); size-1 dims may have any stride, as torch's is_contiguous(memory_format=)
+// allows. A pointwise op whose first full-shape input is so laid out (and not also plain contiguous) gives its
+// output the same layout, as torch's TensorIterator does, and runs it as one flat run when every operand shares it.
+bool is_channels_last_dense(const Tensor& t) {
+  const int64_t nd = t.dim();
+  if (nd != 4 && nd != 5) return false;
+  IntArrayRef sz = t.sizes(), st = t.strides();
+  int64_t expected = 1;
+  auto next = [&](int64_t d) {
+    if (sz[d] != 1 && st[d] != expected) return false;
+    expected *= sz[d];
+    return true;
+  };
+  if (!next(1)) return false;
+  for (int64_t d = nd - 1; d >= 2; --d)
+    if (!next(d)) return false;
+  return next(0);
+}
+
+// The output of a non-contiguous first input: channels-last when that input is, else row-major. Out of line: the
+// common (contiguous) path only tests a flag.
+[[gnu::noinline]] Tensor empty_in_layout_of(const Tensor& lead, IntArrayRef shape, ScalarType dtype, Device device) {
+  const int64_t nd = static_cast<int64_t>(shape.size());
+  if ((nd != 4 && nd != 5) || !same_sizes(lead.sizes(), shape) || !is_channels_last_dense(lead))
+    return empty_tensor(shape, dtype, device);
+  DimVector strides(shape.size());
+  int64_t s = 1;
+  strides[1] = s;
+  s *= std::max<int64_t>(shape[1], 1);
+  for (int64_t d = nd - 1; d >= 2; --d) {
+    strides[d] = s;
+    s *= std::max<int64_t>(shape[d], 1);
+  }
+  strides[0] = s;
+  int64_t numel = 1;
+  for (int64_t v : shape) numel *= v;
+  auto storage = make_storage(static_cast<size_t>(numel) * element_size(dtype), device);
+  return Tensor(make_intrusive<TensorImpl>(std::move(storage), 0, shape, IntArrayRef(strides), dtype));
+}
+
+[[gnu::noinline]] bool same_channels_last_layout(const Tensor& out, std::span<const Tensor> inputs, IntArrayRef shape) {
+  if (!is_channels_last_dense(out)) return false;
+  for (const Tensor& t : inputs)
+    if (t.dim() != 0 && !(same_sizes(t.sizes(), shape) && same_sizes(t.strides(), out.strides()))) return false;
+  return true;
+}
 }  // namespace
 
 // Note [Overlapping writes]
@@ -235,6 +283,8 @@ STRATA_HOT TensorIterator::TensorIterator(Config cfg, std::initializer_list<Tens
       user_out_ = o;
       out_ = empty_tensor(shape, out_dtype, device_);
     }
+  } else if (__builtin_expect(ninputs_ > 0 && !inputs_[lead].is_contiguous(), 0)) {
+    out_ = empty_in_layout_of(inputs_[lead], shape, out_dtype, device_);  // Note [channels_last outputs]
   } else {
     out_ = empty_tensor(shape, out_dtype, device_);
   }
@@ -283,6 +333,9 @@ STRATA_HOT void TensorIterator::compute_geometry(IntArrayRef shape) {
     const Tensor& t = o == 0 ? out_ : inputs_[o - 1];
     flat = (o > 0 && t.dim() == 0) || (t.is_contiguous() && same_sizes(t.sizes(), shape));
   }
+  // Every operand in the same channels-last layout is one flat run too (Note [channels_last outputs]).
+  if (__builtin_expect(!flat && (nd == 4 || nd == 5) && !out_.is_contiguous(), 0))
+    flat = same_channels_last_layout(out_, inputs(), shape);
   if (flat) {
     ndim_ = 1;
     geo_[0] = numel_;

@@ -279,15 +279,6 @@ def test_gradcheck_layer_ops():
     assert st.autograd.gradcheck(lambda *a: st._C._ops._rnn_relu_layer(*a, bs)[:2], (xp, h) + rnn)
 
 
-def test_double_backward_is_refused():
-    m = st.nn.GRU(2, 3).double()
-    x = st.randn(4, 1, 2, dtype=st.float64, requires_grad=True)
-    (g,) = st.autograd.grad(m(x)[0].sum(), x, create_graph=False)
-    assert tuple(g.shape) == (4, 1, 2)
-    with pytest.raises(NotImplementedError, match="double backward"):
-        st.autograd.grad(m(x)[0].sum(), x, create_graph=True)
-
-
 def _errors(fn_t, fn_s):
     with pytest.raises(Exception) as et:
         fn_t()

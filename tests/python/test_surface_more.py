@@ -432,7 +432,7 @@ def test_memory_formats():
         for y in (nc.to(memory_format=mf), st.empty_like(nc, memory_format=mf), st.zeros_like(x, memory_format=mf)):
             assert y.shape == nc.shape or y.shape == x.shape
         np.testing.assert_array_equal(nc.to(memory_format=mf).numpy(), nc.numpy())
-        assert nc.to(memory_format=mf).is_contiguous()
+        assert nc.to(memory_format=mf).is_contiguous(memory_format=mf)  # laid out as asked (test_channels_last.py)
     assert nc.to(memory_format=st.preserve_format) is nc
 
 

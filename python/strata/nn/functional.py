@@ -567,3 +567,14 @@ from ._functional_nn_ops import *  # noqa: E402,F401,F403  (pooling, conv_transp
 from ._functional_more import *  # noqa: E402,F401,F403  (activations, losses, dropout variants, norms composed in Python)
 from ._functional_more import __all__ as _more_all  # noqa: E402
 __all__ = __all__ + _more_all
+
+
+# ---- channels_last: a channels-last input gives a channels-last result, as torch's CPU kernels do -----------------
+from .. import _channels_last as _cl  # noqa: E402
+
+conv2d = _cl.keep_layout(conv2d)
+batch_norm = _cl.keep_layout(batch_norm)
+max_pool2d = _cl.keep_layout(max_pool2d)
+max_pool2d_with_indices = _cl.keep_layout(max_pool2d_with_indices)
+avg_pool2d = _cl.keep_layout(avg_pool2d)
+adaptive_avg_pool2d = _cl.keep_layout(adaptive_avg_pool2d)

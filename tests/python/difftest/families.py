@@ -26,6 +26,9 @@ NO_TORCH = {
     "_C._ops._gru_layer": "internal one-layer kernel with strata's own packed-weight signature",
     "_C._ops._rnn_tanh_layer": "internal one-layer kernel with strata's own packed-weight signature",
     "_C._ops._rnn_relu_layer": "internal one-layer kernel with strata's own packed-weight signature",
+    "_C._ops._lstm_layer_backward": "internal fused backward of _lstm_layer (strata's workspace layout)",
+    "_C._ops._gru_layer_backward": "internal fused backward of _gru_layer (strata's workspace layout)",
+    "_C._ops._rnn_layer_backward": "internal fused backward of _rnn_tanh_layer / _rnn_relu_layer",
 }
 
 

@@ -367,6 +367,14 @@ class Module:
 
     # ---- conversion -------------------------------------------------------------------------
 
+    def share_memory(self):
+        """Moves every parameter, gradient and buffer into shared memory in place (Tensor.share_memory_)."""
+        for t in list(self.parameters()) + list(self.buffers()):
+            t.share_memory_()
+            if t.grad is not None:
+                t.grad.share_memory_()
+        return self
+
     def _apply(self, fn, recurse=True):
         """Applies fn to every parameter, gradient and buffer, keeping Parameter objects where the core allows."""
         if recurse:
@@ -413,7 +421,7 @@ class Module:
         dtype = kwargs.pop("dtype", None)
         device = kwargs.pop("device", None)
         kwargs.pop("non_blocking", None)
-        kwargs.pop("memory_format", None)
+        memory_format = kwargs.pop("memory_format", None)
         if kwargs:
             raise TypeError(f"to() got an unexpected keyword argument '{next(iter(kwargs))}'")
         for a in args:
@@ -433,6 +441,10 @@ class Module:
 
         def convert(t):
             # Only floating-point tensors change dtype; integer buffers (num_batches_tracked) keep theirs.
+            # memory_format= lays out the 4-d and 5-d ones (conv weights), as torch's Module.to does.
+            if memory_format is not None and t.dim() in (4, 5):
+                return t.to(device=device, dtype=dtype if t.is_floating_point() else None,
+                            memory_format=memory_format)
             return t.to(device=device, dtype=dtype if t.is_floating_point() else None)
 
         return self._apply(convert)
