@@ -133,6 +133,11 @@ import math as _math  # noqa: E402
 pi, e, inf, nan = _math.pi, _math.e, _math.inf, _math.nan
 OutOfMemoryError = _C._OutOfMemoryError
 
+from . import storage  # noqa: E402,F401  (UntypedStorage, TypedStorage, the legacy FloatStorage, ...)
+from .storage import TypedStorage, UntypedStorage  # noqa: E402,F401
+globals().update(storage.LEGACY_STORAGES)
+from ._surface_extra import TensorType, classes, pca_lowrank, svd_lowrank, symeig  # noqa: E402,F401
+
 # A torch name Strata lacks raises "not implemented yet" rather than a bare
 # AttributeError (strata/_missing.py): every strata module gets a miss hook,
 # and Tensor placeholders, once every module above has attached its methods.

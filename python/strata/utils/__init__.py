@@ -9,7 +9,7 @@ from . import file_baton  # noqa: F401
 
 def __getattr__(name):
     # Loaded on first use (they import strata.nn).
-    if name in ("flop_counter", "module_tracker"):
+    if name in ("flop_counter", "module_tracker", "cpp_extension", "mobile_optimizer"):
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")
