@@ -3,6 +3,8 @@ strata.symeig (removed in torch: raises as torch does)."""
 
 import ctypes
 import os
+import sys
+import types
 
 from . import _C
 
@@ -142,13 +144,14 @@ _SCALAR_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bf
 
 
 # ---- strata.classes --------------------------------------------------------------------------------------------
-class _Classes:
+class _Classes(types.ModuleType):
     """torch.classes: custom C++ classes registered by loaded libraries. Strata's extension ABI registers ops, not
     classes, so the namespaces are empty; load_library loads a library (its ops become strata.ops.*)."""
 
     __file__ = "_classes.py"
 
     def __init__(self):
+        super().__init__("strata.classes")
         self.loaded_libraries = set()
 
     def load_library(self, path):
@@ -183,6 +186,7 @@ class _ClassNamespace:
 
 
 classes = _Classes()
+sys.modules["strata.classes"] = classes  # importable, as torch.classes
 
 
 # ---- symeig: removed in torch -----------------------------------------------------------------------------------
