@@ -79,6 +79,8 @@ def test_models_total_and_per_module_match_torch(build, backward):
     lambda lib: (lib.nn.Conv2d(4, 6, 3, groups=2, bias=False), lib.randn(2, 4, 7, 7)),
     lambda lib: (lib.nn.Conv1d(3, 4, 3, dilation=2), lib.randn(2, 3, 11, requires_grad=True)),
     lambda lib: (lib.nn.ConvTranspose2d(3, 4, 3, stride=2), lib.randn(2, 3, 5, 5, requires_grad=True)),
+    lambda lib: (lib.nn.Conv3d(2, 3, 3), lib.randn(1, 2, 5, 5, 5, requires_grad=True)),
+    lambda lib: (lib.nn.ConvTranspose1d(2, 3, 3, stride=2), lib.randn(2, 2, 6, requires_grad=True)),
 ])
 def test_convolutions_forward_and_backward(make):
     def build(lib):
