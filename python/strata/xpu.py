@@ -216,3 +216,17 @@ class device_of(device):
 
     def __init__(self, obj):
         super().__init__(obj.device if hasattr(obj, "device") else None)
+
+
+def _tensor_xpu(self, device=None, non_blocking=False, memory_format=None):
+    raise AssertionError("Strata not compiled with XPU enabled: Tensor.xpu() needs an XPU device, and this build has "
+                         "no XPU backend (strata.xpu.is_available() is False)")
+
+
+def _install():
+    from . import _C
+
+    _C.Tensor.xpu = _tensor_xpu
+
+
+_install()

@@ -78,3 +78,10 @@ def test_cuda_default_generators_and_nccl():
         strata.cuda.nccl.all_reduce([strata.ones(1)])
     import strata.cuda.nccl as nccl_mod  # importable as a module, as torch.cuda.nccl
     assert nccl_mod is strata.cuda.nccl
+
+
+def test_tensor_xpu_raises_as_torch():
+    torch = pytest.importorskip("torch")
+    assert _outcome(lambda: strata.ones(2).xpu()) == _outcome(lambda: torch.ones(2).xpu())
+    with pytest.raises(AssertionError, match="Tensor.xpu"):
+        strata.ones(2).xpu()
