@@ -1,5 +1,6 @@
 #include "autograd/derivative.h"
 
+#include <atomic>
 #include <cctype>
 
 #include "core/shape.h"
@@ -61,7 +62,10 @@ std::string backward_node_name(std::string_view op_name) {
 
 // ---------------------------------------------------------------------------
 namespace {
-thread_local SavedTensorHooks* t_hooks_top = nullptr;  // the hot-path read
+// Pairs pushed on any thread: the hot path reads this global first and touches
+// thread-local state only when some thread has hooks set.
+std::atomic<int64_t> g_hooks_pushed{0};
+thread_local SavedTensorHooks* t_hooks_top = nullptr;
 thread_local std::vector<std::shared_ptr<SavedTensorHooks>> t_hooks_stack;
 thread_local std::optional<std::string> t_hooks_disabled;
 }  // namespace
@@ -73,12 +77,14 @@ void push_saved_tensor_hooks(std::shared_ptr<SavedTensorHooks> hooks) {
   STRATA_CHECK(hooks, "saved_tensors_hooks: no hooks given");
   t_hooks_top = hooks.get();
   t_hooks_stack.push_back(std::move(hooks));
+  g_hooks_pushed.fetch_add(1, std::memory_order_relaxed);
 }
 
 void pop_saved_tensor_hooks() {
   STRATA_CHECK(!t_hooks_stack.empty(), "saved_tensors_hooks: no hooks to pop on this thread");
   t_hooks_stack.pop_back();
   t_hooks_top = t_hooks_stack.empty() ? nullptr : t_hooks_stack.back().get();
+  g_hooks_pushed.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void set_saved_tensor_hooks_disabled(std::optional<std::string> message) {
@@ -103,9 +109,11 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output
   version_ = t.version();
   // A Python number the op wrapped into a tensor is not the user's tensor: it
   // is kept as is (PyTorch keeps it as a scalar).
-  if (SavedTensorHooks* hooks = t_hooks_top; hooks && !t.impl()->is_wrapped_number()) [[unlikely]] {
-    pack_with(*hooks, t);
-    return;
+  if (g_hooks_pushed.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+    if (SavedTensorHooks* hooks = t_hooks_top; hooks && !t.impl()->is_wrapped_number()) {
+      pack_with(*hooks, t);
+      return;
+    }
   }
   if (is_output) {
     data_ = alias_without_history(t);

@@ -34,8 +34,8 @@ namespace strata::autograd {
 // hooks is set on this thread (only the innermost pair applies), every tensor a
 // node saves is given to pack and the node keeps what pack returned instead of
 // the tensor; backward calls unpack on it to get the tensor back. The hooks
-// are fixed at save time. Without hooks the only cost is one thread-local
-// pointer read per saved tensor.
+// are fixed at save time. Without hooks the only cost is one relaxed load of a
+// global count of pushed pairs per saved tensor.
 class PackedTensor {
  public:
   virtual ~PackedTensor() = default;
