@@ -330,16 +330,17 @@ class Wishart(Distribution):
         diag = v.diagonal(dim1=-2, dim2=-1)
         return self.df[..., None, None] * (v.pow(2) + diag[..., :, None] * diag[..., None, :])
 
-    def rsample(self, sample_shape=()):
+    def rsample(self, sample_shape=(), max_try_correction=None):
         """Bartlett: X = L A A^T L^T, A lower triangular with sqrt(chi2(df - i)) on the diagonal and N(0, 1)
-        below it."""
+        below it. (max_try_correction is accepted for torch's signature: the chi-square draws are clamped away
+        from zero, so there is no singular sample to redraw.)"""
         p = self._p
         sample_shape = _st.Size(sample_shape)
         shape = tuple(sample_shape) + tuple(self._batch_shape)
         l = self._unbroadcasted_scale_tril
         df = self.df.expand(shape)
         dof = df.unsqueeze(-1) - _st.arange(p, dtype=l.dtype, device=l.device)  # df - i
-        chi2 = 2 * _st._C._ops._standard_gamma(dof / 2)
+        chi2 = (2 * _st._C._ops._standard_gamma(dof / 2)).clamp(min=_st.finfo(l.dtype).tiny)
         noise = _st.randn(shape + (p, p), dtype=l.dtype, device=l.device).tril(-1)
         a = noise + _st.diag_embed(chi2.sqrt())
         la = l @ a
