@@ -9,6 +9,7 @@
 
 #include "autocast/autocast.h"
 #include "autograd/anomaly.h"
+#include "autograd/derivative.h"
 #include "autograd/engine.h"
 #include "autograd/variable.h"
 #include "bind.h"
@@ -84,6 +85,44 @@ class PyFunctionNode final : public Node {
  private:
   nb::object ctx_;
   std::string name_;
+};
+
+// What a Python pack hook returned, unpacked by the pair's unpack hook.
+class PyPackedTensor final : public PackedTensor {
+ public:
+  PyPackedTensor(std::shared_ptr<nb::object> packed, std::shared_ptr<nb::object> unpack)
+      : packed_(std::move(packed)), unpack_(std::move(unpack)) {}
+  Tensor unpack() const override {
+    nb::gil_scoped_acquire gil;
+    nb::object r = (*unpack_)(*packed_);
+    if (!nb::isinstance<Tensor>(r)) {
+      throw nb::type_error(("Output of saved tensor unpack_hook expected to be a Tensor but got result of type " +
+                            nb::cast<std::string>(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(r.ptr()))).attr("__name__")))
+                               .c_str());
+    }
+    return nb::cast<Tensor>(r);
+  }
+
+ private:
+  std::shared_ptr<nb::object> packed_, unpack_;
+};
+
+// A pair of Python hooks; pack runs with grad mode off (as in PyTorch).
+class PySavedTensorHooks final : public SavedTensorHooks {
+ public:
+  PySavedTensorHooks(nb::object pack, nb::object unpack)
+      : pack_(gil_safe_holder(std::move(pack))), unpack_(gil_safe_holder(std::move(unpack))) {}
+  std::shared_ptr<const PackedTensor> pack(const Tensor& t) const override {
+    nb::gil_scoped_acquire gil;
+    GradModeGuard no_grad(false);
+    nb::object r = (*pack_)(wrap_tensor(t));
+    return std::make_shared<PyPackedTensor>(gil_safe_holder(std::move(r)), unpack_);
+  }
+  nb::object pack_fn() const { return *pack_; }
+  nb::object unpack_fn() const { return *unpack_; }
+
+ private:
+  std::shared_ptr<nb::object> pack_, unpack_;
 };
 
 std::string python_stack() {
@@ -350,6 +389,25 @@ void bind_autograd(nb::module_& m) {
   m.def("_set_anomaly_enabled", [](bool on, bool check_nan) { set_anomaly_mode(on, check_nan); });
   m.def("_is_anomaly_enabled", [] { return anomaly_mode_enabled(); });
   m.def("_is_anomaly_check_nan_enabled", [] { return anomaly_check_nan(); });
+
+  // strata.autograd.graph.saved_tensors_hooks (Note [Saved tensor hooks] in
+  // src/autograd/derivative.h).
+  m.def("_push_saved_tensors_default_hooks", [](nb::object pack, nb::object unpack) {
+    push_saved_tensor_hooks(std::make_shared<PySavedTensorHooks>(std::move(pack), std::move(unpack)));
+  });
+  m.def("_pop_saved_tensors_default_hooks", [] { pop_saved_tensor_hooks(); });
+  m.def("_current_saved_tensors_default_hooks", []() -> nb::object {
+    auto* h = dynamic_cast<PySavedTensorHooks*>(current_saved_tensor_hooks());
+    if (!h) return nb::none();
+    return nb::make_tuple(h->pack_fn(), h->unpack_fn());
+  });
+  m.def("_saved_tensors_hooks_disable", [](std::string msg) { set_saved_tensor_hooks_disabled(std::move(msg)); });
+  m.def("_saved_tensors_hooks_enable", [] { set_saved_tensor_hooks_disabled(std::nullopt); });
+  m.def("_saved_tensors_hooks_get_disabled_error_message", []() -> nb::object {
+    const auto& m = saved_tensor_hooks_disabled_message();
+    if (!m) return nb::none();
+    return nb::str(m->c_str());
+  });
 }
 
 }  // namespace strata::py

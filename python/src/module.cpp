@@ -63,6 +63,9 @@ void bind_extras(nb::module_& m) {
 
 // strata.linalg.LinAlgError (torch.linalg.LinAlgError is torch._C._LinAlgError too).
 static PyObject* g_linalg_error = nullptr;
+// strata.OutOfMemoryError (torch.OutOfMemoryError, also strata.cuda.OutOfMemoryError): a RuntimeError as torch's,
+// and a MemoryError as Python's own out-of-memory error.
+static PyObject* g_oom_error = nullptr;
 
 namespace strata::py {
 void bind_shared_memory(nb::module_& m);  // shared_memory_bind.cpp: share_memory_, multiprocessing reductions
@@ -72,6 +75,12 @@ NB_MODULE(_C, m) {
   using namespace strata;
   g_linalg_error = PyErr_NewException("strata._C._LinAlgError", PyExc_RuntimeError, nullptr);
   m.attr("_LinAlgError") = nb::handle(g_linalg_error);
+  {
+    PyObject* bases = PyTuple_Pack(2, PyExc_RuntimeError, PyExc_MemoryError);
+    g_oom_error = PyErr_NewException("strata.OutOfMemoryError", bases, nullptr);
+    Py_DECREF(bases);
+    m.attr("_OutOfMemoryError") = nb::handle(g_oom_error);
+  }
   // dtype singletons live until exit by design.
   nb::set_leak_warnings(false);
 #ifdef STRATA_SANITIZER_BUILD
@@ -91,7 +100,7 @@ NB_MODULE(_C, m) {
     } catch (const NotImplementedError& e) {
       PyErr_SetString(PyExc_NotImplementedError, e.what());
     } catch (const OutOfMemoryError& e) {
-      PyErr_SetString(PyExc_MemoryError, e.what());
+      PyErr_SetString(g_oom_error, e.what());
     } catch (const LinAlgError& e) {
       PyErr_SetString(g_linalg_error, e.what());
     } catch (const Error& e) {

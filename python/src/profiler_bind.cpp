@@ -175,6 +175,19 @@ nb::list events_to_python(Session& s) {
       d["parent"] = e.parent;
       d["input_shapes"] = shapes;
       d["input_dtypes"] = dtypes;
+      if (!e.input_values.empty() || !e.output_shapes.empty()) {
+        auto to_lists = [](const std::vector<std::vector<int64_t>>& v) {
+          nb::list l;
+          for (auto& x : v) {
+            nb::list inner;
+            for (int64_t y : x) inner.append(y);
+            l.append(inner);
+          }
+          return l;
+        };
+        d["input_values"] = to_lists(e.input_values);
+        d["output_shapes"] = to_lists(e.output_shapes);
+      }
       d["alloc_bytes"] = e.alloc_bytes;
       d["num_allocs"] = e.num_allocs;
       d["stack"] = e.stack;
@@ -193,8 +206,9 @@ void bind_profiler(nb::module_& m) {
       .def_prop_ro("id", &Session::id);
   m.def(
       "_profiler_start",
-      [](bool record_shapes, bool profile_memory, bool with_stack, bool explain, bool all_threads) {
+      [](bool record_shapes, bool profile_memory, bool with_stack, bool explain, bool all_threads, bool record_args) {
         profiler::ProfilerConfig c;
+        c.record_args = record_args;
         c.all_threads = all_threads;
         c.record_shapes = record_shapes;
         c.profile_memory = profile_memory;
@@ -203,7 +217,7 @@ void bind_profiler(nb::module_& m) {
         return profiler::start(c);
       },
       nb::arg("record_shapes") = false, nb::arg("profile_memory") = false, nb::arg("with_stack") = false,
-      nb::arg("explain") = false, nb::arg("all_threads") = false);
+      nb::arg("explain") = false, nb::arg("all_threads") = false, nb::arg("record_args") = false);
   m.def("_profiler_stop", [](const std::shared_ptr<Session>& s) { profiler::stop(s); });
   // Moves the recorded events out of the session (call after _profiler_stop).
   m.def("_profiler_events", [](const std::shared_ptr<Session>& s) { return events_to_python(*s); });

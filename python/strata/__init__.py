@@ -72,6 +72,7 @@ from . import _tensor_compat  # noqa: E402,F401  (Tensor.type/new/cuda/pin_memor
 from ._legacy_types import *  # noqa: E402,F401,F403  (strata.FloatTensor, ...)
 from ._settings import *  # noqa: E402,F401,F403  (default device, determinism, matmul precision)
 from . import backends, cuda, mps, accelerator, jit, compiler, version, distributed  # noqa: E402,F401
+from . import xpu  # noqa: E402,F401  (strata.xpu: no XPU backend, answers as torch without one)
 
 __version__ = version.__version__
 
@@ -126,11 +127,17 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mo
     raise TypeError(f"strata.compile: expected a function or an nn.Module, got {type(model).__name__}")
 
 
-# torch's constants, and its out-of-memory exception (the binding raises Python's MemoryError).
+# torch's constants, and its out-of-memory exception (raised by the allocator; a RuntimeError as torch's and a
+# MemoryError as Python's).
 import math as _math  # noqa: E402
 
 pi, e, inf, nan = _math.pi, _math.e, _math.inf, _math.nan
-OutOfMemoryError = MemoryError
+OutOfMemoryError = _C._OutOfMemoryError
+
+from . import storage  # noqa: E402,F401  (UntypedStorage, TypedStorage, the legacy FloatStorage, ...)
+from .storage import TypedStorage, UntypedStorage  # noqa: E402,F401
+globals().update(storage.LEGACY_STORAGES)
+from ._surface_extra import TensorType, classes, pca_lowrank, svd_lowrank, symeig  # noqa: E402,F401
 
 # A torch name Strata lacks raises "not implemented yet" rather than a bare
 # AttributeError (strata/_missing.py): every strata module gets a miss hook,

@@ -34,8 +34,23 @@ class Storage:
 
     __slots__ = ("_bytes", "__weakref__")
 
-    def __init__(self, byte_tensor):
-        self._bytes = byte_tensor  # 1-D contiguous uint8 tensor at offset 0 of the storage
+    def __init__(self, byte_tensor=0, *, device=None):
+        # Storage(n): n zero bytes; Storage([ints]): those bytes (torch.UntypedStorage's constructors); otherwise
+        # the 1-D contiguous uint8 tensor at offset 0 of the storage.
+        if isinstance(byte_tensor, int) or isinstance(byte_tensor, (list, tuple)):
+            if device is not None and _C.device(device).type != "cpu":
+                raise RuntimeError(f"UntypedStorage: only CPU storages are supported, got device {device}")
+            if isinstance(byte_tensor, int):
+                if byte_tensor < 0:
+                    raise RuntimeError(f"UntypedStorage: size must be non-negative, got {byte_tensor}")
+                byte_tensor = _C._ops.zeros([byte_tensor], dtype=_C.uint8)
+            else:
+                if not all(isinstance(b, int) and 0 <= b < 256 for b in byte_tensor):
+                    raise RuntimeError("UntypedStorage: a list of bytes must hold ints in [0, 255]")
+                from . import from_numpy
+
+                byte_tensor = from_numpy(np.array(byte_tensor, dtype=np.uint8))
+        self._bytes = byte_tensor
 
     @classmethod
     def from_numpy(cls, array):

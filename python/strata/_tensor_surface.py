@@ -257,49 +257,8 @@ Tensor.resize_as_ = lambda self, other, memory_format=None: _resize_(self, list(
                                                                       memory_format=memory_format)
 
 
-# ---- storage handles --------------------------------------------------------------------------
-def _untyped_storage(self):
-    from ._tensor_pickle import storage_of
-
-    return storage_of(self)
-
-
-class TypedStorage:
-    """torch's (legacy) typed view of a storage: sizes count elements of dtype."""
-
-    __slots__ = ("_untyped", "dtype")
-
-    def __init__(self, untyped, dtype):
-        self._untyped = untyped
-        self.dtype = dtype
-
-    def untyped(self):
-        return self._untyped
-
-    def size(self):
-        return self._untyped.nbytes() // self.dtype.itemsize
-
-    __len__ = size
-
-    def element_size(self):
-        return self.dtype.itemsize
-
-    def nbytes(self):
-        return self._untyped.nbytes()
-
-    def data_ptr(self):
-        return self._untyped.data_ptr()
-
-    @property
-    def device(self):
-        return self._untyped.device
-
-    def __repr__(self):
-        return f"TypedStorage(dtype={self.dtype}, size={self.size()})"
-
-
-Tensor.untyped_storage = _untyped_storage
-Tensor.storage = lambda self: TypedStorage(_untyped_storage(self), self.dtype)
+# ---- storage handles ----------------------------------------------------------------------------
+# Tensor.storage() / untyped_storage() and the storage classes: strata/storage.py.
 
 # ---- memory formats ------------------------------------------------------------------------------
 # contiguous(memory_format=) and clone(memory_format=) are bound in C

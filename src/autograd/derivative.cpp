@@ -1,5 +1,6 @@
 #include "autograd/derivative.h"
 
+#include <atomic>
 #include <cctype>
 
 #include "core/shape.h"
@@ -60,9 +61,60 @@ std::string backward_node_name(std::string_view op_name) {
 }
 
 // ---------------------------------------------------------------------------
+namespace {
+// Pairs pushed on any thread: the hot path reads this global first and touches
+// thread-local state only when some thread has hooks set.
+std::atomic<int64_t> g_hooks_pushed{0};
+thread_local SavedTensorHooks* t_hooks_top = nullptr;
+thread_local std::vector<std::shared_ptr<SavedTensorHooks>> t_hooks_stack;
+thread_local std::optional<std::string> t_hooks_disabled;
+}  // namespace
+
+SavedTensorHooks* current_saved_tensor_hooks() { return t_hooks_top; }
+
+void push_saved_tensor_hooks(std::shared_ptr<SavedTensorHooks> hooks) {
+  if (t_hooks_disabled) throw Error(*t_hooks_disabled);
+  STRATA_CHECK(hooks, "saved_tensors_hooks: no hooks given");
+  t_hooks_top = hooks.get();
+  t_hooks_stack.push_back(std::move(hooks));
+  g_hooks_pushed.fetch_add(1, std::memory_order_relaxed);
+}
+
+void pop_saved_tensor_hooks() {
+  STRATA_CHECK(!t_hooks_stack.empty(), "saved_tensors_hooks: no hooks to pop on this thread");
+  t_hooks_stack.pop_back();
+  t_hooks_top = t_hooks_stack.empty() ? nullptr : t_hooks_stack.back().get();
+  g_hooks_pushed.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void set_saved_tensor_hooks_disabled(std::optional<std::string> message) {
+  if (message && !t_hooks_stack.empty()) throw Error(*message);
+  t_hooks_disabled = std::move(message);
+}
+
+const std::optional<std::string>& saved_tensor_hooks_disabled_message() { return t_hooks_disabled; }
+
+void SavedTensor::pack_with(const SavedTensorHooks& hooks, const Tensor& t) {
+  const uint32_t before = t.version();
+  hooked_ = std::make_unique<Hooked>();
+  if (!is_output_ && requires_grad(t)) hooked_->edge = gradient_edge(t);
+  hooked_->packed = hooks.pack(t);
+  STRATA_CHECK(t.version() == before,
+               "A saved tensor pack hook is modifying its input in place. Tensors provided as input to pack hook "
+               "cannot be modified by in-place operations as this can lead to unexpected side-effects.");
+}
+
 SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output) {
   if (!t.defined()) return;
   version_ = t.version();
+  // A Python number the op wrapped into a tensor is not the user's tensor: it
+  // is kept as is (PyTorch keeps it as a scalar).
+  if (g_hooks_pushed.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+    if (SavedTensorHooks* hooks = t_hooks_top; hooks && !t.impl()->is_wrapped_number()) {
+      pack_with(*hooks, t);
+      return;
+    }
+  }
   if (is_output) {
     data_ = alias_without_history(t);
   } else {
@@ -71,6 +123,24 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output
 }
 
 Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner, uint32_t output_nr) const {
+  if (hooked_) [[unlikely]] {
+    // Versions are not checked through hooks (as in PyTorch): what unpack
+    // returns is the user's business.
+    Tensor r = hooked_->packed->unpack();
+    if (!grad_mode_enabled()) return r;
+    // create_graph: gradients through the unpacked tensor reach the original.
+    if (is_output_ && owner) {
+      Tensor t = alias_without_history(r);
+      set_history(t, owner, output_nr);
+      return t;
+    }
+    if (hooked_->edge.valid()) {
+      Tensor t = alias_without_history(r);
+      set_history(t, hooked_->edge.fn, hooked_->edge.input_nr);
+      return t;
+    }
+    return r;
+  }
   if (!data_.defined()) return Tensor();
   if (data_.version() != version_) {
     std::string who;

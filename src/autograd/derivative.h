@@ -29,6 +29,33 @@
 
 namespace strata::autograd {
 
+// Note [Saved tensor hooks]
+// strata.autograd.graph.saved_tensors_hooks(pack, unpack): while a pair of
+// hooks is set on this thread (only the innermost pair applies), every tensor a
+// node saves is given to pack and the node keeps what pack returned instead of
+// the tensor; backward calls unpack on it to get the tensor back. The hooks
+// are fixed at save time. Without hooks the only cost is one relaxed load of a
+// global count of pushed pairs per saved tensor.
+class PackedTensor {
+ public:
+  virtual ~PackedTensor() = default;
+  virtual Tensor unpack() const = 0;
+};
+class SavedTensorHooks {
+ public:
+  virtual ~SavedTensorHooks() = default;
+  virtual std::shared_ptr<const PackedTensor> pack(const Tensor& t) const = 0;
+};
+// The innermost pair of this thread, or null.
+SavedTensorHooks* current_saved_tensor_hooks();
+// Push raises (with the message) while hooks are disabled on this thread.
+void push_saved_tensor_hooks(std::shared_ptr<SavedTensorHooks> hooks);
+void pop_saved_tensor_hooks();
+// disable_saved_tensors_hooks: nullopt means enabled. Disabling raises when
+// hooks are set already.
+void set_saved_tensor_hooks_disabled(std::optional<std::string> message);
+const std::optional<std::string>& saved_tensor_hooks_disabled_message();
+
 // A tensor kept for backward with the version it had when saved.
 class SavedTensor {
  public:
@@ -38,11 +65,23 @@ class SavedTensor {
   // version moved. Outputs come back with `owner` as their grad_fn so that a
   // derivative that uses them is itself differentiable.
   Tensor unpack(const std::shared_ptr<Node>& owner, uint32_t output_nr) const;
-  bool defined() const { return data_.defined(); }
-  void reset() { data_ = Tensor(); }
+  bool defined() const { return data_.defined() || hooked_; }
+  void reset() {
+    data_ = Tensor();
+    hooked_.reset();
+  }
 
  private:
+  void pack_with(const SavedTensorHooks& hooks, const Tensor& t);
   Tensor data_;  // an output without history (its history would be a cycle)
+  // With hooks (Note [Saved tensor hooks]): what pack returned, and for an
+  // input that needs a gradient the edge an unpacked copy is attached to
+  // under create_graph. One pointer, so that nodes without hooks stay small.
+  struct Hooked {
+    std::shared_ptr<const PackedTensor> packed;
+    Edge edge;
+  };
+  std::unique_ptr<Hooked> hooked_;
   uint32_t version_ = 0;
   bool is_output_ = false;
 };

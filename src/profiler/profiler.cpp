@@ -329,6 +329,39 @@ void record_inputs(Event& e, const OperatorEntry& op, const Stack& stack) {
   }
 }
 
+void record_values(Event& e, const OperatorEntry& op, const Stack& stack) {
+  size_t n = std::min(op.schema().args.size(), stack.size());
+  e.input_values.reserve(n);
+  for (size_t i = stack.size() - n; i < stack.size(); ++i) {
+    const auto& raw = stack[i].raw();
+    auto& out = e.input_values.emplace_back();
+    if (const auto* v = std::get_if<int64_t>(&raw)) {
+      out.push_back(*v);
+    } else if (const auto* b = std::get_if<bool>(&raw)) {
+      out.push_back(*b ? 1 : 0);
+    } else if (const auto* l = std::get_if<std::vector<int64_t>>(&raw)) {
+      out = *l;
+    }
+  }
+}
+
+void record_outputs(ThreadState& st, int32_t idx, size_t first, const Stack& stack) {
+  std::vector<std::vector<int64_t>> shapes;
+  for (size_t i = first; i < stack.size(); ++i) {
+    if (stack[i].is_tensor()) {
+      const Tensor& t = stack[i].to_tensor();
+      shapes.emplace_back(t.defined() ? std::vector<int64_t>(t.sizes().begin(), t.sizes().end())
+                                      : std::vector<int64_t>());
+    } else if (stack[i].is_tensor_list()) {
+      for (const Tensor& t : stack[i].to_tensor_list())
+        shapes.emplace_back(t.defined() ? std::vector<int64_t>(t.sizes().begin(), t.sizes().end())
+                                        : std::vector<int64_t>());
+    }
+  }
+  std::lock_guard<std::mutex> g(st.buf->mu);
+  st.buf->events[idx].output_shapes = std::move(shapes);
+}
+
 std::unique_ptr<ExplainInfo> explain_info(const OperatorEntry& op, DispatchKeySet ks, const Stack& stack) {
   auto info = std::make_unique<ExplainInfo>();
   size_t n = std::min(op.schema().args.size(), stack.size());
@@ -371,6 +404,9 @@ void profiler_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack)
   e.name = detail::op_event_name(st, op);
   e.category = "cpu_op";
   if (cfg.record_shapes || cfg.explain) record_inputs(e, op, stack);
+  const bool record_args = cfg.record_args;
+  if (record_args) record_values(e, op, stack);
+  const size_t first_out = stack.size() - std::min(op.schema().args.size(), stack.size());
   if (cfg.explain) e.explain = explain_info(op, ks, stack);
   bool mem = cfg.profile_memory || cfg.explain;
   AllocatorStats before = mem ? cpu_allocator_stats() : AllocatorStats{};
@@ -402,6 +438,7 @@ void profiler_fallback(const OperatorEntry& op, DispatchKeySet ks, Stack& stack)
     }
   } closer{st, st.buf.get(), idx, mem, before};
   redispatch_boxed(op, ks, DispatchKey::Profiler, stack);
+  if (record_args && st.buf.get() == closer.buf) record_outputs(st, idx, first_out, stack);
 }
 
 // Inner layer (explain mode only): sits below every functionality key and

@@ -38,6 +38,9 @@ struct ProfilerConfig {
   // only the one that started it and those that join it (ThreadStateGuard).
   // One such session at a time.
   bool all_threads = false;
+  // With record_shapes: the values of int, bool and int[] arguments and the
+  // shapes of tensor outputs (for strata.utils.flop_counter).
+  bool record_args = false;
 };
 
 // The dispatch path of one op call, filled in explain mode.
@@ -63,6 +66,10 @@ struct Event {
   // record_shapes: one entry per op argument ([] and "" for non-tensors, as torch).
   std::vector<std::vector<int64_t>> input_shapes;
   std::vector<std::string> input_dtypes;
+  // record_args: per argument, an int/bool ([v]) or int[] value ([] otherwise),
+  // and one shape per tensor output.
+  std::vector<std::vector<int64_t>> input_values;
+  std::vector<std::vector<int64_t>> output_shapes;
   // profile_memory: allocator deltas over the call (net bytes, allocation count).
   int64_t alloc_bytes = 0, num_allocs = 0;
   int64_t mem_start_bytes = 0, mem_start_count = 0;  // allocator state at the start of a range

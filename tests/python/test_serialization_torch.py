@@ -525,7 +525,7 @@ def test_map_location_forms():
         return storage
 
     out = load_bytes(data, map_location=keep)
-    assert seen == [("Storage", "cpu")] and out["v"].tolist() == [1.0, 2.0, 3.0]
+    assert seen == [("UntypedStorage", "cpu")] and out["v"].tolist() == [1.0, 2.0, 3.0]
     assert load_bytes(data, map_location=lambda s, loc: None)["x"].tolist() == [0.0, 1.0, 2.0, 3.0]
     assert load_bytes(data, map_location={"cuda:0": "cpu"})["x"].tolist() == [0.0, 1.0, 2.0, 3.0]
     with pytest.raises(TypeError, match="map_location returned"):

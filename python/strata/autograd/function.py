@@ -20,6 +20,29 @@ def _legacy_name(t):
     return f"strata.{names.get(t.dtype._name, 'Tensor')} [{', '.join(str(s) for s in t.shape)}]"
 
 
+class _Packed:
+    """A tensor of save_for_backward under saved_tensors_hooks (strata.autograd.graph)."""
+
+    __slots__ = ("packed", "unpack_hook")
+
+    def __init__(self, t, pack_hook, unpack_hook):
+        version = t._version
+        with no_grad():
+            self.packed = pack_hook(t)
+        if t._version != version:
+            raise RuntimeError("A saved tensor pack hook is modifying its input in place. Tensors provided as input "
+                               "to pack hook cannot be modified by in-place operations as this can lead to "
+                               "unexpected side-effects.")
+        self.unpack_hook = unpack_hook
+
+    def unpack(self):
+        r = self.unpack_hook(self.packed)
+        if not isinstance(r, _Tensor):
+            raise TypeError("Output of saved tensor unpack_hook expected to be a Tensor but got result of type "
+                            f"{type(r).__name__}")
+        return r
+
+
 class FunctionCtx:
     def __init__(self):
         self.to_save = ()
@@ -56,6 +79,9 @@ class FunctionCtx:
             return tuple(self.to_save)
         out = []
         for t, version in self._saved:
+            if isinstance(t, _Packed):
+                out.append(t.unpack())
+                continue
             if t is not None and t._version != version:
                 raise RuntimeError(
                     "one of the variables needed for gradient computation has been modified by an inplace operation: "
@@ -157,9 +183,12 @@ class Function(metaclass=_FunctionMeta):
         # Saved outputs are kept without their history (the node holds ctx, so
         # a saved output with history would be a reference cycle in C++).
         saved = []
+        hooks = _C._current_saved_tensors_default_hooks()
         for t in ctx.to_save:
             if t is None:
                 saved.append((None, 0))
+            elif hooks is not None:
+                saved.append((_Packed(t, *hooks), 0))
             elif any(o is not None and t._is_same(o) for o in out_tensors):
                 saved.append((t.detach(), t._version))
             else:

@@ -247,3 +247,51 @@ from .._legacy_types import CUDA_TYPES as _CUDA_TYPES  # noqa: E402
 # constructing one raises (see strata/_legacy_types.py).
 globals().update(_CUDA_TYPES)
 __all__ += list(_CUDA_TYPES)
+
+# torch.cuda.OutOfMemoryError is torch.OutOfMemoryError: a RuntimeError (and here also a MemoryError), raised by
+# Strata's allocator when an allocation fails.
+OutOfMemoryError = _C._OutOfMemoryError
+# One generator per CUDA device: none without a device, as torch.
+default_generators = ()
+__all__ += ["OutOfMemoryError", "default_generators", "nccl"]
+
+
+class _Nccl:
+    """strata.cuda.nccl: the NCCL bindings. There is no NCCL without CUDA: version() raises AttributeError (the
+    error torch's build without NCCL gives) and is_available() is False."""
+
+    SUM = 0
+
+    @staticmethod
+    def is_available(tensors=None):
+        return False
+
+    @staticmethod
+    def version():
+        raise AttributeError("strata.cuda.nccl.version: this build has no NCCL (and no CUDA backend)")
+
+    def _unavailable(name):  # noqa: N805
+        def f(*args, **kwargs):
+            raise RuntimeError(f"strata.cuda.nccl.{name}: this build has no NCCL (and no CUDA backend)")
+        f.__name__ = name
+        return staticmethod(f)
+
+    unique_id = _unavailable("unique_id")
+    init_rank = _unavailable("init_rank")
+    all_reduce = _unavailable("all_reduce")
+    reduce = _unavailable("reduce")
+    broadcast = _unavailable("broadcast")
+    all_gather = _unavailable("all_gather")
+    reduce_scatter = _unavailable("reduce_scatter")
+    del _unavailable
+
+
+import sys as _sys  # noqa: E402
+import types as _types  # noqa: E402
+
+nccl = _types.ModuleType(__name__ + ".nccl", _Nccl.__doc__)
+for _k in ("SUM", "is_available", "version", "unique_id", "init_rank", "all_reduce", "reduce", "broadcast",
+           "all_gather", "reduce_scatter"):
+    setattr(nccl, _k, getattr(_Nccl, _k))
+_sys.modules[nccl.__name__] = nccl
+del _k

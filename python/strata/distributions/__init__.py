@@ -7,6 +7,8 @@ from . import constraints, transforms  # noqa: F401
 from ._families import (Bernoulli, Beta, Binomial, Categorical, Dirichlet, Exponential, ExponentialFamily, Gamma,
                         Independent, Laplace, Normal, OneHotCategorical, Poisson, Uniform)
 from ._mvn import MultivariateNormal
+from ._relaxed import (Cauchy, ExpRelaxedCategorical, LogitRelaxedBernoulli, RelaxedBernoulli,  # noqa: F401
+                       RelaxedOneHotCategorical, Wishart)
 from .distribution import Distribution
 from .kl import kl_divergence, register_kl
 from .transforms import (AffineTransform, ComposeTransform, ExpTransform, SigmoidTransform, TanhTransform, Transform,
@@ -63,6 +65,7 @@ __all__ = [
     "ExpTransform", "Exponential", "ExponentialFamily", "Gamma", "Independent", "Laplace", "LogNormal", "MultivariateNormal", "Normal",
     "OneHotCategorical", "Poisson", "SigmoidTransform", "TanhTransform", "Transform", "TransformedDistribution",
     "Uniform", "constraints", "identity_transform", "kl_divergence", "register_kl", "transforms",
+    "Cauchy", "RelaxedBernoulli", "RelaxedOneHotCategorical", "Wishart",
 ]
 
 
@@ -76,6 +79,8 @@ def _family_modules():
         "laplace": ["Laplace"], "log_normal": ["LogNormal"], "multivariate_normal": ["MultivariateNormal"], "normal": ["Normal"],
         "one_hot_categorical": ["OneHotCategorical"], "poisson": ["Poisson"], "uniform": ["Uniform"],
         "transformed_distribution": ["TransformedDistribution"], "exp_family": ["ExponentialFamily"],
+        "cauchy": ["Cauchy"], "relaxed_bernoulli": ["LogitRelaxedBernoulli", "RelaxedBernoulli"],
+        "relaxed_categorical": ["ExpRelaxedCategorical", "RelaxedOneHotCategorical"], "wishart": ["Wishart"],
     }.items():
         m = types.ModuleType(f"{__name__}.{mod}")
         for n in names:

@@ -7,6 +7,8 @@ user inputs the graph inputs, dtypes are mapped, and dynamic_axes become symboli
 (dim_param) of the inputs' and outputs' shapes. The `onnx` package is imported only when
 export is called."""
 
+import enum
+
 __all__ = ["export", "is_in_onnx_export", "UnsupportedOperatorError", "OnnxExporterError"]
 
 _exporting = False
@@ -40,6 +42,10 @@ def export(model, args=(), f=None, *, kwargs=None, export_params=True, verbose=N
     "eval"), its mode restored afterwards. export_params=False writes no initializer data: the
     parameters become extra graph inputs named by their FQNs."""
     global _exporting
+    op_type = unsupported.pop("operator_export_type", None)
+    if op_type is not None and op_type != OperatorExportTypes.ONNX:
+        raise OnnxExporterError(f"strata.onnx.export: operator_export_type={op_type} is not supported: only "
+                                "OperatorExportTypes.ONNX (standard ONNX operators) is")
     if unsupported:
         raise TypeError(f"strata.onnx.export: unsupported arguments: {', '.join(sorted(unsupported))}")
     from .. import Tensor
@@ -81,3 +87,27 @@ def export(model, args=(), f=None, *, kwargs=None, export_params=True, verbose=N
     import onnx
     onnx.save_model(proto, f)
     return None
+
+
+class _IntEnum(enum.Enum):
+    """An enum that converts to int (as torch's C++ enums do) and prints as Class.MEMBER."""
+
+    def __int__(self):
+        return self.value
+
+    __index__ = __int__
+
+
+class OperatorExportTypes(_IntEnum):
+    """torch.onnx.OperatorExportTypes: how non-ONNX ops are exported (Strata exports standard ONNX only)."""
+    ONNX = 0
+    ONNX_ATEN = 1
+    ONNX_ATEN_FALLBACK = 2
+    ONNX_FALLTHROUGH = 3
+
+
+class TrainingMode(_IntEnum):
+    """torch.onnx.TrainingMode: export(training=...) (eval mode, the module's current mode, or train mode)."""
+    EVAL = 0
+    PRESERVE = 1
+    TRAINING = 2

@@ -653,3 +653,55 @@ class Module:
                 s += "\n  " + "\n  ".join(lines) + "\n"
         return s + ")"
 
+
+
+# ---- global module hooks (torch.nn.modules.module.register_module_forward_*_hook) ---------------------------------
+# Only while one is registered does Module.__call__ become the hook-running wrapper below (and Sequential then calls
+# its children through it, as its fast path requires Module.__call__ to be _call_impl): no cost otherwise.
+_global_forward_pre_hooks = OrderedDict()
+_global_forward_hooks = OrderedDict()
+
+
+def _call_with_global_hooks(self, *args, **kwargs):
+    for hook in list(_global_forward_pre_hooks.values()):
+        res = hook(self, args)
+        if res is not None:
+            args = res if isinstance(res, tuple) else (res,)
+    result = _call_impl_plain(self, *args, **kwargs)
+    for hook in list(_global_forward_hooks.values()):
+        res = hook(self, args, result)
+        if res is not None:
+            result = res
+    return result
+
+
+_call_impl_plain = Module._call_impl
+
+
+def _sync_global_call():
+    Module.__call__ = _call_with_global_hooks if (_global_forward_pre_hooks or _global_forward_hooks) \
+        else _call_impl_plain
+
+
+class _GlobalHookHandle(RemovableHandle):
+    def remove(self):
+        super().remove()
+        _sync_global_call()
+
+
+def register_module_forward_pre_hook(hook):
+    """`hook(module, args)` runs before every module's forward (and before its own pre-hooks); it may return new
+    args. Returns a handle whose remove() unregisters it."""
+    handle = _GlobalHookHandle(_global_forward_pre_hooks)
+    _global_forward_pre_hooks[handle.id] = hook
+    _sync_global_call()
+    return handle
+
+
+def register_module_forward_hook(hook):
+    """`hook(module, args, output)` runs after every module's forward (after its own hooks); it may return a new
+    output. Returns a handle whose remove() unregisters it."""
+    handle = _GlobalHookHandle(_global_forward_hooks)
+    _global_forward_hooks[handle.id] = hook
+    _sync_global_call()
+    return handle
