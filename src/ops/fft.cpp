@@ -171,7 +171,17 @@ Tensor _fft_c2r_impl(const Tensor& self, IntArrayRef dim, int64_t normalization,
   const double scale = norm_scale(normalization, signal_numel(out, dims), op);
   if (self.device().is_meta() || out.numel() == 0) return out;
   check_library(self);
-  run(cpu::dft::Kind::C2R, false, narrow(self, last, 0, half), out, dims, scale);
+  Tensor x = narrow(self, last, 0, half);
+  if (dims.size() > 1) {
+    // As torch (and NumPy): a c2c over the other dims, then a 1-D c2r. MKL's multi-dimensional c2r gives other
+    // values where the input is not exactly Hermitian-symmetric.
+    DimVector others(dims.begin(), dims.end() - 1);
+    Tensor tmp = empty_tensor(x.sizes(), x.dtype(), x.device());
+    run(cpu::dft::Kind::C2C, false, x, tmp, others, 1.0);
+    x = tmp;
+    dims = DimVector{last};
+  }
+  run(cpu::dft::Kind::C2R, false, x, out, dims, scale);
   return out;
 }
 STRATA_IMPL_CPU_META(_fft_c2r, _fft_c2r_impl);

@@ -18,6 +18,10 @@ from .. import _C
 
 _ops = _C._ops
 
+
+def _strata():
+    return _sys.modules["strata"]
+
 __all__ = [
     "fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2", "irfft2", "hfft2", "ihfft2",
     "fftn", "ifftn", "rfftn", "irfftn", "hfftn", "ihfftn", "fftfreq", "rfftfreq", "fftshift", "ifftshift",
@@ -89,7 +93,7 @@ def _resize(x, dims, sizes):
     """Zero-pads or trims x along each of dims to the given sizes (-1: keep)."""
     for d, n in zip(dims, sizes):
         cur = x.shape[d]
-        if n == -1 or n == cur:
+        if n is None or n == -1 or n == cur:
             continue
         if n < cur:
             x = x.narrow(d, 0, n)
@@ -123,9 +127,8 @@ def _dtype_name(dt):
 def _fft_1d(fname, x, n, dim, norm, forward):
     x = _promote(fname, x)
     d = _wrap(fname, dim, x.dim())
-    if n is not None:
-        _check_n(fname, n)
-        x = _resize(x, [d], [n])
+    _check_n(fname, x.shape[d] if n is None else n)
+    x = _resize(x, [d], [n])
     if x.is_complex():
         return _ops._fft_c2c(x, [d], _norm_mode(norm, forward), forward)
     r = _ops._fft_r2c(x, [d], _norm_mode(norm, forward), False)
@@ -148,9 +151,8 @@ def rfft(input, n=None, dim=-1, norm=None, *, out=None):
     if x.is_complex():
         raise RuntimeError(f"rfft expects a real input tensor, but got {_dtype_name(x.dtype)}")
     d = _wrap("rfft", dim, x.dim())
-    if n is not None:
-        _check_n("rfft", n)
-        x = _resize(x, [d], [n])
+    _check_n("rfft", x.shape[d] if n is None else n)
+    x = _resize(x, [d], [n])
     return _write_out("rfft", out, _ops._fft_r2c(x, [d], _norm_mode(norm, True), True))
 
 
@@ -180,9 +182,8 @@ def ihfft(input, n=None, dim=-1, norm=None, *, out=None):
     if x.is_complex():
         raise RuntimeError(f"ihfft expects a real input tensor, but got {_dtype_name(x.dtype)}")
     d = _wrap("ihfft", dim, x.dim())
-    if n is not None:
-        _check_n("ihfft", n)
-        x = _resize(x, [d], [n])
+    _check_n("ihfft", x.shape[d] if n is None else n)
+    x = _resize(x, [d], [n])
     r = _ops._fft_r2c(x, [d], _norm_mode(norm, False), True)
     return _write_out("ihfft", out, _ops.conj_physical(r))
 
@@ -360,7 +361,7 @@ def _freq_dtype(fname, dtype):
 def fftfreq(n, d=1.0, *, out=None, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):
     """Sample frequencies of an n-point FFT with sample spacing d: [0, 1, ..., -(n // 2), ..., -1] / (d n)."""
     dtype = _freq_dtype("fftfreq", dtype)
-    r = _ops.arange(n, dtype=dtype, device=device)
+    r = _strata().arange(n, dtype=dtype, device=device)
     k = (n + 1) // 2
     if n - k > 0:
         r = _ops.cat([r.narrow(0, 0, k), r.narrow(0, k, n - k) - n], 0)
@@ -374,7 +375,7 @@ def fftfreq(n, d=1.0, *, out=None, dtype=None, layout=None, device=None, require
 def rfftfreq(n, d=1.0, *, out=None, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):
     """Sample frequencies of rfft's n // 2 + 1 outputs: [0, 1, ..., n // 2] / (d n)."""
     dtype = _freq_dtype("rfftfreq", dtype)
-    r = _ops.arange(n // 2 + 1, dtype=dtype, device=device) * (1.0 / (n * d))
+    r = _strata().arange(n // 2 + 1, dtype=dtype, device=device) * (1.0 / (n * d))
     r = _write_out("rfftfreq", out, r)
     if requires_grad:
         r.requires_grad_(True)

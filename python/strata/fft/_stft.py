@@ -2,12 +2,17 @@
 composed of differentiable ops (pad, unfold, the FFT primitives, index_add for the overlap-add), so gradients
 reach the input and the window."""
 
+import sys as _sys
 import warnings as _warnings
 
 from .. import _C
 from . import _check_input, _dtype_name
 
 _ops = _C._ops
+
+
+def _strata():
+    return _sys.modules["strata"]
 
 _fft_c2c = _ops._fft_c2c
 _fft_r2c = _ops._fft_r2c
@@ -53,7 +58,11 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
     x = input.unsqueeze(0) if input.dim() == 1 else input
     if center:
         pad = n_fft // 2
-        x = _ops.pad(x.unsqueeze(1), [pad, pad], pad_mode, None).squeeze(1)
+        if x.is_complex():  # the padding kernels are real-only: pad both parts
+            x = _ops.complex(_ops.pad(x.real.unsqueeze(1), [pad, pad], pad_mode, None),
+                             _ops.pad(x.imag.unsqueeze(1), [pad, pad], pad_mode, None)).squeeze(1)
+        else:
+            x = _ops.pad(x.unsqueeze(1), [pad, pad], pad_mode, None).squeeze(1)
     length = x.shape[-1]
     if n_fft <= 0 or n_fft > length:
         raise RuntimeError(f"{fname}: expected 0 < n_fft < {length}, but got n_fft={n_fft}")
@@ -84,9 +93,11 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
 
 def _overlap_add(frames, hop, total):
     """Sums frames (B, n_frames, n_fft) placed hop apart into (B, total)."""
+    if frames.is_complex():  # index_add is real-only: add both parts
+        return _ops.complex(_overlap_add(frames.real, hop, total), _overlap_add(frames.imag, hop, total))
     b, n_frames, n_fft = frames.shape
-    idx = (_ops.arange(n_frames, device=frames.device).unsqueeze(1) * hop
-           + _ops.arange(n_fft, device=frames.device).unsqueeze(0)).reshape([-1])
+    idx = (_strata().arange(n_frames, device=frames.device).unsqueeze(1) * hop
+           + _strata().arange(n_fft, device=frames.device).unsqueeze(0)).reshape([-1])
     y = _ops.zeros([b, total], dtype=frames.dtype, device=frames.device)
     return y.index_add(1, idx, frames.reshape([b, n_frames * n_fft]))
 

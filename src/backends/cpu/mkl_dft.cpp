@@ -145,7 +145,11 @@ std::shared_ptr<Plan> make_plan(const Geometry& g, int threads) {
 }
 
 std::shared_ptr<Plan> plan_for(const Geometry& g) {
-  const int threads = std::max(1, get_num_threads());
+  // Small batches run on one thread: waking a team costs more than the transform (and far more when the
+  // machine is oversubscribed).
+  double points = double(g.howmany);
+  for (int64_t n : g.lengths) points *= double(n);
+  const int threads = points < 32768 ? 1 : std::max(1, get_num_threads());
   static std::mutex mu;
   static std::map<std::vector<int64_t>, std::shared_ptr<Plan>> cache;
   auto key = key_of(g, threads);
