@@ -185,6 +185,10 @@ def test_errors_name_the_op():
         st.fft.fftfreq(4, dtype=st.int64)
     with pytest.raises(TypeError, match="fft"):
         st.fft.fft([1.0, 2.0])
+    with pytest.raises(IndexError, match="fft: Dimension specified as -1 but tensor has no dimensions"):
+        st.fft.fft(st.tensor(2.0))
+    with pytest.raises(RuntimeError, match="fftn: Got shape with 3 values"):
+        st.fft.fftn(st.ones(3, 4), s=(2, 3, 4))
     ops = st._C._ops
     with pytest.raises(RuntimeError, match="_fft_c2c expects a complex input tensor, but got Float"):
         ops._fft_c2c(x, [0], 0, True)

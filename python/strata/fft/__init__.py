@@ -60,10 +60,12 @@ def _norm_mode(norm, forward):
 def _wrap(fname, d, ndim):
     if not isinstance(d, int) or isinstance(d, _builtins.bool):
         raise TypeError(f"{fname}: dim must be an int, got {type(d).__name__}")
-    lo, hi = -max(ndim, 1), max(ndim, 1) - 1
+    if ndim == 0:
+        raise IndexError(f"{fname}: Dimension specified as {d} but tensor has no dimensions")
+    lo, hi = -ndim, ndim - 1
     if d < lo or d > hi:
         raise IndexError(f"{fname}: Dimension out of range (expected to be in range of [{lo}, {hi}], but got {d})")
-    return d % max(ndim, 1)
+    return d % ndim
 
 
 def _check_n(fname, n):
