@@ -93,16 +93,17 @@ def _promote(fname, x, require_complex=False):
 
 def _resize(x, dims, sizes):
     """Zero-pads or trims x along each of dims to the given sizes (-1: keep)."""
+    shape = x.shape
     for d, n in zip(dims, sizes):
-        cur = x.shape[d]
+        cur = shape[d]
         if n is None or n == -1 or n == cur:
             continue
         if n < cur:
             x = x.narrow(d, 0, n)
         else:
-            shape = list(x.shape)
-            shape[d] = n - cur
-            x = _ops.cat([x, _ops.zeros(shape, dtype=x.dtype, device=x.device)], d)
+            zshape = list(x.shape)
+            zshape[d] = n - cur
+            x = _ops.cat([x, _ops.zeros(zshape, dtype=x.dtype, device=x.device)], d)
     return x
 
 
@@ -129,8 +130,11 @@ def _dtype_name(dt):
 def _fft_1d(fname, x, n, dim, norm, forward):
     x = _promote(fname, x)
     d = _wrap(fname, dim, x.dim())
-    _check_n(fname, x.shape[d] if n is None else n)
-    x = _resize(x, [d], [n])
+    if n is None:
+        _check_n(fname, x.size(d))
+    else:
+        _check_n(fname, n)
+        x = _resize(x, [d], [n])
     if x.is_complex():
         return _ops._fft_c2c(x, [d], _norm_mode(norm, forward), forward)
     r = _ops._fft_r2c(x, [d], _norm_mode(norm, forward), False)
@@ -153,8 +157,11 @@ def rfft(input, n=None, dim=-1, norm=None, *, out=None):
     if x.is_complex():
         raise RuntimeError(f"rfft expects a real input tensor, but got {_dtype_name(x.dtype)}")
     d = _wrap("rfft", dim, x.dim())
-    _check_n("rfft", x.shape[d] if n is None else n)
-    x = _resize(x, [d], [n])
+    if n is None:
+        _check_n("rfft", x.size(d))
+    else:
+        _check_n("rfft", n)
+        x = _resize(x, [d], [n])
     return _write_out("rfft", out, _ops._fft_r2c(x, [d], _norm_mode(norm, True), True))
 
 
@@ -184,8 +191,11 @@ def ihfft(input, n=None, dim=-1, norm=None, *, out=None):
     if x.is_complex():
         raise RuntimeError(f"ihfft expects a real input tensor, but got {_dtype_name(x.dtype)}")
     d = _wrap("ihfft", dim, x.dim())
-    _check_n("ihfft", x.shape[d] if n is None else n)
-    x = _resize(x, [d], [n])
+    if n is None:
+        _check_n("ihfft", x.size(d))
+    else:
+        _check_n("ihfft", n)
+        x = _resize(x, [d], [n])
     r = _ops._fft_r2c(x, [d], _norm_mode(norm, False), True)
     return _write_out("ihfft", out, _ops.conj_physical(r))
 
@@ -218,16 +228,18 @@ def _nd_args(fname, x, s, dim):
     else:
         if dim is None:
             dims = list(range(ndim))
-        sizes = [x.shape[d] for d in dims]
-    for d, n in zip(dims, sizes):
-        _check_n(fname, n)
+        shape = x.shape
+        sizes = [shape[d] for d in dims]
+        for n in sizes:
+            _check_n(fname, n)
     return dims, sizes
 
 
 def _fftn(fname, x, s, dim, norm, forward):
     x = _promote(fname, x)
     dims, sizes = _nd_args(fname, x, s, dim)
-    x = _resize(x, dims, sizes)
+    if s is not None:
+        x = _resize(x, dims, sizes)
     if not dims:
         return _ops.clone(x if x.is_complex() else _promote(fname, x, True))
     if x.is_complex():
@@ -263,7 +275,9 @@ def _rfftn(fname, x, s, dim, norm):
     dims, sizes = _nd_args(fname, x, s, dim)
     if not dims:
         raise RuntimeError(f"{fname} must transform at least one axis")
-    return _ops._fft_r2c(_resize(x, dims, sizes), dims, _norm_mode(norm, True), True)
+    if s is not None:
+        x = _resize(x, dims, sizes)
+    return _ops._fft_r2c(x, dims, _norm_mode(norm, True), True)
 
 
 def rfftn(input, s=None, dim=None, norm=None, *, out=None):
