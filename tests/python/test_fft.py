@@ -236,6 +236,12 @@ def test_gradcheck_primitives():
         for last, dims in ((6, [1]), (7, [1]), (6, [0, 1])):
             h = st.tensor(np.fft.rfftn(rng_array((3, last), False, seed=last), axes=dims)).requires_grad_()
             assert gc(lambda x: ops._fft_c2r(x, dims, norm, last), (h,))
+    # the derivatives are ops with derivatives: second order too
+    ggc = st.autograd.gradgradcheck
+    assert ggc(lambda x: ops._fft_c2c(x, [1], 1, True), (c,))
+    assert ggc(lambda x: ops._fft_r2c(x, [0, 1], 0, True), (r,))
+    h = st.tensor(np.fft.rfftn(rng_array((3, 6), False, seed=3))).requires_grad_()
+    assert ggc(lambda x: ops._fft_c2r(x, [0, 1], 2, 6), (h,))
 
 
 @pytest.mark.parametrize("name,kw", [("fft", {"n": 7}), ("ifft", {"norm": "ortho"}), ("rfft", {"n": 9}),
@@ -299,6 +305,13 @@ def test_stft_against_torch(kw):
         ikw = {k: v for k, v in kw.items() if k != "pad_mode"}
         if kw.get("center", True):  # a Hann window without centring has a zero overlap-add envelope
             close(st.istft(ys, window=ws, length=70, **ikw), torch.istft(yt, window=wt, length=70, **ikw))
+
+
+def test_stft_real_pairs_output():
+    a = rng_array((40,), False, seed=8)
+    with pytest.warns(UserWarning, match="return_complex=False is deprecated"):
+        ys = st.stft(st.tensor(a), 8, return_complex=False)
+    close(ys, torch.stft(torch.tensor(a), 8, return_complex=False))
 
 
 def test_stft_complex_input_and_errors():
