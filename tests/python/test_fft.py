@@ -360,3 +360,23 @@ def test_torch_alias_reaches_strata_fft():
                        env={**__import__("os").environ})
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr
     assert importlib.import_module("strata.fft") is st.fft
+
+
+def test_threaded_sizes():
+    """Batches of 32K points and more run on MKL's threads (smaller ones on one)."""
+    a = rng_array((40, 1000), True, seed=13)
+    r = rng_array((2, 130, 140), False, seed=14)
+    close(st.fft.fft(st.tensor(a), dim=0), np.fft.fft(a, axis=0), rtol=1e-9, atol=1e-9)
+    close(st.fft.irfftn(st.fft.rfftn(st.tensor(r), dim=(1, 2)), s=(130, 140), dim=(1, 2)), r, rtol=1e-9, atol=1e-9)
+
+
+def test_missing_library_is_a_clear_error():
+    import os
+    import subprocess
+    import sys
+    code = ("import strata as st\n"
+            "try:\n    st.fft.fft(st.ones(4))\nexcept RuntimeError as e:\n    print(e)\n")
+    env = {**os.environ, "STRATA_MKL_RT": "/nonexistent/libmkl_rt.so.3", "LD_LIBRARY_PATH": ""}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "needs oneMKL's FFT library" in r.stdout and "pip install mkl" in r.stdout, r.stdout
