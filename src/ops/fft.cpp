@@ -5,12 +5,15 @@
 // uses, the fastest of the candidates we measured (docs/DESIGN.md, "FFT"), and permissively licensed. DFTI takes
 // any strides for the signal dims and one batch dim (a count and a distance), so the input is read where it lies
 // and the output is written in place: the largest batch dim goes to MKL, the other batch dims are a loop here.
-// Only an input with a zero stride (an expanded tensor) is copied first. Results are allocated contiguous.
+// Only an input with a zero stride (an expanded tensor) is copied first. Results are laid out in the order of the
+// input's strides (contiguous for a contiguous input), as torch's are.
 // A two-sided r2c (torch.fft.fft of a real tensor) is the one-sided transform plus the conjugate-symmetric
 // half, filled from it; c2r reads only the first last_dim_size / 2 + 1 entries of its last dim.
 #include "ops/op_list.h"
 
+#include <algorithm>
 #include <cmath>
+#include <complex>
 
 #include "backends/cpu/mkl_dft.h"
 #include "core/shape.h"
@@ -64,45 +67,97 @@ void run(cpu::dft::Kind kind, bool forward, Tensor x, const Tensor& y, const Dim
     g.in_strides.push_back(x.stride(d));
     g.out_strides.push_back(y.stride(d));
   }
-  // Batch dims: the largest goes to MKL, the rest are looped over here.
-  DimVector batch;
+  // Batch dims, merged where both tensors step through them as one (a contiguous (8, 64, 64, n) batch is one
+  // dim of 32768): the largest goes to MKL, the rest are looped over here.
+  struct BatchDim {
+    int64_t size, xs, ys;
+  };
+  std::vector<BatchDim> batch;
   for (int64_t d = 0; d < y.dim(); ++d)
-    if (std::find(dims.begin(), dims.end(), d) == dims.end() && y.size(d) > 1) batch.push_back(d);
-  int64_t b0 = -1;
-  for (int64_t d : batch)
-    if (b0 < 0 || y.size(d) > y.size(b0)) b0 = d;
-  if (b0 >= 0) {
-    g.howmany = y.size(b0);
-    g.in_dist = x.stride(b0);
-    g.out_dist = y.stride(b0);
+    if (std::find(dims.begin(), dims.end(), d) == dims.end() && y.size(d) > 1)
+      batch.push_back({y.size(d), x.stride(d), y.stride(d)});
+  std::stable_sort(batch.begin(), batch.end(), [](const BatchDim& a, const BatchDim& b) { return a.ys > b.ys; });
+  std::vector<BatchDim> merged;
+  for (const BatchDim& b : batch) {
+    if (!merged.empty() && merged.back().xs == b.xs * b.size && merged.back().ys == b.ys * b.size)
+      merged.back() = {merged.back().size * b.size, b.xs, b.ys};
+    else
+      merged.push_back(b);
   }
-  DimVector rest;
-  for (int64_t d : batch)
-    if (d != b0) rest.push_back(d);
+  size_t b0 = merged.size();
+  for (size_t i = 0; i < merged.size(); ++i)
+    if (b0 == merged.size() || merged[i].size > merged[b0].size) b0 = i;
+  if (b0 < merged.size()) {
+    g.howmany = merged[b0].size;
+    g.in_dist = merged[b0].xs;
+    g.out_dist = merged[b0].ys;
+    merged.erase(merged.begin() + int64_t(b0));
+  }
   const size_t in_es = element_size(x.dtype()), out_es = element_size(y.dtype());
   const char* in = static_cast<const char*>(x.data_ptr());
   char* out = static_cast<char*>(y.data_ptr());
-  DimVector idx(rest.size(), 0);
+  DimVector idx(merged.size(), 0);
   while (true) {
     int64_t in_off = 0, out_off = 0;
-    for (size_t i = 0; i < rest.size(); ++i) {
-      in_off += idx[i] * x.stride(rest[i]);
-      out_off += idx[i] * y.stride(rest[i]);
+    for (size_t i = 0; i < merged.size(); ++i) {
+      in_off += idx[i] * merged[i].xs;
+      out_off += idx[i] * merged[i].ys;
     }
     cpu::dft::execute(g, in + in_off * int64_t(in_es), out + out_off * int64_t(out_es));
-    size_t i = rest.size();
-    while (i > 0 && ++idx[i - 1] == y.size(rest[i - 1])) idx[--i] = 0;
+    size_t i = merged.size();
+    while (i > 0 && ++idx[i - 1] == merged[i - 1].size) idx[--i] = 0;
     if (i == 0) break;
   }
 }
 
-// out[..., k] = conj(out[(-j) mod n_j for the other dims, n - k]) for k >= n / 2 + 1 on the last dim.
+// out[..., k] = conj(out[(-j) mod n_j along the other signal dims, n - k]) for k >= n / 2 + 1 on the last dim:
+// the half a two-sided r2c leaves out, read from the half it wrote (any strides).
+template <typename C>
+void fill_conjugate_symmetry_as(const Tensor& out, const DimVector& dims) {
+  const int64_t nd = out.dim(), last = dims.back(), n = out.size(last), h = n / 2 + 1, ls = out.stride(last);
+  std::vector<char> signal(size_t(nd), 0);
+  for (int64_t d : dims) signal[size_t(d)] = 1;
+  DimVector outer;
+  for (int64_t d = 0; d < nd; ++d)
+    if (d != last) outer.push_back(d);
+  C* base = static_cast<C*>(out.data_ptr());
+  DimVector idx(outer.size(), 0);
+  while (true) {
+    int64_t dst = 0, src = 0;
+    for (size_t i = 0; i < outer.size(); ++i) {
+      const int64_t d = outer[i], j = idx[i];
+      dst += j * out.stride(d);
+      src += (signal[size_t(d)] ? (out.size(d) - j) % out.size(d) : j) * out.stride(d);
+    }
+    for (int64_t k = h; k < n; ++k) base[dst + k * ls] = std::conj(base[src + (n - k) * ls]);
+    size_t i = outer.size();
+    while (i > 0 && ++idx[i - 1] == out.size(outer[i - 1])) idx[--i] = 0;
+    if (i == 0) break;
+  }
+}
+
 void fill_conjugate_symmetry(const Tensor& out, const DimVector& dims) {
-  const int64_t last = dims.back(), n = out.size(last), h = n / 2 + 1, m = n - h;
-  if (m <= 0) return;
-  Tensor src = flip(narrow(out, last, 1, m), std::vector<int64_t>{last});
-  for (size_t i = 0; i + 1 < dims.size(); ++i) src = roll(flip(src, std::vector<int64_t>{dims[i]}), std::vector<int64_t>{1}, std::vector<int64_t>{dims[i]});
-  copy_(narrow(out, last, h, m), conj_physical(src), false);
+  if (out.size(dims.back()) - (out.size(dims.back()) / 2 + 1) <= 0) return;
+  if (out.dtype() == ScalarType::ComplexDouble) fill_conjugate_symmetry_as<std::complex<double>>(out, dims);
+  else fill_conjugate_symmetry_as<std::complex<float>>(out, dims);
+}
+
+// A result laid out in the order of x's strides, as torch does: the transform then reads and writes along the
+// same axes (MKL is much slower when the input's and output's layouts differ).
+Tensor empty_in_order_of(const Tensor& x, IntArrayRef sizes, ScalarType dtype) {
+  const int64_t nd = x.dim();
+  DimVector perm(nd);
+  for (int64_t d = 0; d < nd; ++d) perm[d] = d;
+  std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) { return x.stride(a) > x.stride(b); });
+  bool identity = true;
+  for (int64_t d = 0; d < nd; ++d) identity = identity && perm[d] == d;
+  if (identity) return empty_tensor(sizes, dtype, x.device());
+  DimVector psizes(nd), inverse(nd);
+  for (int64_t d = 0; d < nd; ++d) {
+    psizes[d] = sizes[perm[d]];
+    inverse[perm[d]] = d;
+  }
+  return permute(empty_tensor(psizes, dtype, x.device()), inverse);
 }
 
 double signal_numel(const Tensor& t, const DimVector& dims) {
@@ -124,7 +179,7 @@ Tensor _fft_c2c_impl(const Tensor& self, IntArrayRef dim, int64_t normalization,
   DimVector dims = fft_dims(self, dim, op, true);
   check_signal_sizes(self, dims, op);
   const double scale = norm_scale(normalization, signal_numel(self, dims), op);
-  Tensor out = empty_tensor(self.sizes(), self.dtype(), self.device());
+  Tensor out = empty_in_order_of(self, self.sizes(), self.dtype());
   if (self.device().is_meta() || out.numel() == 0) return out;
   if (dims.empty()) {
     copy_(out, self, false);
@@ -146,7 +201,7 @@ Tensor _fft_r2c_impl(const Tensor& self, IntArrayRef dim, int64_t normalization,
   const int64_t last = dims.back(), n = self.size(last);
   DimVector sizes(self.sizes().begin(), self.sizes().end());
   if (onesided) sizes[last] = n / 2 + 1;
-  Tensor out = empty_tensor(sizes, to_complex_type(self.dtype()), self.device());
+  Tensor out = empty_in_order_of(self, sizes, to_complex_type(self.dtype()));
   if (self.device().is_meta() || out.numel() == 0) return out;
   check_library(self);
   run(cpu::dft::Kind::R2C, true, self, onesided ? out : narrow(out, last, 0, n / 2 + 1), dims, scale);
@@ -167,7 +222,7 @@ Tensor _fft_c2r_impl(const Tensor& self, IntArrayRef dim, int64_t normalization,
                " needs at least ", half, " input points there, but the input has shape ", self.shape_str());
   DimVector sizes(self.sizes().begin(), self.sizes().end());
   sizes[last] = last_dim_size;
-  Tensor out = empty_tensor(sizes, to_real_value_type(self.dtype()), self.device());
+  Tensor out = empty_in_order_of(self, sizes, to_real_value_type(self.dtype()));
   const double scale = norm_scale(normalization, signal_numel(out, dims), op);
   if (self.device().is_meta() || out.numel() == 0) return out;
   check_library(self);
@@ -176,7 +231,7 @@ Tensor _fft_c2r_impl(const Tensor& self, IntArrayRef dim, int64_t normalization,
     // As torch (and NumPy): a c2c over the other dims, then a 1-D c2r. MKL's multi-dimensional c2r gives other
     // values where the input is not exactly Hermitian-symmetric.
     DimVector others(dims.begin(), dims.end() - 1);
-    Tensor tmp = empty_tensor(x.sizes(), x.dtype(), x.device());
+    Tensor tmp = empty_in_order_of(x, x.sizes(), x.dtype());
     run(cpu::dft::Kind::C2C, false, x, tmp, others, 1.0);
     x = tmp;
     dims = DimVector{last};
