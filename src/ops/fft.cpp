@@ -12,7 +12,9 @@
 #include "ops/op_list.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <complex>
 
 #include "backends/cpu/mkl_dft.h"
@@ -93,6 +95,31 @@ void run(cpu::dft::Kind kind, bool forward, Tensor x, const Tensor& y, const Dim
     g.out_dist = merged[b0].ys;
     merged.erase(merged.begin() + int64_t(b0));
   }
+  // Several looped transforms of a layout whose innermost dim is a batch dim (MKL's strided "vector" layout, slow
+  // for small counts; with counts in the hundreds it beats copying): transform a (batch..., signal...) copy
+  // instead, as torch does.
+  if (!merged.empty() && g.howmany < 64 && g.in_dist != 0 && std::abs(g.in_dist) < [&] {
+        int64_t m = INT64_MAX;
+        for (int64_t d : dims)
+          if (x.size(d) > 1) m = std::min(m, std::abs(x.stride(d)));
+        return m;
+      }()) {
+    DimVector perm;
+    for (int64_t d = 0; d < x.dim(); ++d)
+      if (std::find(dims.begin(), dims.end(), d) == dims.end()) perm.push_back(d);
+    const int64_t nb = int64_t(perm.size());
+    DimVector new_dims;
+    for (size_t i = 0; i < dims.size(); ++i) {
+      perm.push_back(dims[i]);
+      new_dims.push_back(nb + int64_t(i));
+    }
+    Tensor xc = contiguous(permute(x, perm));
+    Tensor yp = permute(y, perm);
+    Tensor yc = empty_tensor(yp.sizes(), y.dtype(), y.device());
+    run(kind, forward, xc, yc, new_dims, scale);
+    copy_(yp, yc, false);
+    return;
+  }
   const size_t in_es = element_size(x.dtype()), out_es = element_size(y.dtype());
   const char* in = static_cast<const char*>(x.data_ptr());
   char* out = static_cast<char*>(y.data_ptr());
@@ -114,25 +141,36 @@ void run(cpu::dft::Kind kind, bool forward, Tensor x, const Tensor& y, const Dim
 // the half a two-sided r2c leaves out, read from the half it wrote (any strides).
 template <typename C>
 void fill_conjugate_symmetry_as(const Tensor& out, const DimVector& dims) {
-  const int64_t nd = out.dim(), last = dims.back(), n = out.size(last), h = n / 2 + 1, ls = out.stride(last);
+  const int64_t nd = out.dim(), last = dims.back(), n = out.size(last), h = n / 2 + 1;
   std::vector<char> signal(size_t(nd), 0);
   for (int64_t d : dims) signal[size_t(d)] = 1;
-  DimVector outer;
+  // Source index along d of destination index j.
+  auto mirror = [&](int64_t d, int64_t j) {
+    return d == last ? n - j : signal[size_t(d)] ? (out.size(d) - j) % out.size(d) : j;
+  };
+  // The innermost loop runs along the dim with the smallest stride; the last signal dim ranges over [h, n).
+  int64_t inner = last;
   for (int64_t d = 0; d < nd; ++d)
-    if (d != last) outer.push_back(d);
+    if (out.size(d) > 1 && std::abs(out.stride(d)) < std::abs(out.stride(inner))) inner = d;
+  // (destination, source) offsets of every row along `inner`, built dim by dim.
+  std::vector<std::pair<int64_t, int64_t>> rows{{0, 0}}, next;
+  for (int64_t d = 0; d < nd; ++d) {
+    if (d == inner) continue;
+    const int64_t lo = d == last ? h : 0, hi = d == last ? n : out.size(d), st = out.stride(d);
+    next.clear();
+    next.reserve(rows.size() * size_t(hi - lo));
+    for (const auto& r : rows)
+      for (int64_t j = lo; j < hi; ++j) next.emplace_back(r.first + j * st, r.second + mirror(d, j) * st);
+    rows.swap(next);
+  }
+  const int64_t si = out.stride(inner), ilo = inner == last ? h : 0, ihi = inner == last ? n : out.size(inner);
+  DimVector src_inner(size_t(ihi - ilo));
+  for (int64_t j = ilo; j < ihi; ++j) src_inner[size_t(j - ilo)] = mirror(inner, j) * si;
   C* base = static_cast<C*>(out.data_ptr());
-  DimVector idx(outer.size(), 0);
-  while (true) {
-    int64_t dst = 0, src = 0;
-    for (size_t i = 0; i < outer.size(); ++i) {
-      const int64_t d = outer[i], j = idx[i];
-      dst += j * out.stride(d);
-      src += (signal[size_t(d)] ? (out.size(d) - j) % out.size(d) : j) * out.stride(d);
-    }
-    for (int64_t k = h; k < n; ++k) base[dst + k * ls] = std::conj(base[src + (n - k) * ls]);
-    size_t i = outer.size();
-    while (i > 0 && ++idx[i - 1] == out.size(outer[i - 1])) idx[--i] = 0;
-    if (i == 0) break;
+  for (const auto& r : rows) {
+    C* dst = base + r.first;
+    const C* src = base + r.second;
+    for (int64_t j = ilo; j < ihi; ++j) dst[j * si] = std::conj(src[src_inner[size_t(j - ilo)]]);
   }
 }
 
