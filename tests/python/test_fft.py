@@ -395,3 +395,16 @@ def test_batch_dims_merged_and_looped():
         close(st.fft.rfft2(rp, dim=(1, 2)), np.fft.rfft2(rpn, axes=(1, 2)))
         close(st.fft.fftn(rp, dim=(0, 3)), np.fft.fftn(rpn, axes=(0, 3)))
         close(st.fft.irfftn(xp, dim=(0, 2)), np.fft.irfftn(ap, axes=(0, 2)))
+
+
+def test_vmap_batching_rule():
+    """The primitives have a batching rule (the vmapped dim is one more batch dim): no per-entry loop."""
+    import warnings
+    a = rng_array((5, 4, 6), True, seed=17)
+    r = rng_array((4, 3, 8), False, seed=18)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        close(st.vmap(lambda t: st.fft.fftn(t, dim=(0,)), in_dims=1)(st.tensor(a)), np.fft.fft(a.transpose(1, 0, 2), axis=1))
+        close(st.vmap(lambda t: st.fft.rfft(t, n=10))(st.tensor(r)), np.fft.rfft(r, n=10))
+        close(st.vmap(lambda t: st.fft.irfft2(t, s=(3, 6)), in_dims=2)(st.tensor(a)),
+              np.fft.irfft2(a.transpose(2, 0, 1), s=(3, 6)))
