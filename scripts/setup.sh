@@ -31,6 +31,12 @@ if ! .venv/bin/python -c "import nanobind, numpy, pytest, hypothesis, cmake, nin
   echo "[setup] installing Python packages"
   .venv/bin/pip install -q --disable-pip-version-check -r requirements-dev.txt
 fi
+# oneMKL from PyPI (libraries only, no Python module): the FFT library strata.fft loads at run time
+# (backends/cpu/mkl_dft.cpp; docs/DESIGN.md, "FFT"). Without it strata.fft raises and test_fft.py skips.
+if ! ls .venv/lib/libmkl_rt.so.* >/dev/null 2>&1; then
+  echo "[setup] installing mkl (strata.fft's FFT library)"
+  .venv/bin/pip install -q --disable-pip-version-check mkl || echo "[setup] mkl unavailable: strata.fft will raise"
+fi
 # PyTorch is the reference the tests and benchmarks compare against (CPU build, local file).
 if [ "${STRATA_SKIP_TORCH:-0}" != "1" ] && ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
   echo "[setup] installing torch==2.13.0 (reference for tests and benchmarks)"

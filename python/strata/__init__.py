@@ -57,6 +57,8 @@ from . import _tensor_autograd  # noqa: E402,F401  (Tensor.backward, Tensor.regi
 from . import autograd  # noqa: E402,F401
 from . import amp  # noqa: E402,F401
 from . import special  # noqa: E402,F401  (strata.special)
+from . import fft  # noqa: E402,F401  (strata.fft)
+from .fft._stft import stft, istft, _fft_c2c, _fft_r2c, _fft_c2r  # noqa: E402,F401  (and Tensor.stft/istft)
 from . import distributions  # noqa: E402,F401  (strata.distributions)
 from .distributions.utils import _standard_gamma, _standard_gamma_grad  # noqa: E402,F401
 from .amp import autocast, is_autocast_enabled, get_autocast_dtype  # noqa: E402,F401

@@ -799,6 +799,8 @@ void register_rules() {
     return !s[b + 2].to_int_list().empty() && rule_dims(DimSpec{{"dims"}, 0, false, false, false, false}, op, s, b, l);
   });
   def("flip", dims(DimSpec{{"dims"}, 0, false, false, false, false}));
+  for (const char* n : {"_fft_c2c", "_fft_r2c", "_fft_c2r"})  // strata.fft: the batch is one more batch dim
+    def(n, dims(DimSpec{{"dim"}, 0, false, false, false, false}));
   def("unsqueeze", dims(DimSpec{{"dim"}, 1, false, false, false, false}));
   def("transpose.int", dims(DimSpec{{"dim0", "dim1"}, 0, false, false, false, false}));
   def("swapaxes", dims(DimSpec{{"axis0", "axis1"}, 0, false, false, false, false}));
