@@ -35,7 +35,7 @@ fi
 # (backends/cpu/mkl_dft.cpp; docs/DESIGN.md, "FFT"). Without it strata.fft raises and test_fft.py skips.
 if ! ls .venv/lib/libmkl_rt.so.* >/dev/null 2>&1; then
   echo "[setup] installing mkl (strata.fft's FFT library)"
-  .venv/bin/pip install -q --disable-pip-version-check mkl || echo "[setup] mkl unavailable: strata.fft will raise"
+  .venv/bin/pip install -q --disable-pip-version-check "mkl==2026.2.0" || echo "[setup] mkl unavailable: strata.fft will raise"
 fi
 # PyTorch is the reference the tests and benchmarks compare against (CPU build, local file).
 if [ "${STRATA_SKIP_TORCH:-0}" != "1" ] && ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
