@@ -6,8 +6,9 @@ src/autograd/derivatives_lapack.cpp); the functions here that are not those ops 
 compiler go through them unchanged. Numerical failure (a singular matrix, a matrix that is not
 positive-definite, no convergence) raises LinAlgError, a RuntimeError, as torch does.
 
-Complex dtypes do not exist in Strata yet: eig and eigvals, whose results are complex for a general
-real matrix, raise NotImplementedError.
+eig and eigvals (LAPACK geev) return complex results for real and complex input. solve, inv, det, slogdet,
+cholesky, solve_triangular, lu_factor and lu_solve also take complex64/complex128 (conjugate-transpose
+derivatives, as torch); the other decompositions are real-only.
 """
 
 import math
@@ -27,6 +28,7 @@ matmul = _ops.matmul
 
 _SVD = namedtuple("linalg_svd", ["U", "S", "Vh"])
 _EIGH = namedtuple("linalg_eigh", ["eigenvalues", "eigenvectors"])
+_EIG = namedtuple("linalg_eig", ["eigenvalues", "eigenvectors"])
 _LSTSQ = namedtuple("linalg_lstsq", ["solution", "residuals", "rank", "singular_values"])
 _LU = namedtuple("linalg_lu", ["P", "L", "U"])
 _LU_FACTOR = namedtuple("linalg_lu_factor", ["LU", "pivots"])
@@ -234,18 +236,15 @@ def eigvalsh(A, UPLO="L", *, out=None):
     return _out(_ops._linalg_eigh(A, UPLO, False)[0], out)
 
 
-def _complex_missing(name):
-    def fn(A, *args, **kwargs):
-        raise NotImplementedError(
-            f"strata.linalg.{name}: the eigenvalues of a general real matrix are complex, and Strata has no complex "
-            "dtypes yet (complex64/complex128 support is not implemented); for symmetric matrices use "
-            "strata.linalg.eigh / eigvalsh")
-    fn.__name__ = name
-    return fn
+def eig(A, *, out=None):
+    """Eigenvalues and eigenvectors of general square matrices (LAPACK geev); complex results for real
+    and complex input, eigenvectors of unit norm (largest component real), as torch."""
+    return _out(_EIG(*_ops.linalg_eig(A)), out)
 
 
-eig = _complex_missing("eig")
-eigvals = _complex_missing("eigvals")
+def eigvals(A, *, out=None):
+    # The eigenvalues' gradient needs the eigenvectors: the op recomputes them in its backward.
+    return _out(_ops.linalg_eigvals(A), out)
 
 
 def householder_product(A, tau, *, out=None):

@@ -6,6 +6,7 @@
 #include "autograd/derivative_util.h"
 #include "core/error.h"
 #include "ops/api/lapack.h"
+#include "ops/api/complex.h"
 #include "ops/api/misc_more.h"
 
 namespace strata::autograd {
@@ -13,9 +14,9 @@ namespace strata::autograd {
 namespace {
 
 Tensor mT(const Tensor& t) { return transpose(t, -2, -1); }
+// The adjoint: mT for real tensors (conj of a real tensor is the tensor itself).
+Tensor mH(const Tensor& t) { return conj(transpose(t, -2, -1)); }
 Tensor half(const Tensor& t) { return mul(t, num(t, 0.5)); }
-// Lower triangle with the diagonal halved.
-Tensor phi(const Tensor& t) { return sub(tril(t), half(diag_embed(diagonal(t, 0, -2, -1)))); }
 Tensor col(const Tensor& v) { return unsqueeze(unsqueeze(v, -1), -1); }  // batch -> batch x 1 x 1
 
 bool vector_rhs(const TensorGeometry& a, const TensorGeometry& b) {
@@ -31,18 +32,18 @@ void solve_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out
   const Tensor A = ctx.input(0), X = ctx.output(0);
   const bool left = ctx.arg_bool(2);
   const bool vec = vector_rhs(ctx.input_geometry(0), ctx.input_geometry(1));
-  Tensor gB = linalg_solve(mT(A), g[0], left);
+  Tensor gB = linalg_solve(mH(A), g[0], left);
   if (ctx.needs_grad(1)) out.set(1, gB);
   if (ctx.needs_grad(0)) {
     if (vec) out.set(0, neg(matmul(unsqueeze(gB, -1), unsqueeze(X, -2))));
-    else out.set(0, neg(left ? matmul(gB, mT(X)) : matmul(mT(X), gB)));
+    else out.set(0, neg(left ? matmul(gB, mH(X)) : matmul(mH(X), gB)));
   }
 }
 STRATA_DERIVATIVE(linalg_solve, save_inputs(0), save_outputs(0), solve_backward);
 
 // X = A^-1: gA = -X^T g X^T.
 void inv_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  const Tensor Xt = mT(ctx.output(0));
+  const Tensor Xt = mH(ctx.output(0));
   out.set(0, neg(matmul(Xt, matmul(g[0], Xt))));
 }
 STRATA_DERIVATIVE(linalg_inv, save_inputs(), save_outputs(0), inv_backward);
@@ -56,7 +57,7 @@ void det_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) 
   const bool singular =
       A.numel() > 0 && !A.device().is_meta() && !all(ne(det, num(det, 0.0))).item().to_bool();
   if (!singular) {
-    out.set(0, mul(col(mul(g[0], det)), mT(linalg_inv(A))));
+    out.set(0, mul(col(mul(g[0], conj(det))), mH(linalg_inv(A))));
     return;
   }
   auto [U, S, Vh] = linalg_svd(A, false, true);
@@ -73,23 +74,32 @@ void det_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) 
 }
 STRATA_DERIVATIVE(linalg_det, save_inputs(0), save_outputs(0), det_backward);
 
-// d log|det| = tr(A^-1 dA); the sign is piecewise constant.
+// d log|det| = Re tr(A^-1 dA); the sign is piecewise constant for real A, and for
+// complex A d sign = i sign Im tr(A^-1 dA), so (torch's formula)
+// gA = (g_logabs - i Im(conj(g_sign) sign)) A^-H.
 void slogdet_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
   const Tensor A = ctx.input(0);
-  out.set(0, mul(col(g[1]), mT(linalg_inv(A))));
+  Tensor gd = g[1];
+  if (is_complex_type(A.dtype())) {
+    Tensor im = ctx.grad_defined(0) ? neg(imag(mul(conj(g[0]), ctx.output(0)))) : zeros_like(g[1]);
+    gd = complex(g[1], im);
+  }
+  out.set(0, mul(col(gd), mH(linalg_inv(A))));
 }
-STRATA_DERIVATIVE(linalg_slogdet, save_inputs(0), save_outputs(), slogdet_backward);
+STRATA_DERIVATIVE(linalg_slogdet, save_inputs(0), save_outputs(0), slogdet_backward);
 
-// A = L L^T: L^-1 dL = phi(L^-1 dA L^-T), so gA = L^-T phi(L^T gL) L^-1,
-// symmetrised because only symmetric dA are admissible.
+// A = L L^H: L^-1 dL = phi(L^-1 dA L^-H), so gA = L^-H M L^-1 with M the
+// Hermitian part of phi(L^H gL) as torch writes it, 0.5 (tril(X) + tril(X, -1)^H)
+// for X = L^H gL (only Hermitian dA are admissible; for real A this is the
+// symmetrised gradient).
 void cholesky_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
   const bool upper = ctx.arg_bool(1);
-  const Tensor L = upper ? mT(ctx.output(0)) : ctx.output(0);
-  const Tensor gL = upper ? mT(g[0]) : g[0];
-  Tensor P = phi(matmul(mT(L), gL));
-  Tensor S = linalg_solve_triangular(mT(L), P, /*upper=*/true, /*left=*/true);
-  S = linalg_solve_triangular(L, S, /*upper=*/false, /*left=*/false);
-  out.set(0, half(add(S, mT(S))));
+  const Tensor L = upper ? mH(ctx.output(0)) : ctx.output(0);
+  const Tensor gL = upper ? mH(g[0]) : g[0];
+  Tensor X = tril(matmul(mH(L), gL));
+  Tensor M = half(add(X, mH(tril(X, -1))));
+  Tensor S = linalg_solve_triangular(mH(L), M, /*upper=*/true, /*left=*/true);
+  out.set(0, linalg_solve_triangular(L, S, /*upper=*/false, /*left=*/false));
 }
 STRATA_DERIVATIVE(linalg_cholesky_ex, save_inputs(), save_outputs(0), cholesky_backward);
 
@@ -97,10 +107,10 @@ STRATA_DERIVATIVE(linalg_cholesky_ex, save_inputs(), save_outputs(0), cholesky_b
 void solve_triangular_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
   const Tensor A = ctx.input(0), X = ctx.output(0);
   const bool upper = ctx.arg_bool(2), left = ctx.arg_bool(3), unit = ctx.arg_bool(4);
-  Tensor gB = linalg_solve_triangular(mT(A), g[0], !upper, left, unit);
+  Tensor gB = linalg_solve_triangular(mH(A), g[0], !upper, left, unit);
   if (ctx.needs_grad(1)) out.set(1, gB);
   if (ctx.needs_grad(0)) {
-    Tensor gA = neg(left ? matmul(gB, mT(X)) : matmul(mT(X), gB));
+    Tensor gA = neg(left ? matmul(gB, mH(X)) : matmul(mH(X), gB));
     out.set(0, upper ? triu(gA, unit ? 1 : 0) : tril(gA, unit ? -1 : 0));
   }
 }
@@ -237,16 +247,16 @@ Tensor unit_lower(const Tensor& LU) {
 // From the gradient gA of the matrix A = P L U that LU stands for to the gradient of the
 // packed LU: <gA, P (dL U + L dU)> gives tril(P^T gA U^T, -1) + triu(L^T P^T gA).
 Tensor lu_packed_grad(const Tensor& LU, const Tensor& P, const Tensor& gA) {
-  Tensor PtgA = matmul(mT(P), gA);
-  return add(tril(matmul(PtgA, mT(triu(LU))), -1), triu(matmul(mT(unit_lower(LU)), PtgA)));
+  Tensor PtgA = matmul(mH(P), gA);
+  return add(tril(matmul(PtgA, mH(triu(LU))), -1), triu(matmul(mH(unit_lower(LU)), PtgA)));
 }
 
 // Square A = P L U: L^-1 P^T dA U^-1 = L^-1 dL + dU U^-1 (strictly lower + upper), so
 // P^T gA = L^-T (tril(L^T gL, -1) + triu(gU U^T)) U^-T, for strictly lower gL and upper gU.
 Tensor lu_core(const Tensor& L, const Tensor& U, const Tensor& gL, const Tensor& gU) {
-  Tensor M = add(tril(matmul(mT(L), gL), -1), triu(matmul(gU, mT(U))));
-  Tensor S = linalg_solve_triangular(mT(L), M, /*upper=*/true, /*left=*/true, /*unitriangular=*/true);
-  return linalg_solve_triangular(mT(U), S, /*upper=*/false, /*left=*/false);
+  Tensor M = add(tril(matmul(mH(L), gL), -1), triu(matmul(gU, mH(U))));
+  Tensor S = linalg_solve_triangular(mH(L), M, /*upper=*/true, /*left=*/true, /*unitriangular=*/true);
+  return linalg_solve_triangular(mH(U), S, /*upper=*/false, /*left=*/false);
 }
 
 // m x n: square as above. Wide (m < n, U = [U1 U2]): dU2 = L^-1 (P^T dA2 - dL U2) moves
@@ -263,14 +273,14 @@ void lu_factor_backward(const BackwardCtx& ctx, const variable_list& g, GradOut&
   } else if (m < n) {
     Tensor sq = narrow(LU, -1, 0, m), gsq = narrow(gLU, -1, 0, m);
     Tensor L = unit_lower(sq), U2 = narrow(LU, -1, m, n - m), gU2 = narrow(gLU, -1, m, n - m);
-    Tensor LtgU2 = linalg_solve_triangular(mT(L), gU2, /*upper=*/true, /*left=*/true, /*unitriangular=*/true);
-    Tensor gL = tril(sub(gsq, matmul(LtgU2, mT(U2))), -1);
+    Tensor LtgU2 = linalg_solve_triangular(mH(L), gU2, /*upper=*/true, /*left=*/true, /*unitriangular=*/true);
+    Tensor gL = tril(sub(gsq, matmul(LtgU2, mH(U2))), -1);
     S = cat(std::vector<Tensor>{lu_core(L, triu(sq), gL, triu(gsq)), LtgU2}, -1);
   } else {
     Tensor sq = narrow(LU, -2, 0, n), gsq = narrow(gLU, -2, 0, n);
     Tensor U = triu(sq), L2 = narrow(LU, -2, n, m - n), gL2 = narrow(gLU, -2, n, m - n);
-    Tensor gL2Ut = linalg_solve_triangular(mT(U), gL2, /*upper=*/false, /*left=*/false);
-    Tensor gU = triu(sub(gsq, matmul(mT(L2), gL2Ut)));
+    Tensor gL2Ut = linalg_solve_triangular(mH(U), gL2, /*upper=*/false, /*left=*/false);
+    Tensor gU = triu(sub(gsq, matmul(mH(L2), gL2Ut)));
     S = cat(std::vector<Tensor>{lu_core(unit_lower(sq), U, tril(gsq, -1), gU), gL2Ut}, -2);
   }
   out.set(0, matmul(P, S));
@@ -285,8 +295,8 @@ void lu_solve_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& 
   Tensor gB = linalg_lu_solve(LU, piv, g[0], left, !adjoint);
   if (ctx.needs_grad(2)) out.set(2, gB);
   if (ctx.needs_grad(0)) {
-    Tensor gA = left ? (adjoint ? matmul(X, mT(gB)) : matmul(gB, mT(X)))
-                     : (adjoint ? matmul(mT(gB), X) : matmul(mT(X), gB));
+    Tensor gA = left ? (adjoint ? matmul(X, mH(gB)) : matmul(gB, mH(X)))
+                     : (adjoint ? matmul(mH(gB), X) : matmul(mH(X), gB));
     const Tensor P = lu_permutation(piv, LU.size(-1), LU.dtype(), LU.device());
     out.set(0, lu_packed_grad(LU, P, neg(gA)));
   }

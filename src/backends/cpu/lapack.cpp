@@ -46,9 +46,24 @@ struct Fns {
   }
 };
 
+// geev: real (wr, wi, packed vectors) and complex (w, rwork) forms; jobvl, jobvr.
+template <typename T>
+using GeevR = void (*)(const char*, const char*, const int*, T*, const int*, T*, T*, T*, const int*, T*, const int*,
+                       T*, const int*, int*, size_t, size_t);
+template <typename T>
+using GeevC = void (*)(const char*, const char*, const int*, std::complex<T>*, const int*, std::complex<T>*,
+                       std::complex<T>*, const int*, std::complex<T>*, const int*, std::complex<T>*, const int*, T*,
+                       int*, size_t, size_t);
+
 struct State {
   Fns<float> s;
   Fns<double> d;
+  Fns<std::complex<float>> c;  // only getrf, getrs, potrf, trtrs (see has_complex)
+  Fns<std::complex<double>> z;
+  GeevR<float> sgeev = nullptr;
+  GeevR<double> dgeev = nullptr;
+  GeevC<float> cgeev = nullptr;
+  GeevC<double> zgeev = nullptr;
   void (*set_threads)(int) = nullptr;
   std::atomic<int> threads{-1};
   const char* reason = "LAPACK has not been loaded";
@@ -71,6 +86,9 @@ struct State {
     sym(d.getrf, "dgetrf_"), sym(d.getrs, "dgetrs_"), sym(d.potrf, "dpotrf_"), sym(d.geqrf, "dgeqrf_");
     sym(d.orgqr, "dorgqr_"), sym(d.gesdd, "dgesdd_"), sym(d.syevd, "dsyevd_"), sym(d.gelsy, "dgelsy_");
     sym(d.gelsd, "dgelsd_"), sym(d.gelss, "dgelss_"), sym(d.gels, "dgels_"), sym(d.trtrs, "dtrtrs_");
+    sym(c.getrf, "cgetrf_"), sym(c.getrs, "cgetrs_"), sym(c.potrf, "cpotrf_"), sym(c.trtrs, "ctrtrs_");
+    sym(z.getrf, "zgetrf_"), sym(z.getrs, "zgetrs_"), sym(z.potrf, "zpotrf_"), sym(z.trtrs, "ztrtrs_");
+    sym(sgeev, "sgeev_"), sym(dgeev, "dgeev_"), sym(cgeev, "cgeev_"), sym(zgeev, "zgeev_");
     sym(set_threads, "openblas_set_num_threads");
     if (!s.complete() || !d.complete()) {
       reason = "libopenblas.so.0 does not export the LAPACK routines torch.linalg needs (a BLAS-only build?)";
@@ -88,7 +106,9 @@ State& state() {
 template <typename T>
 const Fns<T>& fns() {
   if constexpr (std::is_same_v<T, float>) return state().s;
-  else return state().d;
+  else if constexpr (std::is_same_v<T, double>) return state().d;
+  else if constexpr (std::is_same_v<T, std::complex<float>>) return state().c;
+  else return state().z;
 }
 
 }  // namespace
@@ -180,6 +200,47 @@ int trtrs(char uplo, char trans, char diag, int n, int nrhs, const T* a, int lda
   return info;
 }
 
+bool has_complex() {
+  const State& st = state();
+  auto four = [](const auto& f) { return f.getrf && f.getrs && f.potrf && f.trtrs; };
+  return st.ok && four(st.c) && four(st.z);
+}
+
+bool has_geev() {
+  const State& st = state();
+  return st.ok && st.sgeev && st.dgeev && st.cgeev && st.zgeev;
+}
+
+template <typename T>
+int geev(char jobvr, int n, T* a, int lda, T* wr, T* wi, T* vr, int ldvr, T* work, int lwork) {
+  int info = 0, one = 1;
+  const char jobvl = 'N';
+  T dummy[1];
+  if constexpr (std::is_same_v<T, float>)
+    state().sgeev(&jobvl, &jobvr, &n, a, &lda, wr, wi, dummy, &one, vr, &ldvr, work, &lwork, &info, 1, 1);
+  else
+    state().dgeev(&jobvl, &jobvr, &n, a, &lda, wr, wi, dummy, &one, vr, &ldvr, work, &lwork, &info, 1, 1);
+  return info;
+}
+template <typename T>
+int geev_c(char jobvr, int n, std::complex<T>* a, int lda, std::complex<T>* w, std::complex<T>* vr, int ldvr,
+           std::complex<T>* work, int lwork, T* rwork) {
+  int info = 0, one = 1;
+  const char jobvl = 'N';
+  std::complex<T> dummy[1];
+  if constexpr (std::is_same_v<T, float>)
+    state().cgeev(&jobvl, &jobvr, &n, a, &lda, w, dummy, &one, vr, &ldvr, work, &lwork, rwork, &info, 1, 1);
+  else
+    state().zgeev(&jobvl, &jobvr, &n, a, &lda, w, dummy, &one, vr, &ldvr, work, &lwork, rwork, &info, 1, 1);
+  return info;
+}
+template int geev<float>(char, int, float*, int, float*, float*, float*, int, float*, int);
+template int geev<double>(char, int, double*, int, double*, double*, double*, int, double*, int);
+template int geev_c<float>(char, int, std::complex<float>*, int, std::complex<float>*, std::complex<float>*, int,
+                           std::complex<float>*, int, float*);
+template int geev_c<double>(char, int, std::complex<double>*, int, std::complex<double>*, std::complex<double>*, int,
+                            std::complex<double>*, int, double*);
+
 #define STRATA_LAPACK_INST(T)                                                                                      \
   template int getrf<T>(int, int, T*, int, int*);                                                                 \
   template int getrs<T>(char, int, int, const T*, int, const int*, T*, int);                                      \
@@ -195,6 +256,14 @@ int trtrs(char uplo, char trans, char diag, int n, int nrhs, const T* a, int lda
   template int trtrs<T>(char, char, char, int, int, const T*, int, T*, int);
 STRATA_LAPACK_INST(float)
 STRATA_LAPACK_INST(double)
+#define STRATA_LAPACK_INST_C(T)                                                                                    \
+  template int getrf<T>(int, int, T*, int, int*);                                                                 \
+  template int getrs<T>(char, int, int, const T*, int, const int*, T*, int);                                      \
+  template int potrf<T>(char, int, T*, int);                                                                       \
+  template int trtrs<T>(char, char, char, int, int, const T*, int, T*, int);
+STRATA_LAPACK_INST_C(std::complex<float>)
+STRATA_LAPACK_INST_C(std::complex<double>)
+#undef STRATA_LAPACK_INST_C
 #undef STRATA_LAPACK_INST
 
 }  // namespace strata::lapack

@@ -6,21 +6,27 @@ here through their values (svdvals, eigvalsh) and in test_linalg_lapack.py throu
 import numpy as np
 import scipy.linalg
 
-from .core import FLOAT, ErrorInput, OpInfo, SampleInput, make_array, register
+from .core import COMPLEX, FLOAT, ErrorInput, OpInfo, SampleInput, make_array, register
 
 TOL = {"float32": (2e-4, 2e-4), "float64": (1e-7, 1e-7)}
+TOL_C = {**TOL, "complex64": (2e-4, 2e-4), "complex128": (1e-7, 1e-7)}
 
 
 def f64(fn):
-    """Reference computed in float64 and cast back to the input's dtype (tuples element-wise)."""
+    """Reference computed in float64 / complex128 and cast back to the input's precision (tuples
+    element-wise; a real result of complex input, like slogdet's logabsdet, stays real)."""
     def ref(*args, **kwargs):
-        dt = next(a.dtype for a in args if isinstance(a, np.ndarray) and a.dtype.kind == "f")
-        args = tuple(a.astype(np.float64) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a for a in args)
+        dt = next(a.dtype for a in args if isinstance(a, np.ndarray) and a.dtype.kind in "fc")
+        wide = lambda a: a.astype(np.complex128 if a.dtype.kind == "c" else np.float64)
+        args = tuple(wide(a) if isinstance(a, np.ndarray) and a.dtype.kind in "fc" else a for a in args)
+        real_dt = np.float32 if dt in (np.float32, np.complex64) else np.float64
+        cplx_dt = np.complex64 if real_dt == np.float32 else np.complex128
+
+        def back(x):
+            x = np.asarray(x)
+            return x.astype(real_dt) if x.dtype.kind == "f" else x.astype(cplx_dt) if x.dtype.kind == "c" else x
         r = fn(*args, **kwargs)
-        if isinstance(r, tuple):
-            return tuple(np.asarray(x).astype(dt) if np.asarray(x).dtype.kind == "f" else np.asarray(x) for x in r)
-        r = np.asarray(r)
-        return r.astype(dt) if r.dtype.kind == "f" else r
+        return tuple(back(x) for x in r) if isinstance(r, tuple) else back(r)
     return ref
 
 
@@ -288,6 +294,33 @@ def eigh_errors(rng):
     yield ErrorInput((np.full((3, 3), np.nan, np.float32),), match="non-finite")
 
 
+def eig_samples(dtype, rng):
+    for shape in [(3, 3), (1, 1), (2, 4, 4), (2, 1, 3, 3), (0, 0), (0, 3, 3)]:
+        yield SampleInput((arr(shape, dtype, rng),), name=str(shape))
+    yield SampleInput((arr((4, 4), dtype, rng).T,), name="transposed")
+    yield SampleInput((arr((5, 5), dtype, rng)[::2, ::2],), name="strided")
+    yield SampleInput((np.array([[0.0, -1.0], [1.0, 0.0]]).astype(dtype),), name="rotation (i, -i)")
+
+
+def eig_ref(A):
+    # NumPy calls the same reference LAPACK routine (geev): same eigenvalue order and eigenvector
+    # normalization (unit norm, largest component real).
+    c = np.complex64 if A.dtype in (np.float32, np.complex64) else np.complex128
+    if A.size == 0:
+        return np.zeros(A.shape[:-1], c), np.zeros(A.shape, c)
+    L, V = np.linalg.eig(A)
+    return L.astype(c), V.astype(c)
+
+
+def eig_errors(op_name):
+    def errors(rng):
+        yield ErrorInput((f32(2, 3),), match=f"{op_name}: A must be batches of square matrices, but they are 2 by 3")
+        yield ErrorInput((f32(3),), match="must have at least 2 dimensions")
+        yield ErrorInput((np.ones((2, 2), np.int64),), match=r"Expected a floating point or complex tensor.*int64")
+        yield ErrorInput((np.array([[1.0, np.inf], [0.0, 1.0]], np.float32),), match="should not contain infs or NaNs")
+    return errors
+
+
 def svdvals_ref(A):
     return np.linalg.svd(A, compute_uv=False) if A.size else np.zeros(A.shape[:-2] + (min(A.shape[-2:]),))
 
@@ -494,6 +527,12 @@ register(
     OpInfo("linalg.householder_product", ref=f64(householder_ref), samples=householder_samples,
            errors=householder_errors, tol=TOL),
     OpInfo("linalg.eigvalsh", ref=f64(eigvalsh_ref), samples=eigvalsh_samples, errors=eigh_errors, tol=TOL),
+    OpInfo("linalg.eig", ref=eig_ref, dtypes=FLOAT + COMPLEX, samples=eig_samples,
+           errors=eig_errors("linalg.eig"), tol=TOL_C,
+           skip=(("float32", "NumPy's float32 eig runs in double precision, and a real eigenvector's sign can "
+                             "differ from sgeev's (test_linalg_complex.py compares float32 up to phase)"),)),
+    OpInfo("linalg.eigvals", ref=lambda A: eig_ref(A)[0], dtypes=FLOAT + COMPLEX, samples=eig_samples,
+           errors=eig_errors("linalg.eigvals"), tol=TOL_C),
     OpInfo("linalg.svdvals", ref=f64(svdvals_ref), samples=general_samples, errors=svd_errors, tol=TOL),
     OpInfo("linalg.lstsq", ref=f64(lstsq_ref), samples=lstsq_samples, errors=lstsq_errors, tol=TOL),
     OpInfo("linalg.matrix_norm", ref=f64(matrix_norm_ref), samples=matrix_norm_samples, tol=TOL),

@@ -1,0 +1,238 @@
+"""Complex linear algebra against torch and NumPy in complex128 (complex64 spot checks): linalg.eig /
+eigvals (real and complex input), and the LAPACK ops that take complex input (solve, inv, det, slogdet,
+cholesky, solve_triangular, lu_factor, lu_solve): batches, non-contiguous and empty input, singular input
+(LinAlgError), and gradients of real losses of complex inputs compared with torch's."""
+
+import numpy as np
+import pytest
+
+import strata as st
+
+torch = pytest.importorskip("torch")
+
+RNG = np.random.default_rng(7)
+
+
+def crand(*shape):
+    return RNG.standard_normal(shape) + 1j * RNG.standard_normal(shape)
+
+
+def S(a, requires_grad=False):
+    t = st.tensor(np.ascontiguousarray(a))
+    return t.requires_grad_() if requires_grad else t
+
+
+def T(a, requires_grad=False):
+    t = torch.tensor(np.ascontiguousarray(a))
+    return t.requires_grad_() if requires_grad else t
+
+
+def close(a, b, tol=1e-10):
+    a = a.detach().resolve_conj().numpy() if hasattr(a, "detach") else np.asarray(a)
+    b = b.detach().resolve_conj().numpy() if hasattr(b, "detach") else np.asarray(b)
+    assert a.shape == b.shape, (a.shape, b.shape)
+    np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
+def close_up_to_phase(V, W, tol=1e-9):
+    """Columns of V equal W's up to a unit factor each (eigenvectors are unique only up to e^{i phi};
+    LAPACK builds may pick different signs)."""
+    V, W = np.asarray(V.detach().numpy()), np.asarray(W.detach().numpy())
+    assert V.shape == W.shape
+    ph = np.sum(np.conj(V) * W, axis=-2, keepdims=True)
+    ph = ph / np.abs(ph)
+    np.testing.assert_allclose(V * ph, W, rtol=tol, atol=tol)
+
+
+def hpd(*shape):
+    a = crand(*shape)
+    return a @ np.conj(np.swapaxes(a, -1, -2)) + shape[-1] * np.eye(shape[-1])
+
+
+def grads_match(fn, *arrays, tol=1e-8):
+    """fn(lib, *tensors) -> real scalar; strata's gradients equal torch's."""
+    s = [S(a, True) for a in arrays]
+    t = [T(a, True) for a in arrays]
+    gs = st.autograd.grad(fn(st, *s), s)
+    gt = torch.autograd.grad(fn(torch, *t), t)
+    for a, b in zip(gs, gt):
+        assert a.dtype.is_complex == b.dtype.is_complex
+        close(a, b, tol)
+
+
+# ---- eig / eigvals ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cplx", [False, True])
+@pytest.mark.parametrize("shape", [(5, 5), (3, 4, 4), (2, 1, 6, 6), (1, 1)])
+def test_eig_matches_torch_and_numpy(shape, cplx):
+    a = crand(*shape) if cplx else RNG.standard_normal(shape)
+    L, V = st.linalg.eig(S(a))
+    assert L.dtype == st.complex128 and V.dtype == st.complex128
+    tL, tV = torch.linalg.eig(T(a))
+    # Same LAPACK algorithm (geev): same order as torch's, eigenvectors up to a unit factor.
+    close(L, tL, 1e-9)
+    close_up_to_phase(V, tV)
+    # A V = V diag(L), unit-norm eigenvectors, and NumPy's eigenvalues as a set.
+    Ln, Vn = L.numpy(), V.numpy()
+    close(a @ Vn, Vn * Ln[..., None, :], 1e-9)
+    close(np.linalg.norm(Vn, axis=-2), np.ones(Ln.shape), 1e-12)
+    ref = np.linalg.eigvals(a)
+    close(np.sort_complex(Ln.reshape(-1, shape[-1])), np.sort_complex(ref.reshape(-1, shape[-1])), 1e-9)
+    close(st.linalg.eigvals(S(a)), tL, 1e-9)
+
+
+def test_eig_real_input_gives_conjugate_pairs_and_float32_gives_complex64():
+    a = np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 2.0]])
+    L = st.linalg.eigvals(S(a)).numpy()
+    close(np.sort_complex(L), np.sort_complex(np.array([1j, -1j, 2.0])), 1e-12)
+    for dt, ct in [(np.float32, st.complex64), (np.complex64, st.complex64)]:
+        x = (crand(4, 4) if dt == np.complex64 else RNG.standard_normal((4, 4))).astype(dt)
+        L, V = st.linalg.eig(S(x))
+        assert L.dtype == ct and V.dtype == ct
+        tL, tV = torch.linalg.eig(T(x))
+        close(L, tL, 1e-4)
+        close_up_to_phase(V, tV, 1e-4)
+
+
+def test_eig_noncontiguous_empty_and_meta():
+    a = crand(3, 6, 6)
+    x = S(a).transpose(-2, -1)[:, ::2, ::2]
+    close(st.linalg.eigvals(x), torch.linalg.eigvals(T(a).transpose(-2, -1)[:, ::2, ::2]), 1e-9)
+    L, V = st.linalg.eig(st.zeros(2, 0, 0))
+    assert tuple(L.shape) == (2, 0) and tuple(V.shape) == (2, 0, 0) and L.dtype == st.complex64
+    L, V = st.linalg.eig(st.zeros(0, 3, 3, dtype=st.float64))
+    assert tuple(L.shape) == (0, 3) and L.dtype == st.complex128
+    L, V = st.linalg.eig(st.empty(4, 5, 5, device="meta"))
+    assert L.device.type == "meta" and tuple(V.shape) == (4, 5, 5) and V.dtype == st.complex64
+
+
+def test_eig_errors():
+    with pytest.raises(RuntimeError, match="square"):
+        st.linalg.eig(st.zeros(2, 3))
+    with pytest.raises(RuntimeError, match="at least 2 dimensions"):
+        st.linalg.eigvals(st.zeros(3))
+    with pytest.raises(RuntimeError, match="floating point or complex"):
+        st.linalg.eig(st.zeros(2, 2, dtype=st.int64))
+    with pytest.raises(RuntimeError, match="infs or NaNs"):
+        st.linalg.eig(st.tensor([[1.0, float("nan")], [0.0, 1.0]]))
+
+
+@pytest.mark.parametrize("cplx", [False, True])
+def test_eig_gradients_match_torch(cplx):
+    a = crand(2, 4, 4) if cplx else RNG.standard_normal((2, 4, 4))
+
+    def eigvals_loss(lib, m):
+        L = lib.linalg.eigvals(m)
+        return (L.abs() ** 2).sum() + L.real.sum() + (L * L).imag.sum()
+
+    def eig_loss(lib, m):
+        L, V = lib.linalg.eig(m)
+        return V.abs().sum() + (L.imag ** 2).sum() + L.real.sum()
+
+    def eig_values_only_loss(lib, m):
+        return lib.linalg.eig(m)[0].abs().sum()
+
+    def eig_vectors_only_loss(lib, m):
+        return (lib.linalg.eig(m)[1].abs() ** 2 * lib.arange(4.0)).sum()
+
+    for fn in (eigvals_loss, eig_loss, eig_values_only_loss, eig_vectors_only_loss):
+        grads_match(fn, a)
+
+
+def test_eig_gradient_refuses_phase_dependent_loss():
+    x = S(crand(3, 3), True)
+    L, V = st.linalg.eig(x)
+    with pytest.raises(RuntimeError, match="e\\^\\{i phi\\}"):
+        V.real.sum().backward()
+
+
+# ---- the LU / Cholesky family on complex input ------------------------------------------------
+
+
+def test_solve_inv_det_slogdet_match_torch():
+    a, b = crand(3, 5, 5), crand(3, 5, 2)
+    close(st.linalg.solve(S(a), S(b)), torch.linalg.solve(T(a), T(b)))
+    close(st.linalg.solve(S(a), S(b[..., 0])), torch.linalg.solve(T(a), T(b[..., 0])))
+    bt = np.swapaxes(b, -1, -2)
+    close(st.linalg.solve(S(a), S(bt), left=False), torch.linalg.solve(T(a), T(bt), left=False))
+    close(st.linalg.inv(S(a)), np.linalg.inv(a))
+    close(st.linalg.det(S(a)), np.linalg.det(a))
+    sign, logabs = st.linalg.slogdet(S(a))
+    ns, nl = np.linalg.slogdet(a)
+    assert sign.dtype == st.complex128 and logabs.dtype == st.float64
+    close(sign, ns)
+    close(logabs, nl)
+    # non-contiguous and complex64
+    x = S(a).transpose(-2, -1)
+    close(st.linalg.inv(x), np.linalg.inv(np.swapaxes(a, -1, -2)))
+    a32 = a.astype(np.complex64)
+    close(st.linalg.det(S(a32)), torch.linalg.det(T(a32)), 1e-4)
+
+
+def test_cholesky_solve_triangular_lu_match_torch():
+    h = hpd(2, 4, 4)
+    close(st.linalg.cholesky(S(h)), torch.linalg.cholesky(T(h)))
+    close(st.linalg.cholesky(S(h), upper=True), torch.linalg.cholesky(T(h), upper=True))
+    a, b = crand(2, 4, 4), crand(2, 4, 3)
+    for upper in (True, False):
+        for left in (True, False):
+            bb = b if left else np.swapaxes(b, -1, -2)
+            close(st.linalg.solve_triangular(S(a), S(bb), upper=upper, left=left),
+                  torch.linalg.solve_triangular(T(a), T(bb), upper=upper, left=left), 1e-9)
+    LU, piv = st.linalg.lu_factor(S(a))
+    tLU, tpiv = torch.linalg.lu_factor(T(a))
+    close(LU, tLU)
+    assert (piv.numpy() == tpiv.numpy()).all()
+    for left in (True, False):
+        for adjoint in (True, False):
+            bb = b if left else np.swapaxes(b, -1, -2)
+            close(st.linalg.lu_solve(LU, piv, S(bb), left=left, adjoint=adjoint),
+                  torch.linalg.lu_solve(tLU, tpiv, T(bb), left=left, adjoint=adjoint), 1e-9)
+
+
+def test_complex_singular_and_not_positive_definite_raise_linalgerror():
+    z = np.zeros((2, 3, 3), dtype=np.complex128)
+    z[0] = crand(3, 3)
+    with pytest.raises(st.linalg.LinAlgError, match=r"\(Batch element 1\).*singular"):
+        st.linalg.inv(S(z))
+    with pytest.raises(st.linalg.LinAlgError, match="singular"):
+        st.linalg.solve(S(z[1]), S(crand(3)))
+    assert st.linalg.det(S(z))[1].item() == 0
+    with pytest.raises(st.linalg.LinAlgError, match="positive-definite"):
+        st.linalg.cholesky(S(-hpd(3, 3)))
+    assert st.linalg.inv(S(np.zeros((0, 2, 2), complex))).shape == (0, 2, 2)
+    assert st.linalg.det(S(np.zeros((2, 0, 0), complex))).numpy().tolist() == [1, 1]
+
+
+def test_lapack_ops_still_refuse_other_complex_decompositions():
+    with pytest.raises(RuntimeError, match="Expected a floating point tensor"):
+        st.linalg.qr(S(crand(3, 3)))
+
+
+def test_lu_family_gradients_match_torch():
+    a, b = crand(2, 4, 4), crand(2, 4, 3)
+    grads_match(lambda lib, m, r: lib.linalg.solve(m, r).abs().sum(), a, b)
+    grads_match(lambda lib, m, r: (lib.linalg.solve(m, r, left=False).real ** 2).sum(), a, np.swapaxes(b, -1, -2))
+    grads_match(lambda lib, m: lib.linalg.inv(m).imag.sum(), a)
+    grads_match(lambda lib, m: lib.linalg.det(m).abs().sum() + lib.linalg.det(m).real.sum(), a)
+    grads_match(lambda lib, m: lib.linalg.slogdet(m)[1].sum() + lib.linalg.slogdet(m)[0].imag.sum(), a)
+    for upper in (True, False):
+        grads_match(lambda lib, m, r: lib.linalg.solve_triangular(m, r, upper=upper).abs().sum(), a, b)
+    for left in (True, False):
+        for adjoint in (True, False):
+            bb = b if left else np.swapaxes(b, -1, -2)
+
+            def f(lib, m, r):
+                LU, piv = lib.linalg.lu_factor(m)
+                return lib.linalg.lu_solve(LU, piv, r, left=left, adjoint=adjoint).abs().sum()
+            grads_match(f, a, bb)
+
+
+def test_cholesky_gradient_matches_torch_through_hermitian_input():
+    x = crand(2, 3, 3)
+
+    def f(lib, m):
+        h = m @ m.mH + 3 * lib.eye(3, dtype=m.dtype)
+        return lib.linalg.cholesky(h).abs().sum() + lib.linalg.cholesky(h, upper=True).imag.sum()
+    grads_match(f, x)
