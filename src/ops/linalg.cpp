@@ -250,7 +250,7 @@ Tensor add_product(const char* op, const Tensor& self, const Tensor& a, const Te
                    std::equal(shape.begin(), shape.end(), self.sizes().begin(), self.sizes().end()),
                op, ": output with shape ", self.shape_str(), " doesn't match the broadcast shape ", shape_str(shape));
   OutSlot slot(op, out, shape, self.dtype(), self.device(), {&self, &a, &b}, &self);
-  bool read_self = beta.to_double() != 0.0 || (beta.is_integral(true) && beta.to_int() != 0);
+  bool read_self = beta.to_bool();  // a complex beta with a zero real part reads self too
   if (read_self && !slot.target.is_same(self)) copy_(slot.target, expand_to(self, shape), false);
   gemm_into(op, slot.target, a, b, read_self ? beta : Scalar(0.0), alpha, reduce_batch);
   return slot.finish();
@@ -296,7 +296,7 @@ Tensor addmv_impl(const Tensor& self, const Tensor& mat, const Tensor& vec, cons
   check_dtype_supported("addmv", self.dtype());
   OutSlot slot("addmv", out, std::vector<int64_t>{mat.size(0)}, self.dtype(), self.device(), {&self, &mat, &vec},
                &self);
-  bool read_self = beta.to_double() != 0.0;
+  bool read_self = beta.to_bool();
   if (read_self && !slot.target.is_same(self))
     copy_(slot.target, expand_to(self, std::vector<int64_t>{mat.size(0)}), false);
   gemm_into("addmv", as_col(slot.target), mat, as_col(vec), read_self ? beta : Scalar(0.0), alpha);
