@@ -278,3 +278,38 @@ def test_tril_triu_move_whole_complex128_elements():
     a = crand(2, 4, 5)
     close(st.triu(S(a), 1), np.triu(a, 1), 0)
     close(st.tril(S(a)), np.tril(a), 0)
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_complex_gemm_layouts_match_numpy(dtype):
+    tol = 1e-4 if dtype == "complex64" else 1e-12
+    a, b = crand(2, 5, 7).astype(dtype), crand(2, 7, 3).astype(dtype)
+    ref = a @ b
+    sa, sb = S(a), S(b)
+    close(st.matmul(sa, sb), ref, tol)
+    # transposed (column-major) operands, strided ones, a broadcast batch
+    close(st.matmul(S(np.swapaxes(a, -1, -2)).mT, S(np.swapaxes(b, -1, -2)).mT), ref, tol)
+    big = S(crand(2, 10, 14).astype(dtype))
+    close(st.matmul(big[:, ::2, ::2], sb), big.numpy()[:, ::2, ::2] @ b, tol)
+    close(st.matmul(sa[0], sb), a[0] @ b, tol)
+    # a column-major and a strided out=
+    out = st.empty(2, 3, 5, dtype=getattr(st, dtype)).mT
+    st.matmul(sa, sb, out=out)
+    close(out, ref, tol)
+    # k = 0, empty batch, addbmm's sum over the batch
+    close(st.matmul(S(np.zeros((3, 0), dtype)), S(np.zeros((0, 2), dtype))), np.zeros((3, 2), dtype), 0)
+    assert st.bmm(S(np.zeros((0, 2, 3), dtype)), S(np.zeros((0, 3, 4), dtype))).shape == (0, 2, 4)
+    close(st.addbmm(S(np.ones((5, 3), dtype)), sa, sb, beta=1j), 1j * np.ones((5, 3)) + ref.sum(0), tol * 10)
+    # vdot on strided and reversed vectors (reversed: negative strides are not handed to BLAS)
+    v, w = crand(9).astype(dtype), crand(9).astype(dtype)
+    close(st.vdot(S(v)[::2], S(w)[::2]), np.vdot(v[::2], w[::2]), tol)
+    close(st.vdot(S(v).flip(0), S(w)), np.vdot(v[::-1], w), tol)
+    close(st.dot(S(v), S(w)), np.dot(v, w), tol)
+
+
+def test_large_complex64_products_match_numpy():
+    # complex64 products above ~110^3 multiply-adds take four real (oneDNN) GEMMs, below one cgemm.
+    a, b = crand(130, 120).astype(np.complex64), crand(120, 140).astype(np.complex64)
+    ref = a.astype(np.complex128) @ b
+    np.testing.assert_allclose(st.mm(S(a), S(b)).numpy(), ref, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(st.mm(S(a[:20]), S(b[:, :20])).numpy(), ref[:20, :20], rtol=1e-4, atol=1e-3)
