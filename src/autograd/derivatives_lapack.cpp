@@ -129,6 +129,8 @@ Tensor qr_backward_tall(const Tensor& Q, const Tensor& R, const Tensor& gQ, cons
 }
 
 void qr_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
+  STRATA_CHECK_T(NotImplementedError, !is_complex_type(ctx.input_geometry(0).dtype),
+                 "linalg.qr: the derivative for complex input is not implemented (real input is)");
   const std::string_view mode = ctx.arg_str(1);
   STRATA_CHECK(mode != "r", "The derivative of linalg.qr depends on Q, which is not computed when mode='r'. Please "
                "use linalg.qr(A, mode='reduced') if you are going to differentiate through linalg.qr.");
@@ -153,6 +155,8 @@ STRATA_DERIVATIVE(linalg_qr, save_inputs(), save_outputs(0, 1), qr_backward);
 //        + (I - U U^T) gU S^-1 Vh + U S^-1 gV^T (I - V V^T).
 // Singular vectors beyond the first k (full_matrices) carry no gradient.
 void svd_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
+  STRATA_CHECK_T(NotImplementedError, !is_complex_type(ctx.input_geometry(0).dtype),
+                 "linalg.svd: the derivative for complex input is not implemented (real input is)");
   const bool compute_uv = ctx.arg_bool(2);
   Tensor U, S, Vh;
   if (compute_uv) {
@@ -194,8 +198,10 @@ void svd_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) 
 }
 STRATA_DERIVATIVE_NAMED(_linalg_svd, save_inputs(0), save_outputs(0, 1, 2), svd_backward, "LinalgSvdBackward0");
 
-// A = V diag(L) V^T: gA = V (diag(gL) + (V^T gV) / E) V^T with E_ij = L_j - L_i
-// off the diagonal, symmetrised as cholesky's.
+// A = V diag(L) V^H: gA = V (diag(gL) + P(V^H gV) / E) V^H with E_ij = L_j - L_i
+// off the diagonal and P(X) = (X - X^H) / 2 (torch's formula: the result is
+// Hermitian, so it is the symmetrised real gradient). For complex A a loss that
+// depends on the eigenvectors' phases (unique only up to e^{i phi}) is refused.
 void eigh_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
   const bool compute_v = ctx.arg_bool(2);
   Tensor L, V;
@@ -205,15 +211,23 @@ void eigh_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out)
     auto r = linalg_eigh(ctx.input(0), ctx.arg_str(1), true);
     L = std::get<0>(r), V = std::get<1>(r);
   }
-  Tensor inner = diag_embed(g[0]);
+  const bool cplx = is_complex_type(V.dtype());
+  Tensor inner = cplx ? complex(diag_embed(g[0]), zeros_like(diag_embed(g[0]))) : diag_embed(g[0]);
   if (compute_v && ctx.grad_defined(1)) {
     Tensor E = sub(unsqueeze(L, -2), unsqueeze(L, -1));
     E = add(E, diag_embed(ones_like(L)));
-    Tensor VtgV = div(matmul(mT(V), g[1]), E);
-    inner = add(inner, sub(VtgV, diag_embed(diagonal(VtgV, 0, -2, -1))));
+    Tensor VhgV = matmul(mH(V), g[1]);
+    if (cplx && !V.device().is_meta() && V.numel() > 0) {
+      Tensor d = diagonal(VhgV, 0, -2, -1);
+      STRATA_CHECK(all(le(abs(imag(d)), num(real(d), 1e-2))).item().to_bool(),
+                   "linalg_eigh_backward: The eigenvectors in the complex case are specified up to multiplication "
+                   "by e^{i phi}. The specified loss function depends on this quantity, so it is ill-defined.");
+    }
+    Tensor P = div(half(sub(VhgV, mH(VhgV))), E);
+    inner = add(inner, sub(P, diag_embed(diagonal(P, 0, -2, -1))));
   }
-  Tensor gA = matmul(V, matmul(inner, mT(V)));
-  out.set(0, half(add(gA, mT(gA))));  // only symmetric dA are admissible
+  Tensor gA = matmul(V, matmul(inner, mH(V)));
+  out.set(0, half(add(gA, mH(gA))));  // only Hermitian dA are admissible
 }
 STRATA_DERIVATIVE_NAMED(_linalg_eigh, save_inputs(0), save_outputs(0, 1), eigh_backward, "LinalgEighBackward0");
 

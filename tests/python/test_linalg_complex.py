@@ -208,9 +208,74 @@ def test_complex_singular_and_not_positive_definite_raise_linalgerror():
     assert st.linalg.det(S(np.zeros((2, 0, 0), complex))).numpy().tolist() == [1, 1]
 
 
-def test_lapack_ops_still_refuse_other_complex_decompositions():
-    with pytest.raises(RuntimeError, match="Expected a floating point tensor"):
-        st.linalg.qr(S(crand(3, 3)))
+def test_qr_svd_eigh_match_torch():
+    a = crand(2, 5, 3)
+    for mode in ("reduced", "complete"):
+        Q, R = st.linalg.qr(S(a), mode)
+        tQ, tR = torch.linalg.qr(T(a), mode)
+        close(Q, tQ)  # the same Householder convention as torch's LAPACK: no phase freedom left
+        close(R, tR)
+    close(st.linalg.qr(S(a.transpose(0, 2, 1)))[1], torch.linalg.qr(T(a.transpose(0, 2, 1)))[1])
+    for full in (False, True):
+        U, s, Vh = st.linalg.svd(S(a), full_matrices=full)
+        assert s.dtype == st.float64 and U.dtype == st.complex128
+        close(s, np.linalg.svd(a, compute_uv=False))
+        k = s.shape[-1]
+        close((U[..., :k] * s.unsqueeze(-2)) @ Vh[..., :k, :], a)
+        close(U.mH @ U, np.broadcast_to(np.eye(U.shape[-1]), tuple(U.shape[:-2]) + (U.shape[-1],) * 2))
+    close(st.linalg.svdvals(S(a).mT), np.linalg.svd(a, compute_uv=False))
+    h = crand(3, 4, 4)
+    h = h + np.conj(np.swapaxes(h, -1, -2))
+    for uplo in ("L", "U"):
+        L, V = st.linalg.eigh(S(h), uplo)
+        tL, tV = torch.linalg.eigh(T(h), uplo)
+        assert L.dtype == st.float64
+        close(L, tL)
+        close_up_to_phase(V, tV)
+        close(st.linalg.eigvalsh(S(h), uplo), tL)
+    with pytest.raises(st.linalg.LinAlgError, match="non-finite"):
+        st.linalg.eigh(S(np.full((2, 2), complex(np.nan, 0))))
+
+
+def test_norms_cond_pinv_rank_exp_lstsq_on_complex_match_torch():
+    a, h = crand(2, 5, 3), hpd(3, 3)
+    for ord in ("fro", "nuc", 2, -2, 1, -1, float("inf")):
+        close(st.linalg.matrix_norm(S(a), ord), torch.linalg.matrix_norm(T(a), ord))
+    for ord in (2, 1, 0, float("inf"), -float("inf"), 3.5):
+        close(st.linalg.vector_norm(S(a), ord, dim=-1), torch.linalg.vector_norm(T(a), ord, dim=-1))
+    close(st.linalg.norm(S(a)), torch.linalg.norm(T(a)))
+    for p in (None, 1, "fro", float("inf")):
+        close(st.linalg.cond(S(h), p), torch.linalg.cond(T(h), p), 1e-9)
+    close(st.linalg.pinv(S(a)), torch.linalg.pinv(T(a)))
+    close(st.linalg.pinv(S(h), hermitian=True), torch.linalg.pinv(T(h), hermitian=True))
+    low = crand(4, 2) @ crand(2, 5)
+    assert st.linalg.matrix_rank(S(low)).item() == 2 == torch.linalg.matrix_rank(T(low)).item()
+    close(st.linalg.matrix_exp(S(a[..., :3, :])), torch.linalg.matrix_exp(T(a[..., :3, :])), 1e-9)
+    close(st.linalg.vecdot(S(a), S(a[::-1].copy())), torch.linalg.vecdot(T(a), T(a[::-1].copy())))
+    b = crand(2, 5, 2)
+    close(st.linalg.lstsq(S(a), S(b)).solution, torch.linalg.lstsq(T(a), T(b)).solution)
+    r, tr = st.linalg.lstsq(S(a), S(b), driver="gelsd"), torch.linalg.lstsq(T(a), T(b), driver="gelsd")
+    for x, y in zip((r.solution, r.residuals, r.rank, r.singular_values),
+                    (tr.solution, tr.residuals, tr.rank, tr.singular_values)):
+        close(x, y)
+
+
+def test_eigh_and_matrix_exp_gradients_match_torch_and_svd_qr_gradients_refuse_complex():
+    x = crand(2, 4, 4)
+
+    def eigh_loss(lib, m):
+        h = m + m.mH
+        L, V = lib.linalg.eigh(h)
+        return (L * lib.arange(4.0)).sum() + (V.abs() ** 2 * lib.arange(4.0)).sum() + lib.linalg.eigvalsh(h).sum()
+    grads_match(eigh_loss, x)
+    grads_match(lambda lib, m: lib.linalg.matrix_exp(m * 0.5).abs().sum(), x, tol=1e-7)
+    with pytest.raises(st.linalg.LinAlgError.__mro__[1], match="e\\^\\{i phi\\}"):
+        h = S(x[0], True)
+        st.linalg.eigh(h + h.mH)[1].real.sum().backward()
+    for fn in (lambda m: st.linalg.svdvals(m).sum(), lambda m: st.linalg.qr(m)[1].abs().sum()):
+        m = S(x[0], True)
+        with pytest.raises(NotImplementedError, match="complex"):
+            fn(m).backward()
 
 
 def test_lu_family_gradients_match_torch():

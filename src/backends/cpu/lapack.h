@@ -55,10 +55,19 @@ int geev(char jobvr, int n, T* a, int lda, T* wr, T* wi, T* vr, int ldvr, T* wor
 template <typename T>
 int geev_c(char jobvr, int n, std::complex<T>* a, int lda, std::complex<T>* w, std::complex<T>* vr, int ldvr,
            std::complex<T>* work, int lwork, T* rwork);
-// getrf, getrs, potrf and trtrs are also instantiated for std::complex<float>
-// and std::complex<double> (cgetrf_, zgetrf_, ...; potrf is then Hermitian and
-// getrs/trtrs take trans 'C'); has_complex() says whether they were found.
+// getrf, getrs, potrf, trtrs, geqrf and orgqr (then LAPACK's ungqr) are also
+// instantiated for std::complex<float> and std::complex<double> (cgetrf_,
+// zgetrf_, ...; potrf is then Hermitian and getrs/trtrs take trans 'C');
+// has_complex() says whether they, heevd_c and gesdd_c were found.
 bool has_complex();
+// Hermitian eigen-decomposition (w real); rwork holds lrwork reals.
+template <typename T>
+int heevd_c(char jobz, char uplo, int n, std::complex<T>* a, int lda, T* w, std::complex<T>* work, int lwork,
+            T* rwork, int lrwork, int* iwork, int liwork);
+// Complex SVD (s real); rwork as LAPACK's cgesdd documents for jobz.
+template <typename T>
+int gesdd_c(char jobz, int m, int n, std::complex<T>* a, int lda, T* s, std::complex<T>* u, int ldu,
+            std::complex<T>* vt, int ldvt, std::complex<T>* work, int lwork, T* rwork, int* iwork);
 // True when libopenblas exports the geev routines (sgeev_, dgeev_, cgeev_, zgeev_).
 bool has_geev();
 
