@@ -1,4 +1,4 @@
-"""strata.linalg: torch.linalg over LAPACK (real float32/float64; batched over leading dims).
+"""strata.linalg: torch.linalg over LAPACK (float32/float64, complex64/complex128; batched over leading dims).
 
 The factorizations are ops (src/ops/decl/lapack.def, kernels in src/ops/lapack*.cpp, derivatives in
 src/autograd/derivatives_lapack.cpp); the functions here that are not those ops are compositions of ops
@@ -6,9 +6,10 @@ src/autograd/derivatives_lapack.cpp); the functions here that are not those ops 
 compiler go through them unchanged. Numerical failure (a singular matrix, a matrix that is not
 positive-definite, no convergence) raises LinAlgError, a RuntimeError, as torch does.
 
-eig and eigvals (LAPACK geev) return complex results for real and complex input. solve, inv, det, slogdet,
-cholesky, solve_triangular, lu_factor and lu_solve also take complex64/complex128 (conjugate-transpose
-derivatives, as torch); the other decompositions are real-only.
+eig and eigvals (LAPACK geev) return complex results for real and complex input. The other
+decompositions and the compositions here also take complex64/complex128 (conjugate-transpose derivatives,
+as torch), except householder_product; complex lstsq goes through QR, and the svd/qr derivatives are
+real-only.
 """
 
 import math
