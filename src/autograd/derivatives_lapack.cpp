@@ -13,8 +13,7 @@ namespace strata::autograd {
 
 namespace {
 
-Tensor mT(const Tensor& t) { return transpose(t, -2, -1); }
-// The adjoint: mT for real tensors (conj of a real tensor is the tensor itself).
+// The adjoint (the transpose for real tensors: conj of a real tensor is the tensor itself).
 Tensor mH(const Tensor& t) { return conj(transpose(t, -2, -1)); }
 Tensor half(const Tensor& t) { return mul(t, num(t, 0.5)); }
 Tensor col(const Tensor& v) { return unsqueeze(unsqueeze(v, -1), -1); }  // batch -> batch x 1 x 1
@@ -116,21 +115,25 @@ void solve_triangular_backward(const BackwardCtx& ctx, const variable_list& g, G
 }
 STRATA_DERIVATIVE(linalg_solve_triangular, save_inputs(0), save_outputs(0), solve_triangular_backward);
 
-// A = QR with m >= n (Q m x n): with M = Q^T gQ - gR R^T and
-// N = strictly_lower(M - M^T) + gR R^T, gA = (gQ + Q (N - Q^T gQ)) R^-T.
+// A = QR with m >= n (Q m x n): with M = Q^H gQ - gR R^H and
+// N = strictly_lower(M - M^H) + i Im diag(M) + gR R^H, gA = (gQ + Q (N - Q^H gQ)) R^-H.
 Tensor qr_backward_tall(const Tensor& Q, const Tensor& R, const Tensor& gQ, const Tensor& gR) {
-  Tensor QtgQ = matmul(mT(Q), gQ);
-  Tensor gRRt = matmul(gR, mT(R));
+  Tensor QtgQ = matmul(mH(Q), gQ);
+  Tensor gRRt = matmul(gR, mH(R));
   Tensor M = sub(QtgQ, gRRt);
-  Tensor N = add(tril(sub(M, mT(M)), -1), gRRt);
+  Tensor N = add(tril(sub(M, mH(M)), -1), gRRt);
+  // Complex: Q^H dQ is skew-Hermitian with an imaginary diagonal and R's diagonal is real (LAPACK's
+  // convention), which adds i Im diag(M) (zero for real input).
+  if (is_complex_type(M.dtype())) {
+    Tensor dm = imag(diagonal(M, 0, -2, -1));
+    N = add(N, diag_embed(complex(zeros_like(dm), dm)));
+  }
   Tensor Y = add(gQ, matmul(Q, sub(N, QtgQ)));
   // Y R^-T = (R^-1 Y^T)^T
-  return mT(linalg_solve_triangular(R, mT(Y), /*upper=*/true));
+  return mH(linalg_solve_triangular(R, mH(Y), /*upper=*/true));
 }
 
 void qr_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  STRATA_CHECK_T(NotImplementedError, !is_complex_type(ctx.input_geometry(0).dtype),
-                 "linalg.qr: the derivative for complex input is not implemented (real input is)");
   const std::string_view mode = ctx.arg_str(1);
   STRATA_CHECK(mode != "r", "The derivative of linalg.qr depends on Q, which is not computed when mode='r'. Please "
                "use linalg.qr(A, mode='reduced') if you are going to differentiate through linalg.qr.");
@@ -145,18 +148,17 @@ void qr_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
   // m < n: A = [X | Y] with X = Q R1 and Y = Q R2 (R2 = Q^T Y).
   Tensor R1 = narrow(R, -1, 0, m), gR1 = narrow(g[1], -1, 0, m), gR2 = narrow(g[1], -1, m, n - m);
   Tensor Y = matmul(Q, narrow(R, -1, m, n - m));
-  Tensor gX = qr_backward_tall(Q, R1, add(g[0], matmul(Y, mT(gR2))), gR1);
+  Tensor gX = qr_backward_tall(Q, R1, add(g[0], matmul(Y, mH(gR2))), gR1);
   out.set(0, cat(std::vector<Tensor>{gX, matmul(Q, gR2)}, -1));
 }
 STRATA_DERIVATIVE(linalg_qr, save_inputs(), save_outputs(0, 1), qr_backward);
 
 // A = U diag(S) Vh (k = min(m, n) singular values). With E_ij = S_j^2 - S_i^2:
-//   gA = U [ (skew(U^T gU) S + S skew(V^T gV)) / E + diag(gS) ] Vh
-//        + (I - U U^T) gU S^-1 Vh + U S^-1 gV^T (I - V V^T).
+//   gA = U [ (skew(U^H gU) S + S skew(V^H gV)) / E + diag(gS) ] Vh
+//        + (I - U U^H) gU S^-1 Vh + U S^-1 gV^H (I - V V^H),
+// skew(X) = X - X^H, plus torch's diagonal term for complex A (below).
 // Singular vectors beyond the first k (full_matrices) carry no gradient.
 void svd_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  STRATA_CHECK_T(NotImplementedError, !is_complex_type(ctx.input_geometry(0).dtype),
-                 "linalg.svd: the derivative for complex input is not implemented (real input is)");
   const bool compute_uv = ctx.arg_bool(2);
   Tensor U, S, Vh;
   if (compute_uv) {
@@ -172,24 +174,34 @@ void svd_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) 
     out.set(0, matmul(mul(U, unsqueeze(g[1], -2)), Vh));
     return;
   }
-  Tensor gU = narrow(g[0], -1, 0, k), gS = g[1], gV = mT(narrow(g[2], -2, 0, k));
-  Tensor V = mT(Vh);
+  Tensor gU = narrow(g[0], -1, 0, k), gS = g[1], gV = mH(narrow(g[2], -2, 0, k));
+  Tensor V = mH(Vh);
   Tensor S2 = mul(S, S);
   Tensor E = sub(unsqueeze(S2, -2), unsqueeze(S2, -1));
   E = add(E, diag_embed(ones_like(S)));  // the diagonal is replaced below; avoid 0/0
-  Tensor UtgU = matmul(mT(U), gU), VtgV = matmul(mT(V), gV);
-  UtgU = sub(UtgU, mT(UtgU)), VtgV = sub(VtgV, mT(VtgV));
+  Tensor UtgU = matmul(mH(U), gU), VtgV = matmul(mH(V), gV);
+  UtgU = sub(UtgU, mH(UtgU)), VtgV = sub(VtgV, mH(VtgV));
   Tensor inner = div(add(mul(UtgU, unsqueeze(S, -2)), mul(unsqueeze(S, -1), VtgV)), E);
   inner = sub(inner, diag_embed(diagonal(inner, 0, -2, -1)));
   inner = add(inner, diag_embed(gS));
+  if (is_complex_type(U.dtype())) {
+    // torch's complex term: diag(U^H gU - (U^H gU)^H) / (2 S) = i Im diag(U^H gU) / S. The loss must not
+    // depend on the common phase of a pair (u_i, v_i): Im diag(U^H gU) = -Im diag(V^H gV).
+    Tensor du = diagonal(UtgU, 0, -2, -1), dv = diagonal(VtgV, 0, -2, -1);
+    if (!U.device().is_meta() && du.numel() > 0)
+      STRATA_CHECK(all(le(abs(add(imag(du), imag(dv))), num(S, 1e-2))).item().to_bool(),
+                   "svd_backward: The singular vectors in the complex case are specified up to multiplication by "
+                   "e^{i phi}. The specified loss function depends on this phase term, making it ill-defined.");
+    inner = add(inner, diag_embed(div(du, mul(S, num(S, 2.0)))));
+  }
   Tensor gA;
   if (m > k) {
     Tensor gUSinv = div(gU, unsqueeze(S, -2));
-    gA = add(matmul(U, inner), sub(gUSinv, matmul(U, matmul(mT(U), gUSinv))));
+    gA = add(matmul(U, inner), sub(gUSinv, matmul(U, matmul(mH(U), gUSinv))));
     gA = matmul(gA, Vh);
   } else if (n > k) {
     Tensor gVSinv = div(gV, unsqueeze(S, -2));
-    gA = add(matmul(inner, Vh), sub(mT(gVSinv), matmul(matmul(mT(gVSinv), V), Vh)));
+    gA = add(matmul(inner, Vh), sub(mH(gVSinv), matmul(matmul(mH(gVSinv), V), Vh)));
     gA = matmul(U, gA);
   } else {
     gA = matmul(U, matmul(inner, Vh));
