@@ -28,6 +28,18 @@ T* eig_buf(int64_t n) {
   return b.data();
 }
 
+template <typename T>
+bool finite_matrix(const T* p, int64_t len) {
+  for (int64_t i = 0; i < len; ++i) {
+    if constexpr (is_complex_v<T>) {
+      if (!std::isfinite(p[i].real()) || !std::isfinite(p[i].imag())) return false;
+    } else if (!std::isfinite(p[i])) {
+      return false;
+    }
+  }
+  return true;
+}
+
 void check_eig_input(const char* op, const Tensor& A) {
   STRATA_CHECK(A.dim() >= 2, op, ": The input tensor A must have at least 2 dimensions, but got a tensor of shape ",
                A.shape_str());
@@ -55,8 +67,10 @@ Tensor2 eig_into(const char* op, const Tensor& A, bool compute_v) {
                        : empty_tensor(std::vector<int64_t>{0}, ct, A.device());
   if (A.device().is_meta() || W.numel() == 0) return {W, V};
   Tensor a = col_major(A.sizes(), A.dtype(), A.device(), &A);
-  // torch refuses non-finite input before LAPACK sees it (geev would loop or fail).
-  STRATA_CHECK(all(isfinite(a)).item().to_bool(), "torch.linalg.eig: input tensor should not contain infs or NaNs.");
+  // Non-finite input never reaches geev (it would fail or loop): eig refuses it as torch does; eigvals
+  // gives NaN eigenvalues for such a matrix (torch's eigvals returns NaNs there, or crashes in MKL).
+  if (compute_v)
+    STRATA_CHECK(all(isfinite(a)).item().to_bool(), "torch.linalg.eig: input tensor should not contain infs or NaNs.");
   const int ni = as_int(op, n);
   const int64_t count = count_of(batch);
   const char jobv = compute_v ? 'V' : 'N';
@@ -72,6 +86,10 @@ Tensor2 eig_into(const char* op, const Tensor& A, bool compute_v) {
       T* wb = W.data_ptr<T>();
       T* vb = compute_v ? V.data_ptr<T>() : nullptr;
       for_each_matrix(count, n, [&](int64_t i) {
+        if (!compute_v && !finite_matrix(ab + i * n * n, n * n)) {
+          std::fill(wb + i * n, wb + (i + 1) * n, T(NAN, NAN));
+          return;
+        }
         T* work = eig_buf<T>(lwork + (compute_v ? 0 : 1));
         T* vr = compute_v ? vb + i * n * n : work + lwork;  // vr is not referenced for jobvr 'N'
         int info = lapack::geev_c<R>(jobv, ni, ab + i * n * n, ni, wb + i * n, vr, ni, work, lwork,
@@ -86,6 +104,10 @@ Tensor2 eig_into(const char* op, const Tensor& A, bool compute_v) {
       C* wb = W.data_ptr<C>();
       C* vb = compute_v ? V.data_ptr<C>() : nullptr;
       for_each_matrix(count, n, [&](int64_t i) {
+        if (!compute_v && !finite_matrix(ab + i * n * n, n * n)) {
+          std::fill(wb + i * n, wb + (i + 1) * n, C(NAN, NAN));
+          return;
+        }
         T* buf = eig_buf<T>(lwork + 2 * n + (compute_v ? n * n : 1));
         T *work = buf, *wr = buf + lwork, *wi = wr + n, *vr = wi + n;
         int info = lapack::geev<T>(jobv, ni, ab + i * n * n, ni, wr, wi, vr, ni, work, lwork);
