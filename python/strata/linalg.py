@@ -8,7 +8,7 @@ positive-definite, no convergence) raises LinAlgError, a RuntimeError, as torch 
 
 eig and eigvals (LAPACK geev) return complex results for real and complex input. The other
 decompositions and the compositions here also take complex64/complex128 (conjugate-transpose derivatives,
-as torch), except householder_product; complex lstsq goes through QR.
+as torch); complex lstsq goes through QR.
 """
 
 import math

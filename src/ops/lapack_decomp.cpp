@@ -148,8 +148,8 @@ STRATA_IMPL_CPU_META(linalg_qr, linalg_qr_impl);
 Tensor linalg_householder_product_impl(const Tensor& A, const Tensor& tau) {
   TrimScratch trim_scratch;
   const char* op = "torch.linalg.householder_product";
-  check_input(op, "input", A);
-  check_input(op, "tau", tau, 1);
+  check_input(op, "input", A, 2, true);
+  check_input(op, "tau", tau, 1, true);
   check_same(op, A, "input", tau, "tau");
   int64_t m = A.size(-2), n = A.size(-1), k = tau.size(-1);
   STRATA_CHECK(m >= n, op, ": input.shape[-2] must be greater than or equal to input.shape[-1], got ",
@@ -164,7 +164,7 @@ Tensor linalg_householder_product_impl(const Tensor& A, const Tensor& tau) {
   Tensor t = contiguous(tau);
   int mi = as_int(op, m), ni = as_int(op, n), ki = as_int(op, k);
   int64_t count = count_of(batch_of(A));
-  visit_real(A.dtype(), [&]<typename T>() {
+  visit_lapack(A.dtype(), [&]<typename T>() {
     T q;
     lapack::orgqr<T>(mi, ni, ki, nullptr, mi, nullptr, &q, -1);
     int lwork = lwork_of(q);

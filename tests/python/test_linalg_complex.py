@@ -399,3 +399,16 @@ def test_large_complex64_products_match_numpy():
     ref = a.astype(np.complex128) @ b
     np.testing.assert_allclose(st.mm(S(a), S(b)).numpy(), ref, rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(st.mm(S(a[:20]), S(b[:, :20])).numpy(), ref[:20, :20], rtol=1e-4, atol=1e-3)
+
+
+def test_torch_level_names_on_complex_match_torch():
+    h, b = hpd(2, 4, 4), crand(2, 4, 2)
+    close(st.logdet(S(h)), torch.logdet(T(h)))
+    for upper in (False, True):
+        close(st.cholesky_solve(S(b), st.linalg.cholesky(S(h), upper=upper), upper=upper),
+              torch.cholesky_solve(T(b), torch.linalg.cholesky(T(h), upper=upper), upper=upper))
+    close(st.cholesky_inverse(st.linalg.cholesky(S(h))), torch.cholesky_inverse(torch.linalg.cholesky(T(h))))
+    a = crand(3, 5, 3)
+    close(st.svd(S(a))[2].abs(), torch.svd(T(a))[2].abs())  # torch.svd returns V = Vh^H
+    A, tau = crand(2, 4, 3), 0.3 * crand(2, 2)
+    close(st.linalg.householder_product(S(A), S(tau)), torch.linalg.householder_product(T(A), T(tau)))
