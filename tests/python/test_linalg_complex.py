@@ -412,3 +412,13 @@ def test_torch_level_names_on_complex_match_torch():
     close(st.svd(S(a))[2].abs(), torch.svd(T(a))[2].abs())  # torch.svd returns V = Vh^H
     A, tau = crand(2, 4, 3), 0.3 * crand(2, 2)
     close(st.linalg.householder_product(S(A), S(tau)), torch.linalg.householder_product(T(A), T(tau)))
+
+
+@pytest.mark.parametrize("p", [2, 1, 3, float("inf"), 0.5])
+def test_norm_op_on_complex_matches_torch(p):
+    z = crand(3, 4)
+    z[0, 0] = 0
+    close(st.norm(S(z), p), torch.norm(T(z), p))
+    close(S(z).norm(p, dim=1), T(z).norm(p, dim=1))
+    grads_match(lambda lib, m: lib.norm(m, p, dim=1).sum() + lib.norm(m, p), z)
+    assert st.empty(2, 3, dtype=st.complex64, device="meta").norm(dim=1).dtype == st.float32
