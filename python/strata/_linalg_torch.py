@@ -32,6 +32,8 @@ def logdet(input):
     """log(det(A)): NaN where det < 0, -inf where det == 0 (differentiable through slogdet)."""
     import strata as st
     sign, logabs = _ops.linalg_slogdet(input)
+    if sign.is_complex():  # log det = log|det| + i arg(det) (complex: no NaN branch)
+        return st.complex(logabs, sign.angle())
     return st.where(sign < 0, st.full_like(logabs, float("nan")), logabs)
 
 
@@ -40,13 +42,13 @@ def cholesky(input, upper=False, *, out=None):
 
 
 def cholesky_solve(B, L, upper=False, *, out=None):
-    """Solves A X = B for A = L L^T (upper: A = U^T U) given the factor."""
+    """Solves A X = B for A = L L^H (upper: A = U^H U) given the factor."""
     if upper:
-        Y = _ops.linalg_solve_triangular(L.mT, B, upper=False)
+        Y = _ops.linalg_solve_triangular(L.mH, B, upper=False)
         X = _ops.linalg_solve_triangular(L, Y, upper=True)
     else:
         Y = _ops.linalg_solve_triangular(L, B, upper=False)
-        X = _ops.linalg_solve_triangular(L.mT, Y, upper=True)
+        X = _ops.linalg_solve_triangular(L.mH, Y, upper=True)
     return _la._out(X, out)
 
 
@@ -65,7 +67,7 @@ def svd(input, some=True, compute_uv=True, *, out=None):
     import strata as st
     if compute_uv:
         U, S, Vh = _ops._linalg_svd(input, not some, True)
-        return _la._out(_SVD(U, S, Vh.mT), out)
+        return _la._out(_SVD(U, S, Vh.mH), out)
     S = _ops._linalg_svd(input, False, False)[1]
     m, n = input.shape[-2], input.shape[-1]
     k = min(m, n)

@@ -1,4 +1,4 @@
-"""strata.linalg: torch.linalg over LAPACK (real float32/float64; batched over leading dims).
+"""strata.linalg: torch.linalg over LAPACK (float32/float64, complex64/complex128; batched over leading dims).
 
 The factorizations are ops (src/ops/decl/lapack.def, kernels in src/ops/lapack*.cpp, derivatives in
 src/autograd/derivatives_lapack.cpp); the functions here that are not those ops are compositions of ops
@@ -6,8 +6,9 @@ src/autograd/derivatives_lapack.cpp); the functions here that are not those ops 
 compiler go through them unchanged. Numerical failure (a singular matrix, a matrix that is not
 positive-definite, no convergence) raises LinAlgError, a RuntimeError, as torch does.
 
-Complex dtypes do not exist in Strata yet: eig and eigvals, whose results are complex for a general
-real matrix, raise NotImplementedError.
+eig and eigvals (LAPACK geev) return complex results for real and complex input. The other
+decompositions and the compositions here also take complex64/complex128 (conjugate-transpose derivatives,
+as torch); complex lstsq goes through QR.
 """
 
 import math
@@ -27,6 +28,7 @@ matmul = _ops.matmul
 
 _SVD = namedtuple("linalg_svd", ["U", "S", "Vh"])
 _EIGH = namedtuple("linalg_eigh", ["eigenvalues", "eigenvectors"])
+_EIG = namedtuple("linalg_eig", ["eigenvalues", "eigenvectors"])
 _LSTSQ = namedtuple("linalg_lstsq", ["solution", "residuals", "rank", "singular_values"])
 _LU = namedtuple("linalg_lu", ["P", "L", "U"])
 _LU_FACTOR = namedtuple("linalg_lu_factor", ["LU", "pivots"])
@@ -61,17 +63,17 @@ def _needs_grad(*ts):
 
 def _eps(dtype):
     st = _st()
-    return st.finfo(dtype).eps
+    return st.finfo({st.complex64: st.float32, st.complex128: st.float64}.get(dtype, dtype)).eps
 
 
-def _check_float(op, A, name="A", min_dim=2):
+def _check_float(op, A, name="A", min_dim=2, complex_ok=False):
     st = _st()
     if not isinstance(A, st.Tensor):
         raise TypeError(f"{op}: expected a Tensor for {name}, got {type(A).__name__}")
     if A.dim() < min_dim:
         raise RuntimeError(f"{op}: The input tensor {name} must have at least {min_dim} dimensions, but got a tensor "
                            f"of shape {list(A.shape)}")
-    if A.dtype not in (st.float32, st.float64):
+    if A.dtype not in (st.float32, st.float64) and not (complex_ok and A.dtype in (st.complex64, st.complex128)):
         raise RuntimeError(f"{op}: Expected a floating point tensor as input (float32 or float64). Got "
                            f"{str(A.dtype).split('.')[-1]} for {name} of shape {list(A.shape)}")
 
@@ -84,7 +86,7 @@ def solve(A, B, *, left=True, out=None):
 
 def solve_ex(A, B, *, left=True, check_errors=False, out=None):
     st = _st()
-    _check_float("linalg.solve_ex", A)
+    _check_float("linalg.solve_ex", A, complex_ok=True)
     if A.device.type == "meta":
         return _out(_SOLVE_EX(_ops.linalg_solve(A, B, left=left),
                               st.empty(A.shape[:-2], dtype=st.int32, device="meta")), out)
@@ -108,7 +110,7 @@ def inv(A, *, out=None):
 
 
 def inv_ex(A, *, check_errors=False, out=None):
-    _check_float("linalg.inv_ex", A)
+    _check_float("linalg.inv_ex", A, complex_ok=True)
     if A.device.type == "meta":
         return _out(_INV_EX(_ops.linalg_inv(A), _st().empty(A.shape[:-2], dtype=_st().int32, device="meta")), out)
     _, _, info = _ops.linalg_lu_factor_ex(A)
@@ -234,18 +236,15 @@ def eigvalsh(A, UPLO="L", *, out=None):
     return _out(_ops._linalg_eigh(A, UPLO, False)[0], out)
 
 
-def _complex_missing(name):
-    def fn(A, *args, **kwargs):
-        raise NotImplementedError(
-            f"strata.linalg.{name}: the eigenvalues of a general real matrix are complex, and Strata has no complex "
-            "dtypes yet (complex64/complex128 support is not implemented); for symmetric matrices use "
-            "strata.linalg.eigh / eigvalsh")
-    fn.__name__ = name
-    return fn
+def eig(A, *, out=None):
+    """Eigenvalues and eigenvectors of general square matrices (LAPACK geev); complex results for real
+    and complex input, eigenvectors of unit norm (largest component real), as torch."""
+    return _out(_EIG(*_ops.linalg_eig(A)), out)
 
 
-eig = _complex_missing("eig")
-eigvals = _complex_missing("eigvals")
+def eigvals(A, *, out=None):
+    # The eigenvalues' gradient needs the eigenvectors: the op recomputes them in its backward.
+    return _out(_ops.linalg_eigvals(A), out)
 
 
 def householder_product(A, tau, *, out=None):
@@ -254,31 +253,43 @@ def householder_product(A, tau, *, out=None):
 
 def lstsq(A, B, rcond=None, *, driver=None):
     st = _st()
-    _check_float("torch.linalg.lstsq", A)
+    _check_float("torch.linalg.lstsq", A, complex_ok=True)
     if driver is not None and driver not in ("gels", "gelsy", "gelsd", "gelss"):
         raise RuntimeError("torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)")
-    solution, rank, sv = _ops._linalg_lstsq(A, B, rcond, driver=driver)
     m, n = A.shape[-2], A.shape[-1]
     vec = _vector_rhs(A, B)
-    if _needs_grad(A, B):
+    cplx = A.is_complex()
+    if cplx:
+        # The LAPACK least-squares drivers are bound for real dtypes only: complex A goes through QR below
+        # (full rank assumed), with the rank and singular values from the SVD where the driver reports them.
+        if B.dtype != A.dtype:
+            raise RuntimeError(f"linalg.lstsq: Expected A and B to have the same dtype, but got A.dtype = "
+                               f"{str(A.dtype).split('.')[-1]} and B.dtype = {str(B.dtype).split('.')[-1]}")
+        sv = svdvals(A) if driver in ("gelsd", "gelss") else st.empty(0, dtype=A.real.dtype, device=A.device)
+        rank = (matrix_rank(A, rtol=rcond) if rcond is not None and rcond > 0 else matrix_rank(A)) \
+            if driver != "gels" else st.empty(0, dtype=st.int64, device=A.device)
+        solution = None
+    else:
+        solution, rank, sv = _ops._linalg_lstsq(A, B, rcond, driver=driver)
+    if cplx or _needs_grad(A, B):
         # The LAPACK drivers have no derivative: for full-rank A the solution is also
         # R^-1 Q^T B (m >= n) or Q R^-T B (m < n) with A (or A^T) = QR, whose ops do.
         Bm = B.unsqueeze(-1) if vec else B
         if m >= n:
             Q, R = _ops.linalg_qr(A)
-            sol = _ops.linalg_solve_triangular(R, Q.mT @ Bm, upper=True)
+            sol = _ops.linalg_solve_triangular(R, Q.mH @ Bm, upper=True)
         else:
-            Q, R = _ops.linalg_qr(A.mT)
-            sol = Q @ _ops.linalg_solve_triangular(R.mT, Bm, upper=False)
+            Q, R = _ops.linalg_qr(A.mH)
+            sol = Q @ _ops.linalg_solve_triangular(R.mH, Bm, upper=False)
         solution = sol.squeeze(-1) if vec else sol
-    residuals = st.empty(0, dtype=A.dtype, device=A.device)
+    residuals = st.empty(0, dtype=A.real.dtype if cplx else A.dtype, device=A.device)
     # torch's rule: residuals for tall A when every matrix has full rank, except with gelsy.
     # (Meta tensors have no ranks: their shapes assume full rank.)
     if m > n and driver not in (None, "gelsy"):
         meta = A.device.type == "meta"
         if meta or rank.numel() == 0 or bool((rank == n).all()):
             r = A @ (solution.unsqueeze(-1) if vec else solution) - (B.unsqueeze(-1) if vec else B)
-            residuals = (r * r).sum(-2)
+            residuals = (r.abs() ** 2 if cplx else r * r).sum(-2)
             if vec:
                 residuals = residuals.squeeze(-1)
     return _LSTSQ(solution, residuals, rank, sv)
@@ -298,6 +309,8 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
     st = _st()
     if dtype is not None:
         x = x.to(dtype)
+    if x.is_complex():
+        x = x.abs()  # every vector norm is a norm of |x_i|; the result is real, as torch's
     if not x.is_floating_point():
         raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
                            f"{str(x.dtype).split('.')[-1]}")
@@ -380,7 +393,7 @@ def norm(A, ord=None, dim=None, keepdim=False, *, out=None, dtype=None):
 
 def cond(A, p=None, *, out=None):
     st = _st()
-    _check_float("linalg.cond", A)
+    _check_float("linalg.cond", A, complex_ok=True)
     if p in (None, 2, -2):
         s = svdvals(A)
         r = s.amax(-1) / s.amin(-1) if p in (None, 2) else s.amin(-1) / s.amax(-1)
@@ -397,7 +410,7 @@ def cond(A, p=None, *, out=None):
 
 def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None, out=None):
     st = _st()
-    _check_float("linalg.matrix_rank", A)
+    _check_float("linalg.matrix_rank", A, complex_ok=True)
     if tol is not None:
         atol, rtol = tol, 0.0
     s = eigvalsh(A).abs() if hermitian else svdvals(A)
@@ -424,7 +437,7 @@ def _as_tensor(v, like):
 
 def pinv(A, *, atol=None, rtol=None, hermitian=False, rcond=None, out=None):
     st = _st()
-    _check_float("linalg.pinv", A)
+    _check_float("linalg.pinv", A, complex_ok=True)
     if rcond is not None:
         rtol = rcond
     m, n = A.shape[-2], A.shape[-1]
@@ -442,9 +455,9 @@ def pinv(A, *, atol=None, rtol=None, hermitian=False, rcond=None, out=None):
     keep = s > tol
     if hermitian:
         Linv = st.where(keep, 1.0 / st.where(keep, L, st.ones_like(L)), st.zeros_like(L))
-        return _out((V * Linv.unsqueeze(-2)) @ V.mT, out)
+        return _out((V * Linv.unsqueeze(-2)) @ V.mH, out)
     sinv = st.where(keep, 1.0 / st.where(keep, s, st.ones_like(s)), st.zeros_like(s))
-    return _out((Vh.mT * sinv.unsqueeze(-2)) @ U.mT, out)
+    return _out((Vh.mH * sinv.unsqueeze(-2)) @ U.mH, out)
 
 
 # ---- products and functions of matrices ------------------------------------------------
@@ -486,7 +499,7 @@ def matrix_exp(A):
     """Scaling and squaring with the [13/13] Pade approximant, written with matmul and
     solve, so it is differentiable (and batched) through those ops."""
     st = _st()
-    _check_float("linalg.matrix_exp", A)
+    _check_float("linalg.matrix_exp", A, complex_ok=True)
     if A.shape[-1] != A.shape[-2]:
         raise RuntimeError(f"linalg.matrix_exp: A must be batches of square matrices, but they are "
                            f"{A.shape[-2]} by {A.shape[-1]} matrices")
@@ -513,7 +526,8 @@ def matrix_exp(A):
 
 
 def vecdot(x, y, *, dim=-1, out=None):
-    return _out((x * y).sum(dim), out)
+    # torch conjugates x (a no-op for real tensors)
+    return _out((x.conj() * y).sum(dim), out)
 
 
 def multi_dot(tensors, *, out=None):

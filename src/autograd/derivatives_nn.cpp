@@ -10,6 +10,7 @@
 
 #include "autograd/derivative_util.h"
 #include "autograd/variable.h"
+#include "ops/api/complex.h"
 #include "core/shape.h"
 
 namespace strata::autograd {
@@ -72,15 +73,22 @@ Dims channel_shape(int64_t ndim, int64_t dim, int64_t n) {
 }
 
 // ---- linear algebra ------------------------------------------------------------
+// Complex operands follow Note [Complex gradients]: a product's derivative
+// multiplies by the conjugate of the other factor (and of alpha, beta), so the
+// transposes below are adjoints; conj of a real tensor is the tensor itself.
+Tensor adjoint_of(const Tensor& t, int64_t d0 = -2, int64_t d1 = -1) { return conj(transpose(t, d0, d1)); }
+// g * conj(s) for a Scalar s.
+Tensor scaled_conj(const Tensor& g, const Scalar& s) { return mul(g, conj(num(g, s))); }
+
 // self * beta + alpha * (m1 @ m2) for mm (addmm) and bmm (baddbmm): the
 // products transpose the last two dims.
 using MatProduct = Tensor (*)(const Tensor&, const Tensor&, const std::optional<Tensor>&);
 void scaled_product_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out, MatProduct product) {
   const Scalar beta = ctx.arg_scalar(3), alpha = ctx.arg_scalar(4);
-  Tensor ga = mul(g[0], num(g[0], alpha));
-  if (ctx.needs_grad(0)) out.set(0, mul(g[0], num(g[0], beta)));
-  if (ctx.needs_grad(1)) out.set(1, product(ga, transpose(ctx.input(2), -2, -1), std::nullopt));
-  if (ctx.needs_grad(2)) out.set(2, product(transpose(ctx.input(1), -2, -1), ga, std::nullopt));
+  Tensor ga = scaled_conj(g[0], alpha);
+  if (ctx.needs_grad(0)) out.set(0, scaled_conj(g[0], beta));
+  if (ctx.needs_grad(1)) out.set(1, product(ga, adjoint_of(ctx.input(2)), std::nullopt));
+  if (ctx.needs_grad(2)) out.set(2, product(adjoint_of(ctx.input(1)), ga, std::nullopt));
 }
 
 void addmm_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
@@ -95,38 +103,43 @@ STRATA_DERIVATIVE(baddbmm, save_inputs(1, 2), save_outputs(), baddbmm_backward);
 
 void addbmm_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
   const Scalar beta = ctx.arg_scalar(3), alpha = ctx.arg_scalar(4);
-  if (ctx.needs_grad(0)) out.set(0, mul(g[0], num(g[0], beta)));
+  if (ctx.needs_grad(0)) out.set(0, scaled_conj(g[0], beta));
   if (!ctx.needs_grad(1) && !ctx.needs_grad(2)) return;
   const TensorGeometry& b1 = ctx.input_geometry(1);
   // Every batch saw the same output gradient.
-  Tensor ga = expand(unsqueeze(mul(g[0], num(g[0], alpha)), 0), Dims{b1.sizes[0], g[0].size(0), g[0].size(1)});
-  if (ctx.needs_grad(1)) out.set(1, bmm(ga, transpose(ctx.input(2), 1, 2)));
-  if (ctx.needs_grad(2)) out.set(2, bmm(transpose(ctx.input(1), 1, 2), ga));
+  Tensor ga = expand(unsqueeze(scaled_conj(g[0], alpha), 0), Dims{b1.sizes[0], g[0].size(0), g[0].size(1)});
+  if (ctx.needs_grad(1)) out.set(1, bmm(ga, adjoint_of(ctx.input(2), 1, 2)));
+  if (ctx.needs_grad(2)) out.set(2, bmm(adjoint_of(ctx.input(1), 1, 2), ga));
 }
 STRATA_DERIVATIVE(addbmm, save_inputs(1, 2), save_outputs(), addbmm_backward);
 
 void addmv_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
   const Scalar beta = ctx.arg_scalar(3), alpha = ctx.arg_scalar(4);
-  Tensor ga = mul(g[0], num(g[0], alpha));
-  if (ctx.needs_grad(0)) out.set(0, mul(g[0], num(g[0], beta)));
-  if (ctx.needs_grad(1)) out.set(1, mul(unsqueeze(ga, 1), unsqueeze(ctx.input(2), 0)));
-  if (ctx.needs_grad(2)) out.set(2, mv(transpose(ctx.input(1), 0, 1), ga));
+  Tensor ga = scaled_conj(g[0], alpha);
+  if (ctx.needs_grad(0)) out.set(0, scaled_conj(g[0], beta));
+  if (ctx.needs_grad(1)) out.set(1, mul(unsqueeze(ga, 1), unsqueeze(conj(ctx.input(2)), 0)));
+  if (ctx.needs_grad(2)) out.set(2, mv(adjoint_of(ctx.input(1), 0, 1), ga));
 }
 STRATA_DERIVATIVE(addmv, save_inputs(1, 2), save_outputs(), addmv_backward);
 
 void mv_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  if (ctx.needs_grad(0)) out.set(0, mul(unsqueeze(g[0], 1), unsqueeze(ctx.input(1), 0)));
-  if (ctx.needs_grad(1)) out.set(1, mv(transpose(ctx.input(0), 0, 1), g[0]));
+  if (ctx.needs_grad(0)) out.set(0, mul(unsqueeze(g[0], 1), unsqueeze(conj(ctx.input(1)), 0)));
+  if (ctx.needs_grad(1)) out.set(1, mv(adjoint_of(ctx.input(0), 0, 1), g[0]));
 }
 STRATA_DERIVATIVE(mv, save_inputs(0, 1), save_outputs(), mv_backward);
 
-// Real tensors only (Strata has no complex dtypes), so vdot's conjugation is the identity.
+// dot = sum x y: gx = g conj(y), gy = g conj(x). vdot = sum conj(x) y:
+// gx = conj(g) y, gy = g x (torch's formulas; all equal for real tensors).
 void dot_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  if (ctx.needs_grad(0)) out.set(0, mul(g[0], ctx.input(1)));
-  if (ctx.needs_grad(1)) out.set(1, mul(g[0], ctx.input(0)));
+  if (ctx.needs_grad(0)) out.set(0, mul(g[0], conj(ctx.input(1))));
+  if (ctx.needs_grad(1)) out.set(1, mul(g[0], conj(ctx.input(0))));
 }
 STRATA_DERIVATIVE(dot, save_inputs(0, 1), save_outputs(), dot_backward);
-STRATA_DERIVATIVE(vdot, save_inputs(0, 1), save_outputs(), dot_backward);
+void vdot_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
+  if (ctx.needs_grad(0)) out.set(0, mul(conj(g[0]), ctx.input(1)));
+  if (ctx.needs_grad(1)) out.set(1, mul(g[0], ctx.input(0)));
+}
+STRATA_DERIVATIVE(vdot, save_inputs(0, 1), save_outputs(), vdot_backward);
 
 // ---- linear, embedding -------------------------------------------------------------
 void linear_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {

@@ -8,6 +8,7 @@
 // the denominator is made safe first, since where() sends a zero gradient into
 // the unused branch and 0 * inf would turn it into nan in double backward.
 #include "autograd/derivative_util.h"
+#include "ops/api/complex.h"
 #include "core/shape.h"
 
 namespace strata::autograd {
@@ -155,8 +156,7 @@ STRATA_DERIVATIVE(amin, save_inputs(0), save_outputs(0), amax_amin_backward);
 // d||x||_p / dx = sgn(x) |x|^(p-1) / ||x||^(p-1), with PyTorch's special cases:
 // p = 0 has zero gradient, p = 1 is sgn(x), p = +-inf splits among the
 // extremal |x| (and nans), and a zero norm gives a zero subgradient.
-void norm_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
-  Tensor x = cast_like_forward(ctx.input(0), ctx, 4);
+Tensor norm_grad_real(const BackwardCtx& ctx, const variable_list& g, const Tensor& x) {
   const int64_t nd = x.dim();
   const double p = ctx.arg_is_none(1) ? 2.0 : ctx.arg_scalar(1).to<double>();
   auto dims = reduced_dims(ctx.arg(2), nd);
@@ -164,20 +164,17 @@ void norm_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out)
   Tensor gk = unsqueeze_dims(g[0], dims, nd, keepdim);
   Tensor y = unsqueeze_dims(ctx.output(0), dims, nd, keepdim);
   if (p == 0.0) {
-    out.set(0, zeros_like(x, g[0].dtype()));
-    return;
+    return zeros_like(x, g[0].dtype());
   }
   Tensor sgn = sign_const(x);
   if (p == 1.0) {
-    out.set(0, mul(gk, sgn));
-    return;
+    return mul(gk, sgn);
   }
   Tensor zero = num(y, 0.0);
   Tensor y_zero = eq(y, zero);
   Tensor y_safe = where(y_zero, num(y, 1.0), y);
   if (p == 2.0) {
-    out.set(0, mul(gk, where(y_zero, zero, div(x, y_safe))));
-    return;
+    return mul(gk, where(y_zero, zero, div(x, y_safe)));
   }
   Tensor ax = mul(x, sgn);  // |x|, differentiable through mul alone
   if (std::isinf(p)) {
@@ -186,20 +183,25 @@ void norm_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out)
       GradModeGuard no_grad(false);
       mask = logical_or(eq(ax, y), isnan(ax));
     }
-    out.set(0, mul(sgn, split_among(gk, mask, nd == 0 ? std::vector<int64_t>{} : dims)));
-    return;
+    return mul(sgn, split_among(gk, mask, nd == 0 ? std::vector<int64_t>{} : dims));
   }
   if (p < 1.0) {
     // |x|^(p-1) is infinite at 0; those elements get 0 (like PyTorch).
     Tensor x_zero = eq(x, num(x, 0.0));
     Tensor ax_safe = where(x_zero, num(x, 1.0), ax);
     Tensor scaled = where(x_zero, num(x, 0.0), mul(sgn, pow(ax_safe, num(x, p - 1.0))));
-    out.set(0, mul(mul(scaled, gk), pow(y, num(y, 1.0 - p))));
-    return;
+    return mul(mul(scaled, gk), pow(y, num(y, 1.0 - p)));
   }
   Tensor scaled = p < 2.0 ? mul(sgn, pow(ax, num(x, p - 1.0))) : mul(x, pow(ax, num(x, p - 2.0)));
   Tensor scale = where(y_zero, zero, div(gk, pow(y_safe, num(y, p - 1.0))));
-  out.set(0, mul(scaled, scale));
+  return mul(scaled, scale);
+}
+// ||z|| of complex z is the norm of |z|: the real gradient with respect to |z|
+// times sgn(z) (Note [Complex gradients]: d|z| gives g z / |z|).
+void norm_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
+  Tensor x = cast_like_forward(ctx.input(0), ctx, 4);
+  if (is_complex_type(x.dtype())) out.set(0, mul(norm_grad_real(ctx, g, abs(x)), sgn(x)));
+  else out.set(0, norm_grad_real(ctx, g, x));
 }
 // torch.norm runs linalg_vector_norm, hence PyTorch's node name.
 STRATA_DERIVATIVE_NAMED(norm, save_inputs(0), save_outputs(0), norm_backward, "LinalgVectorNormBackward0");

@@ -26,9 +26,9 @@ void lu_factor_into(const char* op, Tensor& lu, Tensor& pivots, Tensor& info) {
     return;
   }
   int mi = as_int(op, m), ni = as_int(op, n);
-  visit_real(lu.dtype(), [&]<typename T>() {
+  visit_lapack(lu.dtype(), [&]<typename T>() {
     T* base = lu.data_ptr<T>();
-    if (m == n && n <= kSmallN) {
+    if constexpr (!is_complex_v<T>) if (m == n && n <= kSmallN) {
       for_each_matrix(count, n, [&](int64_t i) { inf[i] = small_getrf<T>(ni, base + i * n * n, piv + i * n); });
       return;
     }
@@ -40,7 +40,7 @@ void lu_factor_into(const char* op, Tensor& lu, Tensor& pivots, Tensor& info) {
 
 Tensor3 linalg_lu_factor_ex_impl(const Tensor& A, bool pivot, bool check_errors) {
   const char* op = "linalg.lu_factor_ex";
-  check_input(op, "A", A);
+  check_input(op, "A", A, 2, true);
   STRATA_CHECK_T(NotImplementedError, pivot, op,
                  ": LU without pivoting is not implemented on the CPU (LAPACK always pivots), as in torch");
   auto batch = batch_of(A);
@@ -64,17 +64,18 @@ Tensor3 linalg_lu_factor_ex_impl(const Tensor& A, bool pivot, bool check_errors)
 STRATA_IMPL_CPU_META(linalg_lu_factor_ex, linalg_lu_factor_ex_impl);
 
 // Solves with factored matrices in `lu` (batch broadcast to x's already) into x
-// (column-major, n x k each); trans: 'N' or 'T'.
+// (column-major, n x k each); trans: 'N', 'T' or (complex) 'C'.
 void lu_solve_into(const char* op, const Tensor& lu, const Tensor& pivots, Tensor& x, char trans) {
   int64_t n = lu.size(-1), k = x.size(-1), count = x.numel() / std::max<int64_t>(1, n * k);
   if (n == 0 || k == 0) return;
   count = count_of(batch_of(x));
   int ni = as_int(op, n), ki = as_int(op, k);
   const int* piv = pivots.data_ptr<int>();
-  visit_real(x.dtype(), [&]<typename T>() {
+  visit_lapack(x.dtype(), [&]<typename T>() {
     const T* a = lu.data_ptr<T>();
     T* b = x.data_ptr<T>();
-    if (n <= kSmallN) {
+    if constexpr (!is_complex_v<T>) if (n <= kSmallN) {
+      trans = trans == 'C' ? 'T' : trans;
       for_each_matrix(count, n, [&](int64_t i) { small_getrs<T>(trans, ni, ki, a + i * n * n, piv + i * n, b + i * n * k); });
       return;
     }
@@ -95,8 +96,8 @@ bool is_vector_rhs(const Tensor& A, const Tensor& B) {
 
 Tensor linalg_lu_solve_impl(const Tensor& LU, const Tensor& pivots, const Tensor& B, bool left, bool adjoint) {
   const char* op = "linalg.lu_solve";
-  check_input(op, "LU", LU);
-  check_input(op, "B", B);
+  check_input(op, "LU", LU, 2, true);
+  check_input(op, "B", B, 2, true);
   check_square(op, "LU", LU);
   check_same(op, LU, "LU", B, "B");
   STRATA_CHECK(pivots.dtype() == ScalarType::Int32, op, ": pivots should be a Tensor of scalar type int32, got ",
@@ -117,7 +118,13 @@ Tensor linalg_lu_solve_impl(const Tensor& LU, const Tensor& pivots, const Tensor
     Tensor lu = batch_of(LU) == bv && is_packed_col_major(LU) ? LU
                                                               : col_major(with(bv, {n, n}), LU.dtype(), LU.device(), &LU);
     Tensor piv = contiguous(expand(pivots, with(bv, {n})));
-    lu_solve_into(op, lu, piv, X, (adjoint != !left) ? 'T' : 'N');
+    // left: op(A) X = B with op = adjoint ('C') or none; right: X op(A) = B, that
+    // is op(A)^T X^T = B^T: 'T' for op = none, and for op = adjoint conj(A) X^T =
+    // B^T, solved as A conj(X^T) = conj(B^T) (only complex differs from 'T').
+    bool conj_solve = !left && adjoint && is_complex_type(X.dtype());
+    if (conj_solve) copy_(X, conj_physical(X));
+    lu_solve_into(op, lu, piv, X, left ? (adjoint ? 'C' : 'N') : (conj_solve ? 'N' : adjoint ? 'N' : 'T'));
+    if (conj_solve) copy_(X, conj_physical(X));
   }
   return left ? X : transpose(X, -2, -1);
 }
@@ -125,8 +132,8 @@ STRATA_IMPL_CPU_META(linalg_lu_solve, linalg_lu_solve_impl);
 
 Tensor linalg_solve_impl(const Tensor& A, const Tensor& B, bool left) {
   const char* op = "torch.linalg.solve";
-  check_input(op, "A", A);
-  check_input(op, "B", B, 1);
+  check_input(op, "A", A, 2, true);
+  check_input(op, "B", B, 1, true);
   check_same("linalg.solve", A, "A", B, "B");
   check_square("linalg.solve", "A", A);
   bool vec = is_vector_rhs(A, B);
@@ -161,7 +168,7 @@ STRATA_IMPL_CPU_META(linalg_solve, linalg_solve_impl);
 
 Tensor linalg_inv_impl(const Tensor& A) {
   const char* op = "linalg.inv";
-  check_input(op, "A", A);
+  check_input(op, "A", A, 2, true);
   check_square(op, "A", A);
   int64_t n = A.size(-1);
   auto batch = batch_of(A);
@@ -177,7 +184,7 @@ Tensor linalg_inv_impl(const Tensor& A) {
       throw LinAlgError(str(op, ": ", batch.empty() ? "" : "(Batch element " + std::to_string(i) + "): ",
                             "The diagonal element ", inf[i],
                             " is zero, the inversion could not be completed because the input matrix is singular."));
-  visit_real(A.dtype(), [&]<typename T>() {
+  visit_lapack(A.dtype(), [&]<typename T>() {
     T* x = X.data_ptr<T>();
     int64_t count = info.numel();
     for (int64_t i = 0; i < count; ++i) {
@@ -225,6 +232,33 @@ void lu_logdet(const Tensor& lu, const Tensor& piv, T* sign, T* logabs, T* det, 
   });
 }
 
+// The complex form: sign = p_sign * prod(d / |d|) (0 for a singular matrix),
+// log|det| = sum log|d|, det = p_sign * prod(d).
+template <typename C>
+void lu_logdet_complex(const Tensor& lu, const Tensor& piv, C* sign, typename C::value_type* logabs, C* det,
+                       int64_t count, int64_t n) {
+  using R = typename C::value_type;
+  const C* a = lu.data_ptr<C>();
+  const int* p = piv.data_ptr<int>();
+  parallel_for(0, count, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, n)), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const C* m = a + i * n * n;
+      C s = R(p_sign(p + i * n, n)), prod = R(1);
+      R l = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        C d = m[j * n + j];
+        R ad = std::abs(d);
+        prod *= d;
+        s = ad == 0 ? C(0) : s * (d / ad);
+        l += std::log(ad);
+      }
+      if (det) det[i] = R(p_sign(p + i * n, n)) * prod;
+      if (sign) sign[i] = s;
+      if (logabs) logabs[i] = l;
+    }
+  });
+}
+
 // Factors A (a column-major copy) and hands the factors to f(lu, piv, count, n).
 template <typename F>
 void with_lu(const char* op, const Tensor& A, const F& f) {
@@ -239,14 +273,18 @@ void with_lu(const char* op, const Tensor& A, const F& f) {
 
 Tensor2 linalg_slogdet_impl(const Tensor& A) {
   const char* op = "linalg.slogdet";
-  check_input(op, "A", A);
+  check_input(op, "A", A, 2, true);
   check_square(op, "A", A);
   auto batch = batch_of(A);
-  Tensor sign = empty_tensor(batch, A.dtype(), A.device()), logabs = empty_tensor(batch, A.dtype(), A.device());
+  Tensor sign = empty_tensor(batch, A.dtype(), A.device());
+  Tensor logabs = empty_tensor(batch, to_real_value_type(A.dtype()), A.device());
   if (A.device().is_meta() || sign.numel() == 0) return {sign, logabs};
   with_lu(op, A, [&](const Tensor& lu, const Tensor& piv, int64_t count, int64_t n) {
-    visit_real(A.dtype(), [&]<typename T>() {
-      lu_logdet<T>(lu, piv, sign.data_ptr<T>(), logabs.data_ptr<T>(), nullptr, count, n);
+    visit_lapack(A.dtype(), [&]<typename T>() {
+      if constexpr (is_complex_v<T>)
+        lu_logdet_complex<T>(lu, piv, sign.data_ptr<T>(), logabs.data_ptr<typename T::value_type>(), nullptr, count,
+                             n);
+      else lu_logdet<T>(lu, piv, sign.data_ptr<T>(), logabs.data_ptr<T>(), nullptr, count, n);
     });
   });
   return {sign, logabs};
@@ -255,12 +293,15 @@ STRATA_IMPL_CPU_META(linalg_slogdet, linalg_slogdet_impl);
 
 Tensor linalg_det_impl(const Tensor& A) {
   const char* op = "linalg.det";
-  check_input(op, "A", A);
+  check_input(op, "A", A, 2, true);
   check_square(op, "A", A);
   Tensor det = empty_tensor(batch_of(A), A.dtype(), A.device());
   if (A.device().is_meta() || det.numel() == 0) return det;
   with_lu(op, A, [&](const Tensor& lu, const Tensor& piv, int64_t count, int64_t n) {
-    visit_real(A.dtype(), [&]<typename T>() { lu_logdet<T>(lu, piv, nullptr, nullptr, det.data_ptr<T>(), count, n); });
+    visit_lapack(A.dtype(), [&]<typename T>() {
+      if constexpr (is_complex_v<T>) lu_logdet_complex<T>(lu, piv, nullptr, nullptr, det.data_ptr<T>(), count, n);
+      else lu_logdet<T>(lu, piv, nullptr, nullptr, det.data_ptr<T>(), count, n);
+    });
   });
   return det;
 }
@@ -270,25 +311,29 @@ STRATA_IMPL_CPU_META(linalg_det, linalg_det_impl);
 
 Tensor2 linalg_cholesky_ex_impl(const Tensor& A, bool upper, bool check_errors) {
   const char* op = "linalg.cholesky";
-  check_input(op, "A", A);
+  check_input(op, "A", A, 2, true);
   check_square(op, "A", A);
   auto batch = batch_of(A);
   int64_t n = A.size(-1);
   Tensor L = col_major(A.sizes(), A.dtype(), A.device(), &A);
   Tensor info = empty_tensor(batch, ScalarType::Int32, A.device());
-  if (A.device().is_meta()) return {upper ? transpose(L, -2, -1) : L, info};
+  // upper: U = L^H (the conjugate matters for complex input).
+  auto out = [&](const Tensor& l) { return upper ? (is_complex_type(l.dtype()) ? conj(transpose(l, -2, -1))
+                                                                               : transpose(l, -2, -1)) : l; };
+  if (A.device().is_meta()) return {out(L), info};
   int* inf = info.data_ptr<int>();
   int64_t count = info.numel();
   if (n == 0) {
     std::fill(inf, inf + count, 0);
-    return {upper ? transpose(L, -2, -1) : L, info};
+    return {out(L), info};
   }
   int ni = as_int(op, n);
-  visit_real(A.dtype(), [&]<typename T>() {
+  visit_lapack(A.dtype(), [&]<typename T>() {
     T* base = L.data_ptr<T>();
     for_each_matrix(count, n, [&](int64_t i) {
       T* m = base + i * n * n;
-      inf[i] = n <= kSmallN ? small_potrf<T>(ni, m) : lapack::potrf<T>('L', ni, m, ni);
+      if constexpr (is_complex_v<T>) inf[i] = lapack::potrf<T>('L', ni, m, ni);
+      else inf[i] = n <= kSmallN ? small_potrf<T>(ni, m) : lapack::potrf<T>('L', ni, m, ni);
       for (int64_t c = 1; c < n; ++c)  // zero the strict upper triangle (column c, rows < c)
         std::fill(m + c * n, m + c * n + c, T(0));
     });
@@ -299,7 +344,7 @@ Tensor2 linalg_cholesky_ex_impl(const Tensor& A, bool upper, bool check_errors) 
         throw LinAlgError(str(op, ": ", batch.empty() ? "" : "(Batch element " + std::to_string(i) + "): ",
                               "The factorization could not be completed because the input is not positive-definite "
                               "(the leading minor of order ", inf[i], " is not positive-definite)."));
-  return {upper ? transpose(L, -2, -1) : L, info};
+  return {out(L), info};
 }
 STRATA_IMPL_CPU_META(linalg_cholesky_ex, linalg_cholesky_ex_impl);
 
@@ -307,8 +352,8 @@ STRATA_IMPL_CPU_META(linalg_cholesky_ex, linalg_cholesky_ex_impl);
 
 Tensor linalg_solve_triangular_impl(const Tensor& A, const Tensor& B, bool upper, bool left, bool unitriangular) {
   const char* op = "linalg.solve_triangular";
-  check_input(op, "A", A);
-  check_input(op, "B", B);
+  check_input(op, "A", A, 2, true);
+  check_input(op, "B", B, 2, true);
   check_same(op, A, "A", B, "B");
   check_square(op, "A", A);
   // X A = B  <=>  A^T X^T = B^T, with A^T's triangle flipped.
@@ -332,7 +377,7 @@ Tensor linalg_solve_triangular_impl(const Tensor& A, const Tensor& B, bool upper
     char uplo = (up != as_t) ? 'U' : 'L', trans = as_t ? 'T' : 'N';
     int ni = as_int(op, n), ki = as_int(op, k);
     int64_t count = count_of(bv);
-    visit_real(A.dtype(), [&]<typename T>() {
+    visit_lapack(A.dtype(), [&]<typename T>() {
       const T* a = At.data_ptr<T>();
       T* x = X.data_ptr<T>();
       for_each_matrix(count, n, [&](int64_t i) {

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <complex>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "backends/cpu/parallel.h"
 #include "core/linalg_error.h"
 #include "core/shape.h"
+#include "ops/api/complex.h"
 #include "ops/api/lapack.h"
 #include "ops/op_list.h"
 #include "ops/ops.h"
@@ -33,9 +35,20 @@ inline std::string dims_str(const Tensor& t) {
 }
 
 // A floating matrix (batch) on the CPU or Meta: torch's messages.
-inline void check_input(const char* op, const char* name, const Tensor& t, int64_t min_dim = 2) {
+// complex_ok: the op also takes complex64/complex128 (see visit_lapack).
+inline void check_input(const char* op, const char* name, const Tensor& t, int64_t min_dim = 2,
+                        bool complex_ok = false) {
   STRATA_CHECK(t.dim() >= min_dim, op, ": The input tensor ", name, " must have at least ", min_dim,
                " dimensions, but got a tensor of shape ", t.shape_str());
+  if (complex_ok && is_complex_type(t.dtype())) {
+    STRATA_CHECK_T(NotImplementedError, t.device().is_cpu() || t.device().is_meta(), op,
+                   ": LAPACK-backed linear algebra runs on the CPU; ", name, " is on ", t.device().str());
+    if (t.device().is_cpu())
+      STRATA_CHECK(lapack::available() && lapack::has_complex(), op, ": ",
+                   lapack::available() ? "libopenblas.so.0 does not export the complex LAPACK routines"
+                                       : lapack::unavailable_reason());
+    return;
+  }
   STRATA_CHECK(t.dtype() == ScalarType::Float32 || t.dtype() == ScalarType::Float64, op,
                     ": Expected a floating point tensor as input (float32 or float64). Got ", dtype_name(t.dtype()),
                     " for ", name, " of shape ", t.shape_str(),
@@ -129,6 +142,9 @@ inline Tensor col_major(IntArrayRef shape, ScalarType dt, Device dev, const Tens
     if (dev.is_cpu() && src->dtype() == dt && (dt == ScalarType::Float32 || dt == ScalarType::Float64)) {
       if (dt == ScalarType::Float32) pack_col_major<float>(full, buf.data_ptr<float>());
       else pack_col_major<double>(full, buf.data_ptr<double>());
+    } else if (dev.is_cpu() && src->dtype() == dt && is_complex_type(dt)) {
+      if (dt == ScalarType::ComplexFloat) pack_col_major<std::complex<float>>(full, buf.data_ptr<std::complex<float>>());
+      else pack_col_major<std::complex<double>>(full, buf.data_ptr<std::complex<double>>());
     } else {
       copy_(view, full);
     }
@@ -140,6 +156,15 @@ template <typename F>
 auto visit_real(ScalarType dt, F&& f) {
   if (dt == ScalarType::Float32) return f.template operator()<float>();
   return f.template operator()<double>();
+}
+
+// float, double, std::complex<float>, std::complex<double>: for the ops that
+// take complex input (check_input(..., complex_ok = true)).
+template <typename F>
+auto visit_lapack(ScalarType dt, F&& f) {
+  if (dt == ScalarType::ComplexFloat) return f.template operator()<std::complex<float>>();
+  if (dt == ScalarType::ComplexDouble) return f.template operator()<std::complex<double>>();
+  return visit_real(dt, std::forward<F>(f));
 }
 
 // Runs f(i) for every matrix i of a batch; `work` is a rough flop count of one

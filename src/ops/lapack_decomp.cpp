@@ -42,6 +42,7 @@ struct TrimScratch {
       if (v.size() > kKeep) std::decay_t<decltype(v)>().swap(v);
     };
     trim(scratch_buf<float>()), trim(scratch_buf<double>()), trim(iscratch_buf());
+    trim(scratch_buf<std::complex<float>>()), trim(scratch_buf<std::complex<double>>());
   }
 };
 
@@ -50,12 +51,21 @@ template <typename T>
 int lwork_of(T w) {
   return std::max(1, static_cast<int>(std::ceil(static_cast<double>(w))));
 }
+template <typename T>
+int lwork_of(std::complex<T> w) {
+  return lwork_of(w.real());
+}
 
 void check_finite(const char* op, const Tensor& a) {
-  bool ok = visit_real(a.dtype(), [&]<typename T>() {
+  bool ok = visit_lapack(a.dtype(), [&]<typename T>() {
     const T* p = a.data_ptr<T>();
-    for (int64_t i = 0; i < a.numel(); ++i)
-      if (!std::isfinite(p[i])) return false;
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      if constexpr (is_complex_v<T>) {
+        if (!std::isfinite(p[i].real()) || !std::isfinite(p[i].imag())) return false;
+      } else if (!std::isfinite(p[i])) {
+        return false;
+      }
+    }
     return true;
   });
   if (!ok)
@@ -70,7 +80,7 @@ Tensor empty0(const Tensor& like) { return empty_tensor(std::vector<int64_t>{0},
 Tensor2 linalg_qr_impl(const Tensor& A, std::string_view mode) {
   TrimScratch trim_scratch;
   const char* op = "linalg.qr";
-  check_input(op, "A", A);
+  check_input(op, "A", A, 2, true);
   STRATA_CHECK(mode == "reduced" || mode == "complete" || mode == "r", "qr received unrecognized mode '", mode,
                "' but expected one of 'reduced' (default), 'r', or 'complete'");
   auto batch = batch_of(A);
@@ -91,7 +101,7 @@ Tensor2 linalg_qr_impl(const Tensor& A, std::string_view mode) {
   }
   Tensor a = col_major(A.sizes(), A.dtype(), A.device(), &A);
   int mi = as_int(op, m), ni = as_int(op, n), ki = as_int(op, k), qci = as_int(op, qc);
-  visit_real(A.dtype(), [&]<typename T>() {
+  visit_lapack(A.dtype(), [&]<typename T>() {
     T q1;
     lapack::geqrf<T>(mi, ni, nullptr, mi, nullptr, &q1, -1);
     int lwork = std::max<int>(lwork_of(q1), static_cast<int>(std::min<int64_t>(m * n, kSmallN * kSmallN)));
@@ -107,10 +117,11 @@ Tensor2 linalg_qr_impl(const Tensor& A, std::string_view mode) {
       T* ai = ab + i * m * n;
       T* tau = scratch<T>(k + lwork);
       T* work = tau + k;
-      const bool small = std::max(m, n) <= kSmallN;
+      const bool small = !is_complex_v<T> && std::max(m, n) <= kSmallN;
       T* keep = small ? work : nullptr;  // the input, in case the small path hands over to LAPACK
       if (small) std::copy(ai, ai + m * n, keep);
-      bool done = small && small_geqr2<T>(mi, ni, ai, tau);
+      bool done = false;
+      if constexpr (!is_complex_v<T>) done = small && small_geqr2<T>(mi, ni, ai, tau);
       if (small && !done) std::copy(keep, keep + m * n, ai);
       if (!done) lapack::geqrf<T>(mi, ni, ai, mi, tau, work, lwork);
       T* ri = rb + i * rr * n;
@@ -121,8 +132,12 @@ Tensor2 linalg_qr_impl(const Tensor& A, std::string_view mode) {
         int64_t cc = std::min(n, qc);
         std::copy(ai, ai + m * cc, qi);
         std::fill(qi + m * cc, qi + m * qc, T(0));
-        if (done) small_org2r<T>(mi, qci, ki, qi, tau);
-        else lapack::orgqr<T>(mi, qci, ki, qi, mi, tau, work, lwork);
+        if constexpr (!is_complex_v<T>) {
+          if (done) small_org2r<T>(mi, qci, ki, qi, tau);
+          else lapack::orgqr<T>(mi, qci, ki, qi, mi, tau, work, lwork);
+        } else {
+          lapack::orgqr<T>(mi, qci, ki, qi, mi, tau, work, lwork);
+        }
       }
     });
   });
@@ -133,8 +148,8 @@ STRATA_IMPL_CPU_META(linalg_qr, linalg_qr_impl);
 Tensor linalg_householder_product_impl(const Tensor& A, const Tensor& tau) {
   TrimScratch trim_scratch;
   const char* op = "torch.linalg.householder_product";
-  check_input(op, "input", A);
-  check_input(op, "tau", tau, 1);
+  check_input(op, "input", A, 2, true);
+  check_input(op, "tau", tau, 1, true);
   check_same(op, A, "input", tau, "tau");
   int64_t m = A.size(-2), n = A.size(-1), k = tau.size(-1);
   STRATA_CHECK(m >= n, op, ": input.shape[-2] must be greater than or equal to input.shape[-1], got ",
@@ -149,7 +164,7 @@ Tensor linalg_householder_product_impl(const Tensor& A, const Tensor& tau) {
   Tensor t = contiguous(tau);
   int mi = as_int(op, m), ni = as_int(op, n), ki = as_int(op, k);
   int64_t count = count_of(batch_of(A));
-  visit_real(A.dtype(), [&]<typename T>() {
+  visit_lapack(A.dtype(), [&]<typename T>() {
     T q;
     lapack::orgqr<T>(mi, ni, ki, nullptr, mi, nullptr, &q, -1);
     int lwork = lwork_of(q);
@@ -168,14 +183,15 @@ STRATA_IMPL_CPU_META(linalg_householder_product, linalg_householder_product_impl
 Tensor3 linalg_svd_impl(const Tensor& A, bool full_matrices, bool compute_uv) {
   TrimScratch trim_scratch;
   const char* op = "linalg.svd";
-  check_input(op, "A", A);
+  check_input(op, "A", A, 2, true);
+  const ScalarType rt = to_real_value_type(A.dtype());  // S is real for complex A
   auto batch = batch_of(A);
   int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n);
   bool full = compute_uv && full_matrices;
   int64_t uc = full ? m : k, vr = full ? n : k;
   Tensor U = compute_uv ? col_major(with(batch, {m, uc}), A.dtype(), A.device()) : empty0(A);
   Tensor Vh = compute_uv ? col_major(with(batch, {vr, n}), A.dtype(), A.device()) : empty0(A);
-  Tensor S = empty_tensor(with(batch, {k}), A.dtype(), A.device());
+  Tensor S = empty_tensor(with(batch, {k}), rt, A.device());
   if (A.device().is_meta()) return {U, S, Vh};
   int64_t count = count_of(batch);
   if (count == 0) return {U, S, Vh};
@@ -193,7 +209,34 @@ Tensor3 linalg_svd_impl(const Tensor& A, bool full_matrices, bool compute_uv) {
   char jobz = !compute_uv ? 'N' : (full ? 'A' : 'S');
   int ldu = mi, ldvt = std::max(1, as_int(op, vr));
   FirstFailure fail;
-  visit_real(A.dtype(), [&]<typename T>() {
+  if (is_complex_type(A.dtype())) {
+    visit_lapack(A.dtype(), [&]<typename T>() {
+      if constexpr (is_complex_v<T>) {
+        using R = typename T::value_type;
+        // rwork: LAPACK's cgesdd bound for the job (7 min(m, n) without vectors).
+        const int64_t mx = std::max(m, n);
+        const int64_t lrwork = compute_uv ? k * std::max(5 * k + 7, 2 * mx + 2 * k + 1) : 7 * k;
+        T q;
+        R rq[1];
+        lapack::gesdd_c<R>(jobz, mi, ni, nullptr, mi, nullptr, nullptr, ldu, nullptr, ldvt, &q, -1, rq,
+                           iscratch(8 * k));
+        int lwork = lwork_of(q);
+        T* ab = a.data_ptr<T>();
+        R* sb = S.data_ptr<R>();
+        T* ub = compute_uv ? U.data_ptr<T>() : nullptr;
+        T* vb = compute_uv ? Vh.data_ptr<T>() : nullptr;
+        for_each_matrix(count, std::max(m, n), [&](int64_t i) {
+          T dummy[1];
+          T* work = scratch<T>(lwork);
+          R* rwork = scratch<R>(std::max<int64_t>(1, lrwork));
+          int info = lapack::gesdd_c<R>(jobz, mi, ni, ab + i * m * n, mi, sb + i * k, ub ? ub + i * m * uc : dummy,
+                                        ldu, vb ? vb + i * vr * n : dummy, ldvt, work, lwork, rwork,
+                                        iscratch(8 * k));
+          if (info > 0) fail.record(i, info);
+        });
+      }
+    });
+  } else visit_real(A.dtype(), [&]<typename T>() {
     T q;
     int* iw = iscratch(8 * k);
     lapack::gesdd<T>(jobz, mi, ni, nullptr, mi, nullptr, nullptr, ldu, nullptr, ldvt, &q, -1, iw);
@@ -229,13 +272,14 @@ constexpr int64_t kJacobiN = 6;
 Tensor2 linalg_eigh_impl(const Tensor& A, std::string_view uplo, bool compute_v) {
   TrimScratch trim_scratch;
   const char* op = "linalg.eigh";
-  check_input(op, "A", A);
+  check_input(op, "A", A, 2, true);
   check_square(op, "A", A);
   STRATA_CHECK(uplo == "L" || uplo == "U" || uplo == "l" || uplo == "u",
                "Expected UPLO argument to be 'L' or 'U', but got ", uplo);
   auto batch = batch_of(A);
   int64_t n = A.size(-1);
-  Tensor W = empty_tensor(with(batch, {n}), A.dtype(), A.device());
+  // Hermitian input: real eigenvalues, complex eigenvectors.
+  Tensor W = empty_tensor(with(batch, {n}), to_real_value_type(A.dtype()), A.device());
   Tensor V = compute_v ? col_major(A.sizes(), A.dtype(), A.device(), &A) : empty0(A);
   if (A.device().is_meta() || W.numel() == 0) return {W, V};
   Tensor a = compute_v ? V : col_major(A.sizes(), A.dtype(), A.device(), &A);
@@ -244,7 +288,27 @@ Tensor2 linalg_eigh_impl(const Tensor& A, std::string_view uplo, bool compute_v)
   char up = (uplo == "U" || uplo == "u") ? 'U' : 'L', jobz = compute_v ? 'V' : 'N';
   int64_t count = count_of(batch);
   FirstFailure fail;
-  visit_real(A.dtype(), [&]<typename T>() {
+  if (is_complex_type(A.dtype())) {
+    visit_lapack(A.dtype(), [&]<typename T>() {
+      if constexpr (is_complex_v<T>) {
+        using R = typename T::value_type;
+        T q;
+        R rq;
+        int iq = 0;
+        lapack::heevd_c<R>(jobz, up, ni, nullptr, ni, nullptr, &q, -1, &rq, -1, &iq, -1);
+        int lwork = lwork_of(q), lrwork = lwork_of(rq), liwork = std::max(1, iq);
+        T* ab = a.data_ptr<T>();
+        R* wb = W.data_ptr<R>();
+        for_each_matrix(count, n, [&](int64_t i) {
+          T* work = scratch<T>(lwork);
+          R* rwork = scratch<R>(lrwork);
+          int info = lapack::heevd_c<R>(jobz, up, ni, ab + i * n * n, ni, wb + i * n, work, lwork, rwork, lrwork,
+                                        iscratch(liwork), liwork);
+          if (info > 0) fail.record(i, info);
+        });
+      }
+    });
+  } else visit_real(A.dtype(), [&]<typename T>() {
     T q;
     int iq = 0;
     lapack::syevd<T>(jobz, up, ni, nullptr, ni, nullptr, &q, -1, &iq, -1);

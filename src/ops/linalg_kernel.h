@@ -3,6 +3,7 @@
 // strides of 0) and hands the device this description.
 #pragma once
 
+#include <complex>
 #include <vector>
 
 #include "core/tensor.h"
@@ -34,5 +35,17 @@ STRATA_DECLARE_STUB(batched_gemm_stub, BatchedGemmFn);
 // backend has no direct way; the caller then goes through a float32 C.
 using Bf16OutGemmFn = bool (*)(const BatchedGemm&);
 STRATA_DECLARE_STUB(bf16_out_gemm_stub, Bf16OutGemmFn);
+
+// Complex64/complex128 products (C = alpha A B + beta C with complex alpha and
+// beta; g.alpha/g.beta unused) in one complex GEMM per matrix. Returns false,
+// touching nothing, when the backend has no complex GEMM; the caller then
+// computes the product as four real GEMMs.
+using ComplexGemmFn = bool (*)(const BatchedGemm&, std::complex<double> alpha, std::complex<double> beta);
+STRATA_DECLARE_STUB(complex_gemm_stub, ComplexGemmFn);
+// out = sum x_i y_i (conj_x: sum conj(x_i) y_i) over n complex elements with
+// positive strides; false when the backend cannot (the caller falls back).
+using ComplexDotFn = bool (*)(ScalarType dt, bool conj_x, int64_t n, const void* x, int64_t incx, const void* y,
+                              int64_t incy, void* out);
+STRATA_DECLARE_STUB(complex_dot_stub, ComplexDotFn);
 
 }  // namespace strata

@@ -368,6 +368,11 @@ STRATA_IMPL_CPU_META(count_nonzero, count_nonzero_impl);
 
 Tensor norm_impl(const Tensor& self, const std::optional<Scalar>& p, OptIntArrayRef dim, bool keepdim,
                  OptDType dtype) {
+  if (is_complex_type(self.dtype())) {  // the norm of |z| (real, as torch's)
+    STRATA_CHECK(!dtype || is_complex_type(*dtype), "norm: dtype should be complex for complex input, but got ",
+                 dtype_name(*dtype));
+    return norm(abs(dtype ? to_dtype(self, *dtype) : self), p, dim, keepdim, std::nullopt);
+  }
   STRATA_CHECK(is_floating_type(self.dtype()), "norm: Expected a floating point or complex tensor as input. Got ",
                dtype_name(self.dtype()));
   if (dtype) {

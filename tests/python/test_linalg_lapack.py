@@ -244,13 +244,6 @@ def test_batched_small_matrices_match_loop_and_thread_count():
     close(st.linalg.det(S(a)), np.linalg.det(a), 1e-8)
 
 
-def test_eig_reports_missing_complex_support():
-    with pytest.raises(NotImplementedError, match="complex"):
-        st.linalg.eig(S(rand(3, 3)))
-    with pytest.raises(NotImplementedError, match="complex"):
-        st.linalg.eigvals(S(rand(3, 3)))
-
-
 def test_bad_inputs_name_op_shapes_and_dtypes():
     with pytest.raises(RuntimeError, match=r"linalg.solve: Incompatible shapes of A and B .* \(3x3 and 2x1\)"):
         st.linalg.solve(S(rand(3, 3)), S(rand(2, 1)))

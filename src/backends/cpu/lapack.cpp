@@ -46,9 +46,38 @@ struct Fns {
   }
 };
 
+// geev: real (wr, wi, packed vectors) and complex (w, rwork) forms; jobvl, jobvr.
+template <typename T>
+using GeevR = void (*)(const char*, const char*, const int*, T*, const int*, T*, T*, T*, const int*, T*, const int*,
+                       T*, const int*, int*, size_t, size_t);
+template <typename T>
+using GeevC = void (*)(const char*, const char*, const int*, std::complex<T>*, const int*, std::complex<T>*,
+                       std::complex<T>*, const int*, std::complex<T>*, const int*, std::complex<T>*, const int*, T*,
+                       int*, size_t, size_t);
+
+// heevd: jobz, uplo, n, a, lda, w (real), work, lwork, rwork, lrwork, iwork, liwork, info.
+template <typename T>
+using HeevdC = void (*)(const char*, const char*, const int*, std::complex<T>*, const int*, T*, std::complex<T>*,
+                        const int*, T*, const int*, int*, const int*, int*, size_t, size_t);
+// gesdd: jobz, m, n, a, lda, s (real), u, ldu, vt, ldvt, work, lwork, rwork, iwork, info.
+template <typename T>
+using GesddC = void (*)(const char*, const int*, const int*, std::complex<T>*, const int*, T*, std::complex<T>*,
+                        const int*, std::complex<T>*, const int*, std::complex<T>*, const int*, T*, int*, int*,
+                        size_t);
+
 struct State {
   Fns<float> s;
   Fns<double> d;
+  Fns<std::complex<float>> c;  // only getrf, getrs, potrf, trtrs (see has_complex)
+  Fns<std::complex<double>> z;
+  HeevdC<float> cheevd = nullptr;
+  HeevdC<double> zheevd = nullptr;
+  GesddC<float> cgesdd = nullptr;
+  GesddC<double> zgesdd = nullptr;
+  GeevR<float> sgeev = nullptr;
+  GeevR<double> dgeev = nullptr;
+  GeevC<float> cgeev = nullptr;
+  GeevC<double> zgeev = nullptr;
   void (*set_threads)(int) = nullptr;
   std::atomic<int> threads{-1};
   const char* reason = "LAPACK has not been loaded";
@@ -71,6 +100,11 @@ struct State {
     sym(d.getrf, "dgetrf_"), sym(d.getrs, "dgetrs_"), sym(d.potrf, "dpotrf_"), sym(d.geqrf, "dgeqrf_");
     sym(d.orgqr, "dorgqr_"), sym(d.gesdd, "dgesdd_"), sym(d.syevd, "dsyevd_"), sym(d.gelsy, "dgelsy_");
     sym(d.gelsd, "dgelsd_"), sym(d.gelss, "dgelss_"), sym(d.gels, "dgels_"), sym(d.trtrs, "dtrtrs_");
+    sym(c.getrf, "cgetrf_"), sym(c.getrs, "cgetrs_"), sym(c.potrf, "cpotrf_"), sym(c.trtrs, "ctrtrs_");
+    sym(z.getrf, "zgetrf_"), sym(z.getrs, "zgetrs_"), sym(z.potrf, "zpotrf_"), sym(z.trtrs, "ztrtrs_");
+    sym(c.geqrf, "cgeqrf_"), sym(c.orgqr, "cungqr_"), sym(z.geqrf, "zgeqrf_"), sym(z.orgqr, "zungqr_");
+    sym(cheevd, "cheevd_"), sym(zheevd, "zheevd_"), sym(cgesdd, "cgesdd_"), sym(zgesdd, "zgesdd_");
+    sym(sgeev, "sgeev_"), sym(dgeev, "dgeev_"), sym(cgeev, "cgeev_"), sym(zgeev, "zgeev_");
     sym(set_threads, "openblas_set_num_threads");
     if (!s.complete() || !d.complete()) {
       reason = "libopenblas.so.0 does not export the LAPACK routines torch.linalg needs (a BLAS-only build?)";
@@ -88,7 +122,9 @@ State& state() {
 template <typename T>
 const Fns<T>& fns() {
   if constexpr (std::is_same_v<T, float>) return state().s;
-  else return state().d;
+  else if constexpr (std::is_same_v<T, double>) return state().d;
+  else if constexpr (std::is_same_v<T, std::complex<float>>) return state().c;
+  else return state().z;
 }
 
 }  // namespace
@@ -180,6 +216,75 @@ int trtrs(char uplo, char trans, char diag, int n, int nrhs, const T* a, int lda
   return info;
 }
 
+bool has_complex() {
+  const State& st = state();
+  auto six = [](const auto& f) { return f.getrf && f.getrs && f.potrf && f.trtrs && f.geqrf && f.orgqr; };
+  return st.ok && six(st.c) && six(st.z) && st.cheevd && st.zheevd && st.cgesdd && st.zgesdd;
+}
+
+bool has_geev() {
+  const State& st = state();
+  return st.ok && st.sgeev && st.dgeev && st.cgeev && st.zgeev;
+}
+
+template <typename T>
+int geev(char jobvr, int n, T* a, int lda, T* wr, T* wi, T* vr, int ldvr, T* work, int lwork) {
+  int info = 0, one = 1;
+  const char jobvl = 'N';
+  T dummy[1];
+  if constexpr (std::is_same_v<T, float>)
+    state().sgeev(&jobvl, &jobvr, &n, a, &lda, wr, wi, dummy, &one, vr, &ldvr, work, &lwork, &info, 1, 1);
+  else
+    state().dgeev(&jobvl, &jobvr, &n, a, &lda, wr, wi, dummy, &one, vr, &ldvr, work, &lwork, &info, 1, 1);
+  return info;
+}
+template <typename T>
+int geev_c(char jobvr, int n, std::complex<T>* a, int lda, std::complex<T>* w, std::complex<T>* vr, int ldvr,
+           std::complex<T>* work, int lwork, T* rwork) {
+  int info = 0, one = 1;
+  const char jobvl = 'N';
+  std::complex<T> dummy[1];
+  if constexpr (std::is_same_v<T, float>)
+    state().cgeev(&jobvl, &jobvr, &n, a, &lda, w, dummy, &one, vr, &ldvr, work, &lwork, rwork, &info, 1, 1);
+  else
+    state().zgeev(&jobvl, &jobvr, &n, a, &lda, w, dummy, &one, vr, &ldvr, work, &lwork, rwork, &info, 1, 1);
+  return info;
+}
+template <typename T>
+int heevd_c(char jobz, char uplo, int n, std::complex<T>* a, int lda, T* w, std::complex<T>* work, int lwork,
+            T* rwork, int lrwork, int* iwork, int liwork) {
+  int info = 0;
+  if constexpr (std::is_same_v<T, float>)
+    state().cheevd(&jobz, &uplo, &n, a, &lda, w, work, &lwork, rwork, &lrwork, iwork, &liwork, &info, 1, 1);
+  else
+    state().zheevd(&jobz, &uplo, &n, a, &lda, w, work, &lwork, rwork, &lrwork, iwork, &liwork, &info, 1, 1);
+  return info;
+}
+template <typename T>
+int gesdd_c(char jobz, int m, int n, std::complex<T>* a, int lda, T* s, std::complex<T>* u, int ldu,
+            std::complex<T>* vt, int ldvt, std::complex<T>* work, int lwork, T* rwork, int* iwork) {
+  int info = 0;
+  if constexpr (std::is_same_v<T, float>)
+    state().cgesdd(&jobz, &m, &n, a, &lda, s, u, &ldu, vt, &ldvt, work, &lwork, rwork, iwork, &info, 1);
+  else
+    state().zgesdd(&jobz, &m, &n, a, &lda, s, u, &ldu, vt, &ldvt, work, &lwork, rwork, iwork, &info, 1);
+  return info;
+}
+template int heevd_c<float>(char, char, int, std::complex<float>*, int, float*, std::complex<float>*, int, float*, int,
+                            int*, int);
+template int heevd_c<double>(char, char, int, std::complex<double>*, int, double*, std::complex<double>*, int,
+                             double*, int, int*, int);
+template int gesdd_c<float>(char, int, int, std::complex<float>*, int, float*, std::complex<float>*, int,
+                            std::complex<float>*, int, std::complex<float>*, int, float*, int*);
+template int gesdd_c<double>(char, int, int, std::complex<double>*, int, double*, std::complex<double>*, int,
+                             std::complex<double>*, int, std::complex<double>*, int, double*, int*);
+template int geev<float>(char, int, float*, int, float*, float*, float*, int, float*, int);
+template int geev<double>(char, int, double*, int, double*, double*, double*, int, double*, int);
+template int geev_c<float>(char, int, std::complex<float>*, int, std::complex<float>*, std::complex<float>*, int,
+                           std::complex<float>*, int, float*);
+template int geev_c<double>(char, int, std::complex<double>*, int, std::complex<double>*, std::complex<double>*, int,
+                            std::complex<double>*, int, double*);
+
 #define STRATA_LAPACK_INST(T)                                                                                      \
   template int getrf<T>(int, int, T*, int, int*);                                                                 \
   template int getrs<T>(char, int, int, const T*, int, const int*, T*, int);                                      \
@@ -195,6 +300,16 @@ int trtrs(char uplo, char trans, char diag, int n, int nrhs, const T* a, int lda
   template int trtrs<T>(char, char, char, int, int, const T*, int, T*, int);
 STRATA_LAPACK_INST(float)
 STRATA_LAPACK_INST(double)
+#define STRATA_LAPACK_INST_C(T)                                                                                    \
+  template int getrf<T>(int, int, T*, int, int*);                                                                 \
+  template int getrs<T>(char, int, int, const T*, int, const int*, T*, int);                                      \
+  template int potrf<T>(char, int, T*, int);                                                                       \
+  template int trtrs<T>(char, char, char, int, int, const T*, int, T*, int);                                      \
+  template int geqrf<T>(int, int, T*, int, T*, T*, int);                                                           \
+  template int orgqr<T>(int, int, int, T*, int, const T*, T*, int);
+STRATA_LAPACK_INST_C(std::complex<float>)
+STRATA_LAPACK_INST_C(std::complex<double>)
+#undef STRATA_LAPACK_INST_C
 #undef STRATA_LAPACK_INST
 
 }  // namespace strata::lapack

@@ -13,6 +13,7 @@
 // failure the routine documents, < 0: a bad argument, which is our bug).
 #pragma once
 
+#include <complex>
 #include <cstdint>
 
 namespace strata::lapack {
@@ -43,6 +44,32 @@ template <typename T> int gels(char trans, int m, int n, int nrhs, T* a, int lda
 // Triangular solve with a (column-major) n x n triangle: op(A) X = B, B is n x nrhs.
 template <typename T>
 int trtrs(char uplo, char trans, char diag, int n, int nrhs, const T* a, int lda, T* b, int ldb);
+
+// Eigen-decomposition of a general n x n matrix (right eigenvectors only when
+// jobvr == 'V'): real a gives eigenvalues wr + i wi and LAPACK's packed real
+// eigenvectors (a conjugate pair as columns re, im); complex a (C = complex<T>)
+// gives complex w and vr. rwork (complex only) holds 2n reals. Each eigenvector
+// has Euclidean norm 1 and its largest component real.
+template <typename T>
+int geev(char jobvr, int n, T* a, int lda, T* wr, T* wi, T* vr, int ldvr, T* work, int lwork);
+template <typename T>
+int geev_c(char jobvr, int n, std::complex<T>* a, int lda, std::complex<T>* w, std::complex<T>* vr, int ldvr,
+           std::complex<T>* work, int lwork, T* rwork);
+// getrf, getrs, potrf, trtrs, geqrf and orgqr (then LAPACK's ungqr) are also
+// instantiated for std::complex<float> and std::complex<double> (cgetrf_,
+// zgetrf_, ...; potrf is then Hermitian and getrs/trtrs take trans 'C');
+// has_complex() says whether they, heevd_c and gesdd_c were found.
+bool has_complex();
+// Hermitian eigen-decomposition (w real); rwork holds lrwork reals.
+template <typename T>
+int heevd_c(char jobz, char uplo, int n, std::complex<T>* a, int lda, T* w, std::complex<T>* work, int lwork,
+            T* rwork, int lrwork, int* iwork, int liwork);
+// Complex SVD (s real); rwork as LAPACK's cgesdd documents for jobz.
+template <typename T>
+int gesdd_c(char jobz, int m, int n, std::complex<T>* a, int lda, T* s, std::complex<T>* u, int ldu,
+            std::complex<T>* vt, int ldvt, std::complex<T>* work, int lwork, T* rwork, int* iwork);
+// True when libopenblas exports the geev routines (sgeev_, dgeev_, cgeev_, zgeev_).
+bool has_geev();
 
 // Keeps OpenBLAS's thread count equal to strata.get_num_threads().
 void sync_threads();

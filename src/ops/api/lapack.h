@@ -15,6 +15,8 @@ inline Tensor linalg_solve_triangular(const Tensor& A, const Tensor& B, bool upp
 inline Tensor2 linalg_qr(const Tensor& A, std::string_view mode = "reduced") { return call<OpId::linalg_qr>(A, mode); }
 inline Tensor3 linalg_svd(const Tensor& A, bool full_matrices = false, bool compute_uv = true) { return call<OpId::_linalg_svd>(A, full_matrices, compute_uv); }
 inline Tensor2 linalg_eigh(const Tensor& A, std::string_view uplo = "L", bool compute_v = true) { return call<OpId::_linalg_eigh>(A, uplo, compute_v); }
+inline Tensor2 linalg_eig(const Tensor& A) { return call<OpId::linalg_eig>(A); }
+inline Tensor linalg_eigvals(const Tensor& A) { return call<OpId::linalg_eigvals>(A); }
 inline Tensor linalg_householder_product(const Tensor& A, const Tensor& tau) { return call<OpId::linalg_householder_product>(A, tau); }
 
 }  // namespace strata

@@ -6,21 +6,27 @@ here through their values (svdvals, eigvalsh) and in test_linalg_lapack.py throu
 import numpy as np
 import scipy.linalg
 
-from .core import FLOAT, ErrorInput, OpInfo, SampleInput, make_array, register
+from .core import COMPLEX, FLOAT, ErrorInput, OpInfo, SampleInput, make_array, register
 
 TOL = {"float32": (2e-4, 2e-4), "float64": (1e-7, 1e-7)}
+TOL_C = {**TOL, "complex64": (2e-4, 2e-4), "complex128": (1e-7, 1e-7)}
 
 
 def f64(fn):
-    """Reference computed in float64 and cast back to the input's dtype (tuples element-wise)."""
+    """Reference computed in float64 / complex128 and cast back to the input's precision (tuples
+    element-wise; a real result of complex input, like slogdet's logabsdet, stays real)."""
     def ref(*args, **kwargs):
-        dt = next(a.dtype for a in args if isinstance(a, np.ndarray) and a.dtype.kind == "f")
-        args = tuple(a.astype(np.float64) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a for a in args)
+        dt = next(a.dtype for a in args if isinstance(a, np.ndarray) and a.dtype.kind in "fc")
+        wide = lambda a: a.astype(np.complex128 if a.dtype.kind == "c" else np.float64)
+        args = tuple(wide(a) if isinstance(a, np.ndarray) and a.dtype.kind in "fc" else a for a in args)
+        real_dt = np.float32 if dt in (np.float32, np.complex64) else np.float64
+        cplx_dt = np.complex64 if real_dt == np.float32 else np.complex128
+
+        def back(x):
+            x = np.asarray(x)
+            return x.astype(real_dt) if x.dtype.kind == "f" else x.astype(cplx_dt) if x.dtype.kind == "c" else x
         r = fn(*args, **kwargs)
-        if isinstance(r, tuple):
-            return tuple(np.asarray(x).astype(dt) if np.asarray(x).dtype.kind == "f" else np.asarray(x) for x in r)
-        r = np.asarray(r)
-        return r.astype(dt) if r.dtype.kind == "f" else r
+        return tuple(back(x) for x in r) if isinstance(r, tuple) else back(r)
     return ref
 
 
@@ -36,9 +42,11 @@ def wellcond(shape, dtype, rng, noncontig=False):
 
 
 def spd(shape, dtype, rng):
-    a = arr(shape, dtype, rng).astype(np.float64)
+    """Symmetric (Hermitian for complex dtypes) positive-definite matrices."""
+    a = arr(shape, dtype, rng)
+    a = a.astype(np.complex128 if a.dtype.kind == "c" else np.float64)
     n = shape[-1]
-    s = a @ np.swapaxes(a, -1, -2) + n * np.eye(n)
+    s = a @ np.conj(np.swapaxes(a, -1, -2)) + n * np.eye(n)
     return s.astype(dtype)
 
 
@@ -144,7 +152,7 @@ def triangular_errors(rng):
 
 def cholesky_ref(A, upper=False):
     L = np.linalg.cholesky(A)
-    return np.swapaxes(L, -1, -2) if upper else L
+    return np.conj(np.swapaxes(L, -1, -2)) if upper else L
 
 
 def cholesky_samples(dtype, rng):
@@ -169,7 +177,9 @@ def lu_ref_one(A):
     k = min(m, n)
     piv = np.zeros(k, np.int32)
     for j in range(k):
-        p = j + int(np.argmax(np.abs(A[j:, j])))
+        col = A[j:, j]
+        # LAPACK's pivot: the largest |re| + |im| (izamax), which is |x| for real x
+        p = j + int(np.argmax(np.abs(col.real) + np.abs(col.imag) if np.iscomplexobj(col) else np.abs(col)))
         piv[j] = p + 1
         if p != j:
             A[[j, p]] = A[[p, j]]
@@ -199,8 +209,8 @@ def lu_samples(dtype, rng):
 def lu_solve_samples(dtype, rng):
     for shape, bshape, kw in [((3, 3), (3, 2), {}), ((2, 4, 4), (2, 4, 1), {}), ((3, 3), (2, 3), {"left": False}),
                               ((3, 3), (3, 2), {"adjoint": True})]:
-        A = wellcond(shape, dtype, rng).astype(np.float64)
-        LU, piv = lu_factor_ref(A)
+        A = wellcond(shape, dtype, rng)
+        LU, piv = lu_factor_ref(A.astype(np.complex128 if A.dtype.kind == "c" else np.float64))
         yield SampleInput((LU.astype(dtype), piv, arr(bshape, dtype, rng)), kw, name=f"{shape} {kw}")
 
 
@@ -222,12 +232,12 @@ def lu_solve_ref(LU, piv, B, left=True, adjoint=False):
         P[bi][perm[bi], idx] = 1
     A = P @ L @ U
     if adjoint:
-        A = np.swapaxes(A, -1, -2)
+        A = np.conj(np.swapaxes(A, -1, -2))
     return solve_ref(A, B, left)
 
 
 def qr_ref(A, mode="reduced"):
-    return np.linalg.qr(A, mode=mode) if mode != "r" else (np.zeros((0,)), np.linalg.qr(A, mode="r"))
+    return np.linalg.qr(A, mode=mode) if mode != "r" else (np.zeros((0,), A.dtype), np.linalg.qr(A, mode="r"))
 
 
 def qr_samples(dtype, rng):
@@ -272,7 +282,7 @@ def householder_errors(rng):
 def eigvalsh_samples(dtype, rng):
     for shape in [(3, 3), (1, 1), (2, 4, 4), (0, 0), (0, 2, 2)]:
         a = arr(shape, dtype, rng)
-        yield SampleInput((a + np.swapaxes(a, -1, -2),), name=str(shape))
+        yield SampleInput((a + np.conj(np.swapaxes(a, -1, -2)),), name=str(shape))
     a = arr((3, 3), dtype, rng)
     yield SampleInput((a,), {"UPLO": "U"}, name="UPLO=U reads the upper triangle")
     yield SampleInput((a.T,), name="transposed")
@@ -286,6 +296,35 @@ def eigh_errors(rng):
     yield from square_errors("linalg.eigh")(rng)
     yield ErrorInput((f32(3, 3),), {"UPLO": "X"}, match="Expected UPLO argument to be 'L' or 'U'")
     yield ErrorInput((np.full((3, 3), np.nan, np.float32),), match="non-finite")
+
+
+def eig_samples(dtype, rng):
+    for shape in [(3, 3), (1, 1), (2, 4, 4), (2, 1, 3, 3), (0, 0), (0, 3, 3)]:
+        yield SampleInput((arr(shape, dtype, rng),), name=str(shape))
+    yield SampleInput((arr((4, 4), dtype, rng).T,), name="transposed")
+    yield SampleInput((arr((5, 5), dtype, rng)[::2, ::2],), name="strided")
+    yield SampleInput((np.array([[0.0, -1.0], [1.0, 0.0]]).astype(dtype),), name="rotation (i, -i)")
+
+
+def eig_ref(A):
+    # NumPy calls the same reference LAPACK routine (geev): same eigenvalue order and eigenvector
+    # normalization (unit norm, largest component real).
+    c = np.complex64 if A.dtype in (np.float32, np.complex64) else np.complex128
+    if A.size == 0:
+        return np.zeros(A.shape[:-1], c), np.zeros(A.shape, c)
+    L, V = np.linalg.eig(A)
+    return L.astype(c), V.astype(c)
+
+
+def eig_errors(op_name):
+    def errors(rng):
+        yield ErrorInput((f32(2, 3),), match=f"{op_name}: A must be batches of square matrices, but they are 2 by 3")
+        yield ErrorInput((f32(3),), match="must have at least 2 dimensions")
+        yield ErrorInput((np.ones((2, 2), np.int64),), match=r"Expected a floating point or complex tensor.*int64")
+        if op_name == "linalg.eig":  # eigvals gives NaNs there (test_linalg_complex.py)
+            yield ErrorInput((np.array([[1.0, np.inf], [0.0, 1.0]], np.float32),),
+                             match="should not contain infs or NaNs")
+    return errors
 
 
 def svdvals_ref(A):
@@ -475,34 +514,40 @@ def cholesky_inverse_ref(L, upper=False):
 
 
 register(
-    OpInfo("linalg.solve", ref=f64(solve_ref), samples=solve_samples, errors=solve_errors, tol=TOL),
-    OpInfo("linalg.inv", ref=f64(np.linalg.inv), samples=square_samples(wellcond), errors=inv_errors, tol=TOL),
+    OpInfo("linalg.solve", dtypes=FLOAT + COMPLEX, ref=f64(solve_ref), samples=solve_samples, errors=solve_errors, tol=TOL),
+    OpInfo("linalg.inv", dtypes=FLOAT + COMPLEX, ref=f64(np.linalg.inv), samples=square_samples(wellcond), errors=inv_errors, tol=TOL),
     OpInfo("inverse", ref=f64(np.linalg.inv), samples=square_samples(wellcond), tol=TOL, method="inverse"),
-    OpInfo("linalg.det", ref=f64(np.linalg.det), samples=det_samples, errors=square_errors("linalg.det"), tol=TOL),
+    OpInfo("linalg.det", dtypes=FLOAT + COMPLEX, ref=f64(np.linalg.det), samples=det_samples, errors=square_errors("linalg.det"), tol=TOL),
     OpInfo("det", ref=f64(np.linalg.det), samples=det_samples, tol=TOL, method="det"),
-    OpInfo("linalg.slogdet", ref=f64(slogdet_ref), samples=det_samples, errors=square_errors("linalg.slogdet"),
+    OpInfo("linalg.slogdet", dtypes=FLOAT + COMPLEX, ref=f64(slogdet_ref), samples=det_samples, errors=square_errors("linalg.slogdet"),
            tol=TOL),
     OpInfo("logdet", ref=f64(logdet_ref), samples=det_samples, tol=TOL, method="logdet"),
-    OpInfo("linalg.solve_triangular", ref=f64(triangular_ref), samples=triangular_samples,
+    OpInfo("linalg.solve_triangular", dtypes=FLOAT + COMPLEX, ref=f64(triangular_ref), samples=triangular_samples,
            errors=triangular_errors, tol=TOL),
-    OpInfo("linalg.cholesky", ref=f64(cholesky_ref), samples=cholesky_samples, errors=cholesky_errors, tol=TOL),
+    OpInfo("linalg.cholesky", dtypes=FLOAT + COMPLEX, ref=f64(cholesky_ref), samples=cholesky_samples, errors=cholesky_errors, tol=TOL),
     OpInfo("cholesky_solve", ref=f64(cholesky_solve_ref), samples=cholesky_solve_samples, tol=TOL),
     OpInfo("cholesky_inverse", ref=f64(cholesky_inverse_ref), samples=cholesky_inverse_samples, tol=TOL),
-    OpInfo("linalg.lu_factor", ref=f64(lu_factor_ref), samples=lu_samples, tol=TOL),
-    OpInfo("linalg.lu_solve", ref=f64(lu_solve_ref), samples=lu_solve_samples, tol=TOL),
-    OpInfo("linalg.qr", ref=f64(qr_ref), samples=qr_samples, errors=qr_errors, tol=TOL),
+    OpInfo("linalg.lu_factor", dtypes=FLOAT + COMPLEX, ref=f64(lu_factor_ref), samples=lu_samples, tol=TOL),
+    OpInfo("linalg.lu_solve", dtypes=FLOAT + COMPLEX, ref=f64(lu_solve_ref), samples=lu_solve_samples, tol=TOL),
+    OpInfo("linalg.qr", dtypes=FLOAT + COMPLEX, ref=f64(qr_ref), samples=qr_samples, errors=qr_errors, tol=TOL),
     OpInfo("linalg.householder_product", ref=f64(householder_ref), samples=householder_samples,
            errors=householder_errors, tol=TOL),
-    OpInfo("linalg.eigvalsh", ref=f64(eigvalsh_ref), samples=eigvalsh_samples, errors=eigh_errors, tol=TOL),
-    OpInfo("linalg.svdvals", ref=f64(svdvals_ref), samples=general_samples, errors=svd_errors, tol=TOL),
+    OpInfo("linalg.eigvalsh", dtypes=FLOAT + COMPLEX, ref=f64(eigvalsh_ref), samples=eigvalsh_samples, errors=eigh_errors, tol=TOL),
+    OpInfo("linalg.eig", ref=eig_ref, dtypes=FLOAT + COMPLEX, samples=eig_samples,
+           errors=eig_errors("linalg.eig"), tol=TOL_C,
+           skip=(("float32", "NumPy's float32 eig runs in double precision, and a real eigenvector's sign can "
+                             "differ from sgeev's (test_linalg_complex.py compares float32 up to phase)"),)),
+    OpInfo("linalg.eigvals", ref=lambda A: eig_ref(A)[0], dtypes=FLOAT + COMPLEX, samples=eig_samples,
+           errors=eig_errors("linalg.eigvals"), tol=TOL_C),
+    OpInfo("linalg.svdvals", dtypes=FLOAT + COMPLEX, ref=f64(svdvals_ref), samples=general_samples, errors=svd_errors, tol=TOL),
     OpInfo("linalg.lstsq", ref=f64(lstsq_ref), samples=lstsq_samples, errors=lstsq_errors, tol=TOL),
-    OpInfo("linalg.matrix_norm", ref=f64(matrix_norm_ref), samples=matrix_norm_samples, tol=TOL),
-    OpInfo("linalg.vector_norm", ref=f64(vector_norm_ref), samples=vector_norm_samples, tol=TOL),
+    OpInfo("linalg.matrix_norm", dtypes=FLOAT + COMPLEX, ref=f64(matrix_norm_ref), samples=matrix_norm_samples, tol=TOL),
+    OpInfo("linalg.vector_norm", dtypes=FLOAT + COMPLEX, ref=f64(vector_norm_ref), samples=vector_norm_samples, tol=TOL),
     OpInfo("linalg.cond", ref=f64(cond_ref), samples=cond_samples, tol={"float32": (1e-3, 1e-3)}, meta=False),
     OpInfo("linalg.matrix_rank", ref=rank_ref, samples=rank_samples, meta=False),
-    OpInfo("linalg.pinv", ref=f64(pinv_ref), samples=pinv_samples, tol={"float32": (1e-3, 1e-3)}),
+    OpInfo("linalg.pinv", dtypes=FLOAT + COMPLEX, ref=f64(pinv_ref), samples=pinv_samples, tol={"float32": (1e-3, 1e-3)}),
     OpInfo("linalg.matrix_power", ref=f64(np.linalg.matrix_power), samples=matrix_power_samples, tol=TOL),
-    OpInfo("linalg.matrix_exp", ref=f64(matrix_exp_ref), samples=matrix_exp_samples,
+    OpInfo("linalg.matrix_exp", dtypes=FLOAT + COMPLEX, ref=f64(matrix_exp_ref), samples=matrix_exp_samples,
            tol={"float32": (1e-4, 1e-4), "float64": (1e-10, 1e-10)}, meta=False),
     OpInfo("linalg.vecdot", ref=f64(lambda x, y, dim=-1: (x * y).sum(dim)), samples=vecdot_samples, tol=TOL),
     OpInfo("linalg.multi_dot", ref=multi_dot_ref, samples=multi_dot_samples, tol=TOL),

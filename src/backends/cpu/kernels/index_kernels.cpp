@@ -123,6 +123,12 @@ template <>
 struct Bits<8> {
   using type = uint64_t;
 };
+template <>
+struct Bits<16> {  // complex128
+  struct type {
+    uint64_t lo, hi;
+  };
+};
 
 // Block copy: per (pre, B) block, between self + self_blk[j] and
 // other + other_blk[j], over the post positions.
@@ -271,6 +277,7 @@ void index_kernel(const IndexKernelArgs& a) {
       case 2: b = run.template operator()<2>(); break;
       case 4: b = run.template operator()<4>(); break;
       case 8: b = run.template operator()<8>(); break;
+      case 16: b = run.template operator()<16>(); break;
       default: throw NotImplementedError(str(a.op, ": unsupported element size ", element_size(a.dtype)));
     }
     if (b < nb) throw_out_of_bounds(a, b);
@@ -321,6 +328,7 @@ void index_kernel(const IndexKernelArgs& a) {
     case 2: run.template operator()<2>(); break;
     case 4: run.template operator()<4>(); break;
     case 8: run.template operator()<8>(); break;
+    case 16: run.template operator()<16>(); break;
     default: throw NotImplementedError(str(a.op, ": unsupported element size ", element_size(a.dtype)));
   }
 }

@@ -68,6 +68,13 @@ void for_each_run_nd(const NdGeom<K>& g, int64_t begin, int64_t end, F&& f) {
   }
 }
 
+// A 16-byte element (complex128) for kernels that only move elements.
+struct Elem16 {
+  uint64_t lo, hi;
+  Elem16() = default;
+  constexpr explicit Elem16(int v) : lo(static_cast<uint64_t>(v)), hi(0) {}  // E(0): zero
+};
+
 // An unsigned integer type of each element size: kernels that only move
 // elements are instantiated per size, not per dtype.
 template <typename F>
@@ -76,6 +83,7 @@ decltype(auto) visit_elem_size(size_t es, F&& f) {
     case 1: return f.template operator()<uint8_t>();
     case 2: return f.template operator()<uint16_t>();
     case 4: return f.template operator()<uint32_t>();
+    case 16: return f.template operator()<Elem16>();
     default: return f.template operator()<uint64_t>();
   }
 }
