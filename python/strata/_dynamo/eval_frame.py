@@ -175,8 +175,19 @@ def _run(fn, st, args, opts, hooked=False):
 _CACHE_MISS = _C._compile.CACHE_MISS
 
 
+def _transformed(args):
+    """Whether an argument is a tensor of a transform capture does not follow (a vmap-batched
+    tensor): guards keep such tensors off every entry (their dispatch keys differ), and the call runs
+    eagerly without marking the frame eager."""
+    for a in args:
+        for t in (a if isinstance(a, (list, tuple)) else (a,)):
+            if isinstance(t, _C.Tensor) and _C._guards.dispatch_key_bits(t) & _C._guards.TRANSFORM_KEYS:
+                return True
+    return False
+
+
 def _miss(fn, st, args, opts, hooked):
-    if st.eager:
+    if st.eager or _transformed(args):
         return _EF.RUN_DEFAULT if hooked else call_eager(fn, args)
     code = fn.__code__
     g = fn.__globals__
