@@ -532,7 +532,26 @@ PyObject* cf_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, Py
   }
 }
 
+// copy, deepcopy and pickle treat it as Python treats a function: copies are the object itself, and
+// it pickles by reference (its module and qualified name, which are the wrapper's).
+PyObject* cf_copy(PyObject* self, PyObject*) { return Py_NewRef(self); }
+PyObject* cf_reduce(PyObject* self, PyObject*) {
+  return PyObject_GetAttrString(reinterpret_cast<CompiledFunction*>(self)->slow, "__qualname__");
+}
+PyObject* cf_copy_reduce_ex(PyObject* self, PyObject*) { return cf_reduce(self, nullptr); }
+PyMethodDef cf_methods[] = {
+    {"__copy__", cf_copy, METH_NOARGS, nullptr},
+    {"__deepcopy__", cf_copy, METH_O, nullptr},
+    {"__reduce__", cf_reduce, METH_NOARGS, nullptr},
+    {"__reduce_ex__", cf_copy_reduce_ex, METH_O, nullptr},
+    {nullptr, nullptr, 0, nullptr},
+};
+
 PyObject* cf_getattro(PyObject* self, PyObject* name) {
+  if (PyUnicode_Check(name)) {
+    for (const PyMethodDef* m = cf_methods; m->ml_name; ++m)
+      if (PyUnicode_CompareWithASCIIString(name, m->ml_name) == 0) return PyObject_GenericGetAttr(self, name);
+  }
   return PyObject_GetAttr(reinterpret_cast<CompiledFunction*>(self)->slow, name);
 }
 
@@ -591,6 +610,7 @@ PyTypeObject* compiled_function_type() {
         {Py_tp_traverse, reinterpret_cast<void*>(cf_traverse)},
         {Py_tp_clear, reinterpret_cast<void*>(cf_clear)},
         {Py_tp_members, cf_members},
+        {Py_tp_methods, cf_methods},
         {0, nullptr},
     };
     PyType_Spec spec = {"strata._C._compile.CompiledFunction", sizeof(CompiledFunction), 0,
