@@ -37,6 +37,14 @@ bool convert_arg(const Argument& a, nb::handle h, IValue* out);
 bool set_note_symints(bool on);
 
 nb::object wrap_tensor(Tensor t);
+// In a catch block of a CPython-level function (not a nanobind one): sets the Python error the
+// exception being handled becomes (the module's translators, as in any nanobind function) and
+// returns nullptr.
+PyObject* raise_as_python_error();
+// wrap_tensor() for a tensor no Python object wraps yet (an op's result), without nb::cast's
+// lookups; None for an undefined tensor. And a strata.Tensor check without nanobind's type lookup.
+nb::object wrap_new_tensor(Tensor&& t);
+bool is_tensor_object(PyObject* o);
 nb::object tensor_to_list(const Tensor& t);
 Tensor tensor_from_data(nb::handle data, std::optional<ScalarType> dtype, std::optional<Device> device);
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bind.h"
+#include "profiler/profiler.h"
 #include "compile/gemm_epilogue.h"
 #include "core/error.h"
 #include "ops/api/creation.h"
@@ -42,6 +43,7 @@ struct KernelCall {
   // The kernel takes a status word after its outputs (a gather's bounds check): nonzero -> None, and
   // the caller runs the graph node by node, where eager raises its own error.
   bool status = false;
+  std::string name;  // the profiler's name for it (Note [Kernel names in the profiler] in fusion.py)
 
   nb::object call(nb::args args) const {
     STRATA_CHECK(static_cast<int64_t>(args.size()) == n_in, "KernelCall: expected ", n_in, " tensors, got ",
@@ -77,6 +79,7 @@ struct KernelCall {
     if (status) bufs.push_back(&status_word);
     {
       // Long kernels let other Python threads run; short ones are not worth the GIL round trip.
+      profiler::RecordScope scope(name, "kernel");
       std::optional<nb::gil_scoped_release> release;
       if (n >= (int64_t{1} << 17) || (strided && numel >= (int64_t{1} << 17))) release.emplace();
       if (rows) reinterpret_cast<RowFn>(fn)(bufs.data(), cols > 0 ? n / cols : 0, cols);
@@ -106,7 +109,7 @@ void bind_codegen(nb::module_& m) {
              nb::handle dtype, std::vector<std::vector<int64_t>> out_shapes, nb::list out_dtypes,
              std::optional<std::vector<std::vector<int64_t>>> in_sizes,
              std::optional<std::vector<std::vector<int64_t>>> in_strides,
-             std::optional<std::vector<std::vector<int64_t>>> out_strides, bool status) {
+             std::optional<std::vector<std::vector<int64_t>>> out_strides, bool status, std::string name) {
             STRATA_CHECK(fn != 0, "KernelCall: null kernel address");
             STRATA_CHECK(ref >= 0 && ref < n_in, "KernelCall: ref ", ref, " out of range for ", n_in, " inputs");
             auto st = to_scalar_type(dtype);
@@ -134,12 +137,12 @@ void bind_codegen(nb::module_& m) {
                                   in_sizes.value_or(std::vector<std::vector<int64_t>>{}),
                                   in_strides.value_or(std::vector<std::vector<int64_t>>{}),
                                   out_strides.value_or(std::vector<std::vector<int64_t>>{}), std::move(dts),
-                                  status};
+                                  status, std::move(name)};
           },
           nb::arg("fn"), nb::arg("rows"), nb::arg("n_in"), nb::arg("ref"), nb::arg("numel"), nb::arg("cols"),
           nb::arg("dtype"), nb::arg("out_shapes"), nb::arg("out_dtypes") = nb::list(),
           nb::arg("in_sizes") = nb::none(), nb::arg("in_strides") = nb::none(), nb::arg("out_strides") = nb::none(),
-          nb::arg("status") = false,
+          nb::arg("status") = false, nb::arg("name") = "strata_kernel",
           "fn: the kernel's address; rows: a row kernel; ref: the input that gives the size; numel: the "
           "captured element count of that input, or -1; out_shapes: one per output (row kernels and strided "
           "kernels: its sizes); out_dtypes: one per output (default: all dtype); in_sizes/in_strides/out_strides: "

@@ -373,8 +373,13 @@ Guard& GuardSet::push(GuardKind kind, Node* node) {
 }
 
 void GuardSet::add_tensor(nb::handle source, nb::handle dtype, nb::handle device, bool requires_grad,
-                          nb::handle sizes, nb::handle strides) {
+                          nb::handle sizes, nb::handle strides, nb::handle example) {
   compile::TensorSpec spec;
+  if (!example.is_none()) {
+    STRATA_CHECK_TYPE(PyLong_Check(example.ptr()), "add_tensor: keys must be an int (dispatch_key_bits(t)) or None, "
+                      "got ", py_repr(example.ptr()));
+    spec.keys = nb::cast<uint64_t>(example);
+  }
   auto st = to_scalar_type(dtype);
   STRATA_CHECK_TYPE(st, "add_tensor: dtype must be a strata dtype, got ", py_repr(dtype.ptr()));
   auto dev = to_device(device);
@@ -945,11 +950,19 @@ void bind_guards(nb::module_& parent) {
   g_dtype_type = reinterpret_cast<PyTypeObject*>(nb::type<DType>().ptr());
   g_device_type = reinterpret_cast<PyTypeObject*>(nb::type<Device>().ptr());
 
+  m.def("dispatch_key_bits", [](const Tensor& t) { return t.key_set().raw(); },
+        "A tensor's dispatch key set as an int (what add_tensor's keys guard).");
+  // Keys of tensors that capture does not follow (a vmap-batched tensor: its ops are rewritten by the
+  // Vmap layer, a kernel would read its physical data): such a call runs eagerly.
+  m.attr("TRANSFORM_KEYS") = (DispatchKeySet(DispatchKey::Vmap) | DispatchKeySet(DispatchKey::Functionalize) |
+                              DispatchKeySet(DispatchKey::Python)).raw();
   nb::class_<GuardSet>(m, "GuardSet", nb::type_slots(guardset_slots))
       .def(nb::init<std::vector<std::string>, std::vector<std::string>>(), nb::arg("arg_names"),
            nb::arg("closure_names") = std::vector<std::string>{})
       .def("add_tensor", &GuardSet::add_tensor, nb::arg("source"), nb::arg("dtype"), nb::arg("device"),
-           nb::arg("requires_grad"), nb::arg("sizes"), nb::arg("strides").none() = nb::none())
+           nb::arg("requires_grad"), nb::arg("sizes"), nb::arg("strides").none() = nb::none(),
+           nb::arg("keys").none() = nb::none(),
+           "keys: the dispatch key set (dispatch_key_bits) the guarded tensor must have (None: not guarded).")
       .def("add_type", &GuardSet::add_type, nb::arg("source"), nb::arg("type"))
       .def("add_id", &GuardSet::add_id, nb::arg("source"), nb::arg("obj").none())
       .def("add_equals", &GuardSet::add_equals, nb::arg("source"), nb::arg("value").none())

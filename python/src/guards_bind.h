@@ -66,7 +66,7 @@ class GuardSet {
   Node* intern_source(nb::handle source);
 
   void add_tensor(nb::handle source, nb::handle dtype, nb::handle device, bool requires_grad,
-                  nb::handle sizes, nb::handle strides);
+                  nb::handle sizes, nb::handle strides, nb::handle example = nb::none());
   void add_type(nb::handle source, nb::handle type);
   void add_id(nb::handle source, nb::handle obj);
   void add_equals(nb::handle source, nb::handle value);

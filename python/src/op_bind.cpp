@@ -930,6 +930,10 @@ nb::dict schema_info(const OperatorEntry& e) {
 
 }  // namespace
 
+PyObject* raise_as_python_error() { return raise_current_exception(); }
+nb::object wrap_new_tensor(Tensor&& t) { return wrap_result_or_none(std::move(t)); }
+bool is_tensor_object(PyObject* o) { return is_tensor_obj(o); }
+
 void bind_ops(nb::module_& m) {
   nb::module_ ops = m.def_submodule("_ops", "every dispatcher op, bound generically from its schema");
   g_tensor_type = reinterpret_cast<PyTypeObject*>(nb::type<Tensor>().ptr());

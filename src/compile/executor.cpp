@@ -17,6 +17,7 @@
 #include "autocast/autocast.h"
 #include "compile/graph.h"
 #include "ops/api/creation.h"
+#include "profiler/profiler.h"
 
 namespace strata::compile {
 
@@ -63,6 +64,9 @@ class Plan {
   int first_tensor_input = -1;  // position in inputs
   std::vector<KernelStep> kernels;
   int64_t arena_bytes = 0;
+  // The first step with an effect outside the call (Note [Graph errors inside try blocks]);
+  // steps.size() when none has one.
+  size_t first_effect = 0;
 };
 
 size_t plan_num_inputs(const Plan& p) { return p.inputs.size(); }
@@ -136,6 +140,58 @@ PlanStep node_step(const Graph& g, const Node& n) {
 // graph outputs live to the end. A value used once by plain reference in its last step is moved
 // into the stack instead (no reference-count traffic, and the op holds the only reference the
 // executor had), except by a kernel step, whose nodes may have to run from the environment.
+// Note [Graph errors inside try blocks]
+// A graph op that raises at run time (an index out of range, say) raises outside the user's
+// frame: the cached entry runs the graph before any of the frame's bytecode. When the captured
+// code lies inside a try or with block, the frame cache runs the frame again eagerly from its
+// start, so its except / finally / __exit__ see the op's error as in eager mode
+// (python/strata/_dynamo/eval_frame.py, _run_again_eagerly). That is only the same as eager if
+// the failed call left nothing behind: each plan knows its first step with an effect outside the
+// call (a random op, which advances a generator; a write into a tensor the graph did not make,
+// through in-place ops, out= or a view of an input), and execute() notes whether a failure came
+// before it. A failure after such a step propagates as before.
+void find_first_effect(Plan& p) {
+  std::vector<char> fresh(p.num_values, 0);  // made by this call, aliasing nothing outside it
+  auto is_fresh = [&](const PlanArg& a) {
+    if (a.kind == PlanArg::Env || a.kind == PlanArg::EnvMove) return fresh[a.vid] != 0;
+    for (const ArgElem& e : a.elems)
+      if (e.is_value() && !fresh[e.value]) return false;
+    return a.kind != PlanArg::Const || !a.constant.is_tensor();
+  };
+  // One node: whether it has an effect; marks its outputs fresh or not.
+  auto node_effect = [&](const PlanStep& st) {
+    const uint32_t fl = st.op->flags();
+    const auto& args = st.op->schema().args;
+    bool writes = false, all_fresh = true;
+    for (size_t i = 0; i < st.args.size(); ++i) {
+      const bool f = is_fresh(st.args[i]);
+      all_fresh = all_fresh && f;
+      if (i < args.size() && args[i].is_write && !f) writes = true;
+    }
+    bool aliases = (fl & (kView | kInplace)) != 0 || st.op->schema().is_inplace();
+    bool random = (fl & kRandom) != 0;
+    for (size_t i = 0; i < args.size(); ++i) {
+      // A given out= tensor is the result; out=None is not.
+      const bool given = i < st.args.size() && !(st.args[i].kind == PlanArg::Const && st.args[i].constant.is_none());
+      aliases = aliases || (args[i].is_write && given);
+      random = random || args[i].name == "generator";  // dropout and the like draw from a generator too
+    }
+    for (int o : st.outs) fresh[o] = aliases ? all_fresh : 1;
+    return writes || random;
+  };
+  p.first_effect = p.steps.size();
+  for (size_t si = 0; si < p.steps.size(); ++si) {
+    const PlanStep& st = p.steps[si];
+    bool effect = false;
+    if (st.kernel >= 0) {
+      for (const PlanStep& f : p.kernels[st.kernel].fallback) effect = node_effect(f) || effect;
+    } else {
+      effect = node_effect(st);
+    }
+    if (effect && p.first_effect == p.steps.size()) p.first_effect = si;
+  }
+}
+
 void finish_plan(Plan& p) {
   std::vector<int> last_use(p.num_values, -1);
   for (size_t si = 0; si < p.steps.size(); ++si) {
@@ -169,6 +225,7 @@ void finish_plan(Plan& p) {
       st.release.push_back(static_cast<int>(v));
     }
   }
+  find_first_effect(p);
 }
 
 std::shared_ptr<const Plan> build_plan(const Graph& g) {
@@ -484,10 +541,13 @@ void run_kernel(const Plan& p, const PlanStep& st, std::vector<IValue>& env, Sta
   }
   int64_t status_word = 0;
   if (s.status) bufs[n_buf - 1] = &status_word;
-  if (s.rows) {
-    reinterpret_cast<RowFn>(s.fn)(bufs, s.cols > 0 ? n / s.cols : 0, s.cols);
-  } else {
-    reinterpret_cast<PointwiseFn>(s.fn)(bufs, n);
+  {
+    profiler::RecordScope scope(s.name, "kernel");  // Note [Kernel names in the profiler] (fusion.py)
+    if (s.rows) {
+      reinterpret_cast<RowFn>(s.fn)(bufs, s.cols > 0 ? n / s.cols : 0, s.cols);
+    } else {
+      reinterpret_cast<PointwiseFn>(s.fn)(bufs, n);
+    }
   }
   if (status_word != 0) run_nodes();  // a bad gather index: the nodes run and eager raises
 }
@@ -498,6 +558,11 @@ void execute(const Plan& p, const IValue* inputs, size_t n, std::vector<IValue>&
              std::vector<IValue>& outs) {
   execute(p, const_cast<IValue*>(inputs), n, env, stack, outs, nullptr, false);
 }
+
+thread_local bool t_failed_before_effects = false;
+
+bool last_failure_before_effects() { return t_failed_before_effects; }
+void clear_failure_before_effects() { t_failed_before_effects = false; }
 
 void execute(const Plan& p, IValue* inputs, size_t n, std::vector<IValue>& env, Stack& stack,
              std::vector<IValue>& outs, ArenaState* arena, bool consume) {
@@ -521,13 +586,20 @@ void execute(const Plan& p, IValue* inputs, size_t n, std::vector<IValue>& env, 
   Tensor call_arena;
   if (arena) ++arena->calls;
 
-  for (const PlanStep& st : p.steps) {
-    if (st.kernel >= 0) {
-      run_kernel(p, st, env, stack, graph_device, arena, call_arena);
-    } else {
-      run_node(st, env, stack, graph_device);
+  size_t si = 0;
+  try {
+    for (; si < p.steps.size(); ++si) {
+      const PlanStep& st = p.steps[si];
+      if (st.kernel >= 0) {
+        run_kernel(p, st, env, stack, graph_device, arena, call_arena);
+      } else {
+        run_node(st, env, stack, graph_device);
+      }
+      for (int r : st.release) env[r] = IValue();
     }
-    for (int r : st.release) env[r] = IValue();
+  } catch (...) {
+    t_failed_before_effects = si < p.first_effect;
+    throw;
   }
   outs.clear();
   outs.reserve(p.outputs.size());

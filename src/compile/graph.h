@@ -294,6 +294,8 @@ struct KernelSpec {
   // The kernel takes a status word after its outputs (a gather's bounds check); nonzero: the nodes
   // run instead (eager raises its own error).
   bool status = false;
+  // The profiler's name for it (Note [Kernel names in the profiler] in python/strata/_inductor/fusion.py).
+  std::string name = "strata_kernel";
 };
 
 // The graph's plan with each spec's nodes replaced by one kernel step placed at its last node.
@@ -319,5 +321,9 @@ void execute(const Plan& plan, IValue* inputs, size_t n, std::vector<IValue>& en
              std::vector<IValue>& outs, ArenaState* arena, bool consume = false);
 int64_t plan_arena_bytes(const Plan& p);
 size_t plan_num_kernels(const Plan& p);
+// Whether the last execute() on this thread that threw did so before any step with an effect
+// outside the call (Note [Graph errors inside try blocks] in executor.cpp); clear sets it false.
+bool last_failure_before_effects();
+void clear_failure_before_effects();
 
 }  // namespace strata::compile

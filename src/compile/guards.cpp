@@ -39,6 +39,8 @@ std::string TensorSpec::mismatch(const Tensor& t, const std::string& name) const
   } else if (autograd::requires_grad(t) != requires_grad) {
     out << name << ".requires_grad: expected " << py_bool(requires_grad) << ", got "
         << py_bool(autograd::requires_grad(t));
+  } else if (keys != 0 && t.key_set().raw() != keys) {
+    out << name << ".dispatch_keys: expected " << std::hex << "0x" << keys << ", got 0x" << t.key_set().raw();
   } else if (t.dim() != static_cast<int64_t>(sizes.size())) {
     out << name << ".dim() == " << sizes.size() << " (got " << t.dim() << ")";
   } else {

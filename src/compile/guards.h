@@ -45,11 +45,15 @@ struct TensorSpec {
   std::vector<int64_t> sizes;    // kDynamicDim: any size (a dynamic dimension)
   std::vector<int64_t> strides;  // empty: strides not guarded; kDynamicDim per entry: that stride not guarded
   bool check_strides = false;
+  // The tensor's dispatch key set (a batched tensor of vmap, a Python-keyed one, ...), as torch's
+  // TENSOR_MATCH guards it; 0: not guarded.
+  uint64_t keys = 0;
 
   bool matches(const Tensor& t) const {
     const TensorImpl* impl = t.impl();
     if (!impl || impl->dtype() != dtype || impl->dim() != static_cast<int64_t>(sizes.size())) return false;
     if (impl->device() != device) return false;
+    if (keys != 0 && t.key_set().raw() != keys) return false;
     if (autograd::requires_grad(t) != requires_grad) return false;
     const int64_t* sz = impl->sizes().data();
     for (size_t i = 0; i < sizes.size(); ++i)

@@ -190,7 +190,7 @@ def _kernel_specs(graph, steps):
         if extra is None:
             raise _NoPlan("a kernel step without its call geometry")
         specs.append([ctypes_address(st.fn), rows, st.ref, numel, cols, dtype, list(st.in_ids), list(st.out_ids),
-                      out_shapes, sorted(pos), extra])
+                      out_shapes, sorted(pos), extra, getattr(st, "name", "") or ""])
     return specs
 
 
@@ -475,7 +475,7 @@ def kernel_runner(graph, steps, keep_arena=False, inputs_die=False, order=None):
     full = []
     for sp in specs:
         ref_sizes = list(graph.value(sp[6][sp[2]]).shape) if sp[3] >= 0 else None
-        full.append(tuple(sp[:10]) + ([plan.offsets.get(v, -1) for v in sp[7]], ref_sizes, sp[10]))
+        full.append(tuple(sp[:10]) + ([plan.offsets.get(v, -1) for v in sp[7]], ref_sizes, sp[10], sp[11]))
     try:
         r = graph.kernel_runner(full, plan.arena_bytes, keep_arena, list(order or ()))
     except Exception as e:

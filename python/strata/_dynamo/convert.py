@@ -139,8 +139,8 @@ def _build_guards(out, arg_names):
     for g in out.guards:
         kind, src = g[0], [tuple(step) for step in g[1]]
         if kind == "tensor":
-            _, _, dtype, device, rg, sizes, strides = g
-            gs.add_tensor(src, dtype, device, rg, list(sizes), list(strides))
+            _, _, dtype, device, rg, sizes, strides, keys = g
+            gs.add_tensor(src, dtype, device, rg, list(sizes), list(strides), keys)
         elif kind == "equals":
             gs.add_equals(src, g[2])
         elif kind == "id":

@@ -175,8 +175,19 @@ def _run(fn, st, args, opts, hooked=False):
 _CACHE_MISS = _C._compile.CACHE_MISS
 
 
+def _transformed(args):
+    """Whether an argument is a tensor of a transform capture does not follow (a vmap-batched
+    tensor): guards keep such tensors off every entry (their dispatch keys differ), and the call runs
+    eagerly without marking the frame eager."""
+    for a in args:
+        for t in (a if isinstance(a, (list, tuple)) else (a,)):
+            if isinstance(t, _C.Tensor) and _C._guards.dispatch_key_bits(t) & _C._guards.TRANSFORM_KEYS:
+                return True
+    return False
+
+
 def _miss(fn, st, args, opts, hooked):
-    if st.eager:
+    if st.eager or _transformed(args):
         return _EF.RUN_DEFAULT if hooked else call_eager(fn, args)
     code = fn.__code__
     g = fn.__globals__
@@ -216,10 +227,43 @@ def _miss(fn, st, args, opts, hooked):
         st.eager = True
         return _EF.RUN_DEFAULT if hooked else call_eager(fn, args)
     st.entries.append(e)
-    st.cache.add(e.guards, e.extra, e.arg_inputs, e.fetch, e.runner, e.ret_kind, e.ret_idx, e.finish)
+    on_error = _run_again_eagerly if e.num_ops and _has_handlers(code) else None
+    st.cache.add(e.guards, e.extra, e.arg_inputs, e.fetch, e.runner, e.ret_kind, e.ret_idx, e.finish, on_error)
     _record("entries", e)
     a = args + e.extra if e.extra else args
-    return e.run(a, g, c)
+    if on_error is None:
+        return e.run(a, g, c)
+    _C._compile.clear_failure_before_effects()
+    try:
+        outs = e.runner(*e.fetch(a, g, c))
+    except Exception as exc:
+        if not _C._compile.last_failure_before_effects():
+            raise
+        return on_error(fn, args, exc)
+    return e.finish(outs, a, g, c)
+
+
+def _has_handlers(code):
+    """Whether code has try, with or other blocks with handlers (Python 3.11+: an exception table)."""
+    from .bytecode import parse_exception_table
+    return bool(parse_exception_table(code))
+
+
+def _run_again_eagerly(fn, args, exc):
+    """A graph op raised before any effect outside the call, in a frame with try/with blocks (Note
+    [Graph errors inside try blocks] in src/compile/executor.cpp): the frame runs again from its
+    start in Python, so the op raises inside it and its except / finally / __exit__ run as in eager
+    mode. The frame hook is off meanwhile (this frame's own entry would serve it again)."""
+    if not isinstance(exc, Exception):
+        raise exc
+    logs.graph_error_rerun(fn.__code__, exc)
+    if not _EF.supported:
+        return call_eager(fn, args)
+    prev = _EF.set_enabled(False)
+    try:
+        return call_eager(fn, args)
+    finally:
+        _EF.set_enabled(prev)
 
 
 def _fetch(src, a, g, c):
@@ -310,7 +354,8 @@ def _make_binder(fn, opts):
     tup = "(" + "".join(a + ", " for a in frame_args) + ")"
     src = f"def {code.co_name if code.co_name.isidentifier() else 'compiled'}({', '.join(params)}):\n" \
           f"    return __strata_cache(__strata_fn, {tup})\n"
-    ns = {"__strata_cache": _state(code, opts).cache, "__strata_fn": fn}
+    cache = _state(code, opts).cache
+    ns = {"__strata_cache": cache, "__strata_fn": fn}
     exec(compile(src, f"<strata.compile wrapper of {code.co_qualname}>", "exec"), ns)
     w = ns[code.co_name if code.co_name.isidentifier() else "compiled"]
     w.__defaults__ = fn.__defaults__
@@ -321,7 +366,10 @@ def _make_binder(fn, opts):
     w.__wrapped__ = fn
     w.__dict__.update(getattr(fn, "__dict__", {}))
     w._strata_compiled = True
-    return w
+    # Calls with exactly the positional parameters skip the wrapper's frame (Note [Compiled function
+    # objects] in compile_bind.cpp); keyword-only parameters, *args and **kwargs need the wrapper.
+    fast_nargs = n if not (k or code.co_flags & 0x0c) else -1
+    return cache.compiled_function(fn, w, fast_nargs)
 
 
 def compile_function(fn, opts):

@@ -78,3 +78,10 @@ def aot(msg):
     """AOT autograd's partition decisions and fallbacks (backend="aot_eager")."""
     if "aot" in _enabled:
         _emit("aot", msg)
+
+
+def graph_error_rerun(code, exc):
+    """A graph op raised inside a frame with try/with blocks: the frame runs again in Python."""
+    if "graph_breaks" in _enabled:
+        _emit("graph_breaks", f"{code.co_qualname} ({code.co_filename}:{code.co_firstlineno}): a graph op raised "
+                              f"{type(exc).__name__}; the frame runs again eagerly so that its handlers see it")

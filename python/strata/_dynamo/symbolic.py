@@ -239,7 +239,8 @@ class OutputGraph:
                     strides[d] = None
                     self.relations.append((("stride", source, d), "==",
                                            ("mul", ("size", source, d + 1), ("stride", source, d + 1))))
-            self.guard("tensor", source, t.dtype, str(t.device), t.requires_grad, sizes, tuple(strides))
+            self.guard("tensor", source, t.dtype, str(t.device), t.requires_grad, sizes, tuple(strides),
+                       _C._guards.dispatch_key_bits(t))
         fake = _C._ops.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="meta")
         if t.requires_grad:
             fake.requires_grad_(True)

@@ -25,14 +25,19 @@ def _functor(f, dtype=None):
     return f"strata::fn::{f.name}{{{params}}}"
 
 
-def _preamble(header_comment):
+def _preamble(header_comment, kernel=None):
     """The lines every kernel starts with: its comment (the fused nodes and their source lines) and
-    the functor headers."""
+    the functor headers (special_functors.h only for a kernel that uses one of its functors: Note
+    [Special functions in generated kernels] in ir.py)."""
+    from .ir import SPECIAL_HEADER_FUNCTORS
     out = []
     if header_comment:
         out.append("\n".join("// " + line for line in header_comment.splitlines()))
     out += ["#include <cstdint>", '#include "ops/pointwise_functors.h"', '#include "ops/nn_functors.h"',
             '#include "backends/cpu/vector_math.h"']
+    if kernel is not None and any(getattr(getattr(s, "functor", None), "name", None) in SPECIAL_HEADER_FUNCTORS
+                                  for s in kernel.body):
+        out.append('#include "ops/special_functors.h"')
     return out
 
 
@@ -78,7 +83,7 @@ def render_rows(kernel, header_comment=""):
     """`void strata_kernel(void* const* bufs, int64_t rows, int64_t cols)`: parallel over rows."""
     from .ir import Cast, Reduce
     T = kernel.dtype
-    out = _preamble(header_comment)
+    out = _preamble(header_comment, kernel)
     w = out.append
     w("#include <memory>")
     w('#include "compile/codegen_rows.h"')
@@ -296,7 +301,7 @@ def render_pointwise(kernel, header_comment=""):
     outer index and a block of at most BLOCK inner elements), run by an OpenMP parallel for above
     PARALLEL_MIN elements; the inner loop has constant strides (1, 0 or k) so GCC vectorises it."""
     from .ir import CTYPES, PwCompute, PwConst, PwGather, PwLoad, PwStore
-    out = _preamble(header_comment)
+    out = _preamble(header_comment, kernel)
     w = out.append
     w('#include "compile/codegen_pointwise.h"')
     _gelu_erf_defines(kernel, w)
@@ -428,7 +433,7 @@ def render_columns(kernel, header_comment=""):
     reduction engine's column order: `void strata_kernel(void* const* bufs, int64_t n)`, n unused."""
     from .ir import CTYPES, PwCompute, PwConst, PwLoad, PwStore
     op, rvar, R, K, outer, ro = kernel.reduce
-    out = _preamble(header_comment)
+    out = _preamble(header_comment, kernel)
     w = out.append
     w('#include "compile/codegen_pointwise.h"')
     w('#include "compile/codegen_rows.h"')

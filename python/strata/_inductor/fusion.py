@@ -88,11 +88,33 @@ def _address(fn):
 
 
 class _KernelStep:
-    __slots__ = ("fn", "in_ids", "out_ids", "ref", "numel", "shape", "dtype", "nbuf", "source", "call", "extra")
+    __slots__ = ("fn", "in_ids", "out_ids", "ref", "numel", "shape", "dtype", "nbuf", "source", "call", "extra",
+                 "name")
 
 
 class _RowStep:
-    __slots__ = ("fn", "in_ids", "out_ids", "ref", "cols", "numel", "outs", "nbuf", "source", "call")
+    __slots__ = ("fn", "in_ids", "out_ids", "ref", "cols", "numel", "outs", "nbuf", "source", "call", "name")
+
+
+# Note [Kernel names in the profiler]
+# A generated kernel runs without the dispatcher, so the profiler's op layer never sees it; each
+# kernel step records a range of its own instead (category "kernel", src/compile/executor.cpp and
+# KernelCall in python/src/codegen_bind.cpp) under a name made, as torch's inductor names its
+# kernels, from the ops it fused: "strata_fused_add_mul_relu_3" (up to 6 distinct op names in graph
+# order, "..." for more, then a number unique in the process), "strata_gemm_linear_gelu_4" for a GEMM
+# epilogue step.
+_kernel_count = [0]
+
+
+def kernel_name(graph, positions, prefix="strata_fused"):
+    names = []
+    for p in sorted(positions):
+        op = graph.nodes[p].op.split(".")[0].lstrip("_")
+        if op not in names:
+            names.append(op)
+    _kernel_count[0] += 1
+    body = "_".join(names[:6]) + ("_..." if len(names) > 6 else "")
+    return f"{prefix}_{body}_{_kernel_count[0] - 1}"
 
 
 class _GraphStep:
@@ -204,8 +226,9 @@ def _row_step(graph, run, live_after, logs):
     st.outs = [(tuple(graph.value(v).shape), graph.value(v).dtype) for v in out_ids]
     st.nbuf = len(in_ids) + len(out_ids)
     st.source = source
+    st.name = kernel_name(graph, positions)
     st.call = _C._compile.KernelCall(_address(st.fn), True, len(in_ids), st.ref, st.numel, st.cols,
-                                     graph.value(out_ids[0]).dtype, [list(sh) for sh, _ in st.outs])
+                                     graph.value(out_ids[0]).dtype, [list(sh) for sh, _ in st.outs], name=st.name)
     return st
 
 
@@ -238,6 +261,7 @@ def _pw_step(graph, unit, plans, live_after, dynamic, logs, colreds=None):
         logs._emit("output_code", f"generated kernel ({len(positions)} nodes):\n{source}")
     st = _KernelStep()
     st.fn = codecache.load(source)
+    st.name = kernel_name(graph, positions)
     st.in_ids, st.out_ids = in_ids, out_ids
     st.nbuf = len(in_ids) + len(out_ids)
     st.source = source
@@ -251,7 +275,7 @@ def _pw_step(graph, unit, plans, live_after, dynamic, logs, colreds=None):
         st.numel = None if dynamic else _prod(st.shape)
         st.call = _C._compile.KernelCall(_address(st.fn), False, len(in_ids), st.ref,
                                          -1 if st.numel is None else st.numel, 1, st.dtype,
-                                         [[] for _ in out_ids], dts)
+                                         [[] for _ in out_ids], dts, name=st.name)
         st.extra = (dts, None, False)
     else:
         ins = [graph.value(v) for v in in_ids]
@@ -261,7 +285,8 @@ def _pw_step(graph, unit, plans, live_after, dynamic, logs, colreds=None):
                     [list(v.stride) for v in vals])
         status = any(b.rows for b in k.inputs)
         st.call = _C._compile.KernelCall(_address(st.fn), False, len(in_ids), 0, st.numel, 1, st.dtype,
-                                         geometry[0], dts, geometry[1], geometry[2], geometry[3], status)
+                                         geometry[0], dts, geometry[1], geometry[2], geometry[3], status,
+                                         name=st.name)
         st.extra = (dts, geometry, status)
     return st
 
@@ -1267,6 +1292,7 @@ def _gemm_step(graph, positions, gemm, logs):
     out = graph.value(gemm["out"])
     st = _KernelStep()
     st.fn = fn
+    st.name = kernel_name(graph, positions, "strata_gemm")
     st.in_ids, st.out_ids = list(gemm["in_ids"]), [gemm["out"]]
     st.nbuf = nb
     st.source = source
@@ -1277,6 +1303,6 @@ def _gemm_step(graph, positions, gemm, logs):
     dts = [out.dtype]
     geometry = ([list(out.shape)], [list(v.shape) for v in ins], [list(v.stride) for v in ins], [list(out.stride)])
     st.call = _C._compile.KernelCall(_address(fn), False, len(ins), 0, st.numel, 1, st.dtype, geometry[0], dts,
-                                     geometry[1], geometry[2], geometry[3], True)
+                                     geometry[1], geometry[2], geometry[3], True, name=st.name)
     st.extra = (dts, geometry, True)
     return st

@@ -414,10 +414,47 @@ GENERAL_LOWERINGS.update({
     "leaky_relu": _param_unary("LeakyRelu", 1), "hardtanh": _param_unary("Hardtanh", 1, 2),
     "softplus": _param_unary("Softplus", 1, 2), "elu": _param_unary("Elu", 1, 2, 3),
 })
+# Note [Special functions in generated kernels]
+# The special functions eager computes with the scalar functors of src/ops/pointwise_functors_more.h
+# and src/ops/special_functors.h, one element at a time as `static_cast<T>(f(opmath_t<T>(x)))` over
+# floating dtypes (integers converted to the default float first): the same functor call in a fused
+# loop gives eager's values (up to FMA contraction, which eager's build may apply inside a functor
+# and the kernels' -ffp-contract=off does not, hence NOT_BIT_EXACT_MORE). The kernels include
+# special_functors.h only when they use one of SPECIAL_HEADER_FUNCTORS (it is large).
+SPECIAL_UNARY = {
+    "lgamma": "Lgamma", "digamma": "Digamma", "erfinv": "Erfinv", "i0": "I0", "special_i1": "I1", "sinc": "Sinc",
+    "erfc": "Erfc", "special_modified_bessel_i0": "I0", "special_modified_bessel_i1": "I1",
+    "special_airy_ai": "AiryAi", "special_bessel_j0": "BesselJ0", "special_bessel_j1": "BesselJ1",
+    "special_bessel_y0": "BesselY0", "special_bessel_y1": "BesselY1",
+    "special_modified_bessel_k0": "ModifiedBesselK0", "special_modified_bessel_k1": "ModifiedBesselK1",
+    "special_scaled_modified_bessel_k0": "ScaledModifiedBesselK0",
+    "special_scaled_modified_bessel_k1": "ScaledModifiedBesselK1",
+    "special_spherical_bessel_j0": "SphericalBesselJ0", "special_i0e": "I0e", "special_i1e": "I1e",
+    "special_entr": "Entr", "special_erfcx": "Erfcx", "special_ndtr": "Ndtr", "special_log_ndtr": "LogNdtr",
+    "special_ndtri": "Ndtri",
+}
+SPECIAL_BINARY = {
+    "xlogy": "Xlogy", "special_xlog1py": "Xlog1py", "special_zeta": "Zeta", "igamma": "Igamma", "igammac": "Igammac",
+    "special_chebyshev_polynomial_t": "ChebyshevT", "special_chebyshev_polynomial_u": "ChebyshevU",
+    "special_chebyshev_polynomial_v": "ChebyshevV", "special_chebyshev_polynomial_w": "ChebyshevW",
+    "special_shifted_chebyshev_polynomial_t": "ShiftedChebyshevT",
+    "special_shifted_chebyshev_polynomial_u": "ShiftedChebyshevU",
+    "special_shifted_chebyshev_polynomial_v": "ShiftedChebyshevV",
+    "special_shifted_chebyshev_polynomial_w": "ShiftedChebyshevW",
+    "special_hermite_polynomial_h": "HermiteH", "special_hermite_polynomial_he": "HermiteHe",
+    "special_laguerre_polynomial_l": "LaguerreL", "special_legendre_polynomial_p": "LegendreP",
+}
+SPECIAL_HEADER_FUNCTORS = {f for f in list(SPECIAL_UNARY.values()) + list(SPECIAL_BINARY.values())
+                           if f not in ("Lgamma", "Digamma", "Erfinv", "I0", "I1", "Sinc", "Erfc", "Xlogy")}
+GENERAL_LOWERINGS.update({op: _unary(f) for op, f in SPECIAL_UNARY.items()})
+GENERAL_LOWERINGS.update({op: _cmp(f) for op, f in SPECIAL_BINARY.items()})
+
 DTYPE_RULE = {op: "common" for op in ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor")}
 DTYPE_RULE.update({op: "self" for op in ("logical_not", "isnan", "isinf", "isfinite")})
 DTYPE_RULE["_to_copy"] = "cast"
 # Ops eager runs only on floating inputs after converting integers (their C is the float result).
 FLOAT_ONLY = {"GeluErf", "GeluErfF32", "GeluTanh", "Silu", "Mish", "Softplus", "LeakyRelu", "Elu", "Hardtanh",
               "Hardsigmoid", "Hardswish"}
+FLOAT_ONLY |= set(SPECIAL_UNARY.values()) | set(SPECIAL_BINARY.values())
 NOT_BIT_EXACT_MORE = NOT_BIT_EXACT | {"Sin", "Cos", "Erf", "Log1p", "Expm1", "Log2", "Exp2", "Mish", "Softplus", "Elu"}
+NOT_BIT_EXACT_MORE |= FLOAT_ONLY & (set(SPECIAL_UNARY.values()) | set(SPECIAL_BINARY.values()))
