@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "bind.h"
+#include "sparse/sparse.h"
 #include "core/allocator.h"
 #include "ops/ops.h"
 
@@ -480,6 +481,7 @@ void bind_tensor(nb::module_& m) {
         return tup;
       })
       .def("item", [](const Tensor& t) -> nb::object {
+        sparse::check_dense(t, "item");
         STRATA_CHECK(!t.key_set().has(DispatchKey::Vmap), "vmap: item() on a batched tensor is not supported: "
                      "inside vmap a tensor's value differs per batch entry, so it cannot become one Python "
                      "value. Rewrite the code with tensor operations (e.g. strata.where instead of an if).");
@@ -489,12 +491,14 @@ void bind_tensor(nb::module_& m) {
         return element_to_py(static_cast<const char*>(c.data_ptr()), c.dtype());
       })
       .def("tolist", [](const Tensor& t) {
+        sparse::check_dense(t, "tolist");
         STRATA_CHECK(!t.key_set().has(DispatchKey::Vmap), "vmap: tolist() on a batched tensor is not supported: "
                      "inside vmap a tensor's value differs per batch entry, so it cannot become one Python "
                      "value. Rewrite the code with tensor operations (e.g. strata.where instead of an if).");
         return tensor_to_list(t);
       })
       .def("_numpy", [](const Tensor& t) {
+        sparse::check_dense(t, "numpy");
         STRATA_CHECK(!t.key_set().has(DispatchKey::Vmap), "vmap: numpy() on a batched tensor is not supported: "
                      "inside vmap a tensor's value differs per batch entry, so it cannot become one Python "
                      "value. Rewrite the code with tensor operations (e.g. strata.where instead of an if).");
@@ -513,6 +517,7 @@ void bind_tensor(nb::module_& m) {
            // unversioned capsule is a valid answer to any max_version.
            [](const Tensor& t0, nb::handle /*stream*/, nb::handle /*max_version*/, nb::handle dl_device,
               nb::handle copy) {
+             sparse::check_dense(t0, "__dlpack__");
              STRATA_CHECK_TYPE(t0.device().is_cpu(), "__dlpack__: only CPU tensors can be exported for now (got a ",
                                t0.device().str(), " tensor; use .cpu() first)");
              if (!dl_device.is_none()) {

@@ -131,6 +131,11 @@ import math as _math  # noqa: E402
 pi, e, inf, nan = _math.pi, _math.e, _math.inf, _math.nan
 OutOfMemoryError = MemoryError
 
+# Sparse COO tensors (docs/SPARSE.md): the layout, the constructor, strata.sparse, the Tensor methods.
+from ._sparse import sparse_coo, sparse_coo_tensor, _sparse_coo_tensor_unsafe  # noqa: E402,F401
+from . import sparse  # noqa: E402,F401
+spmm = sparse.spmm
+
 # A torch name Strata lacks raises "not implemented yet" rather than a bare
 # AttributeError (strata/_missing.py): every strata module gets a miss hook,
 # and Tensor placeholders, once every module above has attached its methods.

@@ -194,7 +194,15 @@ def _rebuild_parameter(data, requires_grad):
     return _make_subclass(Parameter, data, bool(requires_grad))
 
 
+def _rebuild_sparse(indices, values, size, coalesced, requires_grad):
+    from ._sparse import sparse_coo_tensor
+    return sparse_coo_tensor(indices, values, size, is_coalesced=coalesced, requires_grad=requires_grad)
+
+
 def _tensor_reduce_ex(self, proto):
+    if _C._is_sparse(self):  # indices and values (docs/SPARSE.md)
+        return (_rebuild_sparse, (self._indices(), self._values().detach(), tuple(self.shape), self.is_coalesced(),
+                                  self.requires_grad and self.is_leaf))
     if self.is_meta:
         raise RuntimeError("cannot pickle a tensor on the meta device (it has no data)")
     return (
@@ -215,6 +223,10 @@ def _keep_alive(memo, obj):
 
 def _plain_deepcopy(self, memo):
     """A copy with its own storage; tensors sharing a storage in one deepcopy share the copied storage."""
+    if _C._is_sparse(self):  # copies of its indices and values
+        from ._sparse import _make
+        return _make(copy.deepcopy(self._indices(), memo), copy.deepcopy(self._values().detach(), memo),
+                     self.shape, self.is_coalesced())
     st = storage_of(self)
     new_st = memo.get(id(st))
     if new_st is None:

@@ -26,6 +26,7 @@ import numpy as np
 
 from . import _C
 from ._size import Size
+from ._creation import layout as _layout
 from ._tensor_pickle import Storage, storage_of, rebuild_tensor
 from .nn.parameter import Parameter, _make_subclass
 
@@ -214,9 +215,27 @@ def _safe_frozenset(*args):
 
 
 def _torch_layout(name):
+    if name == "torch.sparse_coo":
+        from ._sparse import sparse_coo
+        return sparse_coo
     if name != "torch.strided":
-        raise RuntimeError(f"tensor layout {name!r:.50} is not supported (strata tensors are strided)")
+        raise RuntimeError(f"tensor layout {name!r:.50} is not supported (strata tensors are strided or sparse_coo)")
     return name
+
+
+def _rebuild_sparse_tensor(layout, data):
+    """torch._utils._rebuild_sparse_tensor for the COO layout: data is (indices, values, size[, is_coalesced])."""
+    from ._sparse import sparse_coo, sparse_coo_tensor
+    if layout is not sparse_coo:
+        raise RuntimeError(f"_rebuild_sparse_tensor: layout {layout!r:.50} is not supported (only sparse_coo)")
+    if not isinstance(data, tuple) or len(data) not in (3, 4):
+        raise RuntimeError("_rebuild_sparse_tensor: expected (indices, values, size[, is_coalesced])")
+    indices, values, size = data[:3]
+    coalesced = data[3] if len(data) == 4 else None
+    if not isinstance(indices, Tensor) or not isinstance(values, Tensor):
+        raise RuntimeError("_rebuild_sparse_tensor: indices and values must be tensors")
+    # Indices beyond size raise here (torch validates them after loading).
+    return sparse_coo_tensor(indices, values, tuple(size), is_coalesced=coalesced, check_invariants=True)
 
 
 def _torch_globals():
@@ -227,6 +246,7 @@ def _torch_globals():
         "torch._utils._rebuild_parameter": _rebuild_parameter,
         "torch._utils._rebuild_parameter_with_state": _rebuild_parameter_with_state,
         "torch._tensor._rebuild_from_type_v2": _rebuild_from_type_v2,
+        "torch._utils._rebuild_sparse_tensor": _rebuild_sparse_tensor,
         "torch.serialization._get_layout": _torch_layout,
         "torch.nn.parameter.Parameter": Parameter,
         "torch.Tensor": Tensor,
@@ -324,6 +344,15 @@ class _TorchPickler(pickle._Pickler):
         return st
 
     def reducer_override(self, obj):
+        if isinstance(obj, Tensor) and _C._is_sparse(obj):  # torch's form: indices and values (docs/SPARSE.md)
+            if obj.requires_grad and not obj.is_leaf:
+                raise RuntimeError("strata.save: cannot save a sparse tensor that is not a leaf; detach() it first")
+            return (
+                _Global("torch._utils", "_rebuild_sparse_tensor"),
+                (obj.layout, (obj._indices(), obj._values().detach(), Size(obj.shape), obj.is_coalesced())),
+            )
+        if type(obj) is _layout:  # written as torch.serialization._get_layout("torch.<name>")
+            return (_Global("torch.serialization", "_get_layout"), ("torch." + obj._name,))
         if isinstance(obj, Tensor):
             if isinstance(obj, Parameter):
                 return (

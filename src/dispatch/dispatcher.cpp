@@ -23,7 +23,7 @@ std::string_view dispatch_key_name(DispatchKey k) {
     case DispatchKey::Tracer: return "Tracer";
     case DispatchKey::Profiler: return "Profiler";
     case DispatchKey::Python: return "Python";
-    default: return "Undefined";
+    default: return static_cast<int>(k) == 42 ? "Sparse" : "Undefined";  // 42: src/sparse/sparse.h
   }
 }
 
