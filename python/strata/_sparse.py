@@ -329,7 +329,8 @@ def _spmm(s, d, name="mm", dense_grad=False):
             out.register_hook(lambda g: _set_grad(s, g @ dd.t()))
         else:
             size = tuple(s.shape)
-            proxy.register_hook(lambda g: _set_grad(s, _masked_coalesced(ind, g, size)))
+            # torch's gradient has the coalesced pattern but is not flagged coalesced.
+            proxy.register_hook(lambda g: _set_grad(s, _coalesced_(_masked_coalesced(ind, g, size), False)))
     return out.squeeze(1) if vec else out
 
 
@@ -525,11 +526,27 @@ for _name in ("abs", "sqrt", "sin", "tanh", "relu", "sign", "floor", "ceil", "ro
     _HANDLERS[_name] = (lambda nm: lambda a, n: _unary_values(nm)(a[0]))(_name)
 
 
+_VALUEWISE = {"neg", "mul", "div"} | {n for n in _HANDLERS if n not in (
+    "mm", "matmul", "mv", "addmm", "add", "sub", "t", "transpose", "sum", "clone", "_to_copy", "to", "sparse_mask")}
+
+
 def _handle(name, args, names):
     """Called by the Sparse key's fallback with the op's name and its arguments (schema order)."""
     h = _HANDLERS.get(name)
     if h is None:
         return NotImplemented
+    out = args[names.index("out")] if "out" in names else None
+    if out is not None:
+        # In place (x.mul_(2), x.relu_()): a sparse self whose values the op maps one by one gets its values
+        # written in place; anything else (an out= tensor, or an op that changes the pattern) is refused.
+        self = args[0]
+        if name not in _VALUEWISE or not _is_sparse(self) or not self._is_same(out):
+            return NotImplemented
+        r = h(args[:names.index("out")] + (None,) + args[names.index("out") + 1:], names)
+        if r is NotImplemented or not _is_sparse(r):
+            return NotImplemented
+        _parts(self)[1].copy_(_parts(r)[1])
+        return self
     return h(args, names)
 
 
