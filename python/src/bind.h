@@ -37,6 +37,8 @@ bool convert_arg(const Argument& a, nb::handle h, IValue* out);
 bool set_note_symints(bool on);
 
 nb::object wrap_tensor(Tensor t);
+// t.dtype for a quantized tensor: strata.qint8 / quint8 / qint32 (sparse_bind.cpp).
+nb::object quantized_dtype_object(const Tensor& t);
 nb::object tensor_to_list(const Tensor& t);
 Tensor tensor_from_data(nb::handle data, std::optional<ScalarType> dtype, std::optional<Device> device);
 

@@ -1,10 +1,13 @@
-// strata._C entry points behind sparse COO tensors (python/strata/_sparse.py,
-// docs/SPARSE.md): building one from indices and values, reading its parts,
-// and the handler through which the Sparse key's fallback hands an op to Python.
+// strata._C entry points behind sparse COO tensors (python/strata/_sparse.py)
+// and affine-quantized tensors (python/strata/_quantized.py), docs/SPARSE.md:
+// building one from its parts, reading them back, and the handlers through
+// which the Sparse and Quantized keys' fallbacks hand an op to Python.
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include "bind.h"
+#include "sparse/quantized.h"
 #include "sparse/sparse.h"
 
 namespace strata::py {
@@ -14,6 +17,8 @@ namespace {
 // strata._sparse._handle(name, args, arg_names) -> result or NotImplemented. A strong reference that is
 // never released: a static nb::object would be destroyed after the interpreter, without the GIL.
 PyObject* g_py_handler = nullptr;
+PyObject* g_py_qhandler = nullptr;  // the same for quantized tensors (strata._quantized._handle)
+PyObject* g_qdtypes = nullptr;      // [strata.qint8, strata.quint8, strata.qint32]
 
 nb::object ivalue_to_py(const IValue& v) {
   const auto& raw = v.raw();
@@ -52,9 +57,9 @@ IValue py_to_ivalue(nb::handle h) {
   throw TypeError(str("sparse handler returned an unsupported value of type ", Py_TYPE(h.ptr())->tp_name));
 }
 
-bool python_handler(const OperatorEntry& op, Stack& stack) {
+bool call_handler(PyObject* handler, const OperatorEntry& op, Stack& stack) {
   nb::gil_scoped_acquire gil;
-  if (!g_py_handler) return false;
+  if (!handler) return false;
   const auto& args = op.schema().args;
   const size_t base = stack.size() - args.size();
   nb::list pyargs, names;
@@ -62,7 +67,7 @@ bool python_handler(const OperatorEntry& op, Stack& stack) {
     pyargs.append(ivalue_to_py(stack[base + i]));
     names.append(nb::str(args[i].name.c_str()));
   }
-  nb::object r = nb::handle(g_py_handler)(nb::str(op.schema().name.c_str()), nb::tuple(pyargs), nb::tuple(names));
+  nb::object r = nb::handle(handler)(nb::str(op.schema().name.c_str()), nb::tuple(pyargs), nb::tuple(names));
   if (r.ptr() == Py_NotImplemented) return false;
   stack.resize(base);
   if (PyTuple_Check(r.ptr())) {
@@ -73,7 +78,22 @@ bool python_handler(const OperatorEntry& op, Stack& stack) {
   return true;
 }
 
+bool python_handler(const OperatorEntry& op, Stack& stack) { return call_handler(g_py_handler, op, stack); }
+bool python_qhandler(const OperatorEntry& op, Stack& stack) { return call_handler(g_py_qhandler, op, stack); }
+
+void replace_ref(PyObject*& slot, nb::object h) {
+  PyObject* old = slot;
+  slot = h.release().ptr();
+  Py_XDECREF(old);
+}
+
 }  // namespace
+
+nb::object quantized_dtype_object(const Tensor& t) {
+  sparse::QuantizedTensorImpl* q = sparse::maybe_quantized(t);
+  if (!q || !g_qdtypes) return dtype_object(t.dtype());
+  return nb::borrow(PyList_GetItem(g_qdtypes, static_cast<Py_ssize_t>(q->qdtype())));
+}
 
 void bind_sparse(nb::module_& m) {
   using namespace strata::sparse;
@@ -92,10 +112,33 @@ void bind_sparse(nb::module_& m) {
     s->set_coalesced(c);
   });
   m.def("_sparse_set_handler", [](nb::object h) {
-    PyObject* old = g_py_handler;
-    g_py_handler = h.release().ptr();
-    Py_XDECREF(old);
+    replace_ref(g_py_handler, std::move(h));
     set_sparse_handler(&python_handler);
+  });
+
+  // Quantized tensors.
+  m.def("_quant_make", [](const Tensor& int_repr, int qdtype, double scale, int64_t zero_point,
+                          std::optional<Tensor> scales, std::optional<Tensor> zero_points, int64_t axis) {
+    STRATA_CHECK(qdtype >= 0 && qdtype <= 2, "_quant_make: bad quantized dtype code ", qdtype);
+    return make_quantized(int_repr, static_cast<QDtype>(qdtype), scale, zero_point, scales.value_or(Tensor()),
+                          zero_points.value_or(Tensor()), axis);
+  });
+  // (int_repr, qdtype code, scale, zero_point, scales, zero_points, axis) or None when t is not quantized.
+  m.def("_quant_parts", [](const Tensor& t) -> nb::object {
+    QuantizedTensorImpl* q = maybe_quantized(t);
+    if (!q) return nb::none();
+    auto opt = [](const Tensor& x) -> nb::object { return x.defined() ? wrap_tensor(x) : nb::none(); };
+    return nb::make_tuple(wrap_tensor(q->int_repr()), static_cast<int>(q->qdtype()), q->scale(), q->zero_point(),
+                          opt(q->scales()), opt(q->zero_points()), q->axis());
+  });
+  m.def("_is_quantized", [](const Tensor& t) { return maybe_quantized(t) != nullptr; });
+  m.def("_quant_set_handler", [](nb::object h) {
+    replace_ref(g_py_qhandler, std::move(h));
+    set_quantized_handler(&python_qhandler);
+  });
+  m.def("_quant_set_dtypes", [](nb::list l) {
+    STRATA_CHECK(l.size() == 3, "_quant_set_dtypes: expected [qint8, quint8, qint32]");
+    replace_ref(g_qdtypes, std::move(l));
   });
 }
 

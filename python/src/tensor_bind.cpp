@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "bind.h"
+#include "sparse/quantized.h"
 #include "sparse/sparse.h"
 #include "core/allocator.h"
 #include "ops/ops.h"
@@ -454,7 +455,10 @@ void bind_tensor(nb::module_& m) {
         for (int64_t i = 0; i < t.dim(); ++i) PyTuple_SET_ITEM(tup.ptr(), i, PyLong_FromLongLong(t.sizes()[i]));
         return tup;
       })
-      .def_prop_ro("dtype", [](const Tensor& t) { return dtype_object(t.dtype()); })
+      .def_prop_ro("dtype", [](const Tensor& t) {
+        if (t.key_set().has(sparse::kQuantizedKey)) [[unlikely]] return quantized_dtype_object(t);
+        return dtype_object(t.dtype());
+      })
       .def_prop_ro("device", [](const Tensor& t) { return t.device(); })
       .def_prop_ro("ndim", [](const Tensor& t) { return t.dim(); })
       .def_prop_ro("_version", [](const Tensor& t) { return t.version(); })

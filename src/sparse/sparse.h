@@ -55,7 +55,7 @@ void set_sparse_handler(SparseHandler h);
 // detach() of a sparse tensor: the same indices, the values without history.
 Tensor detach_sparse(const Tensor& t);
 
-// "tolist(): not supported for sparse tensors ..." unless t is dense.
+// "tolist(): not supported for sparse tensors ..." unless t is dense (not sparse, not quantized).
 void check_dense(const Tensor& t, const char* what);
 
 }  // namespace strata::sparse
