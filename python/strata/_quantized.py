@@ -7,8 +7,8 @@ shares the storage of its integer representation (int8 / uint8 / int32) and hold
 below: view-like ops and clone act on the integer representation of a per-tensor quantized tensor; anything
 else raises NotImplementedError naming the op (dequantize() first).
 
-Rounding and clamping follow torch's CPU kernels: q = clamp(zero_point + round_half_even(x * (1 / scale)),
-qmin, qmax), with 1 / scale computed in float32; dequantize is (q - zero_point) * scale in float32.
+Rounding and clamping follow torch's CPU kernels: q = clamp(round_half_even(x * (1 / scale) + zero_point),
+qmin, qmax) in float32; dequantize is (q - zero_point) * scale in float32 (per channel: in float64, rounded once).
 """
 
 import numpy as np
@@ -103,10 +103,10 @@ def _as_float(v, what, name):
 
 
 def _quantize(x, inv, zp, dt):
-    # round(x * inv) in float32 (torch's kernels), then the zero point and the clamp in float64 so that qint32's
-    # bounds are exact.
-    r = (x.float() * inv).round().double()
-    return (r + zp).clamp(dt._qmin, dt._qmax).to(dt._repr_dtype)
+    # round_half_even(x * inv + zero_point) in float32, as torch's kernels (the zero point is added before
+    # rounding: 0.5 + 3 rounds to 4), then the clamp in float64 so that qint32's bounds are exact.
+    r = (x.float() * inv + zp).round().double()
+    return r.clamp(dt._qmin, dt._qmax).to(dt._repr_dtype)
 
 
 def quantize_per_tensor(input, scale, zero_point, dtype):  # noqa: A002
@@ -151,7 +151,7 @@ def quantize_per_channel(input, scales, zero_points, axis, dtype):  # noqa: A002
     shape = [1] * n
     shape[axis] = c
     inv = (1.0 / scales.float()).reshape(shape)
-    q = _quantize(input.detach(), inv, zero_points.double().reshape(shape), dtype)
+    q = _quantize(input.detach(), inv, zero_points.float().reshape(shape), dtype)
     return _C._quant_make(q, dtype._code, 1.0, 0, scales, zero_points, axis)
 
 
@@ -167,7 +167,8 @@ def dequantize(self):
         return (q.to(_C.int64) - zp).float() * float(np.float32(scale))
     shape = [1] * q.dim()
     shape[axis] = q.shape[axis]
-    return (q.to(_C.int64) - zps.reshape(shape)).float() * scales.float().reshape(shape)
+    # per channel, torch multiplies in double and rounds the product to float32 once
+    return ((q.to(_C.int64) - zps.reshape(shape)).double() * scales.reshape(shape)).float()
 
 
 def int_repr(self):

@@ -107,7 +107,7 @@ class Linear(Module):
         qmax = 127 if self.reduce_range else 255
         x_scale, x_zp = choose_qparams(x_min, x_max, 0, qmax)
         inv = _f32(np.float32(1.0) / np.float32(x_scale))
-        xq = (x2.float() * inv).round().double().add(x_zp).clamp(0, 255)
+        xq = (x2.float() * inv + x_zp).round().double().clamp(0, 255)
         wq, _, w_scale, w_zp, scales, zps, axis = _C._quant_parts(self._w)
         wd = wq.double()
         if scales is None:
