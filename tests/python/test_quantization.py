@@ -219,3 +219,44 @@ def test_observers_match_torch():
     (ss, zs), (st, zt) = os_.calculate_qparams(), ot.calculate_qparams()
     np.testing.assert_array_equal(ss.numpy(), st.numpy())
     np.testing.assert_array_equal(zs.numpy(), zt.numpy())
+
+
+def test_pickle_deepcopy_and_torch_checkpoints(tmp_path):
+    import copy
+    import pickle
+    x = RS.randn(3, 4).astype(np.float32)
+    qs = strata.quantize_per_tensor(strata.tensor(x), 0.05, 2, strata.qint8)
+    qc = strata.quantize_per_channel(strata.tensor(x), strata.tensor([0.1, 0.2, 0.3], dtype=strata.float64),
+                                     strata.tensor([0, 1, -1]), 0, strata.qint8)
+    for q in (qs, qc):
+        for back in (pickle.loads(pickle.dumps(q)), copy.deepcopy(q)):
+            assert repr(back) == repr(q)
+            np.testing.assert_array_equal(back.int_repr().numpy(), q.int_repr().numpy())
+    p = tmp_path / "q.pt"
+    strata.save({"q": qs, "c": qc, "d": strata.qint8, "s": strata.per_tensor_affine}, str(p))
+    t = torch.load(str(p), weights_only=True)
+    assert t["d"] is torch.qint8 and t["s"] is torch.per_tensor_affine
+    for k, q in (("q", qs), ("c", qc)):
+        assert repr(t[k]).replace("torch.", "strata.") == repr(q)
+    p2 = tmp_path / "t.pt"
+    torch.save({"q": t["q"], "c": t["c"]}, str(p2))
+    mine = strata.load(str(p2), weights_only=True)
+    assert repr(mine["q"]) == repr(qs) and repr(mine["c"]) == repr(qc)
+
+
+def test_dynamic_quantized_state_dict_round_trips_with_torch(tmp_path):
+    sm, tm = _models(2, [6, 5, 3])
+    qs = strata.quantization.quantize_dynamic(sm, {strata.nn.Linear})
+    qt = torch.quantization.quantize_dynamic(tm, {torch.nn.Linear})
+    p = tmp_path / "qs.pt"
+    strata.save(qs.state_dict(), str(p))
+    fresh_t = torch.quantization.quantize_dynamic(_models(3, [6, 5, 3])[1], {torch.nn.Linear})
+    fresh_t.load_state_dict(torch.load(str(p), weights_only=True))
+    x = RS.randn(4, 6).astype(np.float32)
+    np.testing.assert_allclose(fresh_t(torch.tensor(x)).detach().numpy(), qt(torch.tensor(x)).detach().numpy(),
+                               rtol=1e-6, atol=1e-6)
+    q = tmp_path / "qt.pt"
+    torch.save(qt.state_dict(), str(q))
+    fresh_s = strata.quantization.quantize_dynamic(_models(4, [6, 5, 3])[0], {strata.nn.Linear})
+    fresh_s.load_state_dict(strata.load(str(q), weights_only=True))
+    np.testing.assert_allclose(fresh_s(strata.tensor(x)).numpy(), qs(strata.tensor(x)).numpy(), rtol=1e-6, atol=1e-6)

@@ -88,6 +88,50 @@ class Linear(Module):
     def set_weight_bias(self, w, b):
         self._w, self._b = w, b
 
+    # torch's state_dict keys: scale, zero_point, _packed_params.dtype, _packed_params._packed_params (weight, bias).
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        from ..... import tensor
+        destination[prefix + "scale"] = tensor(1.0)
+        destination[prefix + "zero_point"] = tensor(0)
+        destination[prefix + "_packed_params.dtype"] = self._dtype
+        destination[prefix + "_packed_params._packed_params"] = (self._w, self._b)
+        # torch's loader reads this layout only when the versions say so (Linear 4, LinearPackedParams 3).
+        md = getattr(destination, "_metadata", None)
+        if md is None:
+            from collections import OrderedDict
+            md = OrderedDict()
+            try:
+                destination._metadata = md
+            except AttributeError:
+                md = None
+        if md is not None:
+            md[prefix[:-1]] = {"version": self._version}
+            md[prefix + "_packed_params"] = {"version": 3}
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        keys = [prefix + k for k in ("scale", "zero_point", "_packed_params.dtype", "_packed_params._packed_params")]
+        for k in keys:
+            if k not in state_dict:
+                if strict:
+                    missing_keys.append(k)
+        if keys[3] in state_dict:
+            w, b = state_dict[keys[3]]
+            want = self._dtype
+            got = w.dtype
+            if got is not want:
+                error_msgs.append(f"{keys[3]}: expected a {want!r} weight, got {got!r}")
+                return
+            if tuple(w.shape) != (self.out_features, self.in_features):
+                error_msgs.append(f"size mismatch for {keys[3]}: copying a weight of shape {list(w.shape)}, the "
+                                  f"module expects {[self.out_features, self.in_features]}")
+                return
+            self.set_weight_bias(w, b)
+        if strict:
+            for k in state_dict:
+                if k.startswith(prefix) and k not in keys and "." not in k[len(prefix):]:
+                    unexpected_keys.append(k)
+
     def forward(self, x):
         from ..... import nn
         if self._dtype is _C.float16:
