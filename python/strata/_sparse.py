@@ -443,6 +443,49 @@ def sum(input, dim=None, dtype=None):  # noqa: A001  (torch.sparse.sum)
     return _sum(input, dim, False, dtype)
 
 
+def _softmax(input, dim, dtype=None, log=False):
+    """torch.sparse.softmax / log_softmax: over the specified entries that share every index but dim's (the
+    unspecified ones count as -inf, i.e. are left out), with dense ops so the values' gradient is autograd's."""
+    what = "sparse.log_softmax" if log else "sparse.softmax"
+    _check_sparse(input, what + "()")
+    c = coalesce(input)
+    ind, val, _ = _parts(c)
+    n = input.dim()
+    dim = dim % n if n else dim
+    sd = ind.shape[0]
+    if val.dim() != 1 or dim >= sd:
+        raise NotImplementedError(f"{what}: only sparse tensors without dense dims, over a sparse dim, are "
+                                  "supported")
+    if dtype is not None:
+        val = val.to(dtype)
+    if ind.shape[1] == 0:
+        return _make(ind, val, input.shape, True)
+    keep = [d for d in builtins.range(sd) if d != dim]
+    if keep:
+        lin = _linear_index(ind[keep], [input.shape[d] for d in keep])
+        _, group, _ = _ops._unique2(lin, True, True, False)
+    else:
+        from . import zeros
+        group = zeros(ind.shape[1], dtype=_C.int64)
+    from . import full
+    ng = int(group.max().item()) + 1
+    mx = full((ng,), float("-inf"), dtype=val.dtype).scatter_reduce(0, group, val.detach(), "amax")
+    shifted = val - mx.index_select(0, group)
+    e = shifted.exp()
+    from . import zeros
+    denom = zeros(ng, dtype=val.dtype).index_add(0, group, e)
+    out = shifted - denom.log().index_select(0, group) if log else e / denom.index_select(0, group)
+    return _make(ind, out, input.shape, True)
+
+
+def softmax(input, dim, *, dtype=None):
+    return _softmax(input, dim, dtype)
+
+
+def log_softmax(input, dim, *, dtype=None):
+    return _softmax(input, dim, dtype, log=True)
+
+
 def _clone(s):
     ind, val, c = _parts(s)
     return _make(ind.clone(), val.clone(), s.shape, c)

@@ -348,3 +348,22 @@ def test_gcn_module_trains():
             run.append(loss.item())
         losses.append(run)
     np.testing.assert_allclose(losses[0], losses[1], rtol=1e-5)
+
+
+@pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_sparse_softmax_matches_torch(log, dim):
+    """GAT-style attention: softmax over each row's edges, gradient into the edge scores."""
+    ind = [[0, 0, 1, 2, 2, 2, 0], [1, 2, 0, 0, 1, 2, 1]]  # (0, 1) twice
+    val = RS.randn(7).astype(np.float32)
+    vs, vt = strata.tensor(val, requires_grad=True), torch.tensor(val, requires_grad=True)
+    s = strata.sparse_coo_tensor(ind, vs, (3, 3))
+    t = torch.sparse_coo_tensor(ind, vt, (3, 3))
+    fs = strata.sparse.log_softmax if log else strata.sparse.softmax
+    ft = torch.sparse.log_softmax if log else torch.sparse.softmax
+    os_, ot = fs(s, dim), ft(t, dim)
+    same_sparse(os_, ot)
+    w = RS.randn(3, 3).astype(np.float32)
+    (os_.to_dense() * strata.tensor(w)).sum().backward()
+    (ot.to_dense() * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(vs.grad.numpy(), vt.grad.numpy(), rtol=1e-5, atol=1e-6)

@@ -1,10 +1,10 @@
 """strata.sparse: torch.sparse's functions over sparse COO tensors (docs/SPARSE.md, python/strata/_sparse.py)."""
 
 from .. import _sparse
-from .._sparse import mm, addmm, sum  # noqa: F401,A004
+from .._sparse import mm, addmm, sum, softmax, log_softmax  # noqa: F401,A004
 from .._C import Tensor as _Tensor
 
-__all__ = ["mm", "addmm", "sum", "spmm", "FloatTensor", "DoubleTensor", "LongTensor", "IntTensor", "ByteTensor",
+__all__ = ["mm", "addmm", "sum", "softmax", "log_softmax", "spmm", "FloatTensor", "DoubleTensor", "LongTensor", "IntTensor", "ByteTensor",
            "BoolTensor", "check_sparse_tensor_invariants"]
 
 
