@@ -143,6 +143,9 @@ from . import ao  # noqa: E402,F401
 from .ao import quantization  # noqa: E402,F401  (torch.quantization is torch.ao.quantization's old name)
 import sys as _sys  # noqa: E402
 _sys.modules[__name__ + ".quantization"] = quantization
+nn.quantized = ao.nn.quantized  # torch.nn.quantized(.dynamic): the old home of torch.ao.nn.quantized
+_sys.modules[__name__ + ".nn.quantized"] = ao.nn.quantized
+_sys.modules[__name__ + ".nn.quantized.dynamic"] = ao.nn.quantized.dynamic
 
 # A torch name Strata lacks raises "not implemented yet" rather than a bare
 # AttributeError (strata/_missing.py): every strata module gets a miss hook,

@@ -186,7 +186,7 @@ def to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=N
         sd = n - int(dense_dim)
     if not 0 <= sd <= n:
         raise RuntimeError(f"to_sparse(): sparse_dim {sd} is out of range for a {n}-d tensor")
-    x = self.detach() if False else self
+    x = self
     if sd == 0:
         from ._C import int64
         from . import empty
@@ -611,9 +611,9 @@ def sparse_repr(t, prefix="tensor("):
         val_s = val_s[:-1] + ", size=(0,))"
     body = ind_s[len(prefix):] + ",\n" + val_s
     suffixes = ["size=" + str(tuple(t.shape)), f"nnz={val.shape[0]}"]
-    if t.dtype is not _C.get_default_dtype() and not (t.dtype is _C.int64 and False):
-        if t.dtype not in (_C.int64, _C.bool) or True:
-            suffixes.append(f"dtype={t.dtype!r}")
+    default = _C.get_default_dtype()
+    if t.dtype not in (default, default.to_complex(), _C.int64, _C.bool):  # the dense rule
+        suffixes.append(f"dtype={t.dtype!r}")
     suffixes.append("layout=strata.sparse_coo")
     gf = t.grad_fn
     if gf is not None:
@@ -647,4 +647,4 @@ Tensor._nnz = _nnz
 Tensor.sparse_dim = sparse_dim
 Tensor.dense_dim = dense_dim
 Tensor.sparse_mask = sparse_mask
-Tensor.smm = lambda self, mat: mm(self, mat)
+Tensor.smm = lambda self, mat: to_sparse(mm(self, mat))  # torch.smm: sparse result

@@ -260,3 +260,24 @@ def test_dynamic_quantized_state_dict_round_trips_with_torch(tmp_path):
     fresh_s = strata.quantization.quantize_dynamic(_models(4, [6, 5, 3])[0], {strata.nn.Linear})
     fresh_s.load_state_dict(strata.load(str(q), weights_only=True))
     np.testing.assert_allclose(fresh_s(strata.tensor(x)).numpy(), qs(strata.tensor(x)).numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_qnnpack_engine_matches_torch():
+    sm, tm = _models(5, [16, 8])
+    old_t, old_s = torch.backends.quantized.engine, strata.backends.quantized.engine
+    try:
+        torch.backends.quantized.engine = "qnnpack"
+        strata.backends.quantized.engine = "qnnpack"
+        assert strata.backends.quantized.engine == "qnnpack"
+        qt = torch.ao.quantization.quantize_dynamic(tm, {torch.nn.Linear})
+        qs = strata.ao.quantization.quantize_dynamic(sm, {strata.nn.Linear})
+        x = (RS.randn(5, 16) * 2).astype(np.float32)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yt = qt(torch.tensor(x)).detach().numpy()
+        np.testing.assert_allclose(qs(strata.tensor(x)).numpy(), yt, rtol=1e-5, atol=1e-5)
+    finally:
+        torch.backends.quantized.engine = old_t
+        strata.backends.quantized.engine = old_s
+    with pytest.raises(RuntimeError, match="not supported"):
+        strata.backends.quantized.engine = "tpu"

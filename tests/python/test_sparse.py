@@ -254,6 +254,9 @@ def test_repr_matches_torch():
     e = strata.sparse_coo_tensor(strata.zeros(2, 0, dtype=strata.int64), strata.zeros(0))
     te = torch.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.long), torch.zeros(0))
     assert repr(e) == repr(te).replace("torch.", "strata.")
+    i = strata.sparse_coo_tensor([[0, 1], [1, 2]], [1, 2])
+    ti = torch.sparse_coo_tensor([[0, 1], [1, 2]], [1, 2])
+    assert repr(i) == repr(ti).replace("torch.", "strata.")
 
 
 def test_dense_ops_refuse_sparse():

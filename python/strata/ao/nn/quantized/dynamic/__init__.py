@@ -50,7 +50,8 @@ def choose_qparams(x_min, x_max, qmin, qmax):
 class Linear(Module):
     """y = x W^T + b with W stored quantized (qint8, per tensor or per channel) or as float16. For qint8 the
     input is quantized on the fly to quint8 with parameters chosen from this batch's min and max over the
-    reduced range [0, 127] (reduce_range=True, torch's default for the fbgemm engine); the product is an exact
+    reduced range [0, 127] (reduce_range=True, torch's default for the x86/fbgemm engines; [0, 255] under
+    strata.backends.quantized.engine = "qnnpack", which ignores reduce_range); the product is an exact
     integer accumulation, scaled back to float32 as fbgemm does ((acc * x_scale) * w_scale + b)."""
 
     _version = 4
@@ -148,7 +149,8 @@ class Linear(Module):
             x_min, x_max = x2.min().item(), x2.max().item()
         else:
             x_min = x_max = 0.0
-        qmax = 127 if self.reduce_range else 255
+        from .....backends import quantized as _engine
+        qmax = 127 if self.reduce_range and _engine.engine != "qnnpack" else 255
         x_scale, x_zp = choose_qparams(x_min, x_max, 0, qmax)
         inv = _f32(np.float32(1.0) / np.float32(x_scale))
         xq = (x2.float() * inv + x_zp).round().double().clamp(0, 255)
