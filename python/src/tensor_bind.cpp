@@ -475,11 +475,17 @@ void bind_tensor(nb::module_& m) {
       .def("is_contiguous", [](const Tensor& t) { return t.is_contiguous(); })
       .def("is_floating_point", [](const Tensor& t) { return is_floating_type(t.dtype()); })
       .def("is_complex", [](const Tensor& t) { return is_complex_type(t.dtype()); })
-      .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); })
+      .def("data_ptr",
+           [](const Tensor& t) {
+             STRATA_CHECK(!sparse::maybe_sparse(t), "Cannot access data pointer of Tensor that doesn't have storage "
+                          "(a sparse tensor: use ._values().data_ptr())");
+             return reinterpret_cast<uintptr_t>(t.data_ptr());
+           })
       .def("_storage_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.impl()->storage().get()); })
       .def("_storage_nbytes", [](const Tensor& t) { return t.impl()->storage()->nbytes(); })
       .def("_is_same", [](const Tensor& a, const Tensor& b) { return a.is_same(b); })
       .def("_stride", [](const Tensor& t) {
+        STRATA_CHECK(!sparse::maybe_sparse(t), "Sparse tensors do not have strides");
         nb::tuple tup = nb::steal<nb::tuple>(PyTuple_New(t.dim()));
         for (int64_t i = 0; i < t.dim(); ++i) PyTuple_SET_ITEM(tup.ptr(), i, PyLong_FromLongLong(t.strides()[i]));
         return tup;

@@ -370,3 +370,11 @@ def test_sparse_softmax_matches_torch(log, dim):
     (os_.to_dense() * strata.tensor(w)).sum().backward()
     (ot.to_dense() * torch.tensor(w)).sum().backward()
     np.testing.assert_allclose(vs.grad.numpy(), vt.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_no_strides_no_data_pointer():
+    s, _ = pair()
+    with pytest.raises(RuntimeError, match="Sparse tensors do not have strides"):
+        s.stride()
+    with pytest.raises(RuntimeError, match="doesn't have storage"):
+        s.data_ptr()
