@@ -154,7 +154,7 @@ def coalesce(self):
     uniq, inverse, _ = _ops._unique2(lin, True, True, False)
     from . import zeros
     summed = zeros((uniq.shape[0],) + tuple(values.shape[1:]), dtype=values.dtype, device=values.device)
-    summed = summed.index_add(0, inverse, values)
+    summed = summed.index_put((inverse,), values, True)
     return _make(_unravel(uniq, sizes), summed, self.shape, True)
 
 
@@ -296,7 +296,7 @@ def _set_grad(s, new):
 
 def _spmm(s, d, name="mm", dense_grad=False):
     """s (2-D sparse) @ d (1-D or 2-D dense) with dense ops: rows of d gathered at the column indices,
-    scaled by the values, summed into the rows (index_add). Autograd flows through these ops to d and to
+    scaled by the values, summed into the rows (index_put with accumulate). Autograd flows through these ops to d and to
     values that carry history. A sparse leaf that requires grad gets torch's gradient: for torch.sparse.mm
     a sparse one with s's (coalesced) pattern, (grad @ d^T) read there; for torch.mm/matmul/addmm the
     dense grad @ d^T."""
@@ -321,8 +321,9 @@ def _spmm(s, d, name="mm", dense_grad=False):
     from . import zeros
     out = zeros((s.shape[0], dm.shape[1]), dtype=dm.dtype, device=dm.device)
     if ind.shape[1]:
-        contrib = dm.index_select(0, ind[1]) * val.unsqueeze(1)
-        out = out.index_add(0, ind[0], contrib)
+        contrib = dm[ind[1]] * val.unsqueeze(1)  # (its backward accumulates with index_put too)
+        # index_put(accumulate=True) rather than index_add: the same sums, ~10x faster on one thread today
+        out = out.index_put((ind[0],), contrib, True)
     if proxy is not None:
         if dense_grad:
             dd = dm.detach()
