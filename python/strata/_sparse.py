@@ -487,6 +487,40 @@ def log_softmax(input, dim, *, dtype=None):
     return _softmax(input, dim, dtype, log=True)
 
 
+def _index_select(s, dim, index):
+    """Slices of a sparse tensor along dim, in index's order (repeats repeat), as torch's: a sparse result whose
+    entries are those of s with the index in dim renumbered; differentiable in the values (a gather)."""
+    if index.dim() > 1 or index.dtype not in (_C.int64, _C.int32):
+        raise RuntimeError("index_select(): index must be a 1-D int64 or int32 tensor")
+    ind, val, _ = _parts(s)
+    n = s.dim()
+    dim = dim % n if n else dim
+    sd = ind.shape[0]
+    index = index.reshape(-1).to(_C.int64)
+    size = list(s.shape)
+    if index.numel() and (int(index.min().item()) < 0 or int(index.max().item()) >= size[dim]):
+        raise IndexError(f"index_select(): index out of range for dimension {dim} with size {size[dim]}")
+    new_size = size[:dim] + [index.shape[0]] + size[dim + 1:]
+    if dim >= sd:  # a dense dim: select in the values
+        return _make(ind, val.index_select(dim - sd + 1, index), new_size, _parts(s)[2])
+    # pairs (entry e, position k) with ind[dim, e] == index[k], found through index sorted by value
+    order = index.argsort(stable=True)
+    sorted_idx = index[order]
+    key = ind[dim]
+    lo = _ops.searchsorted(sorted_idx, key)
+    hi = _ops.searchsorted(sorted_idx, key, right=True)
+    counts = hi - lo
+    entries = _ops.arange(0, key.shape[0]).repeat_interleave(counts)
+    starts = lo.repeat_interleave(counts)
+    offsets = _ops.arange(0, entries.shape[0]) - (counts.cumsum(0) - counts).repeat_interleave(counts)
+    k = order[starts + offsets]
+    by_k = k.argsort(stable=True)  # torch's order: by output position, then by entry
+    k, entries = k[by_k], entries[by_k]
+    new_ind = ind[:, entries].clone()
+    new_ind[dim] = k
+    return _make(new_ind, val[entries], new_size, entries.shape[0] <= 1)
+
+
 def _clone(s):
     ind, val, c = _parts(s)
     return _make(ind.clone(), val.clone(), s.shape, c)
@@ -564,6 +598,8 @@ _HANDLERS = {
     "_to_copy": _h_to,
     "to": _h_to,
     "sparse_mask": lambda a, n: sparse_mask(a[0], a[1]),
+    "index_select": lambda a, n: _index_select(a[0], a[1], a[2]) if _is_sparse(a[0]) and not _is_sparse(a[2])
+    else NotImplemented,
 }
 for _name in ("abs", "sqrt", "sin", "tanh", "relu", "sign", "floor", "ceil", "round", "trunc", "expm1", "log1p",
               "asin", "atan", "sinh", "asinh", "atanh", "tan", "square", "frac", "sgn", "deg2rad", "rad2deg"):
@@ -571,7 +607,8 @@ for _name in ("abs", "sqrt", "sin", "tanh", "relu", "sign", "floor", "ceil", "ro
 
 
 _VALUEWISE = {"neg", "mul", "div"} | {n for n in _HANDLERS if n not in (
-    "mm", "matmul", "mv", "addmm", "add", "sub", "t", "transpose", "sum", "clone", "_to_copy", "to", "sparse_mask")}
+    "mm", "matmul", "mv", "addmm", "add", "sub", "t", "transpose", "sum", "clone", "_to_copy", "to", "sparse_mask",
+    "index_select")}
 
 
 def _handle(name, args, names):

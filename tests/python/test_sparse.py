@@ -378,3 +378,13 @@ def test_no_strides_no_data_pointer():
         s.stride()
     with pytest.raises(RuntimeError, match="doesn't have storage"):
         s.data_ptr()
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+@pytest.mark.parametrize("idx", [[2, 0], [1, 1, 2, 0, 1], []])
+def test_index_select_matches_torch(dim, idx):
+    s, t = pair()
+    same_sparse(s.index_select(dim, strata.tensor(idx, dtype=strata.int64)),
+                t.index_select(dim, torch.tensor(idx, dtype=torch.int64)))
+    with pytest.raises(IndexError, match="out of range"):
+        s.index_select(dim, strata.tensor([3]))
