@@ -388,3 +388,98 @@ def test_index_select_matches_torch(dim, idx):
                 t.index_select(dim, torch.tensor(idx, dtype=torch.int64)))
     with pytest.raises(IndexError, match="out of range"):
         s.index_select(dim, strata.tensor([3]))
+
+
+PYGCN_SCRIPT = r'''
+import numpy as np
+import scipy.sparse as sp
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.optim as optim
+
+
+def normalize(mx):
+    rowsum = np.array(mx.sum(1))
+    r_inv = np.power(rowsum, -1).flatten()
+    r_inv[np.isinf(r_inv)] = 0.
+    return sp.diags(r_inv).dot(mx)
+
+
+def sparse_mx_to_torch_sparse_tensor(sparse_mx):
+    sparse_mx = sparse_mx.tocoo().astype(np.float32)
+    indices = torch.from_numpy(np.vstack((sparse_mx.row, sparse_mx.col)).astype(np.int64))
+    values = torch.from_numpy(sparse_mx.data)
+    shape = torch.Size(sparse_mx.shape)
+    return torch.sparse.FloatTensor(indices, values, shape)
+
+
+class GraphConvolution(nn.Module):
+    def __init__(self, in_features, out_features, rs):
+        super().__init__()
+        self.weight = nn.Parameter(torch.FloatTensor(rs.uniform(-0.3, 0.3, (in_features, out_features))))
+        self.bias = nn.Parameter(torch.FloatTensor(rs.uniform(-0.3, 0.3, out_features)))
+
+    def forward(self, input, adj):
+        support = torch.mm(input, self.weight)
+        output = torch.spmm(adj, support)
+        return output + self.bias
+
+
+class GCN(nn.Module):
+    def __init__(self, nfeat, nhid, nclass, rs):
+        super().__init__()
+        self.gc1 = GraphConvolution(nfeat, nhid, rs)
+        self.gc2 = GraphConvolution(nhid, nclass, rs)
+
+    def forward(self, x, adj):
+        x = F.relu(self.gc1(x, adj))
+        x = self.gc2(x, adj)
+        return F.log_softmax(x, dim=1)
+
+
+rs = np.random.RandomState(0)
+n, nfeat = 30, 8
+edges = rs.randint(0, n, size=(60, 2))
+adj = sp.coo_matrix((np.ones(60), (edges[:, 0], edges[:, 1])), shape=(n, n), dtype=np.float32)
+adj = adj + adj.T.multiply(adj.T > adj) - adj.multiply(adj.T > adj)
+adj = normalize(adj + sp.eye(adj.shape[0]))
+adj = sparse_mx_to_torch_sparse_tensor(adj)
+features = torch.FloatTensor(rs.rand(n, nfeat))
+labels = torch.LongTensor(rs.randint(0, 3, n))
+model = GCN(nfeat, 16, 3, rs)
+optimizer = optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
+losses = []
+for epoch in range(5):
+    model.train()
+    optimizer.zero_grad()
+    output = model(features, adj)
+    loss_train = F.nll_loss(output, labels)
+    loss_train.backward()
+    optimizer.step()
+    losses.append(loss_train.item())
+print("LOSSES", losses)
+print("LAYOUT", adj.layout, adj.is_sparse, adj._nnz())
+'''
+
+
+def test_pygcn_script_runs_unchanged_and_matches_torch(tmp_path):
+    """pygcn's utilities and model, verbatim in style (scipy adjacency -> torch.sparse.FloatTensor, torch.spmm),
+    run through strata.torch_alias and on torch: the same losses."""
+    import os
+    import subprocess
+    import sys
+    pytest.importorskip("scipy")
+    script = tmp_path / "pygcn.py"
+    script.write_text(PYGCN_SCRIPT)
+    here = os.path.dirname(os.path.abspath(strata.__file__))
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(here), OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    out = []
+    for run in (["-m", "strata.torch_alias", str(script)], [str(script)]):
+        p = subprocess.run([sys.executable, *run], capture_output=True, text=True, timeout=120, env=env)
+        assert p.returncode == 0, p.stdout + p.stderr
+        lines = dict(ln.split(" ", 1) for ln in p.stdout.splitlines() if ln.startswith(("LOSSES", "LAYOUT")))
+        out.append(lines)
+    ours, theirs = out
+    np.testing.assert_allclose(eval(ours["LOSSES"]), eval(theirs["LOSSES"]), rtol=1e-5)
+    assert ours["LAYOUT"].replace("strata.", "torch.") == theirs["LAYOUT"]
