@@ -138,7 +138,8 @@ spmm = sparse.spmm
 # Affine-quantized tensors and dynamic quantization (docs/SPARSE.md, "Quantized tensors").
 from ._quantized import (qint8, quint8, qint32, qscheme, per_tensor_affine, per_channel_affine,  # noqa: E402,F401
                          per_tensor_symmetric, per_channel_symmetric, per_channel_affine_float_qparams,
-                         quantize_per_tensor, quantize_per_channel, dequantize, int_repr)
+                         quantize_per_tensor, quantize_per_channel, quantize_per_tensor_dynamic, dequantize,
+                         int_repr)
 from . import ao  # noqa: E402,F401
 from .ao import quantization  # noqa: E402,F401  (torch.quantization is torch.ao.quantization's old name)
 import sys as _sys  # noqa: E402

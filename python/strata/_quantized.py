@@ -155,6 +155,22 @@ def quantize_per_channel(input, scales, zero_points, axis, dtype):  # noqa: A002
     return _C._quant_make(q, dtype._code, 1.0, 0, scales, zero_points, axis)
 
 
+def quantize_per_tensor_dynamic(input, dtype, reduce_range):  # noqa: A002
+    """torch.quantize_per_tensor_dynamic: scale and zero point chosen from input's min and max (fbgemm's
+    ChooseQuantizationParams over the dtype's range, halved with reduce_range), then quantize_per_tensor."""
+    what = "quantize_per_tensor_dynamic"
+    if dtype not in (qint8, quint8):
+        raise RuntimeError(f"{what}: dtype must be strata.qint8 or strata.quint8, got {dtype!r}")
+    _check_float_input(input, what)
+    from .ao.nn.quantized.dynamic import choose_qparams
+    qmin, qmax = (-128, 127) if dtype is qint8 else (0, 255)
+    if reduce_range:
+        qmin, qmax = qmin // 2, qmax // 2
+    lo, hi = (input.min().item(), input.max().item()) if input.numel() else (0.0, 0.0)
+    scale, zp = choose_qparams(lo, hi, qmin, qmax)
+    return quantize_per_tensor(input, scale, zp, dtype)
+
+
 def dequantize(self):
     """(q - zero_point) * scale in float32; a float tensor is returned as it is (torch's rule). A list of
     tensors gives a list."""

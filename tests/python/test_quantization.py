@@ -281,3 +281,14 @@ def test_qnnpack_engine_matches_torch():
         strata.backends.quantized.engine = old_s
     with pytest.raises(RuntimeError, match="not supported"):
         strata.backends.quantized.engine = "tpu"
+
+
+@pytest.mark.parametrize("sd,td", QD[:2])
+@pytest.mark.parametrize("reduce_range", [False, True])
+def test_quantize_per_tensor_dynamic_matches_torch(sd, td, reduce_range):
+    for scale in (0.01, 1.0, 30.0):
+        x = (RS.randn(7, 5) * scale + 0.2).astype(np.float32)
+        qs = strata.quantize_per_tensor_dynamic(strata.tensor(x), sd, reduce_range)
+        qt = torch.quantize_per_tensor_dynamic(torch.tensor(x), td, reduce_range)
+        assert qs.q_scale() == pytest.approx(qt.q_scale(), rel=1e-7) and qs.q_zero_point() == qt.q_zero_point()
+        np.testing.assert_array_equal(qs.int_repr().numpy(), qt.int_repr().numpy())
