@@ -292,3 +292,18 @@ def test_quantize_per_tensor_dynamic_matches_torch(sd, td, reduce_range):
         qt = torch.quantize_per_tensor_dynamic(torch.tensor(x), td, reduce_range)
         assert qs.q_scale() == pytest.approx(qt.q_scale(), rel=1e-7) and qs.q_zero_point() == qt.q_zero_point()
         np.testing.assert_array_equal(qs.int_repr().numpy(), qt.int_repr().numpy())
+
+
+def test_transformer_layer_quantizes_like_torch():
+    """MultiheadAttention's out_proj (NonDynamicallyQuantizableLinear) stays float, the feed-forward Linears
+    are quantized. Train mode with dropout 0: torch's eval fast path rejects quantized Linears."""
+    torch.manual_seed(0)
+    tl = torch.nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, dropout=0.0, batch_first=True)
+    sl = strata.nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, dropout=0.0, batch_first=True)
+    sl.load_state_dict({k: strata.tensor(v.detach().numpy()) for k, v in tl.state_dict().items()})
+    qt = torch.ao.quantization.quantize_dynamic(tl, {torch.nn.Linear})
+    qs = strata.ao.quantization.quantize_dynamic(sl, {strata.nn.Linear})
+    assert repr(qs) == _r(repr(qt))
+    x = RS.randn(2, 5, 16).astype(np.float32)
+    np.testing.assert_allclose(qs(strata.tensor(x)).numpy(), qt(torch.tensor(x)).detach().numpy(), rtol=1e-5,
+                               atol=1e-5)
