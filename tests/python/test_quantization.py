@@ -304,6 +304,9 @@ def test_transformer_layer_quantizes_like_torch():
     qt = torch.ao.quantization.quantize_dynamic(tl, {torch.nn.Linear})
     qs = strata.ao.quantization.quantize_dynamic(sl, {strata.nn.Linear})
     assert repr(qs) == _r(repr(qt))
+    assert not qs.training and not qt.training  # quantize_dynamic leaves the model in eval mode
+    qs.train()
+    qt.train()
     x = RS.randn(2, 5, 16).astype(np.float32)
     np.testing.assert_allclose(qs(strata.tensor(x)).numpy(), qt(torch.tensor(x)).detach().numpy(), rtol=1e-5,
                                atol=1e-5)

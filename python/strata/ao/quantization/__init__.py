@@ -33,7 +33,7 @@ def _rnn_types():
 def quantize_dynamic(model, qconfig_spec=None, dtype=Q.qint8, mapping=None, inplace=False):
     """torch.ao.quantization.quantize_dynamic: a copy of model (unless inplace) whose nn.Linear submodules
     named by qconfig_spec (a set of module types, or a dict from types or qualified names to QConfigs) are
-    replaced by dynamically quantized ones. Recurrent layers are not quantized: with the default spec they
+    replaced by dynamically quantized ones; the result is in eval mode, as torch's. Recurrent layers are not quantized: with the default spec they
     stay float (with a warning); named explicitly they raise."""
     from ... import nn
     if dtype is Q.qint8:
@@ -67,6 +67,7 @@ def quantize_dynamic(model, qconfig_spec=None, dtype=Q.qint8, mapping=None, inpl
     mapping = get_default_dynamic_quant_module_mappings() if mapping is None else mapping
     if not inplace:
         model = copy.deepcopy(model)
+    model.eval()  # as torch's quantize_dynamic
 
     def qconfig_for(name, mod, parent_qconfig):
         qc = parent_qconfig
