@@ -341,8 +341,10 @@ def mm(mat1, mat2):
     return _spmm(mat1, mat2, "sparse.mm")
 
 
-def addmm(input, mat1, mat2, *, beta=1, alpha=1):
-    prod = _spmm(mat1, mat2, "addmm", dense_grad=True)
+def addmm(input, mat1, mat2, *, beta=1, alpha=1, _dense_grad=False):
+    """torch.sparse.addmm: beta * input + alpha * (mat1 @ mat2); a sparse leaf mat1 gets a sparse gradient
+    (strata.addmm, through the handler, gives the dense one, as torch's)."""
+    prod = _spmm(mat1, mat2, "addmm", dense_grad=_dense_grad)
     if _is_sparse(input):
         input = to_dense(input)
     out = prod if alpha == 1 else prod * alpha
@@ -583,7 +585,8 @@ _HANDLERS = {
     "mm": lambda a, n: _spmm(a[0], a[1], "mm", dense_grad=True) if _is_sparse(a[0]) else NotImplemented,
     "matmul": _h_matmul,
     "mv": lambda a, n: _spmm(a[0], a[1], "mv", dense_grad=True) if _is_sparse(a[0]) else NotImplemented,
-    "addmm": lambda a, n: (addmm(a[0], a[1], a[2], beta=_arg(a, n, "beta", 1), alpha=_arg(a, n, "alpha", 1))
+    "addmm": lambda a, n: (addmm(a[0], a[1], a[2], beta=_arg(a, n, "beta", 1), alpha=_arg(a, n, "alpha", 1),
+                                 _dense_grad=True)
                            if _is_sparse(a[1]) and not _is_sparse(a[2]) else NotImplemented),
     "add": lambda a, n: _h_add(a, n),
     "sub": lambda a, n: _h_add(a, n, sub=True),

@@ -175,12 +175,16 @@ def test_spmm_vector_and_addmm():
     np.testing.assert_allclose((strata.tensor(a) @ s).numpy(), (torch.tensor(a) @ t).numpy(), rtol=1e-5)
 
 
-@pytest.mark.parametrize("fn", ["sparse.mm", "mm"])
+@pytest.mark.parametrize("fn", ["sparse.mm", "mm", "matmul", "addmm", "sparse.addmm"])
 def test_sparse_leaf_grad(fn):
     x = RS.randn(3, 2).astype(np.float32)
     s = strata.sparse_coo_tensor(IDX, VAL, (3, 3), requires_grad=True)
     t = torch.sparse_coo_tensor(IDX, VAL, (3, 3), requires_grad=True)
-    mod = {"sparse.mm": (strata.sparse.mm, torch.sparse.mm), "mm": (strata.mm, torch.mm)}[fn]
+    mod = {"sparse.mm": (strata.sparse.mm, torch.sparse.mm), "mm": (strata.mm, torch.mm),
+           "matmul": (strata.matmul, torch.matmul),
+           "addmm": (lambda a, b: strata.addmm(strata.ones(3, 2), a, b), lambda a, b: torch.addmm(torch.ones(3, 2), a, b)),
+           "sparse.addmm": (lambda a, b: strata.sparse.addmm(strata.ones(3, 2), a, b),
+                            lambda a, b: torch.sparse.addmm(torch.ones(3, 2), a, b))}[fn]
     mod[0](s, strata.tensor(x)).sum().backward()
     mod[1](t, torch.tensor(x)).sum().backward()
     assert s.grad.is_sparse == t.grad.is_sparse
