@@ -75,8 +75,6 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, pi
             raise RuntimeError(f"sparse_coo_tensor(): indices must be an int64 tensor, got {indices.dtype}")
         indices = indices.to(int64)
     values = _as_tensor(values, dtype=dtype, device=device if device is not None else indices.device)
-    if values.dim() == 0:
-        values = values.reshape(1) if indices.dim() == 2 and indices.shape[1] == 1 else values
     if indices.dim() != 2:
         raise RuntimeError(f"sparse_coo_tensor(): indices must be sparse_dim x nnz, but got: {list(indices.shape)}")
     if values.dim() == 0 or indices.shape[1] != values.shape[0]:
@@ -84,23 +82,24 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, pi
         raise RuntimeError(f"indices and values must have same nnz, but got nnz from indices: {indices.shape[1]}, "
                            f"nnz from values: {nv}")
     sd = indices.shape[0]
+    if check_invariants is None:
+        from .sparse import check_sparse_tensor_invariants
+        check_invariants = check_sparse_tensor_invariants.is_enabled()
     if size is None:
         if indices.shape[1] == 0:
             sparse_sizes = [0] * sd
         else:
             sparse_sizes = [m + 1 for m in indices.amax(1).tolist()]
         size = sparse_sizes + list(values.shape[1:])
+        given_size = False
     else:
+        given_size = True
         size = [int(s) for s in size]
         if len(size) != sd + values.dim() - 1:
             raise RuntimeError(f"number of dimensions must be sparse_dim ({sd}) + dense_dim ({values.dim() - 1}), "
                                f"but got {len(size)}")
+    if check_invariants or given_size:  # indices beyond size always raise; negative ones only when checking
         _check_bounds(indices, size, bool(check_invariants))
-    if check_invariants is None:
-        from .sparse import check_sparse_tensor_invariants
-        check_invariants = check_sparse_tensor_invariants.is_enabled()
-    if check_invariants:
-        _check_bounds(indices, size, True)
     values = values.detach() if not values.requires_grad else values
     coalesced = bool(is_coalesced) if is_coalesced is not None else indices.shape[1] <= 1
     t = _make(indices, values, size, coalesced)

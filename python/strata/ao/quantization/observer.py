@@ -62,7 +62,7 @@ class _MinMaxBase(ObserverBase):
 
     def _qparams(self, min_val, max_val):
         """torch's _calculate_qparams: min/max widened to include 0; symmetric or affine."""
-        from ... import zeros_like, ones_like, maximum, minimum, full_like
+        from ... import zeros_like, maximum, minimum, full_like
         qmin, qmax = self.quant_min, self.quant_max
         min_neg = minimum(min_val, zeros_like(min_val))
         max_pos = maximum(max_val, zeros_like(max_val))
@@ -78,7 +78,6 @@ class _MinMaxBase(ObserverBase):
             scale = maximum(scale, full_like(scale, self.eps))
             zero_point = qmin - (min_neg / scale).round().to(_C.int64)
             zero_point = zero_point.clamp(qmin, qmax)
-        del ones_like
         return scale, zero_point
 
 
