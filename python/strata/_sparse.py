@@ -100,7 +100,12 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, pi
                                f"but got {len(size)}")
     if check_invariants or given_size:  # indices beyond size always raise; negative ones only when checking
         _check_bounds(indices, size, bool(check_invariants))
-    values = values.detach() if not values.requires_grad else values
+    if not values.requires_grad:
+        values = values.detach()
+    elif values.is_leaf:
+        # An alias with history: the sparse tensor (which shares its values' autograd metadata) is then a
+        # non-leaf with a grad_fn, as torch's, and the gradient still reaches the leaf values.
+        values = values.view_as(values)
     coalesced = bool(is_coalesced) if is_coalesced is not None else indices.shape[1] <= 1
     t = _make(indices, values, size, coalesced)
     if requires_grad:

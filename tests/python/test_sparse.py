@@ -134,7 +134,9 @@ def test_sparse_mask_clone_detach():
     assert c._values() is not s._values()
     v = strata.tensor(VAL, requires_grad=True)
     sg = strata.sparse_coo_tensor(IDX, v, (3, 3))
-    assert sg.requires_grad
+    tg = torch.sparse_coo_tensor(IDX, torch.tensor(VAL, requires_grad=True), (3, 3))
+    assert sg.requires_grad and tg.requires_grad
+    assert sg.is_leaf is tg.is_leaf is False and sg.grad_fn is not None and tg.grad_fn is not None
     dt = sg.detach()
     assert dt.is_sparse and not dt.requires_grad
     np.testing.assert_array_equal(npy(dt), npy(t))
