@@ -45,6 +45,8 @@ PyObject* raise_as_python_error();
 // lookups; None for an undefined tensor. And a strata.Tensor check without nanobind's type lookup.
 nb::object wrap_new_tensor(Tensor&& t);
 bool is_tensor_object(PyObject* o);
+// t.dtype for a quantized tensor: strata.qint8 / quint8 / qint32 (sparse_bind.cpp).
+nb::object quantized_dtype_object(const Tensor& t);
 nb::object tensor_to_list(const Tensor& t);
 Tensor tensor_from_data(nb::handle data, std::optional<ScalarType> dtype, std::optional<Device> device);
 

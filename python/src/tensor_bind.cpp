@@ -8,6 +8,8 @@
 #include <cstring>
 
 #include "bind.h"
+#include "sparse/quantized.h"
+#include "sparse/sparse.h"
 #include "core/allocator.h"
 #include "ops/ops.h"
 
@@ -453,7 +455,10 @@ void bind_tensor(nb::module_& m) {
         for (int64_t i = 0; i < t.dim(); ++i) PyTuple_SET_ITEM(tup.ptr(), i, PyLong_FromLongLong(t.sizes()[i]));
         return tup;
       })
-      .def_prop_ro("dtype", [](const Tensor& t) { return dtype_object(t.dtype()); })
+      .def_prop_ro("dtype", [](const Tensor& t) {
+        if (t.key_set().has(sparse::kQuantizedKey)) [[unlikely]] return quantized_dtype_object(t);
+        return dtype_object(t.dtype());
+      })
       .def_prop_ro("device", [](const Tensor& t) { return t.device(); })
       .def_prop_ro("ndim", [](const Tensor& t) { return t.dim(); })
       .def_prop_ro("_version", [](const Tensor& t) { return t.version(); })
@@ -470,16 +475,23 @@ void bind_tensor(nb::module_& m) {
       .def("is_contiguous", [](const Tensor& t) { return t.is_contiguous(); })
       .def("is_floating_point", [](const Tensor& t) { return is_floating_type(t.dtype()); })
       .def("is_complex", [](const Tensor& t) { return is_complex_type(t.dtype()); })
-      .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); })
+      .def("data_ptr",
+           [](const Tensor& t) {
+             STRATA_CHECK(!sparse::maybe_sparse(t), "Cannot access data pointer of Tensor that doesn't have storage "
+                          "(a sparse tensor: use ._values().data_ptr())");
+             return reinterpret_cast<uintptr_t>(t.data_ptr());
+           })
       .def("_storage_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.impl()->storage().get()); })
       .def("_storage_nbytes", [](const Tensor& t) { return t.impl()->storage()->nbytes(); })
       .def("_is_same", [](const Tensor& a, const Tensor& b) { return a.is_same(b); })
       .def("_stride", [](const Tensor& t) {
+        STRATA_CHECK(!sparse::maybe_sparse(t), "Sparse tensors do not have strides");
         nb::tuple tup = nb::steal<nb::tuple>(PyTuple_New(t.dim()));
         for (int64_t i = 0; i < t.dim(); ++i) PyTuple_SET_ITEM(tup.ptr(), i, PyLong_FromLongLong(t.strides()[i]));
         return tup;
       })
       .def("item", [](const Tensor& t) -> nb::object {
+        sparse::check_dense(t, "item");
         STRATA_CHECK(!t.key_set().has(DispatchKey::Vmap), "vmap: item() on a batched tensor is not supported: "
                      "inside vmap a tensor's value differs per batch entry, so it cannot become one Python "
                      "value. Rewrite the code with tensor operations (e.g. strata.where instead of an if).");
@@ -489,12 +501,14 @@ void bind_tensor(nb::module_& m) {
         return element_to_py(static_cast<const char*>(c.data_ptr()), c.dtype());
       })
       .def("tolist", [](const Tensor& t) {
+        sparse::check_dense(t, "tolist");
         STRATA_CHECK(!t.key_set().has(DispatchKey::Vmap), "vmap: tolist() on a batched tensor is not supported: "
                      "inside vmap a tensor's value differs per batch entry, so it cannot become one Python "
                      "value. Rewrite the code with tensor operations (e.g. strata.where instead of an if).");
         return tensor_to_list(t);
       })
       .def("_numpy", [](const Tensor& t) {
+        sparse::check_dense(t, "numpy");
         STRATA_CHECK(!t.key_set().has(DispatchKey::Vmap), "vmap: numpy() on a batched tensor is not supported: "
                      "inside vmap a tensor's value differs per batch entry, so it cannot become one Python "
                      "value. Rewrite the code with tensor operations (e.g. strata.where instead of an if).");
@@ -513,6 +527,7 @@ void bind_tensor(nb::module_& m) {
            // unversioned capsule is a valid answer to any max_version.
            [](const Tensor& t0, nb::handle /*stream*/, nb::handle /*max_version*/, nb::handle dl_device,
               nb::handle copy) {
+             sparse::check_dense(t0, "__dlpack__");
              STRATA_CHECK_TYPE(t0.device().is_cpu(), "__dlpack__: only CPU tensors can be exported for now (got a ",
                                t0.device().str(), " tensor; use .cpu() first)");
              if (!dl_device.is_none()) {

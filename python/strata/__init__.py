@@ -141,6 +141,23 @@ from .storage import TypedStorage, UntypedStorage  # noqa: E402,F401
 globals().update(storage.LEGACY_STORAGES)
 from ._surface_extra import TensorType, classes, pca_lowrank, svd_lowrank, symeig  # noqa: E402,F401
 
+# Sparse COO tensors (docs/SPARSE.md): the layout, the constructor, strata.sparse, the Tensor methods.
+from ._sparse import sparse_coo, sparse_coo_tensor, _sparse_coo_tensor_unsafe  # noqa: E402,F401
+from . import sparse  # noqa: E402,F401
+spmm = sparse.spmm
+# Affine-quantized tensors and dynamic quantization (docs/SPARSE.md, "Quantized tensors").
+from ._quantized import (qint8, quint8, qint32, qscheme, per_tensor_affine, per_channel_affine,  # noqa: E402,F401
+                         per_tensor_symmetric, per_channel_symmetric, per_channel_affine_float_qparams,
+                         quantize_per_tensor, quantize_per_channel, quantize_per_tensor_dynamic, dequantize,
+                         int_repr)
+from . import ao  # noqa: E402,F401
+from .ao import quantization  # noqa: E402,F401  (torch.quantization is torch.ao.quantization's old name)
+import sys as _sys  # noqa: E402
+_sys.modules[__name__ + ".quantization"] = quantization
+nn.quantized = ao.nn.quantized  # torch.nn.quantized(.dynamic): the old home of torch.ao.nn.quantized
+_sys.modules[__name__ + ".nn.quantized"] = ao.nn.quantized
+_sys.modules[__name__ + ".nn.quantized.dynamic"] = ao.nn.quantized.dynamic
+
 # A torch name Strata lacks raises "not implemented yet" rather than a bare
 # AttributeError (strata/_missing.py): every strata module gets a miss hook,
 # and Tensor placeholders, once every module above has attached its methods.

@@ -230,6 +230,12 @@ def _add_suffixes(tensor_str, suffixes, indent):
 
 
 def tensor_repr(t, prefix="tensor("):
+    if _C._is_sparse(t):  # indices, values, size, nnz, layout (python/strata/_sparse.py)
+        from ._sparse import sparse_repr
+        return sparse_repr(t, prefix)
+    if _C._is_quantized(t):  # the dequantized values, dtype, scheme, scale, zero point (python/strata/_quantized.py)
+        from ._quantized import quantized_repr
+        return quantized_repr(t, prefix)
     inner = _C._vmap_unwrap(t)
     if inner is not None:  # inside vmap: the physical tensor, as torch prints it
         value, bdim, level = inner

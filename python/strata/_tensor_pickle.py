@@ -209,7 +209,23 @@ def _rebuild_parameter(data, requires_grad):
     return _make_subclass(Parameter, data, bool(requires_grad))
 
 
+def _rebuild_sparse(indices, values, size, coalesced, requires_grad):
+    from ._sparse import sparse_coo_tensor
+    return sparse_coo_tensor(indices, values, size, is_coalesced=coalesced, requires_grad=requires_grad)
+
+
+def _rebuild_quantized(int_repr, code, scale, zero_point, scales, zero_points, axis):
+    from . import _quantized  # noqa: F401  (registers the quantized dtypes and handler)
+    return _C._quant_make(int_repr, code, scale, zero_point, scales, zero_points, axis)
+
+
 def _tensor_reduce_ex(self, proto):
+    if _C._is_quantized(self):  # the integer values and the quantization parameters (docs/SPARSE.md)
+        q, code, scale, zp, scales, zps, axis = _C._quant_parts(self)
+        return (_rebuild_quantized, (q.contiguous().clone(), code, scale, zp, scales, zps, axis))
+    if _C._is_sparse(self):  # indices and values (docs/SPARSE.md)
+        return (_rebuild_sparse, (self._indices(), self._values().detach(), tuple(self.shape), self.is_coalesced(),
+                                  self.requires_grad and self.is_leaf))
     if self.is_meta:
         raise RuntimeError("cannot pickle a tensor on the meta device (it has no data)")
     return (
@@ -230,6 +246,13 @@ def _keep_alive(memo, obj):
 
 def _plain_deepcopy(self, memo):
     """A copy with its own storage; tensors sharing a storage in one deepcopy share the copied storage."""
+    if _C._is_quantized(self):
+        q, code, scale, zp, scales, zps, axis = _C._quant_parts(self)
+        return _C._quant_make(copy.deepcopy(q, memo), code, scale, zp, scales, zps, axis)
+    if _C._is_sparse(self):  # copies of its indices and values
+        from ._sparse import _make
+        return _make(copy.deepcopy(self._indices(), memo), copy.deepcopy(self._values().detach(), memo),
+                     self.shape, self.is_coalesced())
     st = storage_of(self)
     new_st = memo.get(id(st))
     if new_st is None:

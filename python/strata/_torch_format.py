@@ -26,6 +26,8 @@ import numpy as np
 
 from . import _C
 from ._size import Size
+from ._creation import layout as _layout
+from . import _quantized as _Q
 from ._tensor_pickle import Storage, storage_of, rebuild_tensor
 from .nn.parameter import Parameter, _make_subclass
 
@@ -58,14 +60,12 @@ _STORAGE_NAMES = {
 # _rebuild_tensor_v3's dtype argument).
 _UNTYPED_DTYPES = (_C.uint16, _C.uint32, _C.uint64)
 # torch dtypes strata cannot hold: named in errors.
-_FOREIGN_STORAGES = {
-    "QUInt8Storage": "quint8",
-    "QInt8Storage": "qint8", "QInt32Storage": "qint32", "QUInt4x2Storage": "quint4x2", "QUInt2x4Storage": "quint2x4",
-}
+_FOREIGN_STORAGES = {"QUInt4x2Storage": "quint4x2", "QUInt2x4Storage": "quint2x4"}
+# Quantized dtypes (python/strata/_quantized.py) and their typed storages.
+_Q_STORAGE_NAMES = {_Q.qint8: "QInt8Storage", _Q.quint8: "QUInt8Storage", _Q.qint32: "QInt32Storage"}
 _FOREIGN_DTYPES = {
     "complex32", "float8_e4m3fn",
-    "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2", "qint8", "quint8",
-    "qint32", "quint4x2", "quint2x4", "bits8", "bits16", "bits1x8", "bits2x4", "bits4x2",
+    "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2", "quint4x2", "quint2x4", "bits8", "bits16", "bits1x8", "bits2x4", "bits4x2",
 }
 
 
@@ -214,9 +214,53 @@ def _safe_frozenset(*args):
 
 
 def _torch_layout(name):
+    if name == "torch.sparse_coo":
+        from ._sparse import sparse_coo
+        return sparse_coo
     if name != "torch.strided":
-        raise RuntimeError(f"tensor layout {name!r:.50} is not supported (strata tensors are strided)")
+        raise RuntimeError(f"tensor layout {name!r:.50} is not supported (strata tensors are strided or sparse_coo)")
     return name
+
+
+def _rebuild_qtensor(storage, storage_offset, size, stride, quantizer_params, requires_grad=False,
+                     backward_hooks=None):
+    """torch._utils._rebuild_qtensor: the integer values from a QInt8/QUInt8/QInt32 storage and the quantizer's
+    parameters ((per_tensor_affine, scale, zero_point) or (per_channel_affine, scales, zero_points, axis))."""
+    s = _typed(storage, "_rebuild_qtensor")
+    if not isinstance(s.dtype, _Q.dtype):
+        raise RuntimeError(f"_rebuild_qtensor: expected a quantized storage, got one of {s.dtype}")
+    if not isinstance(quantizer_params, tuple) or not quantizer_params:
+        raise RuntimeError("_rebuild_qtensor: bad quantizer parameters")
+    size, stride = _tuple(size), _tuple(stride)
+    q = rebuild_tensor(s.storage, s.dtype._repr_dtype, storage_offset, size, stride)
+    scheme = quantizer_params[0]
+    if scheme is _Q.per_tensor_affine and len(quantizer_params) == 3:
+        _, scale, zp = quantizer_params
+        return _C._quant_make(q, s.dtype._code, float(scale), int(zp), None, None, 0)
+    if scheme is _Q.per_channel_affine and len(quantizer_params) == 4:
+        _, scales, zps, axis = quantizer_params
+        from ._functions import tensor
+        if not isinstance(axis, int) or not 0 <= axis < len(size):
+            raise ValueError(f"_rebuild_qtensor: per_channel axis {axis!r:.20} out of range for size {size}")
+        scales = scales.to(_C.float64) if isinstance(scales, Tensor) else tensor(list(scales), dtype=_C.float64)
+        zps = zps.to(_C.int64) if isinstance(zps, Tensor) else tensor(list(zps), dtype=_C.int64)
+        return _C._quant_make(q, s.dtype._code, 1.0, 0, scales, zps, axis)
+    raise RuntimeError(f"Can't deserialize quantized tensor with qscheme {scheme!r:.50}")
+
+
+def _rebuild_sparse_tensor(layout, data):
+    """torch._utils._rebuild_sparse_tensor for the COO layout: data is (indices, values, size[, is_coalesced])."""
+    from ._sparse import sparse_coo, sparse_coo_tensor
+    if layout is not sparse_coo:
+        raise RuntimeError(f"_rebuild_sparse_tensor: layout {layout!r:.50} is not supported (only sparse_coo)")
+    if not isinstance(data, tuple) or len(data) not in (3, 4):
+        raise RuntimeError("_rebuild_sparse_tensor: expected (indices, values, size[, is_coalesced])")
+    indices, values, size = data[:3]
+    coalesced = data[3] if len(data) == 4 else None
+    if not isinstance(indices, Tensor) or not isinstance(values, Tensor):
+        raise RuntimeError("_rebuild_sparse_tensor: indices and values must be tensors")
+    # Indices beyond size raise here (torch validates them after loading).
+    return sparse_coo_tensor(indices, values, tuple(size), is_coalesced=coalesced, check_invariants=True)
 
 
 def _torch_globals():
@@ -227,6 +271,10 @@ def _torch_globals():
         "torch._utils._rebuild_parameter": _rebuild_parameter,
         "torch._utils._rebuild_parameter_with_state": _rebuild_parameter_with_state,
         "torch._tensor._rebuild_from_type_v2": _rebuild_from_type_v2,
+        "torch._utils._rebuild_sparse_tensor": _rebuild_sparse_tensor,
+        "torch._utils._rebuild_qtensor": _rebuild_qtensor,
+        "torch.per_tensor_affine": _Q.per_tensor_affine,
+        "torch.per_channel_affine": _Q.per_channel_affine,
         "torch.serialization._get_layout": _torch_layout,
         "torch.nn.parameter.Parameter": Parameter,
         "torch.Tensor": Tensor,
@@ -251,6 +299,9 @@ def _torch_globals():
         g[f"torch.{name}"] = dt
     for dt, name in _STORAGE_NAMES.items():
         g[f"torch.{name}"] = StorageType(name, dt)
+    for dt, name in _Q_STORAGE_NAMES.items():
+        g[f"torch.{name}"] = StorageType(name, dt)
+        g[f"torch.{dt._name}"] = dt
     g["torch.UntypedStorage"] = StorageType("UntypedStorage", _C.uint8)
     g["torch.storage.UntypedStorage"] = g["torch.UntypedStorage"]
     return g
@@ -302,7 +353,8 @@ class _TorchPickler(pickle._Pickler):
         if dtype in _UNTYPED_DTYPES:
             pid = ("storage", _Global("torch.storage", "UntypedStorage"), key, "cpu", st.nbytes())
         else:
-            pid = ("storage", _Global("torch", _STORAGE_NAMES[dtype]), key, "cpu", st.nbytes() // dtype.itemsize)
+            name = _STORAGE_NAMES[dtype] if dtype in _STORAGE_NAMES else _Q_STORAGE_NAMES[dtype]
+            pid = ("storage", _Global("torch", name), key, "cpu", st.nbytes() // dtype.itemsize)
         # The legacy format adds a view_metadata slot (None: a whole storage).
         return pid + (None,) if self.legacy else pid
 
@@ -324,6 +376,31 @@ class _TorchPickler(pickle._Pickler):
         return st
 
     def reducer_override(self, obj):
+        if isinstance(obj, Tensor) and _C._is_sparse(obj):  # torch's form: indices and values (docs/SPARSE.md)
+            if obj.requires_grad and not obj.is_leaf:
+                raise RuntimeError("strata.save: cannot save a sparse tensor that is not a leaf; detach() it first")
+            return (
+                _Global("torch._utils", "_rebuild_sparse_tensor"),
+                (obj.layout, (obj._indices(), obj._values().detach(), Size(obj.shape), obj.is_coalesced())),
+            )
+        if isinstance(obj, Tensor) and _C._is_quantized(obj):  # torch's _rebuild_qtensor
+            q, code, scale, zp, scales, zps, axis = _C._quant_parts(obj)
+            qd = _Q._BY_CODE[code]
+            st = storage_of(q)
+            entry = self.storages.get(id(st))
+            if entry is None:
+                self.storages[id(st)] = [str(len(self.storages)), st, qd]
+            elif entry[2] is not qd:
+                raise RuntimeError("strata.save: cannot save tensors that view the same data as different types "
+                                   f"({entry[2]} and {qd})")
+            params = ((_Q.per_tensor_affine, scale, zp) if scales is None else
+                      (_Q.per_channel_affine, scales, zps, axis))
+            return (
+                _Global("torch._utils", "_rebuild_qtensor"),
+                (st, q.storage_offset(), Size(q.shape), tuple(q.stride()), params, False, OrderedDict()),
+            )
+        if type(obj) is _layout:  # written as torch.serialization._get_layout("torch.<name>")
+            return (_Global("torch.serialization", "_get_layout"), ("torch." + obj._name,))
         if isinstance(obj, Tensor):
             if isinstance(obj, Parameter):
                 return (
@@ -361,8 +438,17 @@ class _TorchPickler(pickle._Pickler):
     def _save_dtype(self, obj):
         self._save_marker(_Global("torch", _DTYPE_NAMES[obj]))
 
+    def _save_qglobal(self, obj):  # strata.qint8 / strata.per_tensor_affine ... as torch.<name>
+        g = _Global("torch", obj._name)
+        if id(g) in self.memo:  # written before: a reference to it
+            self.write(self.get(self.memo[id(g)][0]))
+            return
+        self._save_marker(g)
+
     dispatch[_Global] = _save_marker
     dispatch[_C.dtype] = _save_dtype
+    dispatch[_Q.dtype] = _save_qglobal
+    dispatch[_Q.qscheme] = _save_qglobal
 
 
 def _serialization_id():

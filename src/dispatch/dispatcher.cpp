@@ -23,7 +23,8 @@ std::string_view dispatch_key_name(DispatchKey k) {
     case DispatchKey::Tracer: return "Tracer";
     case DispatchKey::Profiler: return "Profiler";
     case DispatchKey::Python: return "Python";
-    default: return "Undefined";
+    // 42 and 43: src/sparse/sparse.h and quantized.h
+    default: return static_cast<int>(k) == 42 ? "Sparse" : static_cast<int>(k) == 43 ? "Quantized" : "Undefined";
   }
 }
 

@@ -215,10 +215,10 @@ def test_extract_counts_a_sample_project(tmp_path):
 
 
 def test_uncaught_miss_on_a_hot_module_names_what_is_missing(tmp_path):
-    script = tmp_path / "uses_quantize.py"
-    script.write_text("import strata as torch\nq = torch.quantize_per_tensor(torch.ones(2), 0.1, 0, torch.qint8)\n")
+    script = tmp_path / "uses_csr.py"
+    script.write_text("import strata as torch\nq = torch.sparse_csr_tensor(torch.ones(2), torch.ones(2), torch.ones(2))\n")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env)
     assert proc.returncode == 1
-    assert "AttributeError: module 'strata' has no attribute 'quantize_per_tensor'" in proc.stderr
-    assert "strata.quantize_per_tensor is not implemented yet (torch.quantize_per_tensor)" in proc.stderr
+    assert "AttributeError: module 'strata' has no attribute 'sparse_csr_tensor'" in proc.stderr
+    assert "strata.sparse_csr_tensor is not implemented yet (torch.sparse_csr_tensor)" in proc.stderr

@@ -29,3 +29,4 @@ def get_float32_matmul_precision():
 
 
 from . import cuda, cudnn, mps, mkldnn, mkl, openmp, opt_einsum  # noqa: E402,F401
+from . import quantized  # noqa: E402,F401  (the quantized engine: docs/SPARSE.md)

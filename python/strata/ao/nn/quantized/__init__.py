@@ -1,0 +1,1 @@
+from . import dynamic  # noqa: F401
