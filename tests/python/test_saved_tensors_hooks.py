@@ -71,6 +71,7 @@ def test_offload_and_reload_changes_what_backward_sees():
 
 
 def test_save_on_cpu_round_trip_and_retain_graph():
+    strata.manual_seed(0)
     x = strata.randn(4, 3, requires_grad=True)
     w = strata.randn(3, 2, requires_grad=True)
     with save_on_cpu():
@@ -80,7 +81,8 @@ def test_save_on_cpu_round_trip_and_retain_graph():
     x.grad = None
     y.backward()
     ref = (1 - (x @ w).tanh() ** 2) @ w.t()
-    assert strata.allclose(g1, ref) and strata.allclose(x.grad, ref)
+    # float32: the reference's own rounding differs by a few ulp near zero (atol)
+    assert strata.allclose(g1, ref, atol=1e-6) and strata.allclose(x.grad, ref, atol=1e-6)
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
         y.backward()
 
