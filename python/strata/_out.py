@@ -35,8 +35,8 @@ RULES = {
     "quantile": _EXACT, "nanquantile": _EXACT, "msort": _EXACT, "logcumsumexp": _EXACT, "renorm": _EXACT,
     "ldexp": _CAST, "logsumexp": _CAST,
     "cumsum": _ACCUM, "cumprod": _ACCUM,
-    "argmax": _EXACT, "argmin": _EXACT, "count_nonzero": _EXACT,
-    "var": _EXACT, "std": _EXACT, "norm": _EXACT,
+    "argmax": _EXACT, "argmin": _EXACT,
+    "var": _CAST, "std": _CAST, "norm": _EXACT,
 }
 
 # torch has no kernel for these (op, out dtype) pairs: '"cumsum_out_cpu" not implemented for 'Bool''
@@ -97,7 +97,9 @@ def fallback(name, args, kwargs, out):
         return NotImplemented
     _check_grad(name, args, kwargs)
     fn = getattr(_C._ops, name)
-    if isinstance(out, _C.Tensor) and (name, _dtype_name(out.dtype)) in _NO_KERNEL:
+    if isinstance(out, _C.Tensor) and ((name, _dtype_name(out.dtype)) in _NO_KERNEL or name in ("nansum", "nanmean")
+                                       and not (out.is_floating_point() or out.is_complex())):
+        name = "nansum" if name == "nanmean" else name
         raise NotImplementedError(f'"{name}_out_cpu" not implemented for {_dtype_name(out.dtype)!r}')
     if rule == _ACCUM and isinstance(out, _C.Tensor) and kwargs.get("dtype") is None:
         kwargs = dict(kwargs, dtype=out.dtype)

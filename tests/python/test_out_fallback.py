@@ -42,6 +42,12 @@ SINGLE = [
     ("logsumexp", lambda L, x, o: L.logsumexp(x, 1, out=o), X, "float32"),
     ("cumsum", lambda L, x, o: L.cumsum(x, 1, out=o), XI, "int64"),
     ("norm-nuc", lambda L, x, o: L.norm(x, "nuc", out=o), X, "float32"),
+    ("var", lambda L, x, o: L.var(x, 1, out=o), X, "float64"),
+    ("std", lambda L, x, o: L.std(x, 0, correction=0, out=o), X, "float32"),
+    ("argmax", lambda L, x, o: L.argmax(x, 1, out=o), X, "int64"),
+    ("nansum", lambda L, x, o: L.nansum(x, 1, out=o), X, "float64"),
+    ("nanmean", lambda L, x, o: L.nanmean(x, 0, out=o), X, "float32"),
+    ("cumprod", lambda L, x, o: L.cumprod(x, 1, out=o), XI, "float64"),
 ]
 
 PAIRS = [
@@ -153,6 +159,8 @@ def test_out_of_an_op_torch_has_no_out_for_stays_a_type_error():
         st.median(x, out=st.empty(0))   # torch: median() missing "dim"
     with pytest.raises(TypeError, match="out"):
         st.t(x, out=st.empty(0))
+    with pytest.raises(TypeError, match="out"):
+        st.count_nonzero(x, out=st.empty(0, dtype=st.int64))   # torch has no out= for it either
 
 
 def test_out_may_be_the_input():
