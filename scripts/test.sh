@@ -24,4 +24,9 @@ if [ "${STRATA_SKIP_SANITIZERS:-0}" != "1" ]; then
 else
   echo "=== STRATA_SKIP_SANITIZERS=1: no sanitizer build, no fuzzing ==="
 fi
+# ThreadSanitizer build and the thread tests under it (docs/HARDENING.md): opt-in, its cold build is long.
+if [ "${STRATA_TSAN:-0}" = "1" ]; then
+  echo "=== ThreadSanitizer (scripts/tsan.sh) ==="
+  bash scripts/tsan.sh || status=1
+fi
 exit $status
