@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The ThreadSanitizer job (docs/HARDENING.md, docs/THREADS.md). Opt-in: scripts/test.sh runs it when
-# STRATA_TSAN=1 (a cold build is longer than the budget of the default run); run it directly otherwise.
+# The ThreadSanitizer job (docs/HARDENING.md, docs/THREADS.md), run by scripts/test.sh after
+# scripts/sanitize.sh unless STRATA_SKIP_TSAN=1 (or STRATA_SKIP_SANITIZERS=1: no clang).
 # Builds build-tsan (clang, -fsanitize=thread, the core library at one ISA level and the C++ tests only:
 # no Python extension, no benchmarks, no fuzzers; ccache) and then:
 #   1. checks that the planted data race (src/core/sanitizer_canary.h, Canary::data_race) is reported;
