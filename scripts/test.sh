@@ -21,6 +21,11 @@ fi
 if [ "${STRATA_SKIP_SANITIZERS:-0}" != "1" ]; then
   echo "=== sanitizers and fuzzers (scripts/sanitize.sh; STRATA_SKIP_SANITIZERS=1 skips) ==="
   bash scripts/sanitize.sh || status=1
+  # ThreadSanitizer build and the C++ suite under it (docs/HARDENING.md; cold build ~4.5 min on 2 cores).
+  if [ "${STRATA_SKIP_TSAN:-0}" != "1" ]; then
+    echo "=== ThreadSanitizer (scripts/tsan.sh; STRATA_SKIP_TSAN=1 skips) ==="
+    bash scripts/tsan.sh || status=1
+  fi
 else
   echo "=== STRATA_SKIP_SANITIZERS=1: no sanitizer build, no fuzzing ==="
 fi

@@ -506,6 +506,36 @@ inline void run_op(const OverloadInfo& o, Stack& stack) {
   }
 }
 
+// Note [out= of ops without an out argument]
+// torch takes out= for many ops whose strata schema has none (reductions such
+// as mean/amax/all, the (values, indices) ops, quantile...). When no overload
+// parses and the call has an `out` keyword that no overload declares, the
+// binding hands the call to strata._out.fallback(name, args, kwargs, out)
+// (set by _C._set_out_fallback): it runs the op without out= and writes the
+// result into out with torch's dtype and resize rules for that op, or returns
+// NotImplemented (the op takes no out= in torch either) and the usual
+// TypeError follows. Only calls that failed to parse get here: the ordinary
+// path does no extra work.
+PyObject* g_out_fallback = nullptr;
+
+nb::object out_fallback(const Overloads& ov, PyObject* const* args, size_t nargs, PyObject* kwnames) {
+  static PyObject* out_name = PyUnicode_InternFromString("out");
+  Py_ssize_t j = find_kw(kwnames, out_name);
+  if (j < 0) return nb::object();
+  for (const OverloadInfo& o : ov.ov)
+    for (const auto& a : o.args)
+      if (a.arg->name == "out") return nb::object();
+  nb::tuple pos = nb::steal<nb::tuple>(PyTuple_New(static_cast<Py_ssize_t>(nargs)));
+  for (size_t i = 0; i < nargs; ++i) PyTuple_SET_ITEM(pos.ptr(), i, Py_NewRef(args[i]));
+  nb::dict kw;
+  Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
+  for (Py_ssize_t k = 0; k < nkw; ++k)
+    if (k != j) kw[nb::handle(PyTuple_GET_ITEM(kwnames, k))] = nb::handle(args[nargs + k]);
+  nb::object r = nb::handle(g_out_fallback)(nb::str(ov.name.c_str()), pos, kw, nb::handle(args[nargs + j]));
+  if (r.ptr() == Py_NotImplemented) return nb::object();
+  return r;
+}
+
 nb::object call_general(const Overloads& ov, PyObject* const* args, size_t nargs, PyObject* kwnames) {
   PooledStack pooled;
   Stack& stack = pooled.get();
@@ -533,6 +563,10 @@ nb::object call_general(const Overloads& ov, PyObject* const* args, size_t nargs
     }
   }
   t_tensors_as_numbers = false;
+  if (nkw > 0 && g_out_fallback) {
+    nb::object r = out_fallback(ov, args, nargs, kwnames);
+    if (r.is_valid()) return r;
+  }
   std::ostringstream ss;
   ss << ov.name << "() received an invalid combination of arguments - got (";
   for (size_t i = 0; i < nargs; ++i) ss << (i ? ", " : "") << py_type_name(args[i]);
@@ -952,6 +986,11 @@ void bind_ops(nb::module_& m) {
     if (!nb::hasattr(ops, name.c_str())) ops.attr(name.c_str()) = make_op_function(name);
   }
   m.def("_op_method", [](const std::string& name) { return make_op_function(name, OpKind::Method); });
+  // Note [out= of ops without an out argument].
+  m.def("_set_out_fallback", [](nb::object f) {
+    Py_XDECREF(g_out_fallback);
+    g_out_fallback = f.is_none() ? nullptr : f.release().ptr();
+  });
   // strata.use_deterministic_algorithms (python/strata/_settings.py).
   set_determinism_warn_handler([](const std::string& msg) {
     nb::gil_scoped_acquire gil;

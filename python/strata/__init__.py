@@ -53,6 +53,8 @@ from .nn._functional_nn_ops import (  # noqa: E402,F401  (torch.max_pool1d, torc
     max_pool1d, max_pool3d, pixel_shuffle, pixel_unshuffle, channel_shuffle)
 from ._grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode  # noqa: E402
 from . import blas  # noqa: E402,F401  (strata.blas: BLAS routines as ops)
+from . import _out  # noqa: E402  (out= of ops whose schema has none: Note in op_bind.cpp)
+_C._set_out_fallback(_out.fallback)
 from . import _tensor_autograd  # noqa: E402,F401  (Tensor.backward, Tensor.register_hook)
 from . import autograd  # noqa: E402,F401
 from . import amp  # noqa: E402,F401

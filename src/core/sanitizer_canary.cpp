@@ -3,6 +3,7 @@
 #ifdef STRATA_SANITIZER_BUILD
 #include <climits>
 #include <stdexcept>
+#include <thread>
 
 namespace strata::debug {
 
@@ -28,6 +29,19 @@ int64_t sanitizer_canary(int kind, int64_t n) {
       volatile int32_t a = INT32_MAX;
       int32_t b = a + static_cast<int32_t>(n);
       return b;
+    }
+    case Canary::data_race: {
+      int64_t shared = 0;
+      auto bump = [&shared, n] {
+        for (int64_t i = 0; i < n; ++i) {
+          volatile int64_t* p = &shared;
+          *p = *p + 1;  // read-modify-write from two threads, no lock, no atomic
+        }
+      };
+      std::thread other(bump);
+      bump();
+      other.join();
+      return shared;
     }
   }
   throw std::invalid_argument("sanitizer_canary: unknown kind");

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "ops/out_overlap.h"
 #include "ops/api/misc_more.h"
 #include "ops/misc_more_common.h"
 #include "ops/ops.h"
@@ -81,6 +82,7 @@ Tensor addr_impl(const Tensor& self, const Tensor& vec1, const Tensor& vec2, con
 STRATA_IMPL_COMPOSITE(addr, addr_impl);
 
 Tensor kron_impl(const Tensor& self, const Tensor& other, const OptT& out) {
+  if (out && out->defined()) check_out_overlap("kron", *out, std::vector<Tensor>{self, other});
   const int64_t nd = std::max(self.dim(), other.dim());
   // Interleave: self's dim i at 2i, other's at 2i+1; the product's dim i is their merge.
   DimVector sa, sb, sr;
@@ -132,6 +134,7 @@ Tensor block_diag_impl(TensorList tensors) {
 STRATA_IMPL_COMPOSITE(block_diag, block_diag_impl);
 
 Tensor cross_common(const Tensor& self, const Tensor& other, int64_t dim, const OptT& out, const char* op) {
+  if (out && out->defined()) check_out_overlap(op, *out, std::vector<Tensor>{self, other});
   STRATA_CHECK(self.dim() == other.dim(), op, ": inputs must have the same number of dimensions, but got ",
                self.shape_str(), " and ", other.shape_str());
   std::vector<Tensor> b = broadcast_tensors(std::vector<Tensor>{self, other});

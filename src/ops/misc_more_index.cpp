@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/out_overlap.h"
 #include "ops/api/math_more.h"
 #include "ops/api/misc_more.h"
 #include "ops/misc_more_common.h"
@@ -610,6 +611,7 @@ STRATA_IMPL_COMPOSITE(put, put_impl);
 
 Tensor take_impl(const Tensor& self, const Tensor& index_, const OptT& out) {
   const char* op = "take";
+  if (out && out->defined()) check_out_overlap(op, *out, std::vector<Tensor>{self, index_});
   STRATA_CHECK(index_.dtype() == ScalarType::Int64, op, "(): Expected a long tensor for index, but got ",
                dtype_name(index_.dtype()));
   const int64_t n = self.numel();

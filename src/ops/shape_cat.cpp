@@ -1,6 +1,7 @@
 // Joining, splitting and rearranging ops: cat, stack, split, chunk, flip,
 // roll, repeat, tile, tril, triu. Most are views plus copy_ between views
 // (copy_ handles dtype conversion, any strides and threading).
+#include "ops/out_overlap.h"
 #include "ops/shape_common.h"
 #include "ops/tensor_iterator.h"
 
@@ -64,6 +65,7 @@ ScalarType list_result_type(TensorList tensors) {
 
 Tensor cat_impl(TensorList tensors, int64_t dim, const OptT& out) {
   STRATA_CHECK_VALUE(!tensors.empty(), "cat(): expected a non-empty list of Tensors");
+  if (has_out(out)) check_out_overlap("cat", *out, tensors);
   Device device = common_device(tensors, "cat");
   ScalarType dtype = list_result_type(tensors);
   // Legacy rule: 1-d empty tensors (shape (0,)) are skipped whatever the other shapes.
@@ -111,6 +113,7 @@ STRATA_IMPL_CPU_META(cat, cat_impl);
 
 Tensor stack_impl(TensorList tensors, int64_t dim, const OptT& out) {
   STRATA_CHECK(!tensors.empty(), "stack(): expects a non-empty TensorList");
+  if (has_out(out)) check_out_overlap("stack", *out, tensors);
   Device device = common_device(tensors, "stack");
   const Tensor& first = tensors[0];
   for (size_t i = 1; i < tensors.size(); ++i) {

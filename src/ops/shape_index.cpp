@@ -1,6 +1,7 @@
 // Index-based ops: gather, scatter, scatter_add, index_select, index_add,
 // take_along_dim, nonzero, masked_select. Checks and output shapes here; the
 // loops are per-device stubs (see ops/shape_stubs.h).
+#include "ops/out_overlap.h"
 #include "ops/shape_common.h"
 #include "ops/tensor_iterator.h"
 
@@ -77,6 +78,7 @@ Tensor scatter_common(const Tensor& self, int64_t dim, const Tensor& index, cons
 
 Tensor gather_impl(const Tensor& self, int64_t dim, const Tensor& index, bool /*sparse_grad*/, const OptT& out) {
   dim = wrap_dim(dim, self.dim(), "gather");
+  if (has_out(out)) check_out_overlap("gather", *out, std::vector<Tensor>{self, index});
   STRATA_CHECK(is_index_dtype(index.dtype()), "gather(): Expected dtype int32/int64 for index, but got ",
                dtype_name(index.dtype()));
   check_same_device({self, index}, "gather");
@@ -129,6 +131,7 @@ Tensor spread_index(const Tensor& index, IntArrayRef sizes, int64_t dim) {
 
 Tensor index_select_impl(const Tensor& self, int64_t dim, const Tensor& index, const OptT& out) {
   dim = wrap_dim(dim, self.dim(), "index_select");
+  if (has_out(out)) check_out_overlap("index_select", *out, std::vector<Tensor>{self, index});
   STRATA_CHECK_INDEX(index.dim() <= 1, "index_select(): Index is supposed to be a vector, but got shape ",
                      index.shape_str());
   STRATA_CHECK(is_index_dtype(index.dtype()), "index_select(): Expected dtype int32 or int64 for index, but got ",
@@ -261,6 +264,7 @@ Tensor masked_select_impl(const Tensor& self, const Tensor& mask, const OptT& ou
   STRATA_CHECK(mask.dtype() == ScalarType::Bool, "masked_select: expected BoolTensor for mask, but got ",
                dtype_name(mask.dtype()));
   check_same_device({self, mask}, "masked_select");
+  if (has_out(out)) check_out_overlap("masked_select", *out, std::vector<Tensor>{self, mask});
   DimVector shape = broadcast_shapes(self.sizes(), mask.sizes(), "masked_select");
   if (self.device().is_meta()) {
     throw NotImplementedError(str("masked_select: the output shape depends on the data, so it cannot run on the meta "

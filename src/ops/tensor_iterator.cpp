@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ops/ops.h"
+#include "ops/out_overlap.h"
 #include "ops/pointwise.h"
 #include "core/hot.h"
 
@@ -202,6 +203,31 @@ void check_no_overlapping_write(const char* op, const Tensor& out, std::span<con
       partial = ib < oe && ob < ie;
     }
     STRATA_CHECK(!partial, op, ": unsupported operation: some elements of the input tensor and the written-to "
+                 "tensor refer to a single memory location. Please clone() the tensor before performing the "
+                 "operation.");
+  }
+}
+
+// Ops that are not elementwise (cat, stack, index_select, gather, take,
+// masked_select, cross) read an input in another order than they write out,
+// so torch refuses any overlap between out and an input, full aliasing
+// included (assert_no_overlap). Called before out is resized: resizing an out
+// that is an input would change the input under the op.
+void check_out_overlap(const char* op, const Tensor& out, std::span<const Tensor> inputs) {
+  if (!out.defined() || !out.impl()->storage()) return;
+  const bool out_dense = non_overlapping_and_dense(out);
+  const char* ob = out.numel() ? static_cast<const char*>(out.data_ptr()) : nullptr;
+  const char* oe = ob ? ob + out.numel() * static_cast<int64_t>(out.element_size()) : nullptr;
+  for (const Tensor& in : inputs) {
+    if (!in.defined()) continue;
+    bool overlap = in.impl() == out.impl();
+    if (!overlap && ob && in.numel() > 0 && out_dense && in.impl()->storage() == out.impl()->storage() &&
+        non_overlapping_and_dense(in)) {
+      const char* ib = static_cast<const char*>(in.data_ptr());
+      const char* ie = ib + in.numel() * static_cast<int64_t>(in.element_size());
+      overlap = ib < oe && ob < ie;
+    }
+    STRATA_CHECK(!overlap, op, ": unsupported operation: some elements of the input tensor and the written-to "
                  "tensor refer to a single memory location. Please clone() the tensor before performing the "
                  "operation.");
   }

@@ -77,3 +77,66 @@ def test_overlap_check_with_autograd_and_out_dtype():
     y = w * 2
     with pytest.raises(RuntimeError, match=PARTIAL):
         y[1:].add_(y[:-1])
+
+
+def _not_elementwise(lib):
+    """out= of ops that are not elementwise: torch refuses any overlap with an input, full aliasing
+    included (assert_no_overlap); before the check strata read a resized input (cat(out=input) corrupted
+    the heap) or read elements it had already written (index_select)."""
+    def base():
+        return lib.arange(12.0)
+
+    idx = lambda: lib.tensor([1, 0])  # noqa: E731
+    return {
+        "cat out=input": lambda: lib.cat([(a := lib.ones(2, 3)), a], out=a),
+        "cat out=view of input": lambda: lib.cat([(a := lib.ones(2, 3))[:1], a[1:]], out=a),
+        "cat out overlapping": lambda: lib.cat([(b := base())[:2], b[2:4]], out=b[2:6]),
+        "cat out disjoint": lambda: lib.cat([(b := base())[:2], b[2:4]], out=b[6:10]),
+        "stack out=input": lambda: lib.stack([(a := lib.ones(2, 3)), a], out=a),
+        "index_select out=input": lambda: lib.index_select((a := base().reshape(3, 4)), 0, idx(), out=a[:2]),
+        "gather out=input": lambda: lib.gather((a := lib.ones(2, 2)), 1, lib.tensor([[0, 1], [1, 0]]), out=a),
+        "take out=input": lambda: lib.take((a := lib.ones(4)), lib.tensor([0, 1, 2, 3]), out=a),
+        "masked_select out=input": lambda: lib.masked_select((a := base()), base() > 3, out=a),
+        "kron out=input": lambda: lib.kron((a := lib.ones(2, 2)), a, out=a),
+        "cross out=input": lambda: lib.linalg.cross((a := lib.arange(3.0)), lib.ones(3), out=a),
+    }
+
+
+@pytest.mark.parametrize("name", list(_not_elementwise(strata)))
+def test_not_elementwise_out_overlap_like_torch(name):
+    case_s, case_t = _not_elementwise(strata)[name], _not_elementwise(torch)[name]
+    try:
+        want = case_t()
+    except RuntimeError as e:
+        assert PARTIAL in str(e)
+        with pytest.raises(RuntimeError, match=PARTIAL):
+            case_s()
+        return
+    got = case_s()
+    assert got.tolist() == pytest.approx(want.tolist(), rel=1e-6)
+
+
+def test_matmul_out_aliasing_an_input_is_computed_right():
+    """torch 2.13 lets mm/matmul/bmm/mv/addmm write into an input and returns wrong values; strata computes
+    into a temporary and copies (OutSlot, src/ops/linalg.cpp): the result is the product of the inputs."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((3, 3)).astype(np.float32), rng.standard_normal((3, 3)).astype(np.float32)
+    x, y = strata.from_numpy(a.copy()), strata.from_numpy(b.copy())
+    strata.matmul(x, y, out=y)
+    np.testing.assert_allclose(y.numpy(), a @ b, rtol=1e-5)
+    x, y = strata.from_numpy(a.copy()), strata.from_numpy(b.copy())
+    strata.mm(x, y, out=x.t())
+    np.testing.assert_allclose(x.numpy(), (a @ b).T, rtol=1e-5)
+    x = strata.from_numpy(a.copy())
+    strata.mm(x, x, out=x)
+    np.testing.assert_allclose(x.numpy(), a @ a, rtol=1e-5)
+    x3 = strata.from_numpy(np.stack([a, b]))
+    strata.bmm(x3, x3, out=x3)
+    np.testing.assert_allclose(x3.numpy(), np.stack([a @ a, b @ b]), rtol=1e-5)
+    x, v = strata.from_numpy(a.copy()), strata.from_numpy(b[0].copy())
+    strata.mv(x, v, out=v)
+    np.testing.assert_allclose(v.numpy(), a @ b[0], rtol=1e-5)
+    x, y = strata.from_numpy(a.copy()), strata.from_numpy(b.copy())
+    strata.addmm(x, x, y, out=x)
+    np.testing.assert_allclose(x.numpy(), a + a @ b, rtol=1e-5)

@@ -3,6 +3,8 @@ high-precision reference where torch's float-level approximations are the less a
 side): values over wide ranges with edge values, dtypes, gradients (gradcheck in float64
 where torch differentiates), the non-differentiable ones, and the names."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -242,3 +244,64 @@ def test_standard_gamma_grad_against_mpmath_and_torch():
         P = lambda aa, xx: mp.gammainc(aa, 0, xx, regularized=True)  # noqa: E731
         want = -mp.diff(lambda aa: P(aa, xi), ai) / mp.diff(lambda xx: P(ai, xx), xi)
         assert abs(g - float(want)) <= 1e-9 * abs(float(want)) + 1e-12
+
+
+def _igamma_reference(a, x):
+    """(P, Q) to ~25 digits: the series for P below x = a, Legendre's continued fraction for Q above, in mpmath."""
+    with mp.workdps(40):
+        A, X = mp.mpf(a), mp.mpf(x)
+        if x < a:
+            term = s = mp.mpf(1)
+            n = 1
+            while term > s * mp.mpf(10) ** -30:
+                term *= X / (A + n)
+                s += term
+                n += 1
+            p = mp.exp(A * mp.log(X) - X - mp.loggamma(A + 1)) * s
+            return float(p), float(1 - p)
+        tiny = mp.mpf(10) ** -300
+        b, c = X + 1 - A, 1 / tiny
+        d = 1 / b
+        f, i = d, 1
+        while True:
+            an = -i * (i - A)
+            b += 2
+            d, c = 1 / (an * d + b), b + an / c
+            f *= d * c
+            i += 1
+            if abs(d * c - 1) < mp.mpf(10) ** -30:
+                break
+        q = mp.exp(A * mp.log(X) - X - mp.loggamma(A)) * f
+        return float(1 - q), float(q)
+
+
+def test_gammainc_for_huge_a():
+    """Regression (differential tests): for a >~ 1e9 the series drifted (1e-9 at 1e9, NaN past 1e14).
+    Temme's expansion (Note [Incomplete gamma for large a]) is good to ~1e-14 relative, tails included;
+    torch's Cephes values are off there (1.5e-25 for 7.5e-24 at a = 1e9, 10 sigma below the mean), so the
+    reference is a 40-digit series. For a = 1e16 the reference is the normal limit's neighbourhood."""
+    # a 40-digit reference computed here (a = 1e7), and values it gave for a = 1e9 (8 s each)
+    cases = [(1e7, s, None) for s in (-10.0, 0.5, 3.0)] + [
+        (1e9, -10.0, (7.53995865820698e-24, None)), (1e9, 3.0, (None, 0.0013502717822821229))]
+    for a, s, ref in cases:
+        x = a + s * np.sqrt(a)
+        p, q = _igamma_reference(a, x) if ref is None else ref
+        if p is None:
+            p = 1 - q
+        if q is None:
+            q = 1 - p
+        at, xt = st.tensor([a], dtype=st.float64), st.tensor([x], dtype=st.float64)
+        gp, gq = st.special.gammainc(at, xt).item(), st.special.gammaincc(at, xt).item()
+        assert gp == pytest.approx(p, rel=1e-12, abs=1e-300), (a, s)
+        assert gq == pytest.approx(q, rel=1e-12, abs=1e-300), (a, s)
+    # past 1e14 (NaN before the fix): the central limit, P(a, a + s sqrt(a)) -> Phi(s)
+    for a in (1e14, 1e16, 1e20, 1e300):
+        at = st.tensor([a] * 3, dtype=st.float64)
+        xt = at + st.tensor([-1.0, 0.0, 1.0], dtype=st.float64) * np.sqrt(a)
+        p = st.special.gammainc(at, xt).numpy()
+        s_ = (xt.numpy() - a) / np.sqrt(a)   # the distance the rounded doubles really have
+        np.testing.assert_allclose(p, [0.5 * math.erfc(-v / math.sqrt(2)) for v in s_], rtol=1e-6)
+        np.testing.assert_allclose(st.special.gammaincc(at, xt).numpy() + p, 1.0, rtol=1e-14)
+    # float32 (computed in double): no NaN and the same central values
+    f = st.special.gammainc(st.tensor([1e9, 1e20], dtype=st.float32), st.tensor([1e9 + 3.16e4, 1e20], dtype=st.float32))
+    assert np.all(np.isfinite(f.numpy()))

@@ -78,8 +78,8 @@ def hardtanh_(input, min_val=-1.0, max_val=1.0):
     return _act(_ops.hardtanh, input, True, float(min_val), float(max_val))
 
 
-def gelu(input, approximate="none"):
-    return _ops.gelu(input, approximate=approximate)
+def gelu(input, approximate="none", *, out=None):
+    return _ops.gelu(input, approximate=approximate, out=out)
 
 
 def silu(input, inplace=False):
@@ -90,8 +90,8 @@ def mish(input, inplace=False):
     return _act(_ops.mish, input, inplace)
 
 
-def softplus(input, beta=1.0, threshold=20.0):
-    return _ops.softplus(input, float(beta), float(threshold))
+def softplus(input, beta=1.0, threshold=20.0, *, out=None):
+    return _ops.softplus(input, float(beta), float(threshold), out=out)
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):

@@ -16,15 +16,9 @@ from .compare import Arr, Mismatch, category, compare, materialize, resolve, tol
 from .strategies import LAYOUTS, shapes, tensors, values
 
 
-# The value strategies and the array conversion are written for real dtypes; complex samples
-# (added to the op database after this harness) are compared in test_complex.py and test_opdb.py
-# until the strategies draw complex values too.
-_NOT_DRAWN = {"complex64", "complex128"}
-
-
 def op_dtypes(info):
     skipped = {d for d, _ in info.skip}
-    return tuple(d for d in info.dtypes if d not in skipped and d not in _NOT_DRAWN)
+    return tuple(d for d in info.dtypes if d not in skipped)
 
 
 @hs.composite
@@ -89,7 +83,7 @@ _SAMPLE_CACHE = {}
 
 
 def _arrs(x, dtype, draw):
-    if isinstance(x, np.ndarray) and x.dtype.kind in "fiub":
+    if isinstance(x, np.ndarray) and x.dtype.kind in "fiubc":
         layout = draw(hs.sampled_from(LAYOUTS[:4]))
         name = "bfloat16" if dtype == "bfloat16" and x.dtype.kind == "f" else x.dtype.name
         return Arr(x, name, layout)

@@ -114,7 +114,7 @@ def _to_np(t):
     if t.dtype in (torch.bfloat16, st.bfloat16) or dtype_name(t.dtype) == "bfloat16":
         t = t.float()
     if isinstance(t, torch.Tensor):
-        return t.detach().resolve_conj().numpy()  # torch returns lazily conjugated complex views (ifft of real input)
+        return t.detach().resolve_conj().resolve_neg().numpy()   # torch's lazy conj/neg bits
     return t.detach().numpy()
 
 

@@ -10,7 +10,9 @@ from .compare import Arr
 
 LAYOUTS = ("contig", "transposed", "strided", "offset", "expanded")
 FLOATS = ("float16", "bfloat16", "float32", "float64")
-LARGE = {"float16": 3.0e4, "bfloat16": 1.0e30, "float32": 1.0e30, "float64": 1.0e200}
+COMPLEX = ("complex64", "complex128")
+LARGE = {"float16": 3.0e4, "bfloat16": 1.0e30, "float32": 1.0e30, "float64": 1.0e200,
+         "complex64": 1.0e30, "complex128": 1.0e200}
 
 
 def shapes(max_dims=5, min_side=0, max_side=4):
@@ -24,6 +26,22 @@ def values(rng, shape, dtype, low, high, specials=False, integer=False, nonzero=
     n = int(np.prod(shape)) if shape else 1
     if dtype == "bool":
         v = rng.random(n) > 0.5
+    elif dtype in COMPLEX:
+        # real and imaginary parts drawn apart; specials go into either component (inf + nan j, -0.0 - 0.0j...)
+        v = rng.uniform(low, high, n) + 1j * rng.uniform(low, high, n)
+        if integer:
+            v = np.floor(v.real) + 1j * np.floor(v.imag)
+        if specials and n:
+            pool = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, LARGE[dtype], -LARGE[dtype], low, high])
+            k = rng.integers(1, max(2, n // 3) + 1)
+            at = rng.integers(0, n, k)
+            re, im = v.real.copy(), v.imag.copy()
+            part = rng.integers(0, 3, k)          # 0: real part, 1: imaginary part, 2: both
+            vals = rng.choice(pool, (2, k))
+            re[at[part != 1]] = vals[0][part != 1]
+            im[at[part != 0]] = vals[1][part != 0]
+            v = re + 1j * im
+        v = v.astype(dtype)
     elif dtype in FLOATS:
         v = rng.uniform(low, high, n)
         if integer:

@@ -216,6 +216,13 @@ def ref_count_nonzero(a, dim=None):
 
 
 def ref_norm(a, p=2, dim=None, keepdim=False):
+    if p == "nuc":   # the sum of the singular values over two dims (all of a 2-D input)
+        d0, d1 = [d % a.ndim for d in (dim if dim is not None else (0, 1))]
+        m = np.moveaxis(a.astype(np.float64), (d0, d1), (-2, -1))
+        r = np.linalg.svd(m, compute_uv=False).sum(-1)
+        if keepdim:
+            r = np.expand_dims(np.expand_dims(r, min(d0, d1)), max(d0, d1))
+        return np.asarray(r).astype(a.dtype)
     w = np.abs(a.astype(np.float64))
     ax = _axis(a, dim)
     if p == np.inf:
@@ -290,6 +297,11 @@ def norm_samples(dtype, rng):
     for p in (1, 3, 0.5, 0, float("inf"), float("-inf")):
         yield SampleInput((a,), {"p": p, "dim": 1}, name=f"p={p}")
     yield SampleInput((a,), {"p": 1.5}, name="p=1.5 all")
+    if dtype in ("float32", "float64"):   # the nuclear norm (LAPACK: float32/float64 only, as torch)
+        yield SampleInput((a,), {"p": "nuc"}, name="nuc")
+        yield SampleInput((make_array((3, 2, 4), dtype, rng),), {"p": "nuc", "dim": (2, 0), "keepdim": True},
+                          name="nuc dims keepdim")
+        yield SampleInput((a.T,), {"p": "nuc", "dim": (-1, -2)}, name="nuc transposed")
 
 
 def logsumexp_samples(dtype, rng):
@@ -376,7 +388,11 @@ def cumsum_errors(rng):
 
 def norm_errors(rng):
     yield ErrorInput((np.arange(6).reshape(2, 3),), {}, error=RuntimeError, match="floating point")
-    yield ErrorInput((np.ones((2, 3), np.float32),), {"p": "nuc"}, error=NotImplementedError, match="nuc")
+    yield ErrorInput((np.ones((2, 3, 4), np.float32),), {"p": "nuc"}, error=RuntimeError, match="dim must be a 2-tuple")
+    yield ErrorInput((np.ones((2, 3), np.float32),), {"p": "nuc", "dim": (1, -1)}, error=RuntimeError,
+                     match="dims must be different")
+    yield ErrorInput((np.ones((3,), np.float32),), {"p": "nuc"}, error=RuntimeError, match="at least 2 dimensions")
+    yield ErrorInput((np.ones((2, 3), np.float16),), {"p": "nuc"}, error=RuntimeError, match="Low precision")
     yield from list_dim_errors()(rng)
 
 
