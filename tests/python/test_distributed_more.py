@@ -205,6 +205,9 @@ def test_default_backend_and_p2p_errors_without_a_group():
         dist.batch_isend_irecv([strata.ones(2)])
     with pytest.raises(ValueError, match="Default process group has not been initialized"):
         dist.P2POp(dist.isend, strata.ones(2), 0)
+    with pytest.raises(NotImplementedError, match="one-dimensional"):
+        dist.init_device_mesh("cpu", (1, 1))
+    assert not dist.is_initialized()
 
 
 def test_checkpoint_round_trip_without_a_process_group(tmp_path):
