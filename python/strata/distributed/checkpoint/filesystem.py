@@ -51,7 +51,8 @@ def tensor_from_bytes(buf, dtype, shape):
 class FileSystemWriter:
     """Writes a checkpoint into the directory `path` (created if needed)."""
 
-    def __init__(self, path, single_file_per_rank=True, sync_files=True, thread_count=1, per_thread_copy_ahead=10_000_000,
+    def __init__(self, path, single_file_per_rank=True, sync_files=True, thread_count=1,
+                 per_thread_copy_ahead=10_000_000,
                  cache_staged_state_dict=False, overwrite=True, **kwargs):
         self.path = os.fspath(path)
         self.sync_files = sync_files

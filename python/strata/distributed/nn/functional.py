@@ -169,7 +169,8 @@ def broadcast(tensor, src, group=None):
 
 
 def reduce(tensor, dst, op=ReduceOp.SUM, group=None):
-    """A new tensor: the reduction on dst (other ranks: their input, as torch), differentiable."""
+    """A new tensor: the reduction on dst (differentiable). On other ranks torch returns whatever the backend left
+    there; here, the input."""
     return _Reduce.apply(dst, op, group, tensor)
 
 
