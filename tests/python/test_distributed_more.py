@@ -256,6 +256,10 @@ def test_checkpoint_round_trip_without_a_process_group(tmp_path):
     assert tgt["nested"]["list"][0].tolist() == [1.0, 1.0] and tgt["nested"]["list"][1:] == [7, "text"]
     assert tgt["step"] == 11 and tgt["name"] == "run" and tgt["none"] is None and tgt["nested"]["empty"] == {}
     # the older names, and a partial state dict (keys the checkpoint has beyond it are ignored)
+    from strata.distributed.checkpoint.state_dict_loader import load_state_dict
+    from strata.distributed.checkpoint.state_dict_saver import save_state_dict
+
+    assert save_state_dict is dcp.save_state_dict and load_state_dict is dcp.load_state_dict
     dcp.save_state_dict({"x": strata.full((3,), 2.0)}, dcp.FileSystemWriter(tmp_path / "old"))
     small = {"x": strata.zeros(3)}
     dcp.load_state_dict(small, dcp.FileSystemReader(tmp_path / "old"))
