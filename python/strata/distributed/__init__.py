@@ -545,3 +545,8 @@ from ._collectives import (  # noqa: E402,F401
     Work, all_gather, all_gather_into_tensor, all_gather_object, all_reduce, all_to_all, all_to_all_single,
     barrier, broadcast, broadcast_object_list, gather, gather_object, irecv, isend, monitored_barrier, recv,
     reduce, reduce_scatter, reduce_scatter_tensor, scatter, scatter_object_list, send)
+
+# ---- batched point-to-point, device meshes ---------------------------------------------------------------------
+
+from ._batch_p2p import P2POp, batch_isend_irecv, get_default_backend_for_device  # noqa: E402,F401
+from .device_mesh import DeviceMesh, init_device_mesh  # noqa: E402,F401

@@ -14,6 +14,7 @@ import fcntl
 import os
 import pickle
 import socket
+import sys
 import socketserver
 import struct
 import threading
@@ -260,7 +261,10 @@ class TCPStore(Store):
         try:
             self._sock.close()
             if self._server is not None:
-                self._server.shutdown()
+                # At interpreter exit the server's daemon thread no longer runs, so shutdown() (which waits for
+                # it) would hang the process: just close the listening socket then.
+                if not sys.is_finalizing():
+                    self._server.shutdown()
                 self._server.server_close()
         except Exception:
             pass
