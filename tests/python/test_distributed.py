@@ -411,7 +411,8 @@ def test_launcher_forwards_sigterm_and_launch_alias_passes_local_rank(tmp_path):
     import signal
 
     script = tmp_path / "sleepy.py"
-    script.write_text("import sys, time\nprint('STARTED', sys.argv[1:], flush=True)\ntime.sleep(120)\n")
+    # one write() per line: both ranks share the pipe, and a print may reach it in pieces
+    script.write_text("import os, sys, time\nos.write(1, f'STARTED {sys.argv[1:]}\\n'.encode())\ntime.sleep(120)\n")
     env = dict(os.environ, PYTHONPATH=os.path.abspath(PYTHON_DIR))
     p = subprocess.Popen([sys.executable, "-m", "strata.distributed.launch", "--standalone", "--nproc-per-node", "2",
                           str(script), "x"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
