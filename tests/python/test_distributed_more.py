@@ -346,3 +346,13 @@ def test_state_dict_helpers_match_torch_and_round_trip_through_dcp(tmp_path):
     set_optimizer_state_dict(sm2, sopt2, get_optimizer_state_dict(sm, sopt))
     with pytest.raises(TypeError, match="optimizers"):
         get_optimizer_state_dict(sm, [])
+
+
+def test_torch_module_paths_of_ddp_and_the_planners():
+    import strata.distributed.checkpoint as dcp
+    import strata.nn.parallel as par
+    from strata.distributed.checkpoint.default_planner import DefaultLoadPlanner, DefaultSavePlanner
+    from strata.nn.parallel.distributed import DistributedDataParallel
+
+    assert DistributedDataParallel is par.DistributedDataParallel
+    assert DefaultLoadPlanner is dcp.DefaultLoadPlanner and DefaultSavePlanner is dcp.DefaultSavePlanner
