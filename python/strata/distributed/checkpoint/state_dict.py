@@ -218,3 +218,9 @@ def set_state_dict(model, optimizers, *, model_state_dict, optim_state_dict, opt
     if optim_state_dict:
         set_optimizer_state_dict(model, optimizers, optim_state_dict, options=options)
     return res
+
+# Imported on first use, after strata's import gave its modules their miss hook: a torch name Strata lacks
+# says "not implemented yet" here too.
+from strata._missing import module_getattr as _module_getattr  # noqa: E402
+
+__getattr__ = _module_getattr(__name__)
