@@ -448,15 +448,24 @@ Tensor diagonal_impl(const Tensor& self, int64_t offset, int64_t dim1, int64_t d
   DimVector sizes = to_vec(self.sizes()), strides = to_vec(self.strides());
   int64_t off = self.storage_offset();
   int64_t len;
+  // An empty tensor may carry unbounded strides (fuzz_geometry: strides[d1] + strides[d2] overflowed): the
+  // offset moves as select's (moved_offset), and an overflowing diagonal stride, possible only when the view
+  // has no elements (a non-empty view's strides are bounded by its storage), is replaced by one of the two;
+  // it is never stepped.
   if (offset >= 0) {
     len = std::max<int64_t>(std::min(sizes[d1], sizes[d2] - std::min(offset, sizes[d2])), 0);
-    if (len > 0) off += offset * strides[d2];
+    if (len > 0) off = moved_offset(self, offset, strides[d2]);
   } else {
     int64_t o = std::max(offset, -sizes[d1]);  // keeps -o from overflowing
     len = std::max<int64_t>(std::min(sizes[d1] + o, sizes[d2]), 0);
-    if (len > 0) off -= offset * strides[d1];
+    if (len > 0) off = moved_offset(self, -offset, strides[d1]);  // len > 0: offset > -sizes[d1], -offset fits
   }
-  int64_t st = strides[d1] + strides[d2];
+  int64_t st = 0;
+  if (__builtin_add_overflow(strides[d1], strides[d2], &st)) {
+    STRATA_CHECK(self.numel() == 0, "diagonal(", self.describe(), ", offset=", offset, ", dim1=", dim1,
+                 ", dim2=", dim2, "): the diagonal's stride overflows int64");
+    st = strides[d1];
+  }
   for (int64_t d : {std::max(d1, d2), std::min(d1, d2)}) {
     sizes.erase(sizes.begin() + d);
     strides.erase(strides.begin() + d);

@@ -96,6 +96,27 @@ TEST(FuzzRegressions, ReshapeOfEmptyTensorWithHugeSizes) {
   EXPECT_EQ(reshape(e, DimVector{-1}).numel(), 0);
 }
 
+// fuzz_geometry: diagonal of an empty view whose two dims have huge strides summed them with a signed
+// overflow (and moved the offset by offset * stride unchecked).
+TEST(FuzzRegressions, DiagonalOfEmptyViewWithHugeStrides) {
+  const int64_t huge = int64_t(1) << 62;
+  Tensor e = as_strided(zeros(DimVector{4}), DimVector{0, 5, 5}, DimVector{1, huge, huge}, int64_t(0));
+  for (int64_t offset : {int64_t(0), int64_t(2), int64_t(-3)}) {
+    Tensor d = diagonal(e, offset, 1, 2);
+    EXPECT_EQ(d.numel(), 0);
+    EXPECT_EQ(d.dim(), 2);
+    EXPECT_EQ(d.size(0), 0);
+    EXPECT_EQ(d.storage_offset(), 0);
+  }
+  // In range, offset and stride are torch's.
+  Tensor m = zeros(DimVector{3, 4});
+  Tensor d = diagonal(m, 1, 0, 1);
+  EXPECT_EQ(d.size(0), 3);
+  EXPECT_EQ(d.stride(0), 5);
+  EXPECT_EQ(d.storage_offset(), 1);
+  EXPECT_EQ(diagonal(m, -1, 0, 1).storage_offset(), 4);
+}
+
 // fuzz_geometry: select/slice of an empty view with huge strides (as_strided accepts any for zero
 // elements) computed the new offset with a signed overflow.
 TEST(FuzzRegressions, SelectAndSliceOfEmptyViewWithHugeStrides) {
