@@ -151,51 +151,51 @@ def ifft(input, n=None, dim=-1, norm=None, *, out=None):
     return _write_out("ifft", out, _fft_1d("ifft", input, n, dim, norm, False))
 
 
+def _real_signal_1d(name, input, n, dim):
+    """rfft's and ihfft's input: a real signal along `dim`, padded or trimmed to n points; (signal, dim)."""
+    x = _promote(name, input)
+    if x.is_complex():
+        raise RuntimeError(f"{name} expects a real input tensor, but got {_dtype_name(x.dtype)}")
+    d = _wrap(name, dim, x.dim())
+    if n is None:
+        _check_n(name, x.size(d))
+    else:
+        _check_n(name, n)
+        x = _resize(x, [d], [n])
+    return x, d
+
+
+def _half_spectrum_1d(name, input, n, dim):
+    """irfft's and hfft's input: the n // 2 + 1 first points of a Hermitian signal of n points (default
+    2 * (input.size(dim) - 1)); (half spectrum, dim, n)."""
+    x = _promote(name, input, require_complex=True)
+    d = _wrap(name, dim, x.dim())
+    n = 2 * (x.shape[d] - 1) if n is None else n
+    _check_n(name, n)
+    return _resize(x, [d], [n // 2 + 1]), d, n
+
+
 def rfft(input, n=None, dim=-1, norm=None, *, out=None):
     """FFT of a real signal: the n // 2 + 1 non-negative frequencies."""
-    x = _promote("rfft", input)
-    if x.is_complex():
-        raise RuntimeError(f"rfft expects a real input tensor, but got {_dtype_name(x.dtype)}")
-    d = _wrap("rfft", dim, x.dim())
-    if n is None:
-        _check_n("rfft", x.size(d))
-    else:
-        _check_n("rfft", n)
-        x = _resize(x, [d], [n])
+    x, d = _real_signal_1d("rfft", input, n, dim)
     return _write_out("rfft", out, _ops._fft_r2c(x, [d], _norm_mode(norm, True), True))
 
 
 def irfft(input, n=None, dim=-1, norm=None, *, out=None):
     """Inverse of rfft: a real signal of n points (default 2 * (input.size(dim) - 1))."""
-    x = _promote("irfft", input, require_complex=True)
-    d = _wrap("irfft", dim, x.dim())
-    n = 2 * (x.shape[d] - 1) if n is None else n
-    _check_n("irfft", n)
-    x = _resize(x, [d], [n // 2 + 1])
+    x, d, n = _half_spectrum_1d("irfft", input, n, dim)
     return _write_out("irfft", out, _ops._fft_c2r(x, [d], _norm_mode(norm, False), n))
 
 
 def hfft(input, n=None, dim=-1, norm=None, *, out=None):
     """FFT of a Hermitian-symmetric signal given by its first half: a real result of n points."""
-    x = _promote("hfft", input, require_complex=True)
-    d = _wrap("hfft", dim, x.dim())
-    n = 2 * (x.shape[d] - 1) if n is None else n
-    _check_n("hfft", n)
-    x = _resize(x, [d], [n // 2 + 1])
+    x, d, n = _half_spectrum_1d("hfft", input, n, dim)
     return _write_out("hfft", out, _ops._fft_c2r(_ops.conj_physical(x), [d], _norm_mode(norm, True), n))
 
 
 def ihfft(input, n=None, dim=-1, norm=None, *, out=None):
     """Inverse of hfft: the n // 2 + 1 first points of the inverse FFT of a real signal."""
-    x = _promote("ihfft", input)
-    if x.is_complex():
-        raise RuntimeError(f"ihfft expects a real input tensor, but got {_dtype_name(x.dtype)}")
-    d = _wrap("ihfft", dim, x.dim())
-    if n is None:
-        _check_n("ihfft", x.size(d))
-    else:
-        _check_n("ihfft", n)
-        x = _resize(x, [d], [n])
+    x, d = _real_signal_1d("ihfft", input, n, dim)
     r = _ops._fft_r2c(x, [d], _norm_mode(norm, False), True)
     return _write_out("ihfft", out, _ops.conj_physical(r))
 
