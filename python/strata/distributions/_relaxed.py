@@ -122,19 +122,8 @@ class LogitRelaxedBernoulli(Distribution):
         return t.log() + diff - 2 * _F.softplus(diff)
 
 
-class RelaxedBernoulli(TransformedDistribution):
-    """A relaxed Bernoulli variable in (0, 1): sigmoid of a LogitRelaxedBernoulli."""
-    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
-    support = constraints.unit_interval
-    has_rsample = True
-
-    def __init__(self, temperature, probs=None, logits=None, validate_args=None):
-        base = LogitRelaxedBernoulli(temperature, probs, logits)
-        super().__init__(base, SigmoidTransform(), validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(RelaxedBernoulli, _instance)
-        return super().expand(batch_shape, _instance=new)
+class _BaseParameters:
+    """temperature, logits and probs of a relaxed distribution are its base distribution's."""
 
     @property
     def temperature(self):
@@ -147,6 +136,21 @@ class RelaxedBernoulli(TransformedDistribution):
     @property
     def probs(self):
         return self.base_dist.probs
+
+
+class RelaxedBernoulli(_BaseParameters, TransformedDistribution):
+    """A relaxed Bernoulli variable in (0, 1): sigmoid of a LogitRelaxedBernoulli."""
+    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
+    support = constraints.unit_interval
+    has_rsample = True
+
+    def __init__(self, temperature, probs=None, logits=None, validate_args=None):
+        base = LogitRelaxedBernoulli(temperature, probs, logits)
+        super().__init__(base, SigmoidTransform(), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(RelaxedBernoulli, _instance)
+        return super().expand(batch_shape, _instance=new)
 
 
 class ExpRelaxedCategorical(Distribution):
@@ -205,7 +209,7 @@ class ExpRelaxedCategorical(Distribution):
         return score + log_scale
 
 
-class RelaxedOneHotCategorical(TransformedDistribution):
+class RelaxedOneHotCategorical(_BaseParameters, TransformedDistribution):
     """A relaxed one-hot vector on the simplex (the Gumbel-softmax / Concrete distribution): exp of an
     ExpRelaxedCategorical."""
     arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
@@ -219,18 +223,6 @@ class RelaxedOneHotCategorical(TransformedDistribution):
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(RelaxedOneHotCategorical, _instance)
         return super().expand(batch_shape, _instance=new)
-
-    @property
-    def temperature(self):
-        return self.base_dist.temperature
-
-    @property
-    def logits(self):
-        return self.base_dist.logits
-
-    @property
-    def probs(self):
-        return self.base_dist.probs
 
 
 def _mvdigamma(x, p):
