@@ -236,11 +236,80 @@ void gather_kernel(const Tensor& out, const Tensor& self, int64_t dim, const Ten
                      dim_size);
 }
 
+namespace {
+
+// index_add's shape of scatter-add: the index varies along `dim` only (stride 0
+// elsewhere) and out/src are contiguous, so the work is "add slice j of src into
+// slice index[j] of out". Walking slices row by row keeps both sides streaming
+// (the generic loop below walks `dim` innermost, a strided column walk that was
+// 2.5-26x slower than torch on GCN-style scatters). Threads split the slice's
+// columns, so each output element is still written by one thread, in index order.
+bool scatter_add_slices(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src,
+                        const Scalar& value, BadIndex& bad) {
+  const int64_t nd = index.dim();
+  if (nd == 0 || !out.is_contiguous() || !src.is_contiguous()) return false;
+  for (int64_t d = 0; d < nd; ++d)
+    if (d != dim && index.stride(d) != 0) return false;
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= index.size(d);
+  for (int64_t d = dim + 1; d < nd; ++d) inner *= index.size(d);
+  if (inner < 8) return false;  // short rows: the generic loop is as good
+  const int64_t L = index.size(dim), D = out.size(dim);
+  const int64_t istride = index.stride(dim) * static_cast<int64_t>(index.element_size());
+  const bool is64 = index.dtype() == ScalarType::Int64;
+  const char* ib = static_cast<const char*>(index.data_ptr());
+  for (int64_t j = 0; j < L; ++j) {  // validate once, before any write
+    int64_t x = load_index(ib + j * istride, is64);
+    if (x < 0 || x >= D) {
+      bad.record(x);
+      return true;
+    }
+  }
+  visit_dtype(out.dtype(), [&]<typename T>() {
+    using O = opmath_t<T>;
+    const O alpha = static_cast<O>(value.to<T>());
+    const bool unit = value.to_double() == 1.0;
+    T* ob = static_cast<T*>(out.data_ptr());
+    const T* sb = static_cast<const T*>(src.data_ptr());
+    const int64_t chunk = std::max<int64_t>(64, std::min<int64_t>(inner, 1024));
+    const int64_t per_outer = (inner + chunk - 1) / chunk;
+    const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(L * chunk, 1));
+    parallel_for(0, outer * per_outer, grain, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t o = t / per_outer, c0 = (t % per_outer) * chunk, c1 = std::min(inner, c0 + chunk);
+        T* obase = ob + o * D * inner;
+        const T* sbase = sb + o * L * inner;
+        for (int64_t j = 0; j < L; ++j) {
+          T* dst = obase + load_index(ib + j * istride, is64) * inner;
+          const T* s = sbase + j * inner;
+          if (unit) {
+            for (int64_t c = c0; c < c1; ++c) dst[c] = static_cast<T>(static_cast<O>(dst[c]) + static_cast<O>(s[c]));
+          } else {
+            for (int64_t c = c0; c < c1; ++c)
+              dst[c] = static_cast<T>(static_cast<O>(dst[c]) + static_cast<O>(s[c]) * alpha);
+          }
+        }
+      }
+    });
+  });
+  return true;
+}
+
+}  // namespace
+
 // Iterates index's positions with `dim` moved innermost, so that one thread
 // owns every write that can land on a given output line (no races for add,
 // and duplicates resolve in index order).
 void scatter_kernel(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src, ScatterMode mode,
                     const Scalar& value, const char* op) {
+  if (mode == ScatterMode::Add) {
+    BadIndex bad;
+    if (scatter_add_slices(out, dim, index, src, value, bad)) {
+      STRATA_CHECK_INDEX(!bad.any(), op, ": index ", bad.value, " is out of bounds for dimension ", dim,
+                         " with size ", out.size(dim));
+      return;
+    }
+  }
   const int nd = static_cast<int>(index.dim());
   STRATA_CHECK(nd <= kMaxIterDims, op, ": too many dimensions");
   NdGeom<3> g;
