@@ -324,17 +324,15 @@ def to_padded_tensor(input, padding, output_size=None):
     _check_nested(input, "to_padded_tensor()")
     v, off, _, r = _parts(input)
     pieces = _pieces(input)
+    target = list(v.shape)
+    target[r - 1] = builtins.max([p.shape[r - 1] for p in pieces], default=0)
     if output_size is not None:
+        # As torch's jagged layout: output_size gives the padded length of the ragged dim; the regular dims
+        # keep their sizes (torch reads only that entry too).
         output_size = [int(s) for s in output_size]
         if len(output_size) != input.dim():
             raise RuntimeError(f"to_padded_tensor(): output_size {output_size} must have {input.dim()} entries")
-        target = output_size[1:]
-        if output_size[0] != len(pieces):
-            raise RuntimeError(f"to_padded_tensor(): output_size[0]={output_size[0]} must equal the batch size "
-                               f"{len(pieces)}")
-    else:
-        target = list(v.shape)
-        target[r - 1] = builtins.max([p.shape[r - 1] for p in pieces], default=0)
+        target[r - 1] = output_size[r]
     out = []
     for p in pieces:
         pad = []
@@ -501,6 +499,9 @@ def _h_reduce(name):
             out = getattr(_ops, name)(v, [d - 1 for d in dims], keepdim, dtype=dtype)
             new_r = r if keepdim else r - builtins.sum(1 for d in dims if d < r)
             return _like(x, out, new_r)
+        if 0 not in dims and len(dims) > 1:
+            raise RuntimeError(f"{name}(): reducing along a ragged and non-batch dimension is not supported for "
+                               "nested tensors")
         if keepdim and 0 in dims:
             raise RuntimeError(f"{name}(): keepdim=True over the batch and ragged dims of a nested tensor is not "
                                "supported")
@@ -510,7 +511,7 @@ def _h_reduce(name):
                 return getattr(_ops, name)(v, inner, False, dtype=dtype)
             from . import cat
             return getattr(_ops, name)(cat(_pieces(x), r - 1), inner, False, dtype=dtype)
-        from . import stack  # over each entry's ragged dim (and others): a dense (B, ...) result
+        from . import stack  # over each entry's ragged dim: a dense (B, ...) result
         return stack([getattr(_ops, name)(p, inner, keepdim, dtype=dtype) for p in _pieces(x)], 0)
     return f
 
