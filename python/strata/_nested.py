@@ -627,7 +627,30 @@ def _h_contiguous(args, names):
     return _from_pieces(_pieces(x), _parts(x)[3], x.device)
 
 
+def _h_values_inplace(name):
+    """zero_, fill_, uniform_, normal_, copy_ from a nested tensor of the same structure: on self's values."""
+    def f(args, names):
+        x = args[0]
+        if not _is_nested(x):
+            return NotImplemented
+        rest = list(args[1:])
+        if name == "copy_":
+            src = rest[0]
+            if not (_is_nested(src) and _same_structure(x, src)):
+                raise RuntimeError(f"copy_(): the source must be a nested tensor of the same structure as the "
+                                   f"destination {_fmt_shape(x)}")
+            rest[0] = _parts(src)[0]
+        _call(name, [_parts(x)[0]] + rest, names, _KWONLY.get(name, ()))
+        return x
+    return f
+
+
 _HANDLERS = {
+    "zero_": _h_values_inplace("zero_"),
+    "fill_": _h_values_inplace("fill_"),
+    "uniform_": _h_values_inplace("uniform_"),
+    "normal_": _h_values_inplace("normal_"),
+    "copy_": _h_values_inplace("copy_"),
     "linear": _h_linear,
     "matmul": _h_matmul,
     "softmax": _h_softmax("softmax"),
@@ -688,6 +711,19 @@ def _dropout(input, p, training, inplace):
         F.dropout(v, p, training, True)
         return input
     return _like(input, F.dropout(v, p, training, False))
+
+
+def _map_values(input, fn):
+    """A nested tensor with input's structure whose values are fn(input's values) (the *_like factories)."""
+    return _like(input, fn(_parts(input)[0]))
+
+
+def _rebuild(values, offsets, lengths, ragged_idx, requires_grad):
+    """Unpickling: a nested tensor from its parts (a leaf when it was one that required grad)."""
+    values = values.detach()
+    if requires_grad:
+        values.requires_grad_(True)
+    return _make(values, offsets, lengths, ragged_idx)
 
 
 # ---- repr ---------------------------------------------------------------------------------------------------

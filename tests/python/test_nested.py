@@ -534,3 +534,36 @@ def test_transformer_encoder_block_on_a_jagged_batch():
     for ms, mt in zip(bs.mods, bt.mods):
         close(ms.weight.grad, mt.weight.grad, 1e-4)
         close(ms.bias.grad, mt.bias.grad, 1e-4)
+
+
+def test_like_factories_inplace_fills_and_copies():
+    s, t = pair(requires_grad=True)
+    for fs, ft in ((strata.zeros_like, torch.zeros_like), (strata.ones_like, torch.ones_like)):
+        close_nested(fs(s), ft(t))
+    close_nested(strata.full_like(s, 2.5), torch.full_like(t, 2.5))
+    r = strata.randn_like(s)
+    assert r.is_nested and r.shape[1] == s.shape[1] and not r.requires_grad
+    x, y = s.detach().clone(), t.detach().clone()
+    x.zero_()
+    y.zero_()
+    close_nested(x, y)
+    x.fill_(3.0)
+    y.fill_(3.0)
+    close_nested(x, y)
+    x.copy_(s.detach())
+    close_nested(x, t)
+    with pytest.raises(RuntimeError, match="same structure"):
+        x.copy_(pair(lens=[1, 1, 8])[0])
+
+
+def test_pickle_deepcopy_and_save():
+    import copy
+    import io
+    import pickle
+    s, t = pair(requires_grad=True)
+    for c in (pickle.loads(pickle.dumps(s)), copy.deepcopy(s)):
+        assert c.is_nested and c.requires_grad and c.is_leaf
+        close_nested(c, t)
+        assert c.offsets().tolist() == s.offsets().tolist()
+    with pytest.raises(RuntimeError, match="nested tensors"):
+        strata.save({"x": s}, io.BytesIO())
