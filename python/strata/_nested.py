@@ -718,6 +718,18 @@ def _map_values(input, fn):
     return _like(input, fn(_parts(input)[0]))
 
 
+def _values_of(t):
+    """Autograd entry points: a nested tensor stands for its values (they share autograd metadata)."""
+    return _parts(t)[0] if isinstance(t, Tensor) and _is_nested(t) else t
+
+
+def _like_or_none(nt, g):
+    """strata.autograd.grad's result for input nt: g (a gradient of nt's values) with nt's structure."""
+    if g is None or not _is_nested(nt) or _is_nested(g):
+        return g
+    return _like(nt, g)
+
+
 def _rebuild(values, offsets, lengths, ragged_idx, requires_grad):
     """Unpickling: a nested tensor from its parts (a leaf when it was one that required grad)."""
     values = values.detach()

@@ -567,3 +567,17 @@ def test_pickle_deepcopy_and_save():
         assert c.offsets().tolist() == s.offsets().tolist()
     with pytest.raises(RuntimeError, match="nested tensors"):
         strata.save({"x": s}, io.BytesIO())
+
+
+def test_backward_with_a_nested_gradient_and_autograd_grad():
+    s, t = pair(requires_grad=True)
+    g = np.random.RandomState(50).randn(sum(LENS), D).astype(np.float32)
+    gs = strata.nested.nested_tensor_from_jagged(strata.tensor(g), s.offsets())
+    gt = torch.nested.nested_tensor_from_jagged(torch.tensor(g), t.offsets())
+    s.tanh().backward(gs)
+    t.tanh().backward(gt)
+    close_nested(s.grad, t.grad)
+    (r,) = strata.autograd.grad(s.exp(), s, gs)
+    (rt,) = torch.autograd.grad(t.exp(), t, gt)
+    assert r.is_nested
+    close_nested(r, rt)
