@@ -580,6 +580,63 @@ def _h_flatten(args, names):
     return _like(x, v.flatten(s - 1, e - 1), r if r < s else r - (e - s))
 
 
+def _h_view(name):
+    """view / reshape keeping the batch dim, the regular dims before the ragged one, and the ragged dim (given
+    as -1): the regular dims after it are reshaped."""
+    def f(args, names):
+        x = args[0]
+        if names[1] == "dtype":
+            return NotImplemented
+        sizes = list(args[1])
+        v, _, _, r = _parts(x)
+        shape = _shape_of(x)
+        if len(sizes) <= r or sizes[r] != -1 or [s for s in sizes[:r]] != list(shape[:r]) or -1 in sizes[r + 1:]:
+            raise RuntimeError(f"{name}(): a nested tensor of shape {_fmt_shape(x)} can only be viewed as a shape "
+                               f"that keeps its dims up to the ragged dim {r} and gives -1 for it, got {sizes}")
+        new = sizes[1:]
+        new[r - 1] = v.shape[r - 1]
+        return _like(x, getattr(v, name)(new))
+    return f
+
+
+def _h_unsqueeze(args, names):
+    x = args[0]
+    d = _norm_dim(args[1], x.dim() + 1, "unsqueeze()")
+    v, _, _, r = _parts(x)
+    if d == 0:
+        raise RuntimeError("unsqueeze(): not supported for a nested tensor on dim=0")
+    return _like(x, v.unsqueeze(d - 1), r + 1 if d <= r else r)
+
+
+def _h_squeeze(args, names):
+    x = args[0]
+    v, _, _, r = _parts(x)
+    if "dim" not in names:
+        dims = [d for d in builtins.range(1, x.dim()) if d != r and v.shape[d - 1] == 1]
+    else:
+        dd = args[names.index("dim")]
+        dims = [dd] if isinstance(dd, builtins.int) else list(dd)
+        dims = sorted({_norm_dim(d, x.dim(), "squeeze()") for d in dims})
+        if 0 in dims or r in dims:
+            raise RuntimeError("squeeze(): not supported for a nested tensor on the batch or the ragged dim")
+        dims = [d for d in dims if v.shape[d - 1] == 1]
+    if not dims:
+        return _like(x, v.view(v.shape))
+    return _like(x, v.squeeze([d - 1 for d in dims]), r - builtins.sum(1 for d in dims if d < r))
+
+
+def _h_permute(args, names):
+    x = args[0]
+    n = x.dim()
+    p = [_norm_dim(d, n, "permute()") for d in args[1]]
+    if sorted(p) != list(builtins.range(n)):
+        raise RuntimeError(f"permute(): dims {list(args[1])} are not a permutation of the {n} dims")
+    if p[0] != 0:
+        raise RuntimeError("permute(): not supported on the batch dimension for a nested tensor")
+    v, _, _, r = _parts(x)
+    return _like(x, v.permute([d - 1 for d in p[1:]]), p.index(r))
+
+
 def _h_sdpa(args, names):
     q, k, v = args[0], args[1], args[2]
     if not all(isinstance(t, Tensor) and _is_nested(t) for t in (q, k, v)):
@@ -666,6 +723,11 @@ _HANDLERS = {
     "select": _h_select,
     "unflatten": _h_unflatten,
     "flatten": _h_flatten,
+    "view": _h_view("view"),
+    "reshape": _h_view("reshape"),
+    "unsqueeze": _h_unsqueeze,
+    "squeeze": _h_squeeze,
+    "permute": _h_permute,
     "scaled_dot_product_attention": _h_sdpa,
     "clone": lambda a, n: _like(a[0], _parts(a[0])[0].clone()),
     "contiguous": _h_contiguous,

@@ -581,3 +581,21 @@ def test_backward_with_a_nested_gradient_and_autograd_grad():
     (rt,) = torch.autograd.grad(t.exp(), t, gt)
     assert r.is_nested
     close_nested(r, rt)
+
+
+def test_view_reshape_unsqueeze_squeeze_permute():
+    s, t = pair(rest=(8,), requires_grad=True)
+    for f in (lambda x: x.view(3, -1, 2, 4), lambda x: x.reshape(3, -1, 2, 4).reshape(3, -1, 8),
+              lambda x: x.unsqueeze(-1), lambda x: x.unsqueeze(1), lambda x: x.unsqueeze(2).squeeze(2),
+              lambda x: x.permute(0, 2, 1)):
+        ys, yt = f(s), f(t)
+        assert ys._ragged_idx == yt._ragged_idx
+        close_nested(ys, yt)
+    for f in (lambda x: x.unsqueeze(0), lambda x: x.view(3, 4, 8), lambda x: x.permute(1, 0, 2)):
+        with pytest.raises(RuntimeError):
+            f(s)
+        with pytest.raises((RuntimeError, ValueError)):
+            f(t)
+    s.view(3, -1, 2, 4).permute(0, 2, 1, 3).sin().sum().backward()
+    t.view(3, -1, 2, 4).sin().values().sum().backward()
+    close_nested(s.grad, t.grad)
