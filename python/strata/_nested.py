@@ -516,6 +516,65 @@ def _h_reduce(name):
     return f
 
 
+def _h_reduce_regular(name):
+    """Other reductions (amax, amin, prod, logsumexp, var, std, norm, max/min over a dim): over regular dims the
+    result stays nested (max/min give nested values and indices); with no dim, over every entry's elements."""
+    def f(args, names):
+        x = args[0]
+        if name in ("max", "min") and "other" in names:  # the binary form is pointwise
+            return _pointwise(name, args, names, _KWONLY.get(name, ()))
+        v, _, _, r = _parts(x)
+        if "dim" not in names or args[names.index("dim")] is None:
+            if name in ("logsumexp",):
+                return NotImplemented
+            flat = v if _compact(x) else _cat_pieces(x)
+            return _call(name, [flat] + list(args[1:]), names, _KWONLY.get(name, ()))
+        i = names.index("dim")
+        dd = args[i]
+        single = isinstance(dd, builtins.int)
+        dims = sorted({_norm_dim(d, x.dim(), f"{name}()") for d in ([dd] if single else dd)})
+        if dims == [r]:  # over each entry's own length: a dense (B, ...) result
+            from . import stack
+            outs = []
+            for p in _pieces(x):
+                conv = list(args)
+                conv[0], conv[i] = p, (r - 1 if single else [r - 1])
+                outs.append(_call(name, conv, names, _KWONLY.get(name, ())))
+            if isinstance(outs[0], (tuple, list)):
+                return tuple(stack([o[k] for o in outs], 0) for k in builtins.range(len(outs[0])))
+            return stack(outs, 0)
+        if 0 in dims or r in dims:
+            raise NotImplementedError(f"{name}() over the batch dim, or over the ragged dim together with others, "
+                                      "is not implemented for nested tensors (sum and mean are; or work on "
+                                      "nt.unbind())")
+        conv = list(args)
+        conv[0] = v
+        conv[i] = dims[0] - 1 if single else [d - 1 for d in dims]
+        out = _call(name, conv, names, _KWONLY.get(name, ()))
+        keep = bool(_arg(args, names, "keepdim", False))
+        new_r = r if keep else r - builtins.sum(1 for d in dims if d < r)
+        if isinstance(out, (tuple, list)):
+            return tuple(_like(x, o, new_r) for o in out)
+        return _like(x, out, new_r)
+    return f
+
+
+def _cat_pieces(x):
+    from . import cat
+    return cat(_pieces(x), _parts(x)[3] - 1)
+
+
+def _h_slice(args, names):
+    x = args[0]
+    d = _norm_dim(_arg(args, names, "dim", 0), x.dim(), "slice()")
+    v, _, _, r = _parts(x)
+    if d in (0, r):
+        raise RuntimeError(f"slice(): not supported for a nested tensor on the batch or the ragged dim ({d})")
+    conv = list(args)
+    conv[0], conv[names.index("dim")] = v, d - 1
+    return _like(x, _call("slice", conv, names, ()))
+
+
 def _h_transpose(args, names):
     x = args[0]
     n = x.dim()
@@ -549,8 +608,12 @@ def _h_unbind(args, names):
 
 def _h_select(args, names):
     x, d, i = args[0], args[1], args[2]
-    if _norm_dim(d, x.dim(), "select()") != 0:
-        return NotImplemented
+    d = _norm_dim(d, x.dim(), "select()")
+    if d != 0:  # a regular dim: select on the values; the ragged dim cannot be indexed by position
+        v, _, _, r = _parts(x)
+        if d == r:
+            raise RuntimeError(f"select(): not supported for a nested tensor on the ragged dim ({d})")
+        return _like(x, v.select(d - 1, i), r - 1 if d < r else r)
     p = _pieces(x)
     if not -len(p) <= i < len(p):
         raise IndexError(f"index {i} is out of bounds for dimension 0 with size {len(p)}")
@@ -729,11 +792,15 @@ _HANDLERS = {
     "squeeze": _h_squeeze,
     "permute": _h_permute,
     "scaled_dot_product_attention": _h_sdpa,
+    "slice": _h_slice,
     "clone": lambda a, n: _like(a[0], _parts(a[0])[0].clone()),
     "contiguous": _h_contiguous,
     "_to_copy": _h_to,
     "to": _h_to,
 }
+
+for _name in ("amax", "amin", "prod", "logsumexp", "var", "std", "norm", "max", "min"):
+    _HANDLERS[_name] = _h_reduce_regular(_name)
 
 _POINTWISE = set()
 _KWONLY = {}
