@@ -8,12 +8,12 @@
 #include <nanobind/stl/tuple.h>
 
 #include "autocast/autocast.h"
-#include "nested/nested.h"
 #include "autograd/anomaly.h"
 #include "autograd/derivative.h"
 #include "autograd/engine.h"
 #include "autograd/variable.h"
 #include "bind.h"
+#include "nested/nested.h"
 #include "ops/ops.h"
 
 namespace strata::py {

@@ -474,7 +474,10 @@ void bind_tensor(nb::module_& m) {
         if (nested::NestedTensorImpl* n = nested::maybe_nested(t)) [[unlikely]] return n->values().numel();
         return t.numel();
       })
-      .def("nelement", [](const Tensor& t) { return t.numel(); })
+      .def("nelement", [](const Tensor& t) {
+        if (nested::NestedTensorImpl* n = nested::maybe_nested(t)) [[unlikely]] return n->values().numel();
+        return t.numel();
+      })
       .def("element_size", [](const Tensor& t) { return t.element_size(); })
       .def("storage_offset", [](const Tensor& t) { return t.storage_offset(); })
       .def("is_contiguous", [](const Tensor& t) { return t.is_contiguous(); })
