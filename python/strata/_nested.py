@@ -729,6 +729,24 @@ def _h_sdpa(args, names):
     return _from_pieces(outs, r, q.device)
 
 
+def _h_cat(args, names):
+    """cat of nested tensors of one structure along a regular dim (torch's rule): the values' cat."""
+    ts = list(args[0])
+    ref = next((t for t in ts if _is_nested(t)), None)
+    if ref is None:
+        return NotImplemented
+    d = _norm_dim(_arg(args, names, "dim", 0), ref.dim(), "cat()")
+    r = _parts(ref)[3]
+    if d in (0, r):
+        raise RuntimeError(f"cat(): not supported for nested tensors on the batch or the ragged dim ({d})")
+    for t in ts:
+        if not _is_nested(t) or not _same_structure(t, ref):
+            raise RuntimeError(f"cat(): all tensors must be nested tensors of one structure, got shapes "
+                               f"{_fmt_shape(ref)} and {_fmt_shape(t) if _is_nested(t) else tuple(t.shape)}")
+    from . import cat
+    return _like(ref, cat([_parts(t)[0] for t in ts], d - 1))
+
+
 def _h_to(args, names):
     x = args[0]
     dtype, device = _arg(args, names, "dtype"), _arg(args, names, "device")
@@ -793,6 +811,7 @@ _HANDLERS = {
     "permute": _h_permute,
     "scaled_dot_product_attention": _h_sdpa,
     "slice": _h_slice,
+    "cat": _h_cat,
     "clone": lambda a, n: _like(a[0], _parts(a[0])[0].clone()),
     "contiguous": _h_contiguous,
     "_to_copy": _h_to,

@@ -627,3 +627,15 @@ def test_slicing_select_and_other_reductions():
     expect = np.zeros((sum(LENS), 8), np.float32)
     expect[:, 2:6] = 1
     close(s.grad.values(), strata.tensor(expect))
+
+
+def test_cat_along_a_regular_dim():
+    s, t = pair(requires_grad=True)
+    close_nested(strata.cat([s, s * 2], -1), torch.cat([t, t * 2], -1))
+    with pytest.raises(RuntimeError, match="ragged"):
+        strata.cat([s, s], 1)
+    with pytest.raises(RuntimeError, match="one structure"):
+        strata.cat([s, pair(lens=[1, 1, 8])[0]], -1)
+    strata.cat([s, s.sin()], -1).sum().backward()
+    torch.cat([t, t.sin()], -1).values().sum().backward()
+    close_nested(s.grad, t.grad)
