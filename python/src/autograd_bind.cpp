@@ -13,6 +13,7 @@
 #include "autograd/engine.h"
 #include "autograd/variable.h"
 #include "bind.h"
+#include "nested/nested.h"
 #include "ops/ops.h"
 
 namespace strata::py {
@@ -197,6 +198,11 @@ void bind_autograd(nb::module_& m) {
           [](nb::handle self) -> nb::object {
             Tensor g = strata::autograd::grad(nb::cast<const Tensor&>(self));
             if (!g.defined()) return nb::none();
+            // A nested tensor shares its values' autograd metadata: its gradient is the values' one,
+            // shown with the tensor's structure (torch's nested .grad).
+            if (nested::NestedTensorImpl* n = nested::maybe_nested(nb::cast<const Tensor&>(self)))
+              if (!nested::maybe_nested(g))
+                return wrap_tensor(nested::make_nested(g, n->offsets(), n->lengths(), n->ragged_idx()));
             nb::object d = nb::getattr(self, "__dict__", nb::none());
             if (d.is_valid() && !d.is_none()) {
               nb::dict dict = nb::borrow<nb::dict>(d);
@@ -211,7 +217,9 @@ void bind_autograd(nb::module_& m) {
             return wrap_tensor(g);
           },
           [](nb::handle self, nb::handle g) {
-            set_grad(nb::cast<const Tensor&>(self), tensor_or_undefined(g));
+            Tensor gt = tensor_or_undefined(g);
+            if (nested::NestedTensorImpl* n = nested::maybe_nested(gt)) gt = n->values();
+            set_grad(nb::cast<const Tensor&>(self), gt);
             nb::object d = nb::getattr(self, "__dict__", nb::none());
             if (d.is_valid() && !d.is_none()) {
               nb::dict dict = nb::borrow<nb::dict>(d);

@@ -47,7 +47,12 @@ nb::object wrap_new_tensor(Tensor&& t);
 bool is_tensor_object(PyObject* o);
 // t.dtype for a quantized tensor: strata.qint8 / quint8 / qint32 (sparse_bind.cpp).
 nb::object quantized_dtype_object(const Tensor& t);
+// Offers a boxed call to a Python handler (name, args, arg_names) -> result or NotImplemented: false when
+// it declines; otherwise the stack holds the results (sparse_bind.cpp; the Sparse, Quantized and Nested keys).
+bool call_py_handler(PyObject* handler, const OperatorEntry& op, Stack& stack);
 nb::object tensor_to_list(const Tensor& t);
+// t.shape of a nested tensor: a tuple whose ragged entry is a symbolic nested int (nested_bind.cpp).
+nb::object nested_shape(const Tensor& t);
 Tensor tensor_from_data(nb::handle data, std::optional<ScalarType> dtype, std::optional<Device> device);
 
 void bind_tensor(nb::module_& m);

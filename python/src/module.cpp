@@ -18,6 +18,7 @@ void bind_eval_frame(nb::module_& m);  // eval_frame.cpp: strata._C._eval_frame
 void bind_distributed(nb::module_& m);  // distributed_bind.cpp: strata._C._distributed
 void bind_vmap(nb::module_& m);  // vmap_bind.cpp
 void bind_sparse(nb::module_& m);  // sparse_bind.cpp
+void bind_nested(nb::module_& m);  // nested_bind.cpp
 
 void bind_extras(nb::module_& m) {
   m.def("set_num_threads", [](int n) { set_num_threads(n); });
@@ -125,4 +126,5 @@ NB_MODULE(_C, m) {
   py::bind_vmap(m);
   py::bind_shared_memory(m);
   py::bind_sparse(m);
+  py::bind_nested(m);
 }

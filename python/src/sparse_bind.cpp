@@ -54,6 +54,11 @@ IValue py_to_ivalue(nb::handle h) {
   if (PyBool_Check(h.ptr())) return IValue(h.ptr() == Py_True);
   if (PyLong_Check(h.ptr())) return IValue(nb::cast<int64_t>(h));
   if (PyFloat_Check(h.ptr())) return IValue(nb::cast<double>(h));
+  if (PyList_Check(h.ptr())) {  // Tensor[] results (split, unbind, chunk)
+    std::vector<Tensor> ts;
+    for (nb::handle x : nb::borrow<nb::list>(h)) ts.push_back(nb::cast<Tensor>(x));
+    return IValue(std::move(ts));
+  }
   throw TypeError(str("sparse handler returned an unsupported value of type ", Py_TYPE(h.ptr())->tp_name));
 }
 
@@ -88,6 +93,10 @@ void replace_ref(PyObject*& slot, nb::object h) {
 }
 
 }  // namespace
+
+bool call_py_handler(PyObject* handler, const OperatorEntry& op, Stack& stack) {
+  return call_handler(handler, op, stack);
+}
 
 nb::object quantized_dtype_object(const Tensor& t) {
   sparse::QuantizedTensorImpl* q = sparse::maybe_quantized(t);

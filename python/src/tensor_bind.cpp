@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "bind.h"
+#include "nested/nested.h"
 #include "sparse/quantized.h"
 #include "sparse/sparse.h"
 #include "core/allocator.h"
@@ -450,7 +451,8 @@ void bind_tensor(nb::module_& m) {
              nb::object r = ctor(*args, **kwargs);
              new (self) Tensor(nb::cast<Tensor>(r));
            })
-      .def_prop_ro("_shape", [](const Tensor& t) {
+      .def_prop_ro("_shape", [](const Tensor& t) -> nb::object {
+        if (t.key_set().has(nested::kNestedKey)) [[unlikely]] return nested_shape(t);
         nb::tuple tup = nb::steal<nb::tuple>(PyTuple_New(t.dim()));
         for (int64_t i = 0; i < t.dim(); ++i) PyTuple_SET_ITEM(tup.ptr(), i, PyLong_FromLongLong(t.sizes()[i]));
         return tup;
@@ -468,8 +470,14 @@ void bind_tensor(nb::module_& m) {
       .def_prop_ro("_is_wrapped_number", [](const Tensor& t) { return t.impl()->is_wrapped_number(); })
       .def("dim", [](const Tensor& t) { return t.dim(); })
       .def("ndimension", [](const Tensor& t) { return t.dim(); })
-      .def("numel", [](const Tensor& t) { return t.numel(); })
-      .def("nelement", [](const Tensor& t) { return t.numel(); })
+      .def("numel", [](const Tensor& t) {
+        if (nested::NestedTensorImpl* n = nested::maybe_nested(t)) [[unlikely]] return n->values().numel();
+        return t.numel();
+      })
+      .def("nelement", [](const Tensor& t) {
+        if (nested::NestedTensorImpl* n = nested::maybe_nested(t)) [[unlikely]] return n->values().numel();
+        return t.numel();
+      })
       .def("element_size", [](const Tensor& t) { return t.element_size(); })
       .def("storage_offset", [](const Tensor& t) { return t.storage_offset(); })
       .def("is_contiguous", [](const Tensor& t) { return t.is_contiguous(); })

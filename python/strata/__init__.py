@@ -146,6 +146,9 @@ from ._surface_extra import TensorType, classes, pca_lowrank, svd_lowrank, symei
 # Sparse COO tensors (docs/SPARSE.md): the layout, the constructor, strata.sparse, the Tensor methods.
 from ._sparse import sparse_coo, sparse_coo_tensor, _sparse_coo_tensor_unsafe  # noqa: E402,F401
 from . import sparse  # noqa: E402,F401
+# Nested tensors in the jagged layout (docs/NESTED.md): the layout, strata.nested, the Tensor methods.
+from ._nested import jagged  # noqa: E402,F401
+from . import nested  # noqa: E402,F401
 spmm = sparse.spmm
 # Affine-quantized tensors and dynamic quantization (docs/SPARSE.md, "Quantized tensors").
 from ._quantized import (qint8, quint8, qint32, qscheme, per_tensor_affine, per_channel_affine,  # noqa: E402,F401

@@ -191,6 +191,10 @@ def _like_layout(input, memory_format):
 
 
 def _filled_like(name, input, dtype, layout, device, pin_memory, requires_grad, memory_format, make, value):
+    if isinstance(input, Tensor) and _C._is_nested(input):  # the same structure, new values (docs/NESTED.md)
+        from ._nested import _map_values
+        return _map_values(input, lambda v: _filled_like(name, v, dtype, None, device, pin_memory, requires_grad,
+                                                         memory_format, make, value))
     s, d, dev = _like(name, input, dtype, layout, device, pin_memory, memory_format)
     mf = _like_layout(input, memory_format)
     if mf is None:
@@ -250,6 +254,10 @@ def _empty_in_layout(input, shape, dtype, device, keep_layout=True):
 
 
 def _random_like(name, input, dtype, layout, device, pin_memory, memory_format, factory, fill):
+    if isinstance(input, Tensor) and _C._is_nested(input):  # the same structure, new values (docs/NESTED.md)
+        from ._nested import _map_values
+        return _map_values(input, lambda v: _random_like(name, v, dtype, None, device, pin_memory, memory_format,
+                                                         factory, fill))
     s, d, dev = _like(name, input, dtype, layout, device, pin_memory, memory_format)
     keep = memory_format is None or repr(memory_format).split(".")[-1] == "preserve_format"
     if input.is_contiguous() or not keep:

@@ -233,6 +233,9 @@ def tensor_repr(t, prefix="tensor("):
     if _C._is_sparse(t):  # indices, values, size, nnz, layout (python/strata/_sparse.py)
         from ._sparse import sparse_repr
         return sparse_repr(t, prefix)
+    if _C._is_nested(t):  # size with its nested int, offsets (python/strata/_nested.py)
+        from ._nested import nested_repr
+        return nested_repr(t)
     if _C._is_quantized(t):  # the dequantized values, dtype, scheme, scale, zero point (python/strata/_quantized.py)
         from ._quantized import quantized_repr
         return quantized_repr(t, prefix)

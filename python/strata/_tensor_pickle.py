@@ -223,6 +223,10 @@ def _tensor_reduce_ex(self, proto):
     if _C._is_quantized(self):  # the integer values and the quantization parameters (docs/SPARSE.md)
         q, code, scale, zp, scales, zps, axis = _C._quant_parts(self)
         return (_rebuild_quantized, (q.contiguous().clone(), code, scale, zp, scales, zps, axis))
+    if _C._is_nested(self):  # values, offsets, lengths, ragged dim (docs/NESTED.md)
+        from ._nested import _rebuild
+        v, off, lens, r = _C._nested_parts(self)
+        return (_rebuild, (v.detach(), off, lens, r, self.requires_grad and self.is_leaf))
     if _C._is_sparse(self):  # indices and values (docs/SPARSE.md)
         return (_rebuild_sparse, (self._indices(), self._values().detach(), tuple(self.shape), self.is_coalesced(),
                                   self.requires_grad and self.is_leaf))
@@ -249,6 +253,10 @@ def _plain_deepcopy(self, memo):
     if _C._is_quantized(self):
         q, code, scale, zp, scales, zps, axis = _C._quant_parts(self)
         return _C._quant_make(copy.deepcopy(q, memo), code, scale, zp, scales, zps, axis)
+    if _C._is_nested(self):  # copies of its parts
+        v, off, lens, r = _C._nested_parts(self)
+        return _C._nested_make(copy.deepcopy(v.detach(), memo), copy.deepcopy(off, memo),
+                               None if lens is None else copy.deepcopy(lens, memo), r)
     if _C._is_sparse(self):  # copies of its indices and values
         from ._sparse import _make
         return _make(copy.deepcopy(self._indices(), memo), copy.deepcopy(self._values().detach(), memo),

@@ -376,6 +376,10 @@ class _TorchPickler(pickle._Pickler):
         return st
 
     def reducer_override(self, obj):
+        if isinstance(obj, Tensor) and _C._is_nested(obj):
+            raise RuntimeError("strata.save: nested tensors (layout strata.jagged) cannot be saved in torch's "
+                               "format; save nt.values(), nt.offsets() (and nt.lengths()) and rebuild with "
+                               "strata.nested.nested_tensor_from_jagged (pickle.dumps keeps them whole)")
         if isinstance(obj, Tensor) and _C._is_sparse(obj):  # torch's form: indices and values (docs/SPARSE.md)
             if obj.requires_grad and not obj.is_leaf:
                 raise RuntimeError("strata.save: cannot save a sparse tensor that is not a leaf; detach() it first")

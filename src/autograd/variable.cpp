@@ -5,6 +5,7 @@
 #include "autograd/derivative.h"
 #include "core/shape.h"
 #include "ops/ops.h"
+#include "nested/nested.h"
 #include "sparse/quantized.h"
 #include "sparse/sparse.h"
 
@@ -259,6 +260,7 @@ Tensor alias_without_history(const Tensor& t) {
   // A sparse tensor has no elements of its own to alias: detach its values instead.
   if (t.defined() && t.key_set().has(sparse::kSparseKey)) return sparse::detach_sparse(t);
   if (t.defined() && t.key_set().has(sparse::kQuantizedKey)) return sparse::detach_quantized(t);
+  if (t.defined() && t.key_set().has(nested::kNestedKey)) return nested::detach_nested(t);
   Tensor a = make_view(t, DimVector(t.sizes().begin(), t.sizes().end()),
                        DimVector(t.strides().begin(), t.strides().end()), t.storage_offset());
   // Not a view for autograd: writes into it must not reach t's history.

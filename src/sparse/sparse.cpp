@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "autograd/variable.h"
+#include "nested/nested.h"
 #include "sparse/quantized.h"
 #include "core/error.h"
 
@@ -100,6 +101,8 @@ void set_sparse_handler(SparseHandler h) { g_handler.store(h, std::memory_order_
 void check_dense(const Tensor& t, const char* what) {
   STRATA_CHECK(!maybe_sparse(t), what, "(): not supported for sparse tensors (layout strata.sparse_coo); ",
                "call .to_dense() first");
+  STRATA_CHECK(!t.key_set().has(nested::kNestedKey), what, "(): not supported for nested tensors (layout ",
+               "strata.jagged); use .unbind() or .values() first");
   STRATA_CHECK(!maybe_quantized(t), what, "(): not supported for quantized tensors; call .dequantize() or ",
                ".int_repr() first");
 }

@@ -68,6 +68,9 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
                            "respect to parameters lifted with strata.func._vmap._lift_to_active_levels)")
     if inputs is not None and not ins:
         raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+    if any(_C._is_nested(t) for t in list(tensors) + list(ins)):  # run on the values (docs/NESTED.md)
+        from .._nested import _values_of
+        tensors, grads, ins = ([_values_of(t) for t in x] for x in (tensors, grads, ins))
     _C._run_backward(tensors, grads, bool(retain_graph), bool(create_graph), ins, True, True)
 
 
@@ -94,6 +97,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         from ..func import _vmap
 
         res = _vmap._batched_autograd_grad(outs, ins, grads, retain_graph, create_graph, allow_unused)
+    elif any(_C._is_nested(t) for t in list(outs) + list(ins)):  # on the values; nested inputs get nested grads
+        from .._nested import _values_of, _like_or_none
+        res = _C._run_backward([_values_of(t) for t in outs], [_values_of(g) for g in grads], bool(retain_graph),
+                               bool(create_graph), [_values_of(t) for t in ins], bool(allow_unused), False)
+        res = [_like_or_none(i, r) for i, r in zip(ins, res)]
     else:
         res = _C._run_backward(outs, grads, bool(retain_graph), bool(create_graph), ins, bool(allow_unused), False)
     if materialize_grads:

@@ -325,6 +325,9 @@ def dropout(input, p=0.5, training=True, inplace=False):
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
         return input
+    if _C._is_nested(input):  # the values' dropout (python/strata/_nested.py)
+        from .._nested import _dropout
+        return _dropout(input, p, training, inplace)
     st = _strata()
     if p == 1.0:
         if inplace:
@@ -352,9 +355,9 @@ _sdpa_math_ok = True
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  enable_gqa=False):
-    if dropout_p == 0.0 and _sdpa_fused_ok:
-        return _ops.scaled_dot_product_attention(query, key, value, attn_mask, 0.0, is_causal, scale=scale,
-                                                 enable_gqa=enable_gqa)
+    if (dropout_p == 0.0 and _sdpa_fused_ok) or _C._is_nested(query):  # nested: one attention per entry
+        return _ops.scaled_dot_product_attention(query, key, value, attn_mask, float(dropout_p), is_causal,
+                                                 scale=scale, enable_gqa=enable_gqa)
     if not (_sdpa_math_ok or _sdpa_fused_ok):
         raise RuntimeError("No viable backend for scaled_dot_product_attention was found: sdpa_kernel allows "
                            "neither MATH nor FLASH_ATTENTION, the implementations Strata has on the CPU")
