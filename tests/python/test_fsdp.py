@@ -212,6 +212,25 @@ assert isinstance(w.blocks[0], FSDP) and w.blocks[0].sharding_strategy == S.SHAR
 assert wrap(nn.Linear(2, 2)).__class__ is nn.Linear
 check_full(w, make("net"), 0, "wrap")
 
+# ShardedGradScaler: an inf on one rank skips the step on every rank and backs the scale off
+from strata.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+fs = FSDP(mlp())
+opt = strata.optim.SGD(fs.parameters(), lr=0.1)
+scaler = ShardedGradScaler("cpu", init_scale=4.0, growth_interval=1)
+before = fs._flat_param.detach().clone()
+x = strata.randn(2, 16)
+if r == 1:
+    x[0, 0] = float("inf")
+scaler.scale(fs(x).sum()).backward()
+scaler.step(opt)
+scaler.update()
+assert scaler.get_scale() == 2.0 and strata.equal(fs._flat_param, before)
+opt.zero_grad()
+scaler.scale(fs(strata.randn(2, 16)).sum()).backward()
+scaler.step(opt)
+scaler.update()
+assert scaler.get_scale() == 4.0 and not strata.equal(fs._flat_param, before)
+
 # errors
 def raises(exc, fn, text):
     try:

@@ -9,7 +9,7 @@ import functools
 
 __all__ = ["always_wrap_policy", "lambda_auto_wrap_policy", "transformer_auto_wrap_policy",
            "size_based_auto_wrap_policy", "enable_wrap", "wrap", "ModuleWrapPolicy", "CustomPolicy",
-           "CustomPolicy", "_Policy"]
+           "_Policy", "_or_policy", "_module_wrap_policy", "_wrap_module_cls_individually"]
 
 
 def always_wrap_policy(*args, **kwargs):
@@ -46,6 +46,19 @@ def size_based_auto_wrap_policy(module, recurse, nonwrapped_numel, min_num_param
 
 size_based_auto_wrap_policy.EXCLUDE_WRAP_MODULES = None  # torch's class attributes, read at call time there
 size_based_auto_wrap_policy.FORCE_LEAF_MODULES = None
+
+
+def _module_wrap_policy(module, recurse, nonwrapped_numel, module_classes):
+    return True if recurse else isinstance(module, tuple(module_classes))
+
+
+def _wrap_module_cls_individually(module, module_classes, recurse, *args, **kwargs):
+    return True if recurse else isinstance(module, tuple(module_classes))
+
+
+def _or_policy(module, recurse, nonwrapped_numel, policies):
+    """True when any of ``policies`` says so."""
+    return any(p(module=module, recurse=recurse, nonwrapped_numel=nonwrapped_numel) for p in policies)
 
 
 class _Policy:
