@@ -212,6 +212,32 @@ assert isinstance(w.blocks[0], FSDP) and w.blocks[0].sharding_strategy == S.SHAR
 assert wrap(nn.Linear(2, 2)).__class__ is nn.Linear
 check_full(w, make("net"), 0, "wrap")
 
+# FULL_SHARD frees the gathered parameters when a unit's forward ends and gathers them again in backward;
+# SHARD_GRAD_OP keeps them (autograd holds them) until backward. Measured with the CPU allocator's counters.
+import gc
+class Wide(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(256, 256)
+    def forward(self, x):
+        return self.fc(x).tanh()
+full_bytes = 3 * (256 * 256 + 256) * 4
+for strategy in (S.FULL_SHARD, S.SHARD_GRAD_OP):
+    m = FSDP(nn.Sequential(Wide(), Wide(), Wide()), sharding_strategy=strategy, auto_wrap_policy=ModuleWrapPolicy({Wide}))
+    x = strata.randn(2, 256)
+    gc.collect()
+    before = strata._C._cpu_allocator_stats()["allocated_bytes"]
+    y = m(x).sum()
+    gc.collect()
+    grown = strata._C._cpu_allocator_stats()["allocated_bytes"] - before
+    y.backward()
+    gathers = sum(u._handle.gathers for u in FSDP.fsdp_modules(m) if u._handle is not None)
+    if strategy == S.FULL_SHARD:
+        assert grown < full_bytes / 4 and gathers == 6, (grown, gathers)
+    else:
+        assert grown >= full_bytes and gathers == 3, (grown, gathers)
+    del m, y
+
 # ShardedGradScaler: an inf on one rank skips the step on every rank and backs the scale off
 from strata.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
 fs = FSDP(mlp())

@@ -53,6 +53,13 @@ class _GatherFlat:
         return cls.fn
 
 
+class _SavedView:
+    __slots__ = ("shape", "stride", "offset")
+
+    def __init__(self, shape, stride, offset):
+        self.shape, self.stride, self.offset = shape, stride, offset
+
+
 def _set_attr(module, name, value):
     """Installs ``value`` as ``module.name``: a Parameter is registered, a plain tensor (a view used during
     forward) is a plain attribute, so it shows in neither named_parameters nor state_dict."""
@@ -100,6 +107,8 @@ class FlatParamHandle:
             self.use_sharded_views()
         self.accumulated = None  # the unsharded gradient summed under no_sync()
         self.sync_grads = True
+        self.regathered = None  # the whole flat parameter gathered again in backward (FULL_SHARD)
+        self.gathers = 0  # all-gathers made (forward and backward), for tests and curiosity
 
     # ---- the original parameters' sharded views (use_orig_params=True) ----------------------------------
     def shard_range(self, info):
@@ -150,6 +159,7 @@ class FlatParamHandle:
         import strata
         from ... import distributed as dist
 
+        self.gathers += 1
         src = shard.detach()
         if src.dtype != dtype:
             src = src.to(dtype)
@@ -165,6 +175,7 @@ class FlatParamHandle:
         import strata
         from ... import distributed as dist
 
+        self.regathered = None  # every use of the views in this backward is done
         with strata.no_grad():
             fresh = grad.dtype != self.reduce_dtype
             g = grad.to(self.reduce_dtype) if fresh else grad
@@ -207,6 +218,29 @@ class FlatParamHandle:
                 info.orig.grad = piece.clone()
             else:
                 info.orig.grad.add_(piece)
+
+    # ---- freeing after forward (FULL_SHARD) --------------------------------------------------------------
+    def saved_tensor_hooks(self, full):
+        """Hooks (pack, unpack) for the unit's forward: a tensor autograd saves that is a view of ``full`` is
+        kept as its place in the flat parameter instead (so ``full`` can be freed when forward ends), and in
+        backward it is rebuilt from the flat parameter gathered again, once per unit and backward."""
+        ptr = full.untyped_storage().data_ptr()
+
+        def pack(t):
+            if t.untyped_storage().data_ptr() != ptr or t.dtype != full.dtype:
+                return t
+            return _SavedView(tuple(t.shape), tuple(t.stride()), t.storage_offset())
+
+        def unpack(x):
+            if not isinstance(x, _SavedView):
+                return x
+            if self.regathered is None:
+                import strata
+                with strata.no_grad():
+                    self.regathered = self.gather(self.flat_param, self.compute_dtype)
+            return self.regathered.as_strided(x.shape, x.stride, x.offset)
+
+        return pack, unpack
 
     def shard_grad(self):
         """The shard's gradient as one tensor (zeros where there is none), or None when nothing has one."""

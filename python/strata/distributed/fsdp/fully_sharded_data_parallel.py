@@ -303,13 +303,18 @@ class FullyShardedDataParallel(Module):
             return self._fsdp_wrapped_module(*args, **kwargs)
         if self._summoned:
             raise RuntimeError("FullyShardedDataParallel: forward inside summon_full_params is not supported")
+        hooks = contextlib.nullcontext()
         if strata.is_grad_enabled() and h.requires_grad:
             full = _GatherFlat.get().apply(h.flat_param, h)
+            if self.sharding_strategy in _RESHARD_AFTER_FORWARD:
+                from ...autograd.graph import saved_tensors_hooks
+                hooks = saved_tensors_hooks(*h.saved_tensor_hooks(full))
         else:
             full = h.gather(h.flat_param, h.compute_dtype)
         h.use_full_views(full)
         try:
-            return self._fsdp_wrapped_module(*args, **kwargs)
+            with hooks:
+                return self._fsdp_wrapped_module(*args, **kwargs)
         finally:
             h.use_sharded_views()
 
@@ -732,6 +737,7 @@ class FullyShardedDataParallel(Module):
 
 
 _HYBRID = (ShardingStrategy.HYBRID_SHARD, ShardingStrategy._HYBRID_SHARD_ZERO2)
+_RESHARD_AFTER_FORWARD = (ShardingStrategy.FULL_SHARD, ShardingStrategy.HYBRID_SHARD)
 
 
 class _StateDictPass:
