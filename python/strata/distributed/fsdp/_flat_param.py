@@ -28,9 +28,10 @@ class ParamInfo:
 
 
 class _GatherFlat:
-    """Made lazily: an autograd.Function whose forward all-gathers the shard into the whole flat parameter
-    (in the compute dtype) and whose backward reduces the gradient of the whole flat parameter into the
-    shard's gradient (reduce-scatter averaged; all-reduce for NO_SHARD; kept unsharded under no_sync())."""
+    """Made lazily: an autograd.Function whose forward all-gathers the shard into the whole flat parameter (in
+    the compute dtype) and returns the original parameters as views of it, and whose backward writes the views'
+    gradients into one flat gradient (no per-view full-size buffers) and reduces it into the shard's gradient
+    (reduce-scatter averaged; all-reduce for NO_SHARD; kept unsharded under no_sync())."""
     fn = None
 
     @classmethod
@@ -42,11 +43,17 @@ class _GatherFlat:
                 @staticmethod
                 def forward(ctx, shard, handle):
                     ctx.handle = handle
-                    return handle.gather(shard, handle.compute_dtype)
+                    return handle.views(handle.gather(shard, handle.compute_dtype))
 
                 @staticmethod
-                def backward(ctx, grad):
-                    ctx.handle.reduce_grad(grad)
+                def backward(ctx, *grads):
+                    import strata
+                    h = ctx.handle
+                    flat = strata.zeros(h.padded_numel, dtype=h.compute_dtype)
+                    for info, g in zip(h.infos, grads):
+                        if g is not None:
+                            flat[info.offset:info.offset + info.numel] = g.reshape(-1)
+                    h.reduce_grad(flat, owned=True)
                     return None, None
 
             cls.fn = GatherFlatParameter
@@ -139,19 +146,23 @@ class FlatParamHandle:
                     module._parameters.pop(name, None)
                     module.__dict__.pop(name, None)
 
-    def use_full_views(self, full, as_params=False):
-        """Installs views of the whole flat parameter ``full`` with the original shapes."""
+    def views(self, full):
+        """The original parameters as views of the whole flat parameter ``full``."""
+        return tuple(full[i.offset:i.offset + i.numel].view(i.shape) for i in self.infos)
+
+    def use_full_views(self, full, as_params=False, views=None):
+        """Installs views of the whole flat parameter ``full`` (or the given ``views``) with the original
+        shapes."""
         from ...nn import Parameter
 
-        views = []
-        for info in self.infos:
-            v = full[info.offset:info.offset + info.numel].view(info.shape)
+        out = []
+        for info, v in zip(self.infos, self.views(full) if views is None else views):
             if as_params:
                 v = Parameter(v, requires_grad=info.requires_grad)
-            views.append(v)
+            out.append(v)
             for module, name in [(info.module, info.name)] + info.aliases:
                 _set_attr(module, name, v)
-        return views
+        return out
 
     # ---- communication -----------------------------------------------------------------------------------
     def gather(self, shard, dtype):
@@ -169,7 +180,7 @@ class FlatParamHandle:
         dist.all_gather_into_tensor(full, src.contiguous(), group=self.shard_group)
         return full
 
-    def reduce_grad(self, grad):
+    def reduce_grad(self, grad, owned=False):
         """Backward of the gather: the gradient of the whole flat parameter, averaged over the ranks, goes
         into the shard's gradient (or, under no_sync(), is added to the unsharded accumulator)."""
         import strata
@@ -177,7 +188,7 @@ class FlatParamHandle:
 
         self.regathered = None  # every use of the views in this backward is done
         with strata.no_grad():
-            fresh = grad.dtype != self.reduce_dtype
+            fresh = owned or grad.dtype != self.reduce_dtype
             g = grad.to(self.reduce_dtype) if fresh else grad
             if not self.sync_grads:
                 self.accumulated = g.clone() if self.accumulated is None else self.accumulated.add_(g)
@@ -220,14 +231,14 @@ class FlatParamHandle:
                 info.orig.grad.add_(piece)
 
     # ---- freeing after forward (FULL_SHARD) --------------------------------------------------------------
-    def saved_tensor_hooks(self, full):
+    def saved_tensor_hooks(self, view):
         """Hooks (pack, unpack) for the unit's forward: a tensor autograd saves that is a view of ``full`` is
         kept as its place in the flat parameter instead (so ``full`` can be freed when forward ends), and in
         backward it is rebuilt from the flat parameter gathered again, once per unit and backward."""
-        ptr = full.untyped_storage().data_ptr()
+        ptr, dtype = view.untyped_storage().data_ptr(), view.dtype
 
         def pack(t):
-            if t.untyped_storage().data_ptr() != ptr or t.dtype != full.dtype:
+            if t.untyped_storage().data_ptr() != ptr or t.dtype != dtype:
                 return t
             return _SavedView(tuple(t.shape), tuple(t.stride()), t.storage_offset())
 

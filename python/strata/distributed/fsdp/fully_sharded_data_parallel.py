@@ -305,13 +305,13 @@ class FullyShardedDataParallel(Module):
             raise RuntimeError("FullyShardedDataParallel: forward inside summon_full_params is not supported")
         hooks = contextlib.nullcontext()
         if strata.is_grad_enabled() and h.requires_grad:
-            full = _GatherFlat.get().apply(h.flat_param, h)
+            views = _GatherFlat.get().apply(h.flat_param, h)
             if self.sharding_strategy in _RESHARD_AFTER_FORWARD:
                 from ...autograd.graph import saved_tensors_hooks
-                hooks = saved_tensors_hooks(*h.saved_tensor_hooks(full))
+                hooks = saved_tensors_hooks(*h.saved_tensor_hooks(views[0]))
         else:
-            full = h.gather(h.flat_param, h.compute_dtype)
-        h.use_full_views(full)
+            views = h.views(h.gather(h.flat_param, h.compute_dtype))
+        h.use_full_views(None, views=views)
         try:
             with hooks:
                 return self._fsdp_wrapped_module(*args, **kwargs)
