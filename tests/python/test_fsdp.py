@@ -212,6 +212,26 @@ assert isinstance(w.blocks[0], FSDP) and w.blocks[0].sharding_strategy == S.SHAR
 assert wrap(nn.Linear(2, 2)).__class__ is nn.Linear
 check_full(w, make("net"), 0, "wrap")
 
+# activation checkpointing inside FSDP units: the recomputation in backward finds the parameters again, and
+# its gradients are reduced
+from strata.utils.checkpoint import checkpoint
+class CkptBlock(Block):
+    def forward(self, x):
+        return checkpoint(super().forward, x, use_reentrant=False)
+def ckpt_net():
+    m = make("net")
+    m.blocks = nn.ModuleList([CkptBlock(), CkptBlock()])
+    m.blocks.load_state_dict(make("net").blocks.state_dict())
+    return m
+for strategy, orig in ((S.FULL_SHARD, False), (S.SHARD_GRAD_OP, True), (S.NO_SHARD, False)):
+    data = batches("net", 3)
+    f = FSDP(ckpt_net(), sharding_strategy=strategy, use_orig_params=orig, auto_wrap_policy=ModuleWrapPolicy({CkptBlock}))
+    ref = make("net")
+    opt, ropt = strata.optim.SGD(f.parameters(), lr=0.1), strata.optim.SGD(ref.parameters(), lr=0.1)
+    train(f, data, True, opt)
+    train(ref, data, False, ropt)
+    check_full(f, ref, 2e-5, ("checkpoint", strategy.name))
+
 # FULL_SHARD frees the gathered parameters when a unit's forward ends and gathers them again in backward;
 # SHARD_GRAD_OP keeps them (autograd holds them) until backward. Measured with the CPU allocator's counters.
 import gc

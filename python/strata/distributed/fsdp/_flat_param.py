@@ -41,9 +41,9 @@ class _GatherFlat:
 
             class GatherFlatParameter(Function):
                 @staticmethod
-                def forward(ctx, shard, handle):
+                def forward(ctx, shard, handle, full=None):
                     ctx.handle = handle
-                    return handle.views(handle.gather(shard, handle.compute_dtype))
+                    return handle.views(handle.gather(shard, handle.compute_dtype) if full is None else full)
 
                 @staticmethod
                 def backward(ctx, *grads):
@@ -54,7 +54,7 @@ class _GatherFlat:
                         if g is not None:
                             flat[info.offset:info.offset + info.numel] = g.reshape(-1)
                     h.reduce_grad(flat, owned=True)
-                    return None, None
+                    return None, None, None
 
             cls.fn = GatherFlatParameter
         return cls.fn
@@ -115,6 +115,7 @@ class FlatParamHandle:
         self.accumulated = None  # the unsharded gradient summed under no_sync()
         self.sync_grads = True
         self.regathered = None  # the whole flat parameter gathered again in backward (FULL_SHARD)
+        self.backward_views = False  # the views installed for backward (pre-backward hook) are in place
         self.gathers = 0  # all-gathers made (forward and backward), for tests and curiosity
 
     # ---- the original parameters' sharded views (use_orig_params=True) ----------------------------------
@@ -187,6 +188,9 @@ class FlatParamHandle:
         from ... import distributed as dist
 
         self.regathered = None  # every use of the views in this backward is done
+        if self.backward_views:
+            self.backward_views = False
+            self.use_sharded_views()
         with strata.no_grad():
             fresh = owned or grad.dtype != self.reduce_dtype
             g = grad.to(self.reduce_dtype) if fresh else grad

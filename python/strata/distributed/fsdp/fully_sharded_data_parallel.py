@@ -304,9 +304,11 @@ class FullyShardedDataParallel(Module):
         if self._summoned:
             raise RuntimeError("FullyShardedDataParallel: forward inside summon_full_params is not supported")
         hooks = contextlib.nullcontext()
-        if strata.is_grad_enabled() and h.requires_grad:
+        grad = strata.is_grad_enabled() and h.requires_grad
+        reshard = self.sharding_strategy in _RESHARD_AFTER_FORWARD
+        if grad:
             views = _GatherFlat.get().apply(h.flat_param, h)
-            if self.sharding_strategy in _RESHARD_AFTER_FORWARD:
+            if reshard:
                 from ...autograd.graph import saved_tensors_hooks
                 hooks = saved_tensors_hooks(*h.saved_tensor_hooks(views[0]))
         else:
@@ -314,9 +316,43 @@ class FullyShardedDataParallel(Module):
         h.use_full_views(None, views=views)
         try:
             with hooks:
-                return self._fsdp_wrapped_module(*args, **kwargs)
+                out = self._fsdp_wrapped_module(*args, **kwargs)
         finally:
             h.use_sharded_views()
+        if grad:
+            # the whole gathered tensor (views[0] starts at its beginning), kept unless FULL_SHARD frees it
+            kept = None if reshard else views[0].detach().as_strided((h.padded_numel,), (1,), 0)
+            self._register_pre_backward(out, kept)
+        return out
+
+    def _register_pre_backward(self, out, kept):
+        """Before backward enters this unit (a hook on its outputs' gradients), the module's parameters are
+        installed again as views of the flat parameter (gathered again for FULL_SHARD, the forward's gathered
+        tensor otherwise), made by the gather function so that gradients of code re-run in backward (activation
+        checkpointing) are reduced too. They are removed when the unit's gradient has been reduced."""
+        h = self._handle
+        state = {"done": False}
+
+        def hook(grad):
+            if state["done"]:
+                return None
+            state["done"] = True
+            import strata
+            with strata.enable_grad():
+                full = kept
+                if full is None:
+                    if h.regathered is None:
+                        with strata.no_grad():
+                            h.regathered = h.gather(h.flat_param, h.compute_dtype)
+                    full = h.regathered
+                views = _GatherFlat.get().apply(h.flat_param, h, full)
+            h.use_full_views(None, views=views)
+            h.backward_views = True
+            return None
+
+        for t in _tensors(out):
+            if t.requires_grad:
+                t.register_hook(hook)
 
     @contextlib.contextmanager
     def no_sync(self):
@@ -809,6 +845,18 @@ def _name_of(root, p):
             return _clean(n)
     raise ValueError(f"FSDP optimizer state: a parameter of shape {tuple(p.shape)} in the optimizer is not a "
                      f"parameter of the model")
+
+
+def _tensors(obj):
+    from ... import Tensor
+    if isinstance(obj, Tensor):
+        yield obj
+    elif isinstance(obj, (tuple, list)):
+        for o in obj:
+            yield from _tensors(o)
+    elif isinstance(obj, dict):
+        for o in obj.values():
+            yield from _tensors(o)
 
 
 def _cast_floats(obj, dtype):
