@@ -331,15 +331,15 @@ class FullyShardedDataParallel(Module):
         tensor otherwise), made by the gather function so that gradients of code re-run in backward (activation
         checkpointing) are reduced too. They are removed when the unit's gradient has been reduced."""
         h = self._handle
-        state = {"done": False}
+        state = {"done": False, "kept": kept}
 
         def hook(grad):
             if state["done"]:
                 return None
             state["done"] = True
+            full, state["kept"] = state["kept"], None  # the hook keeps nothing alive once it has run
             import strata
             with strata.enable_grad():
-                full = kept
                 if full is None:
                     if h.regathered is None:
                         with strata.no_grad():
