@@ -140,6 +140,23 @@ for kind, strategy, policy, orig in cases:
     check_full(f2, ref, 3e-5, what + ("reloaded",))
     done.append(what)
 
+# HYBRID_SHARD over several nodes, pretended: LOCAL_WORLD_SIZE=1 makes each rank a node, so parameters are
+# sharded over a group of one rank and gradients all-reduced across the nodes (the groups come from new_group)
+import os
+os.environ["LOCAL_WORLD_SIZE"], local = "1", os.environ.get("LOCAL_WORLD_SIZE")
+for strategy, orig in ((S.HYBRID_SHARD, False), (S._HYBRID_SHARD_ZERO2, True)):
+    data = batches("net", 3)
+    f = FSDP(make("net"), sharding_strategy=strategy, auto_wrap_policy=wrap_block, use_orig_params=orig)
+    assert f._replicate_group is not None and dist.get_world_size(f._shard_group) == 1
+    assert f.blocks[0]._replicate_group is f._replicate_group
+    ref = make("net")
+    opt, ropt = strata.optim.Adam(f.parameters(), lr=0.01, eps=1e-3), strata.optim.Adam(ref.parameters(), lr=0.01, eps=1e-3)
+    norms = train(f, data, True, opt, clip=lambda m: m.clip_grad_norm_(0.5))
+    rnorms = train(ref, data, False, ropt, clip=lambda m: nn.utils.clip_grad_norm_(m.parameters(), 0.5))
+    assert max(abs(a - b) for a, b in zip(norms, rnorms)) < 1e-5, (norms, rnorms)
+    check_full(f, ref, 2e-5, ("hybrid over nodes", strategy.name))
+os.environ["LOCAL_WORLD_SIZE"] = local
+
 # mixed precision: bf16 parameters and compute, float32 reduction; loose tolerance
 for kind, policy in (("mlp", None), ("net", wrap_block)):
     data = batches(kind, 3)
