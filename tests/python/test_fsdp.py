@@ -249,6 +249,27 @@ for strategy, orig in ((S.FULL_SHARD, False), (S.SHARD_GRAD_OP, True), (S.NO_SHA
     train(ref, data, False, ropt)
     check_full(f, ref, 2e-5, ("checkpoint", strategy.name))
 
+# apply_activation_checkpointing on an FSDP model (the blocks inside their units get wrapped): same training,
+# the unwrapped model's state dict keys
+from strata.distributed.algorithms._checkpoint.checkpoint_wrapper import (apply_activation_checkpointing,
+    checkpoint_wrapper, CheckpointImpl, CheckpointWrapper)
+for impl in (CheckpointImpl.NO_REENTRANT, CheckpointImpl.REENTRANT):
+    data = batches("net", 3)
+    f = FSDP(make("net"), auto_wrap_policy=wrap_block)
+    apply_activation_checkpointing(f, checkpoint_wrapper_fn=functools.partial(checkpoint_wrapper, checkpoint_impl=impl),
+                                   check_fn=lambda m: isinstance(m, Block))
+    assert sum(isinstance(m, CheckpointWrapper) for m in f.modules()) == 2
+    ref = make("net")
+    opt, ropt = strata.optim.SGD(f.parameters(), lr=0.1), strata.optim.SGD(ref.parameters(), lr=0.1)
+    train(f, data, True, opt)
+    train(ref, data, False, ropt)
+    check_full(f, ref, 2e-5, ("apply_activation_checkpointing", impl.name))
+    f.load_state_dict(make("net").state_dict())
+    check_full(f, make("net"), 0, "checkpoint wrapper load")
+plain = checkpoint_wrapper(make("net"))
+assert list(plain.state_dict()) == list(make("net").state_dict())
+assert [k for k, _ in plain.named_parameters()] == [k for k, _ in make("net").named_parameters()]
+
 # FULL_SHARD frees the gathered parameters when a unit's forward ends and gathers them again in backward;
 # SHARD_GRAD_OP keeps them (autograd holds them) until backward. Measured with the CPU allocator's counters.
 import gc

@@ -21,6 +21,7 @@ __all__ = ["FullyShardedDataParallel", "FLAT_PARAM", "FSDP_PREFIX", "FSDP_WRAPPE
 
 FSDP_WRAPPED_MODULE = "_fsdp_wrapped_module"
 FSDP_PREFIX = FSDP_WRAPPED_MODULE + "."
+_CHECKPOINT_WRAPPED_MODULE = "_checkpoint_wrapped_module"  # activation checkpointing's wrapper, also dropped
 FLAT_PARAM = "_flat_param"
 
 
@@ -31,7 +32,7 @@ class OptimStateKeyType:
 
 def _clean(name):
     """A name without FSDP's wrapper components (torch's "clean" fully qualified name)."""
-    return ".".join(p for p in name.split(".") if p != FSDP_WRAPPED_MODULE)
+    return ".".join(p for p in name.split(".") if p not in (FSDP_WRAPPED_MODULE, _CHECKPOINT_WRAPPED_MODULE))
 
 
 def _join(*parts):
@@ -129,6 +130,9 @@ class FullyShardedDataParallel(Module):
             reduce_dtype=(mp.reduce_dtype or mp.param_dtype) if mp else None, pad_to=1) if params else None
         if self._handle is not None and not use_orig_params:
             module.register_parameter(FLAT_PARAM, self._handle.flat_param)
+        # where the flat parameter is registered (the wrapped module may later be wrapped again, e.g. by
+        # apply_activation_checkpointing)
+        object.__setattr__(self, "_flat_param_owner", module)  # not a child module
 
     # ---- set-up --------------------------------------------------------------------------------------------
     @staticmethod
@@ -441,7 +445,7 @@ class FullyShardedDataParallel(Module):
                 with strata.no_grad():
                     full = h.gather(h.flat_param, h.dtype)
                 if not u._use_orig_params:
-                    u._fsdp_wrapped_module._parameters.pop(FLAT_PARAM, None)
+                    u._flat_param_owner._parameters.pop(FLAT_PARAM, None)
                 views = h.use_full_views(full, as_params=True)
                 if with_grads:
                     g = h.shard_grad()
@@ -795,7 +799,7 @@ def _restore(u):
         return
     h.use_sharded_views()
     if not u._use_orig_params:
-        u._fsdp_wrapped_module._parameters[FLAT_PARAM] = h.flat_param
+        u._flat_param_owner._parameters[FLAT_PARAM] = h.flat_param
 
 
 def _is_shard_state(h, entries, key):
