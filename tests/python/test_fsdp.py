@@ -386,6 +386,7 @@ TORCH_SCRIPT = r'''
 import functools, torch, torch.distributed as dist, torch.nn as nn, torch.nn.functional as F
 from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy, StateDictType, FullStateDictConfig
 from torch.distributed.fsdp.wrap import ModuleWrapPolicy, transformer_auto_wrap_policy
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import apply_activation_checkpointing
 
 dist.init_process_group("gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
@@ -413,10 +414,13 @@ def data(step):
 cases = [(ShardingStrategy.FULL_SHARD, ModuleWrapPolicy({Block}), False),
          (ShardingStrategy.FULL_SHARD, functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={Block}), True),
          (ShardingStrategy.SHARD_GRAD_OP, ModuleWrapPolicy({Block}), True),
-         (ShardingStrategy.NO_SHARD, None, False)]
+         (ShardingStrategy.NO_SHARD, None, False),
+         (ShardingStrategy.FULL_SHARD, ModuleWrapPolicy({Block}), "checkpointed")]
 for strategy, policy, orig in cases:
-    model = FSDP(build(), sharding_strategy=strategy, auto_wrap_policy=policy, use_orig_params=orig,
+    model = FSDP(build(), sharding_strategy=strategy, auto_wrap_policy=policy, use_orig_params=orig is True,
                  device_id=torch.device("cpu"))
+    if orig == "checkpointed":
+        apply_activation_checkpointing(model, check_fn=lambda m: isinstance(m, Block))
     opt = torch.optim.AdamW(model.parameters(), lr=0.02, eps=1e-3)
     norms = []
     for step in range(4):
@@ -455,9 +459,9 @@ def test_a_torch_fsdp_script_runs_unchanged_and_matches_torch(tmp_path):
         p = _launch(run)
         assert p.returncode == 0, p.stdout + p.stderr
         lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT")]
-        assert len(lines) == 4, p.stdout
+        assert len(lines) == 5, p.stdout
         results.append([eval(ln[len("RESULT"):]) for ln in lines])
-    for ours, theirs, orig in zip(*results, (False, True, True, False)):
+    for ours, theirs, orig in zip(*results, (False, True, True, False, False)):
         name, keys, norms, values, okeys, momentum = ours
         assert (name, keys, okeys) == (theirs[0], theirs[1], theirs[4])
         assert max(abs(a - b) for a, b in zip(norms, theirs[2])) < 1e-4, (name, norms, theirs[2])
