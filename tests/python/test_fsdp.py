@@ -220,6 +220,25 @@ with FSDP.summon_full_params(f):
     close(f.head.weight, ref.head.weight * 2, 0, "writeback")
     close(f.head.bias, ref.head.bias, 0, "no writeback")
 
+# apply() sees the whole parameters and writes back; the older optimizer-state calls
+f = FSDP(make("net"), auto_wrap_policy=wrap_block)
+def init(m):
+    if isinstance(m, nn.Linear):
+        with strata.no_grad():
+            m.weight.fill_(0.01)
+f.apply(init)
+ref = make("net")
+ref.apply(init)
+check_full(f, ref, 0, "apply")
+opt = strata.optim.Adam(f.parameters(), lr=0.01)
+train(f, batches("net", 1), True, opt)
+full_osd = FSDP.full_optim_state_dict(f, opt)
+assert (sorted(full_osd["state"]) == sorted(k for k, _ in ref.named_parameters())) if r == 0 else full_osd == {}
+fresh = strata.optim.Adam(f.parameters(), lr=0.01)
+fresh.load_state_dict(FSDP.scatter_full_optim_state_dict(full_osd if r == 0 else None, f, optim=fresh))
+for a_, b_ in zip(opt.state_dict()["state"].values(), fresh.state_dict()["state"].values()):
+    close(a_["exp_avg"], b_["exp_avg"], 0, "scatter_full_optim_state_dict")
+
 # enable_wrap / wrap
 with enable_wrap(wrapper_cls=FSDP, sharding_strategy=S.SHARD_GRAD_OP):
     m = make("net")

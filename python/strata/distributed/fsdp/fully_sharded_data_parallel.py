@@ -772,6 +772,33 @@ class FullyShardedDataParallel(Module):
             optim.load_state_dict(out)
         return out
 
+    @staticmethod
+    def shard_full_optim_state_dict(full_optim_state_dict, model, optim_input=None, optim=None):
+        """The older name of optim_state_dict_to_load (every rank holds the full state dict)."""
+        if optim is None:
+            raise NotImplementedError("FSDP.shard_full_optim_state_dict: pass optim= (optim_input is not supported)")
+        return FullyShardedDataParallel.optim_state_dict_to_load(model, optim, full_optim_state_dict)
+
+    @staticmethod
+    def scatter_full_optim_state_dict(full_optim_state_dict, model, optim_input=None, optim=None, group=None):
+        """As shard_full_optim_state_dict, with the full state dict on rank 0 only (others pass None)."""
+        from ... import distributed as dist
+
+        box = [full_optim_state_dict if dist.get_rank() == 0 else None]
+        dist.broadcast_object_list(box, src=0)
+        return FullyShardedDataParallel.shard_full_optim_state_dict(box[0], model, optim_input, optim)
+
+    def apply(self, fn):
+        """Module.apply with the whole parameters in place (summon_full_params, written back), so that
+        initialisation functions see and change the original parameters."""
+        if not self._is_root or self._summoned:
+            return super().apply(fn)
+        with FullyShardedDataParallel.summon_full_params(self, writeback=True):
+            return super().apply(fn)
+
+    def register_comm_hook(self, state, hook):
+        raise NotImplementedError("FullyShardedDataParallel.register_comm_hook is not implemented in Strata")
+
     def extra_repr(self):
         return ""
 
