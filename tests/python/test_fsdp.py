@@ -220,6 +220,15 @@ with FSDP.summon_full_params(f):
     close(f.head.weight, ref.head.weight * 2, 0, "writeback")
     close(f.head.bias, ref.head.bias, 0, "no writeback")
 
+# FSDP units inside a model that is not FSDP: its state_dict and load_state_dict use the unwrapped keys
+for orig in (False, True):
+    outer = make("net")
+    outer.blocks[0] = FSDP(outer.blocks[0], use_orig_params=orig)
+    outer.head = FSDP(outer.head, use_orig_params=orig)
+    check_full(outer, make("net"), 0, ("partly wrapped", orig))
+    outer.load_state_dict(make("net", seed=4).state_dict())
+    check_full(outer, make("net", seed=4), 0, ("partly wrapped load", orig))
+
 # apply() sees the whole parameters and writes back; the older optimizer-state calls
 f = FSDP(make("net"), auto_wrap_policy=wrap_block)
 def init(m):

@@ -597,6 +597,39 @@ class FullyShardedDataParallel(Module):
                     sd[key] = strata.cat(parts)[:full.shape[0]]
             return self._load_mapped(sd, actual, strict, assign)
 
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        # Reached from a parent that is not FSDP (Module.load_state_dict's recursion) with a full state dict:
+        # turn this unit's clean keys into the names the plain recursion expects, the flat parameter's shard
+        # computed from the whole tensors given (every rank has them), before the children are visited.
+        if not _StateDictPass.active and self._state_dict_type == StateDictType.FULL_STATE_DICT:
+            self._translate_full(state_dict, prefix)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+
+    def _translate_full(self, sd, prefix):
+        import strata
+
+        inner = prefix + FSDP_PREFIX
+        for k in [k for k in sd if k.startswith(prefix) and not k.startswith(inner)]:
+            sd[inner + k[len(prefix):]] = sd.pop(k)
+        h = self._handle
+        if h is None or any(inner + i.path not in sd for i in h.infos):
+            return  # nothing to shard, or keys missing: the usual missing-key report follows
+        with strata.no_grad():
+            flat = strata.cat([sd.pop(inner + i.path).detach().reshape(-1).to(h.dtype) for i in h.infos])
+            if h.padded_numel > flat.numel():
+                flat = strata.cat([flat, strata.zeros(h.padded_numel - flat.numel(), dtype=h.dtype)])
+            shard = flat[h.shard_start:h.shard_start + h.shard_numel]
+        paths = {id(m): n for n, m in Module.named_modules(self)}
+        if not h.use_orig_params:
+            sd[prefix + _join(paths[id(self._flat_param_owner)], FLAT_PARAM)] = shard
+            return
+        for info in h.infos:
+            _, s, n = h.shard_range(info)
+            for module, name in [(info.module, info.name)] + info.aliases:
+                sd[prefix + _join(paths[id(module)], name)] = shard[s:s + n]
+
     def _load_mapped(self, state_dict, actual, strict, assign):
         """Loads a state dict with clean names into the module, whose names (``actual``) carry FSDP's wrapper
         components; the result and errors speak of clean names."""
