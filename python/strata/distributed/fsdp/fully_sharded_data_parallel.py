@@ -12,10 +12,10 @@ import copy
 import math
 
 from ...nn.modules.module import Module
-from ._flat_param import FlatParamHandle, ParamInfo, _GatherFlat, _set_attr
+from ._flat_param import FlatParamHandle, ParamInfo, _GatherFlat
 from .api import (BackwardPrefetch, CPUOffload, FullOptimStateDictConfig, FullStateDictConfig, MixedPrecision,
-                  LocalOptimStateDictConfig, LocalStateDictConfig, OptimStateDictConfig, ShardedOptimStateDictConfig,
-                  ShardedStateDictConfig, ShardingStrategy, StateDictConfig, StateDictSettings, StateDictType)
+                  LocalOptimStateDictConfig, LocalStateDictConfig, ShardedOptimStateDictConfig,
+                  ShardedStateDictConfig, ShardingStrategy, StateDictSettings, StateDictType)
 
 __all__ = ["FullyShardedDataParallel", "FLAT_PARAM", "FSDP_PREFIX", "FSDP_WRAPPED_MODULE", "OptimStateKeyType"]
 

@@ -5,7 +5,8 @@ whether to look inside ``m``'s children, with ``recurse=False`` whether to wrap 
 number of parameters of ``m`` not already inside a wrapped child)."""
 
 import contextlib
-import functools
+
+from ... import nn as _nn
 
 __all__ = ["always_wrap_policy", "lambda_auto_wrap_policy", "transformer_auto_wrap_policy",
            "size_based_auto_wrap_policy", "enable_wrap", "wrap", "ModuleWrapPolicy", "CustomPolicy",
@@ -24,28 +25,21 @@ def transformer_auto_wrap_policy(module, recurse, nonwrapped_numel, transformer_
     return True if recurse else isinstance(module, tuple(transformer_layer_cls))
 
 
-def _default_excludes():
-    from ...nn import ModuleDict, ModuleList
-    return {ModuleList, ModuleDict}
-
-
-def _default_leaves():
-    from ...nn import MultiheadAttention
-    return {MultiheadAttention}
-
-
 def size_based_auto_wrap_policy(module, recurse, nonwrapped_numel, min_num_params=int(1e8),
                                 force_leaf_modules=None, exclude_wrap_modules=None):
-    force_leaf_modules = _default_leaves() if force_leaf_modules is None else force_leaf_modules
-    exclude_wrap_modules = _default_excludes() if exclude_wrap_modules is None else exclude_wrap_modules
+    if force_leaf_modules is None:
+        force_leaf_modules = size_based_auto_wrap_policy.FORCE_LEAF_MODULES
+    if exclude_wrap_modules is None:
+        exclude_wrap_modules = size_based_auto_wrap_policy.EXCLUDE_WRAP_MODULES
     large = nonwrapped_numel >= min_num_params
     if recurse:
         return large and not isinstance(module, tuple(force_leaf_modules))
     return large and not isinstance(module, tuple(exclude_wrap_modules))
 
 
-size_based_auto_wrap_policy.EXCLUDE_WRAP_MODULES = None  # torch's class attributes, read at call time there
-size_based_auto_wrap_policy.FORCE_LEAF_MODULES = None
+# torch's defaults, as attributes of the function (scripts read and change them)
+size_based_auto_wrap_policy.EXCLUDE_WRAP_MODULES = {_nn.ModuleList, _nn.ModuleDict}
+size_based_auto_wrap_policy.FORCE_LEAF_MODULES = {_nn.MultiheadAttention}
 
 
 def _module_wrap_policy(module, recurse, nonwrapped_numel, module_classes):
