@@ -243,7 +243,10 @@ def test_checkpoint_round_trip_without_a_process_group(tmp_path):
           "step": 11, "name": "run", "none": None}
     meta = dcp.save(sd, checkpoint_id=tmp_path / "ck")
     assert sorted(os.listdir(tmp_path / "ck")) == [".metadata", "__0_0.distcp"]
-    assert meta.state_dict_metadata["nested.list.0"]["shape"] == [2]
+    assert meta.state_dict_metadata["nested.list.0"].size == strata.Size([2])
+    assert meta.state_dict_metadata["b"].properties.dtype == strata.bfloat16
+    assert isinstance(meta.state_dict_metadata["name"], dcp.metadata.BytesStorageMetadata)
+    assert meta.state_dict_metadata == dcp.FileSystemReader(tmp_path / "ck").read_metadata().state_dict_metadata
     a_obj = strata.zeros(2, 3)
     tgt = {"a": a_obj, "b": strata.zeros(2, dtype=strata.bfloat16),
            "nested": {"i": strata.zeros(2, dtype=strata.int64), "mask": strata.zeros(2, dtype=strata.bool),
@@ -356,3 +359,23 @@ def test_torch_module_paths_of_ddp_and_the_planners():
 
     assert DistributedDataParallel is par.DistributedDataParallel
     assert DefaultLoadPlanner is dcp.DefaultLoadPlanner and DefaultSavePlanner is dcp.DefaultSavePlanner
+
+
+def test_checkpoint_metadata_classes_have_torchs_fields():
+    import dataclasses
+    from strata.distributed.checkpoint import metadata as ours
+
+    mi = ours.MetadataIndex("layer.weight", [0, 4], index=2)
+    assert mi.offset == strata.Size([0, 4]) and mi == ours.MetadataIndex("layer.weight", (0, 4))
+    assert hash(mi) == hash(ours.MetadataIndex("layer.weight", (0, 4), index=7))
+    props = ours.TensorProperties.create_from_tensor(strata.zeros(2, 3, dtype=strata.float64))
+    assert props.dtype == strata.float64 and props.layout == strata.strided and not props.requires_grad
+    tsm = ours.TensorStorageMetadata(props, strata.Size([2, 3]),
+                                     [ours.ChunkStorageMetadata(strata.Size([0, 0]), strata.Size([2, 3]))])
+    m = ours.Metadata({"w": tsm, "step": ours.BytesStorageMetadata()}, storage_meta=ours.StorageMeta("ck"))
+    assert m.state_dict_metadata["w"].chunks[0].sizes == strata.Size([2, 3]) and m.version is None
+    torch_md = pytest.importorskip("torch.distributed.checkpoint.metadata")
+    for name in ("Metadata", "TensorStorageMetadata", "BytesStorageMetadata", "ChunkStorageMetadata",
+                 "TensorProperties", "MetadataIndex", "StorageMeta"):
+        assert [f.name for f in dataclasses.fields(getattr(ours, name))] == \
+            [f.name for f in dataclasses.fields(getattr(torch_md, name))], name

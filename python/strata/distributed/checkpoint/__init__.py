@@ -8,21 +8,17 @@ loads them in place: tensors are copied into (shape must match; dtype is convert
 replaced in their dict or list. Without a process group (or with no_dist=True) one process does it all.
 """
 
-from dataclasses import dataclass, field
 
 import strata
 
 from .filesystem import FileSystemReader, FileSystemWriter  # noqa: F401
 from . import state_dict  # noqa: F401
+from .metadata import Metadata
 
 __all__ = ["save", "load", "save_state_dict", "load_state_dict", "FileSystemWriter", "FileSystemReader",
            "DefaultSavePlanner", "DefaultLoadPlanner", "Metadata", "state_dict"]
 
 
-@dataclass
-class Metadata:
-    """What a checkpoint holds: key -> entry (see filesystem.py)."""
-    state_dict_metadata: dict = field(default_factory=dict)
 
 
 class DefaultSavePlanner:
@@ -134,8 +130,7 @@ def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, p
         w._write_metadata(world, allentries)
     if g is not None:
         C.barrier(group=g)
-    meta = w.path and FileSystemReader(w.path).read_metadata()
-    return Metadata(meta["entries"])
+    return FileSystemReader(w.path).read_metadata()
 
 
 def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, process_group=None, no_dist=False):
@@ -149,7 +144,7 @@ def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, p
             raise NotImplementedError(f"{what}: custom planners are not supported (got {type(planner).__name__})")
         partial = planner.allow_partial_load
     r = _reader(storage_reader, checkpoint_id, what)
-    entries = r.read_metadata()["entries"]
+    entries = r._raw_metadata()["entries"]
     leaves = _leaves(state_dict, what)
     for key, c, i in leaves:
         if key not in entries and not partial:

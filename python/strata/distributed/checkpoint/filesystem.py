@@ -103,6 +103,11 @@ class FileSystemReader:
         self._meta = None
 
     def read_metadata(self):
+        """The checkpoint's contents as torch's metadata classes (checkpoint.metadata.Metadata)."""
+        from .metadata import from_entries
+        return from_entries(self._raw_metadata(), checkpoint_id=self.path)
+
+    def _raw_metadata(self):
         if self._meta is None:
             p = os.path.join(self.path, METADATA)
             if not os.path.exists(p):

@@ -1,4 +1,5 @@
-"""torch.distributed.checkpoint.state_dict for plain and DistributedDataParallel modules (no FSDP, no sharding).
+"""torch.distributed.checkpoint.state_dict for plain, DistributedDataParallel and FullyShardedDataParallel modules
+(FSDP's state is given whole, gathered from the shards: Strata has no DTensor state dicts).
 
 Keys are the model's fully qualified names without the wrappers' prefixes: DDP's "module." (and torch.compile's
 "_orig_mod.") are dropped, so a checkpoint taken with DDP loads into the bare model and back. Optimizer state dicts
@@ -50,6 +51,29 @@ def _fqn(model, name):
     return ".".join(out)
 
 
+def _fsdp_root(model):
+    """The root FSDP unit of ``model`` (FSDP's state dicts speak whole tensors with clean names), or None."""
+    from ..fsdp import FullyShardedDataParallel as FSDP
+
+    if isinstance(model, FSDP):
+        return model
+    if any(isinstance(m, FSDP) for m in model.modules()):
+        raise NotImplementedError("distributed.checkpoint.state_dict: FSDP units inside a model that is not itself "
+                                  "wrapped by FSDP are not supported; wrap the whole model with FSDP")
+    return None
+
+
+def _full(model):
+    """FSDP's FULL_STATE_DICT on every rank for the duration of the block (nothing for other models)."""
+    import contextlib
+    root = _fsdp_root(model)
+    if root is None:
+        return contextlib.nullcontext()
+    from ..fsdp import FullyShardedDataParallel as FSDP, FullStateDictConfig, FullOptimStateDictConfig, StateDictType
+    return FSDP.state_dict_type(root, StateDictType.FULL_STATE_DICT, FullStateDictConfig(rank0_only=False),
+                                FullOptimStateDictConfig(rank0_only=False))
+
+
 def _options(options, what):
     if options is None:
         return StateDictOptions()
@@ -95,7 +119,7 @@ def get_model_state_dict(model, *, submodules=None, options=None):
     opts = _options(options, what)
     if submodules is not None:
         raise NotImplementedError(f"{what}: submodules is not supported (torch deprecates it)")
-    with strata.no_grad():
+    with strata.no_grad(), _full(model):
         raw = model.state_dict()
     frozen = _frozen(model) if opts.ignore_frozen_params else set()
     sd = {}
@@ -113,11 +137,12 @@ def set_model_state_dict(model, model_state_dict, *, options=None):
     what = "set_model_state_dict"
     _check_model(model, what)
     opts = _options(options, what)
-    to_fqn = {k: _fqn(model, k) for k in model.state_dict()}
-    from_fqn = {f: k for k, f in to_fqn.items()}
-    sd = {from_fqn.get(f, f): v for f, v in model_state_dict.items()}
-    # torch returns load_state_dict's own result: its keys keep the wrapper's prefix ("module.")
-    return model.load_state_dict(sd, strict=opts.strict)
+    with _full(model):
+        to_fqn = {k: _fqn(model, k) for k in model.state_dict()}
+        from_fqn = {f: k for k, f in to_fqn.items()}
+        sd = {from_fqn.get(f, f): v for f, v in model_state_dict.items()}
+        # torch returns load_state_dict's own result: its keys keep the wrapper's prefix ("module.")
+        return model.load_state_dict(sd, strict=opts.strict)
 
 
 def _optimizers(optimizers, what):
@@ -159,6 +184,17 @@ def get_optimizer_state_dict(model, optimizers, *, submodules=None, options=None
     what = "get_optimizer_state_dict"
     _check_model(model, what)
     opts = _options(options, what)
+    root = _fsdp_root(model)
+    if root is not None:  # whole state tensors keyed by the original names, gathered from the shards
+        from ..fsdp import FullyShardedDataParallel as FSDP
+        state, groups = {}, []
+        with _full(model):
+            for optim in _optimizers(optimizers, what):
+                _init_optim_state(optim)
+                osd = FSDP.optim_state_dict(root, optim)
+                state.update(osd["state"])
+                groups.extend(osd["param_groups"])
+        return _finish({"state": state, "param_groups": groups}, opts)
     names = _param_fqns(model)
     state, groups = {}, []
     for optim in _optimizers(optimizers, what):
@@ -186,6 +222,21 @@ def set_optimizer_state_dict(model, optimizers, optim_state_dict, *, options=Non
     what = "set_optimizer_state_dict"
     _check_model(model, what)
     _options(options, what)
+    root = _fsdp_root(model)
+    if root is not None:
+        from ..fsdp import FullyShardedDataParallel as FSDP
+        for optim in _optimizers(optimizers, what):
+            _init_optim_state(optim)
+            mine = {id(p) for g in optim.param_groups for p in g["params"]}
+            owners = root._param_owners()
+            fqns = set()
+            for pid, (h, members) in owners.items():
+                if pid in mine:
+                    fqns.update(f for _, f in members)
+            part = {"state": {k: v for k, v in optim_state_dict["state"].items() if k in fqns},
+                    "param_groups": [g for g in optim_state_dict["param_groups"] if set(g["params"]) & fqns]}
+            FSDP.optim_state_dict_to_load(root, optim, part, load_directly=True)
+        return
     names = _param_fqns(model)
     st, groups = optim_state_dict["state"], optim_state_dict["param_groups"]
     for optim in _optimizers(optimizers, what):

@@ -1,0 +1,4 @@
+"""torch.distributed.algorithms._checkpoint."""
+from strata._missing import module_getattr as _module_getattr  # noqa: E402
+
+__getattr__ = _module_getattr(__name__)
