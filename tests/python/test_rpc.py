@@ -128,6 +128,17 @@ class Counter:
         return self.n
 
 
+class AsyncHolder:
+    def __init__(self, v):
+        self.v = v
+
+    @importlib.import_module(T.__name__ + ".distributed.rpc").functions.async_execution
+    def plus(self, k):
+        fut = T.futures.Future()
+        fut.set_result(self.v + k)
+        return fut
+
+
 def rref_sum(rref):
     return rref.to_here().sum()
 
@@ -209,6 +220,9 @@ def _scenario_basic(rpc, rank, world):
     # async_execution: the reply waits for the chained future
     r["async_exec"] = rpc.rpc_sync("worker1", async_add_chain, args=("worker2", x, 3)).numpy()
     r["async_exec_remote"] = rpc.remote("worker2", async_add_chain, args=("worker1", x, 2)).to_here().numpy()
+    h = rpc.remote("worker1", AsyncHolder, args=(x,))
+    r["async_method"] = [v.numpy() for v in (h.rpc_sync().plus(1), h.rpc_async().plus(2).wait(),
+                                             h.remote().plus(3).to_here())]
     # remote errors: the exception type, the remote worker and the remote traceback
     try:
         rpc.rpc_sync("worker1", fail, args=("boom",))
@@ -271,6 +285,8 @@ def test_basic(lib, tmp_path):
     assert r["local_value_not_owner"] == "RuntimeError"
     np.testing.assert_allclose(r["async_exec"], x + 3)
     np.testing.assert_allclose(r["async_exec_remote"], x + 2)
+    for k, a in enumerate(r["async_method"]):
+        np.testing.assert_allclose(a, x + k + 1)
     assert r["error"] == ("ValueError", True, True, True)
     assert r["remote_error"] == ("ValueError", True)
     assert r["timeout"] == ("RuntimeError", True, True)
@@ -496,3 +512,101 @@ def test_graceful_shutdown(lib, tmp_path):
     assert r["received"] == [0, 1, 2]
     assert r["waited"] > 0.2
     assert r["after"] == "RuntimeError"
+
+
+# ---- one worker, in this process: calls to itself, argument checks -----------------------------------------------
+
+@pytest.fixture
+def solo(monkeypatch):
+    import strata.distributed.rpc as rpc
+
+    for k in ("MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    rpc.init_rpc("solo", rpc_backend_options=rpc.TensorPipeRpcBackendOptions(num_worker_threads=2, rpc_timeout=20))
+    try:
+        yield rpc
+    finally:
+        rpc.shutdown()
+
+
+def test_solo_calls_and_errors(solo):
+    import strata
+    import strata.distributed.autograd as dist_autograd
+
+    rpc = solo
+    x = strata.arange(4.0)
+    assert strata.equal(rpc.rpc_sync("solo", strata.mul, args=(x, 2)), x * 2)
+    assert rpc.rpc_sync(0, add_scaled, args=(x, x), kwargs={"scale": 2.0}).tolist() == [0.0, 4.0, 8.0, 12.0]
+    r = rpc.remote("solo", Counter, args=(1,))
+    assert r.is_owner() and r.rpc_sync().inc(4) == 5 and r.local_value().n == 5
+    assert rpc.get_worker_info() == rpc.WorkerInfo("solo", 0)
+    with pytest.raises(RuntimeError, match="cannot serialize"):
+        rpc.rpc_sync("solo", lambda: 1)
+    with pytest.raises(RuntimeError, match="could not find destination name nope"):
+        rpc.rpc_async("nope", strata.add, args=(x, x))
+    with pytest.raises(TypeError, match="callable"):
+        rpc.rpc_sync("solo", 3)
+    with pytest.raises(RuntimeError, match="already initialized"):
+        rpc.init_rpc("again", rank=0, world_size=1)
+    with pytest.raises(RuntimeError, match="only be pickled"):
+        pickle.dumps(r)
+    with pytest.raises(ZeroDivisionError, match="On WorkerInfo\\(id=0, name=solo\\)"):
+        rpc.rpc_sync("solo", divmod, args=(1, 0))
+    with pytest.raises(RuntimeError, match="Could not find autograd context"):
+        dist_autograd.get_gradients(12345)
+    with dist_autograd.context() as ctx:
+        with pytest.raises(RuntimeError, match="Already have an autograd context"):
+            dist_autograd.context().__enter__()
+        w = strata.ones(3, requires_grad=True)
+        y = rpc.rpc_sync("solo", strata.mul, args=(w, 3.0))
+        with pytest.raises(RuntimeError, match="scalars"):
+            dist_autograd.backward(ctx, [y])
+        dist_autograd.backward(ctx, [y.sum()])
+        assert dist_autograd.get_gradients(ctx)[w].tolist() == [3.0, 3.0, 3.0]
+        assert w.grad is None
+    assert not dist_autograd._is_valid_context(ctx)
+
+
+def test_not_initialized_and_options():
+    import strata
+    import strata.distributed.rpc as rpc
+    from strata.distributed.nn.api.remote_module import _parse_remote_device
+
+    with pytest.raises(RuntimeError, match="init_rpc"):
+        rpc.rpc_sync("w", strata.add, args=(1, 2))
+    with pytest.raises(RuntimeError, match="init_rpc"):
+        rpc.shutdown()
+    with pytest.raises(ValueError, match="num_worker_threads"):
+        rpc.TensorPipeRpcBackendOptions(num_worker_threads=0)
+    with pytest.raises(ValueError, match="CPU tensors only"):
+        rpc.init_rpc("w", rank=0, world_size=1,
+                     rpc_backend_options=rpc.TensorPipeRpcBackendOptions(device_maps={"w1": {"cuda:0": "cuda:1"}}))
+    assert _parse_remote_device("trainer/cpu") == ("trainer", "cpu")
+    assert _parse_remote_device("rank:2/cpu") == (2, "cpu")
+    with pytest.raises(ValueError, match="valid format"):
+        _parse_remote_device("worker1")
+    with pytest.raises(ValueError, match="CPU tensors only"):
+        _parse_remote_device("worker1/cuda:0")
+    assert repr(rpc.WorkerInfo("a", 3)) == "WorkerInfo(id=3, name=a)"
+    assert rpc.BackendType.TENSORPIPE.name == "TENSORPIPE"
+
+
+def test_wire_format_keeps_tensors():
+    import strata
+    from strata.distributed.rpc._agent import _deserialize, _serialize
+
+    x = [strata.ones(3, dtype=strata.bfloat16) * 1.5, strata.arange(6).reshape(2, 3).t(),
+         strata.nn.Parameter(strata.randn(2)), strata.tensor(3.0, requires_grad=True), strata.zeros(0, 4),
+         strata.tensor([True, False]), strata.randn(2, dtype=strata.complex64)]
+    x.append(x[0])
+    body, tmeta, buffers, tensors = _serialize({"xs": x})
+    assert len(tensors) == 7
+    raw = bytearray(b"".join(bytes(memoryview(b)) for b in buffers))
+    y = _deserialize(body, tmeta, raw)[0]["xs"]
+    assert y[0] is y[-1]
+    for a, b in zip(x, y):
+        assert (a.dtype, tuple(a.shape), type(a), a.requires_grad) == (b.dtype, tuple(b.shape), type(b),
+                                                                        b.requires_grad)
+        assert b.grad_fn is None and strata.equal(a.detach(), b.detach())

@@ -6,11 +6,13 @@ peer the first time it sends to it and keeps that connection: requests go one wa
 same socket. Every connection has a reader thread; requests are executed by a pool of `num_worker_threads` daemon
 threads, which also complete the callers' Futures with the replies (and so run their `then` callbacks).
 
-A message is a fixed header (kind, id, three lengths) and three parts: a small plain pickle of metadata (distributed
-autograd information), the body pickled with a Pickler that takes tensors and RRefs out of band, and the tensors
-(detached) pickled on their own with Strata's tensor pickling. Tensors therefore never go through the restricted
-unpickler of strata.load, keep their dtype, shape and requires_grad (a Parameter stays a Parameter) and a tensor
-appearing twice in one message arrives as one tensor."""
+A message is a fixed header (kind, id, four lengths) and four parts: a small plain pickle of metadata (distributed
+autograd information), the body pickled with a Pickler that takes tensors and RRefs out of band, the tensors'
+descriptions (dtype, shape, requires_grad, Parameter or not, offset) and their raw bytes, sent from and received
+into memory without pickling (64-byte aligned; the received tensors are views of the receive buffer). Tensors
+therefore never go through the restricted unpickler of strata.load, keep their dtype, shape and requires_grad (a
+Parameter stays a Parameter), and a tensor appearing twice in one message arrives as one tensor (views of one
+storage arrive as separate tensors)."""
 
 import datetime
 import io
@@ -33,7 +35,7 @@ DEFAULT_NUM_WORKER_THREADS = 16
 DEFAULT_INIT_METHOD = "env://"
 DEFAULT_SHUTDOWN_TIMEOUT = 0.0
 
-_HEADER = struct.Struct("!BQQQQ")
+_HEADER = struct.Struct("!BQQQQQ")
 _REQUEST, _REPLY_OK, _REPLY_ERR = 0, 1, 2
 
 
@@ -126,30 +128,75 @@ class _Unpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"rpc: unknown persistent id {pid!r}")
 
 
-def _serialize(obj):
-    """(body bytes, tensor bytes, the tensors found in obj, in order)."""
+_ALIGN = 64
+
+
+def _tensor_buffer(t):
+    """(wire description, a contiguous NumPy array over t's data): raw bytes, no pickling of the data."""
+    from ... import _C
     from ...nn.parameter import Parameter
 
+    d = t.detach()
+    if not d.is_contiguous():
+        d = d.contiguous()
+    name = str(d.dtype).rsplit(".", 1)[-1]
+    try:
+        arr = d.numpy()
+        viewed = False
+    except Exception:  # dtypes NumPy lacks (bfloat16, ...): their bits as an integer type of the same width
+        arr = d.view({1: _C.uint8, 2: _C.int16, 4: _C.int32, 8: _C.int64}[d.element_size()]).numpy()
+        viewed = True
+    return (name, tuple(d.shape), arr.dtype.str, viewed, bool(t.requires_grad), isinstance(t, Parameter)), arr
+
+
+def _serialize(obj):
+    """(body bytes, tensor descriptions (pickled), raw buffers, the tensors found in obj in order). The tensors'
+    bytes follow each other in the message, each padded to 64 bytes."""
     buf = io.BytesIO()
     p = _Pickler(buf)
     p.dump(obj)
     tensors = p.tensors
-    wire = [(t.detach(), bool(t.requires_grad), isinstance(t, Parameter)) for t in tensors]
-    return buf.getvalue(), pickle.dumps(wire, protocol=5) if tensors else b"", tensors
+    descs, buffers, offset = [], [], 0
+    for t in tensors:
+        try:
+            desc, arr = _tensor_buffer(t)
+        except Exception:  # sparse and other layouts: Strata's tensor pickling
+            descs.append(("pickle", pickle.dumps((t.detach(), bool(t.requires_grad)))))
+            continue
+        raw = memoryview(arr.reshape(-1)).cast("B")
+        pad = (-offset) % _ALIGN
+        if pad:
+            buffers.append(bytes(pad))
+        descs.append(desc + (offset + pad, raw.nbytes))
+        buffers.append(raw)
+        offset += pad + raw.nbytes
+    return buf.getvalue(), pickle.dumps(descs) if tensors else b"", buffers, tensors
 
 
-def _deserialize(body, blob):
+def _deserialize(body, tmeta, raw):
     """(the object, the tensors it holds, in the sender's order)."""
+    import numpy as np
+
+    import strata
     from ...nn.parameter import Parameter
 
     tensors = []
-    if blob:
-        for t, rg, is_param in pickle.loads(blob):
-            if is_param:
-                t = Parameter(t, requires_grad=rg)
-            elif rg:
-                t.requires_grad_(True)
-            tensors.append(t)
+    for desc in (pickle.loads(tmeta) if tmeta else ()):
+        if desc[0] == "pickle":
+            t, rg = pickle.loads(desc[1])
+            tensors.append(t.requires_grad_(True) if rg else t)
+            continue
+        name, shape, np_dtype, viewed, rg, is_param, offset, nbytes = desc
+        dt = np.dtype(np_dtype)
+        arr = np.frombuffer(raw, dtype=dt, count=nbytes // dt.itemsize, offset=offset).reshape(shape)
+        t = strata.from_numpy(arr)
+        if viewed:
+            t = t.view(getattr(strata, name))
+        if is_param:
+            t = Parameter(t, requires_grad=rg)
+        elif rg:
+            t.requires_grad_(True)
+        tensors.append(t)
     return _Unpickler(io.BytesIO(body), tensors).load(), tensors
 
 
@@ -185,7 +232,7 @@ class RemoteError:
 
 # ---- transport ------------------------------------------------------------------------------------------------
 
-def _recv_exact(sock, n):
+def _recv_exact(sock, n, copy=True):
     buf = bytearray(n)
     view = memoryview(buf)
     got = 0
@@ -194,7 +241,7 @@ def _recv_exact(sock, n):
         if k == 0:
             raise ConnectionError("connection closed")
         got += k
-    return bytes(buf)
+    return bytes(buf) if copy else buf
 
 
 class _Conn:
@@ -207,27 +254,29 @@ class _Conn:
         self.thread = threading.Thread(target=self._read_loop, name=f"rpc-reader-{peer_id}", daemon=True)
         self.thread.start()
 
-    def send(self, kind, mid, meta, body, blob):
-        header = _HEADER.pack(kind, mid, len(meta), len(body), len(blob))
+    def send(self, kind, mid, meta, body, tmeta, buffers):
+        nraw = sum(memoryview(b).nbytes for b in buffers)
+        header = _HEADER.pack(kind, mid, len(meta), len(body), len(tmeta), nraw)
         with self.lock:
             if self.closed:
                 raise RuntimeError(f"rpc: the connection to worker {self.peer_id} is closed")
-            self.sock.sendall(header + meta + body)
-            if blob:
-                self.sock.sendall(blob)
+            self.sock.sendall(header + meta + body + tmeta)
+            for b in buffers:
+                self.sock.sendall(b)
 
     def _read_loop(self):
         try:
             while True:
-                kind, mid, lm, lb, lt = _HEADER.unpack(_recv_exact(self.sock, _HEADER.size))
+                kind, mid, lm, lb, lt, lr = _HEADER.unpack(_recv_exact(self.sock, _HEADER.size))
                 meta = _recv_exact(self.sock, lm)
                 body = _recv_exact(self.sock, lb)
-                blob = _recv_exact(self.sock, lt) if lt else b""
+                tmeta = _recv_exact(self.sock, lt) if lt else b""
+                raw = _recv_exact(self.sock, lr, copy=False) if lr else b""
                 if kind == _REQUEST:
-                    self.agent._pool_submit(self.agent._handle_request, self, mid, meta, body, blob)
+                    self.agent._pool_submit(self.agent._handle_request, self, mid, meta, body, tmeta, raw)
                 else:
                     # completed on the executor: a callback that blocks on another reply does not stop this reader
-                    self.agent._pool_submit(self.agent._handle_reply, kind, mid, meta, body, blob)
+                    self.agent._pool_submit(self.agent._handle_reply, kind, mid, meta, body, tmeta, raw)
         except (OSError, ConnectionError, struct.error):
             pass
         finally:
@@ -395,7 +444,7 @@ class Agent:
     def _timeout_loop(self):
         while True:
             with self._timeout_cond:
-                while not self._timeouts:
+                while not self._timeouts or self._closing:
                     if self._closing:
                         return
                     self._timeout_cond.wait()
@@ -423,7 +472,7 @@ class Agent:
             timeout = self.default_timeout
         timeout = float(timeout)
         try:
-            body, blob, tensors = _serialize(payload)
+            body, tmeta, buffers, tensors = _serialize(payload)
         except Exception as e:
             raise RuntimeError(f"rpc: cannot serialize the call to {info}: {type(e).__name__}: {e}") from None
         meta = _record_send(ctx_id, tensors, info) if record_autograd else None
@@ -439,7 +488,7 @@ class Agent:
                 heapq.heappush(self._timeouts, (deadline, mid))
                 self._timeout_cond.notify()
         try:
-            self._conn_to(info).send(_REQUEST, mid, pickle.dumps(meta), body, blob)
+            self._conn_to(info).send(_REQUEST, mid, pickle.dumps(meta), body, tmeta, buffers)
         except Exception as e:
             with self._lock:
                 p = self._pending.pop(mid, None)
@@ -448,14 +497,14 @@ class Agent:
                 fut.set_exception(RuntimeError(f"rpc: sending to {info} failed: {e}"))
         return fut
 
-    def _handle_reply(self, kind, mid, meta, body, blob):
+    def _handle_reply(self, kind, mid, meta, body, tmeta, raw):
         with self._lock:
             p = self._pending.pop(mid, None)
             self._pending_cond.notify_all()
         if p is None:  # timed out already
             return
         try:
-            value, tensors = _deserialize(body, blob)
+            value, tensors = _deserialize(body, tmeta, raw)
         except Exception as e:
             p.future.set_exception(RuntimeError(f"rpc: cannot deserialize the reply from {p.to}: "
                                                 f"{type(e).__name__}: {e}"))
@@ -469,13 +518,13 @@ class Agent:
         p.future.set_result(value)
 
     # ---- serving ----
-    def _handle_request(self, conn, mid, meta, body, blob):
+    def _handle_request(self, conn, mid, meta, body, tmeta, raw):
         from ..autograd import _record_recv, _running_in
 
         ctx_id = None
         try:
             meta = pickle.loads(meta)
-            (func, args, kwargs), tensors = _deserialize(body, blob)
+            (func, args, kwargs), tensors = _deserialize(body, tmeta, raw)
             ctx_id = _record_recv(meta, tensors)
             with _running_in(ctx_id):
                 result = func(*args, **kwargs)
@@ -508,16 +557,16 @@ class Agent:
         from ..autograd import _record_send
 
         try:
-            body, blob, tensors = _serialize(value)
+            body, tmeta, buffers, tensors = _serialize(value)
         except Exception as e:
             self._reply_error(conn, mid, RuntimeError(f"rpc: cannot serialize the result: {type(e).__name__}: {e}"))
             return
         meta = _record_send(ctx_id, tensors, None)
-        conn.send(_REPLY_OK, mid, pickle.dumps(meta), body, blob)
+        conn.send(_REPLY_OK, mid, pickle.dumps(meta), body, tmeta, buffers)
 
     def _reply_error(self, conn, mid, exc):
-        body, blob, _ = _serialize(RemoteError(exc, self.me))
-        conn.send(_REPLY_ERR, mid, pickle.dumps(None), body, blob)
+        body, tmeta, buffers, _ = _serialize(RemoteError(exc, self.me))
+        conn.send(_REPLY_ERR, mid, pickle.dumps(None), body, tmeta, buffers)
 
     # ---- shutdown ----
     def wait_outstanding(self):
@@ -550,6 +599,20 @@ class Agent:
         for p in pending:
             p.future.set_exception(RuntimeError("rpc: the RPC agent was shut down before the call completed"))
         self.owned.clear()
+        if self.owns_store:
+            # rank 0 serves the rendezvous store: free its port now (a later init_rpc may need it)
+            server = getattr(self.store, "_server", None)
+            try:
+                if server is not None:
+                    server.shutdown()
+                    server.server_close()
+                    self.store._server = None
+                sock = getattr(self.store, "_sock", None)
+                if sock is not None:
+                    sock.close()
+            except OSError:
+                pass
+        self.store = None
 
 
 def _is_async_function(func):

@@ -202,7 +202,10 @@ def _remote_create(rid, func, args, kwargs):
     except BaseException as e:
         fut.set_exception(e)
         return None
-    if A._is_async_function(func):
+    deferred = isinstance(value, A._Deferred)  # a proxy's call of an @async_execution method
+    if deferred:
+        value = value.future
+    if deferred or A._is_async_function(func):
         if not isinstance(value, Future):
             fut.set_exception(TypeError(f"rpc.remote: {getattr(func, '__qualname__', func)} is decorated with "
                                         "@async_execution and must return a Future"))
