@@ -23,9 +23,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def _libs(always_torch=False):
     """strata, and torch as the reference when its rpc is available (not probed inside the workers: importing torch
     there would cost seconds). Worker processes importing torch take seconds each, so the reference runs of the
-    API scenarios happen with STRATA_TEST_TORCH_RPC=1 only; the training comparison always runs it."""
+    API scenarios happen with STRATA_TEST_TORCH_RPC=1 only; the training comparison runs it unless that is 0."""
     out = ["strata"]
-    if "RPC_TEST_LIB" in os.environ or not (always_torch or os.environ.get("STRATA_TEST_TORCH_RPC") == "1"):
+    flag = os.environ.get("STRATA_TEST_TORCH_RPC")
+    if "RPC_TEST_LIB" in os.environ or flag == "0" or not (always_torch or flag == "1"):
         return out
     try:
         import torch.distributed.rpc as trpc
@@ -448,6 +449,13 @@ def _scenario_remote_module(rpc, rank, world):
         s = rpc.remote("worker2", _square_sum_rref, args=(x,)).to_here()
         s.backward(ctx)
         r["rref_backward"] = dist_autograd.get_gradients(ctx)[x].numpy()
+    # one tensor sent to two workers and also used locally: the shared graph is traversed by three passes
+    with dist_autograd.context() as ctx:
+        h = x * 2
+        y1 = rpc.rpc_sync("worker1", T.mul, args=(h, 3.0))
+        y2 = rpc.rpc_sync("worker2", T.mul, args=(h, 4.0))
+        dist_autograd.backward(ctx, [(y1 + y2 + h).sum()])
+        r["shared"] = dist_autograd.get_gradients(ctx)[x].numpy()
     try:
         rm.parameters()
         r["unsupported"] = None
@@ -468,6 +476,7 @@ def test_remote_module_and_input_grads(lib, tmp_path):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     x = np.linspace(-1, 1, 6).reshape(2, 3)
     np.testing.assert_allclose(r["rref_backward"], 2 * x, rtol=1e-6)
+    np.testing.assert_allclose(r["shared"], np.full((2, 3), 16.0))
     assert r["unsupported"] == "ValueError"
 
 

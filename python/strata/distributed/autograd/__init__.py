@@ -7,8 +7,11 @@ leaves they reach: a recv leaf's gradient is sent to the worker that sent that t
 backward from the sent tensors with it (recursively, across workers); every other leaf's gradient is accumulated
 in the context (`get_gradients`), never in `.grad`.
 
-Each send is differentiated in its own local pass when its gradient arrives (torch's "FAST mode"): a graph part
-shared by two sends is traversed once per send, which needs retain_graph=True as in torch.
+Each send is differentiated in its own local pass when its gradient arrives: a graph part shared by the roots and
+sends, or by two sends (a tensor sent twice), is traversed once per pass, the gradients adding up. So that this
+works, every pass keeps the graph (retain_graph=True inside); the graph is freed when its tensors are dropped (the
+context keeps the sent tensors until it exits). Hence `retain_graph=False` frees nothing early, and a second
+backward in the same context works where torch raises.
 
 The local pass needs the leaves its graph reaches. Strata's graph nodes do not name their leaf tensors, so they are
 found by matching the AccumulateGrad nodes reached against the candidates of the context: recv leaves, sent
@@ -295,8 +298,10 @@ def _local_backward(ctx, outputs, grads, retain_graph):
         # A leaf no Python object refers to any more is not found: its gradient could not be looked up anyway.
         leaves = _leaves_for(ctx, acc)
         if leaves:
+            # The graph is always kept (see the module's docstring): a part reached by this pass may be reached again
+            # by the pass of a send whose gradient arrives later.
             gs = strata.autograd.grad([o for o, _ in nonleaf], leaves, grad_outputs=[g for _, g in nonleaf],
-                                      retain_graph=retain_graph, allow_unused=True)
+                                      retain_graph=True, allow_unused=True)
             for t, g in zip(leaves, gs):
                 if g is not None:
                     add(t, g)
