@@ -338,6 +338,13 @@ class Agent:
         self._watchdog = threading.Thread(target=self._timeout_loop, name="rpc-timeouts", daemon=True)
         self._watchdog.start()
 
+        try:
+            self._rendezvous(name, rank, world_size, store)
+        except BaseException:
+            self.close()
+            raise
+
+    def _rendezvous(self, name, rank, world_size, store):
         self.prefix = f"rpc{store.add(f'rpc_generation/{rank}', 1)}"
         host = _advertised_host(store)
         store.set(f"{self.prefix}/worker/{rank}", pickle.dumps((name, host, self._listener.getsockname()[1])))
