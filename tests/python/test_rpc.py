@@ -44,7 +44,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _run(scenario, world_size, lib="strata", tmp_path=None, timeout=120):
+def _run(scenario, world_size, lib="strata", tmp_path=None, timeout=120, exit_codes=None):
     """Starts world_size workers running `scenario`; returns what rank 0's scenario returned."""
     port = _free_port()
     out = os.path.join(str(tmp_path), f"{scenario}-{lib}.pkl")
@@ -66,7 +66,8 @@ def _run(scenario, world_size, lib="strata", tmp_path=None, timeout=120):
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    bad = [(r, p.returncode) for r, p in enumerate(procs) if p.returncode != 0]
+    exit_codes = exit_codes or [0] * world_size
+    bad = [(r, p.returncode) for r, p in enumerate(procs) if p.returncode != exit_codes[r]]
     assert not bad, f"{lib} workers failed {bad}:\n" + "\n".join(f"--- rank {r}:\n{log[-3000:]}"
                                                               for r, log in enumerate(logs))
     with open(out, "rb") as f:
@@ -619,3 +620,33 @@ def test_wire_format_keeps_tensors():
         assert (a.dtype, tuple(a.shape), type(a), a.requires_grad) == (b.dtype, tuple(b.shape), type(b),
                                                                         b.requires_grad)
         assert b.grad_fn is None and strata.equal(a.detach(), b.detach())
+
+
+# ---- a worker that dies: the calls waiting on it fail at once, later calls fail to connect -----------------------
+
+def _scenario_death(rpc, rank, world):
+    if rank == 1:
+        time.sleep(60)  # until rank 0 makes it exit
+        return None
+    r = {}
+    t0 = time.monotonic()
+    for key in ("in_flight", "after"):
+        try:
+            rpc.rpc_sync("worker1", os._exit, args=(3,)) if key == "in_flight" else \
+                rpc.rpc_sync("worker1", T.add, args=(T.ones(1), 1))
+            r[key] = None
+        except RuntimeError as e:
+            r[key] = str(e)
+    r["seconds"] = time.monotonic() - t0
+    rpc.shutdown(graceful=False)
+    return r
+
+
+_scenario_death.shuts_down = True
+
+
+def test_dead_worker(tmp_path):
+    r = _run("death", 2, "strata", tmp_path, exit_codes=[0, 3])
+    assert "lost" in r["in_flight"] and "worker1" in r["in_flight"]
+    assert "connect" in r["after"]
+    assert r["seconds"] < 20  # not the 60 s timeout
