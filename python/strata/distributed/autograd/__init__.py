@@ -335,7 +335,8 @@ def _backward_send(ctx_id, sid, by_pos, retain_graph):
 
 def backward(context_id, roots, retain_graph=False):
     """Runs the distributed backward pass from the scalar tensors `roots` in context `context_id`; the gradients
-    are accumulated in the contexts of the workers holding the leaves (get_gradients), not in .grad."""
+    are accumulated in the contexts of the workers holding the leaves (get_gradients), not in .grad. Graphs are
+    kept whatever retain_graph says (see the module's docstring)."""
     import strata
 
     ctx = _retrieve_context(context_id)
