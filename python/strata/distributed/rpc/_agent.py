@@ -296,10 +296,10 @@ class _Conn:
 
 
 class _Pending:
-    __slots__ = ("future", "to", "deadline", "timeout", "ctx_id")
+    __slots__ = ("future", "to", "timeout")
 
-    def __init__(self, future, to, deadline, timeout, ctx_id):
-        self.future, self.to, self.deadline, self.timeout, self.ctx_id = future, to, deadline, timeout, ctx_id
+    def __init__(self, future, to, timeout):
+        self.future, self.to, self.timeout = future, to, timeout
 
 
 class Agent:
@@ -489,7 +489,7 @@ class Agent:
                 raise RuntimeError("rpc: the RPC agent is shut down; call init_rpc first")
             mid = next(self._ids)
             deadline = time.monotonic() + timeout if timeout > 0 else None
-            self._pending[mid] = _Pending(fut, info, deadline, timeout, meta[0] if meta else None)
+            self._pending[mid] = _Pending(fut, info, timeout)
         if deadline is not None:
             with self._timeout_cond:
                 heapq.heappush(self._timeouts, (deadline, mid))
@@ -581,10 +581,11 @@ class Agent:
             while self._pending:
                 self._pending_cond.wait(0.1)
 
-    def barrier(self, what):
+    def barrier(self, what, timeout=0.0):
+        """Every worker sets its key and waits for all (timeout in seconds; 0: no limit, peers may still work)."""
         keys = [f"{self.prefix}/{what}/{r}" for r in range(self.world_size)]
         self.store.set(keys[self.me.id], b"1")
-        self.store.wait(keys, datetime.timedelta(days=365))  # no limit: peers may still be working
+        self.store.wait(keys, datetime.timedelta(seconds=timeout) if timeout > 0 else datetime.timedelta(days=365))
 
     def close(self):
         with self._lock:

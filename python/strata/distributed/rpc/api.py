@@ -110,12 +110,13 @@ def init_rpc(name, backend=None, rank=-1, world_size=None, rpc_backend_options=N
 
 def shutdown(graceful=True, timeout=A.DEFAULT_SHUTDOWN_TIMEOUT):
     """Stops the agent. graceful=True: first waits for this worker's outstanding calls, then for every worker to
-    reach shutdown (a barrier through the store), serving their requests meanwhile, so no work is lost."""
+    reach shutdown (a barrier through the store), serving their requests meanwhile, so no work is lost. timeout
+    (seconds, 0: none) bounds the wait for the other workers; past it the store raises DistStoreError."""
     global _agent
     agent = _require_agent("shutdown")
     if graceful:
         agent.wait_outstanding()
-        agent.barrier("shutdown")
+        agent.barrier("shutdown", float(timeout))
         if agent.owns_store:
             # The rendezvous server lives in rank 0: it leaves last, once everyone is past the barrier.
             agent.store.add(f"{agent.prefix}/exit", 1)
