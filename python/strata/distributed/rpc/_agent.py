@@ -4,7 +4,7 @@ One agent per process (`_agent`), made by init_rpc. Each worker listens on a TCP
 publishes (name, host, port) in the rendezvous store; every worker reads the others' entries. A worker connects to a
 peer the first time it sends to it and keeps that connection: requests go one way on it and replies come back on the
 same socket. Every connection has a reader thread; requests are executed by a pool of `num_worker_threads` daemon
-threads, which also complete the callers' Futures with the replies (and so run their `then` callbacks).
+threads; replies complete the callers' Futures (and run their `then` callbacks) on a second pool of 4 threads.
 
 A message is a fixed header (kind, id, four lengths) and four parts: a small plain pickle of metadata (distributed
 autograd information), the body pickled with a Pickler that takes tensors and RRefs out of band, the tensors'
@@ -14,6 +14,7 @@ therefore never go through the restricted unpickler of strata.load, keep their d
 Parameter stays a Parameter), and a tensor appearing twice in one message arrives as one tensor (views of one
 storage arrive as separate tensors)."""
 
+import collections
 import datetime
 import io
 import itertools
@@ -273,10 +274,10 @@ class _Conn:
                 tmeta = _recv_exact(self.sock, lt) if lt else b""
                 raw = _recv_exact(self.sock, lr, copy=False) if lr else b""
                 if kind == _REQUEST:
-                    self.agent._pool_submit(self.agent._handle_request, self, mid, meta, body, tmeta, raw)
+                    self.agent._executor.submit(self.agent._handle_request, self, mid, meta, body, tmeta, raw)
                 else:
-                    # completed on the executor: a callback that blocks on another reply does not stop this reader
-                    self.agent._pool_submit(self.agent._handle_reply, kind, mid, meta, body, tmeta, raw)
+                    # completed off this thread: a callback that blocks on another reply does not stop this reader
+                    self.agent._completer.submit(self.agent._handle_reply, kind, mid, meta, body, tmeta, raw)
         except (OSError, ConnectionError, struct.error):
             pass
         finally:
@@ -293,6 +294,40 @@ class _Conn:
         except OSError:
             pass
         self.sock.close()
+
+
+class _Pool:
+    """A FIFO of calls run by `n` daemon threads (daemon: a stuck user function cannot keep the interpreter alive)."""
+
+    def __init__(self, n, name):
+        self._queue = collections.deque()
+        self._cond = threading.Condition()
+        self._threads = [threading.Thread(target=self._loop, name=f"{name}-{i}", daemon=True) for i in range(n)]
+        for t in self._threads:
+            t.start()
+
+    def submit(self, fn, *args):
+        with self._cond:
+            self._queue.append((fn, args))
+            self._cond.notify()
+
+    def _loop(self):
+        while True:
+            with self._cond:
+                while not self._queue:
+                    self._cond.wait()
+                fn, args = self._queue.popleft()
+            if fn is None:
+                return
+            try:
+                fn(*args)
+            except Exception:  # a failure to reply (the caller went away); nothing else to tell
+                pass
+
+    def stop(self):
+        with self._cond:
+            self._queue.extend([(None, ())] * len(self._threads))
+            self._cond.notify_all()
 
 
 class _Pending:
@@ -321,13 +356,10 @@ class Agent:
         self._timeouts = []  # heap of (deadline, message id)
         self._timeout_cond = threading.Condition()
 
-        # the executor: daemon threads so that a stuck user function cannot keep the interpreter alive at exit
-        self._queue = []
-        self._queue_cond = threading.Condition()
-        self._threads = [threading.Thread(target=self._pool_loop, name=f"rpc-worker-{i}", daemon=True)
-                         for i in range(max(1, int(options.num_worker_threads)))]
-        for t in self._threads:
-            t.start()
+        # Requests run on the executor (num_worker_threads); replies are completed, and their callbacks run, on a
+        # pool of their own: a request handler blocked on a nested call does not hold up the reply it waits for.
+        self._executor = _Pool(max(1, int(options.num_worker_threads)), "rpc-worker")
+        self._completer = _Pool(4, "rpc-reply")
 
         self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -427,25 +459,6 @@ class Agent:
             for _, p in lost:
                 if not self._closing:
                     p.future.set_exception(RuntimeError(f"rpc: the connection to {p.to} was lost before it replied"))
-
-    # ---- executor ----
-    def _pool_submit(self, fn, *args):
-        with self._queue_cond:
-            self._queue.append((fn, args))
-            self._queue_cond.notify()
-
-    def _pool_loop(self):
-        while True:
-            with self._queue_cond:
-                while not self._queue:
-                    self._queue_cond.wait()
-                fn, args = self._queue.pop(0)
-            if fn is None:
-                return
-            try:
-                fn(*args)
-            except Exception:  # a failure to reply (the caller went away); nothing else to tell
-                pass
 
     # ---- timeouts ----
     def _timeout_loop(self):
@@ -597,9 +610,8 @@ class Agent:
             pass
         for c in conns:
             c.close()
-        with self._queue_cond:
-            self._queue.extend([(None, ())] * len(self._threads))
-            self._queue_cond.notify_all()
+        self._executor.stop()
+        self._completer.stop()
         with self._timeout_cond:
             self._timeout_cond.notify_all()
         with self._lock:
