@@ -550,3 +550,17 @@ from ._collectives import (  # noqa: E402,F401
 
 from ._batch_p2p import P2POp, batch_isend_irecv, get_default_backend_for_device  # noqa: E402,F401
 from .device_mesh import DeviceMesh, init_device_mesh  # noqa: E402,F401
+
+# ---- RPC and distributed autograd: attributes of the package as in torch, imported on first use ----------------
+
+_LAZY_SUBMODULES = ("rpc", "autograd")
+
+
+def __getattr__(name):
+    if name in _LAZY_SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    from .._missing import missing_attribute
+
+    raise missing_attribute(__name__, name)

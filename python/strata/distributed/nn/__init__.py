@@ -2,6 +2,7 @@
 
 from .functional import (  # noqa: F401
     all_gather, all_reduce, all_to_all, all_to_all_single, broadcast, gather, reduce, reduce_scatter, scatter)
+from .api.remote_module import RemoteModule  # noqa: F401
 
 # Imported on first use, after strata's import gave its modules their miss hook: a torch name Strata lacks
 # says "not implemented yet" here too.
