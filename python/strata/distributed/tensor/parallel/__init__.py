@@ -1,0 +1,8 @@
+"""strata.distributed.tensor.parallel: tensor parallelism with explicit parallel styles (see style.py)."""
+
+from .api import parallelize_module
+from .style import (ColwiseParallel, ParallelStyle, PrepareModuleInput, PrepareModuleOutput, RowwiseParallel,
+                    SequenceParallel)
+
+__all__ = ["parallelize_module", "ParallelStyle", "ColwiseParallel", "RowwiseParallel", "SequenceParallel",
+           "PrepareModuleInput", "PrepareModuleOutput"]
