@@ -272,6 +272,7 @@ class DTensor(_Tensor):
     Build one with distribute_tensor() or DTensor.from_local(); not with the constructor."""
 
     _strata_param_subclass = True
+    _strata_dtensor = True
 
     def __new__(cls, *args, **kwargs):
         raise TypeError("DTensor: build a DTensor with distribute_tensor(tensor, mesh, placements) or "
