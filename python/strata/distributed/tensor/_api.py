@@ -88,7 +88,7 @@ def _normalize_placements(op, mesh, placements, ndim):
         if isinstance(p, Shard):
             d = p.dim
             if not -ndim <= d < max(ndim, 1) or ndim == 0:
-                raise ValueError(f"{op}: {p!r} is out of range for a tensor of {ndim} dimensions")
+                raise IndexError(f"{op}: {p!r} is out of range for a tensor of {ndim} dimensions")
             p = Shard(d % ndim)
         out.append(p)
     return tuple(out)
@@ -325,6 +325,11 @@ class DTensor(_Tensor):
                 f"placements={self.placements})")
 
     __str__ = __repr__
+
+    def detach(self):
+        """A DTensor sharing this one's local storage and placements, outside autograd (so state_dict() holds
+        DTensors, as torch's)."""
+        return _wrap(_Tensor.detach(self), self._spec)
 
     def __reduce_ex__(self, proto):
         raise TypeError("DTensor cannot be pickled in Strata: save full_tensor() or to_local() instead")

@@ -10,7 +10,8 @@ redistribution, so the backward pass sends gradients the right way:
 * ColwiseParallel: Linear weight/bias Shard(0), Embedding weight Shard(1). Input -> Replicate (all-gather for a
   Shard(1) sequence-parallel input); its gradient is Partial (all-reduced, then chunked for a sharded input).
   Output: Shard(-1) locally, redistributed to output_layouts.
-* RowwiseParallel: Linear weight Shard(1), bias Replicate (added once, after the reduction); Embedding weight
+* RowwiseParallel: Linear weight Shard(1), bias Replicate (added once, after the reduction; with a Shard output its
+  gradient is all-reduced over the mesh); Embedding weight
   Shard(0) (ids outside this rank's rows look up zeros). Input -> Shard(-1) (Linear) or Replicate (Embedding).
   Output: Partial, reduced to output_layouts (all-reduce for Replicate, reduce-scatter for Shard).
 * SequenceParallel: parameters Replicate; input/output Shard(sequence_dim); parameter gradients are all-reduced
@@ -21,7 +22,7 @@ import strata
 import strata.nn as nn
 import strata.nn.functional as F
 
-from .._api import DTensor, distribute_tensor, _replace_param
+from .._api import DTensor, _chunk_sizes, _replace_param, distribute_tensor
 from ..placement_types import Partial, Placement, Replicate, Shard
 
 __all__ = ["ParallelStyle", "ColwiseParallel", "RowwiseParallel", "SequenceParallel", "PrepareModuleInput",
@@ -190,7 +191,12 @@ class RowwiseParallel(ParallelStyle):
             d = _wrap_out(out, mesh, Partial(), tuple(out.shape[:-1]) + (out_features,))
             d = d._redistribute((_norm(self.output_layouts, d),))
             if b is not None:
-                d = DTensor.from_local(d.to_local() + module.bias, mesh, d.placements, shape=d._spec.shape)
+                loc, bias, p = d.to_local(), module.bias, d.placements[0]
+                if isinstance(p, Shard) and p.dim == loc.dim() - 1:  # output features sharded: this rank's slice
+                    sizes = _chunk_sizes(out_features, mesh.size(0))
+                    k = mesh.get_local_rank(0)
+                    bias = bias.narrow(0, k * max(sizes) if sizes[k] else 0, sizes[k])
+                d = DTensor.from_local(loc + bias, mesh, d.placements, shape=d._spec.shape)
             return d.to_local() if self.use_local_output else d
 
         if isinstance(module, nn.Embedding) and isinstance(self.input_layouts, Shard):
