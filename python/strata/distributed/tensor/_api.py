@@ -214,12 +214,13 @@ def _redistribute_local(t, spec, target):
 
 
 class _Redistribute(strata.autograd.Function):
-    """Forward: the new local shard. Backward: the gradient goes the other way, a gradient for a Partial placement
-    being Replicate (the gradient of a sum of terms is the same for every term), as torch's rule."""
+    """Forward: the new local shard. Backward: the gradient goes the other way, from grad_placements (default: the
+    target placements, a Partial one read as Replicate: the gradient of a sum of terms is the same for every term)
+    to the source placements (likewise)."""
 
     @staticmethod
-    def forward(ctx, x, spec, target):
-        ctx.spec, ctx.target = spec, target
+    def forward(ctx, x, spec, target, grad_placements):
+        ctx.spec, ctx.target, ctx.gp = spec, target, grad_placements
         local = _Tensor.detach(x)
         if tuple(spec.placements) == tuple(target):
             return local.clone()
@@ -227,11 +228,12 @@ class _Redistribute(strata.autograd.Function):
 
     @staticmethod
     def backward(ctx, g):
-        gspec = DTensorSpec(ctx.spec.mesh, _unpartial(ctx.target), ctx.spec.shape)
+        gp = ctx.gp if ctx.gp is not None else _unpartial(ctx.target)
+        gspec = DTensorSpec(ctx.spec.mesh, gp, ctx.spec.shape)
         back = _unpartial(ctx.spec.placements)
-        if gspec.placements == back:
-            return g, None, None
-        return _redistribute_local(g, gspec, back), None, None
+        if tuple(gp) == back:
+            return g, None, None, None
+        return _redistribute_local(g, gspec, back), None, None, None
 
 
 class _ToLocal(strata.autograd.Function):
@@ -331,6 +333,15 @@ class DTensor(_Tensor):
         DTensors, as torch's)."""
         return _wrap(_Tensor.detach(self), self._spec)
 
+    def __deepcopy__(self, memo):
+        if id(self) in memo:
+            return memo[id(self)]
+        out = DTensor._leaf(_Tensor.detach(self).clone(), self._spec, self.requires_grad)
+        if getattr(self, "_is_param", False):
+            out._is_param = True
+        memo[id(self)] = out
+        return out
+
     def __reduce_ex__(self, proto):
         raise TypeError("DTensor cannot be pickled in Strata: save full_tensor() or to_local() instead")
 
@@ -395,9 +406,9 @@ class DTensor(_Tensor):
                                    "with DTensor.from_local")
         return self._redistribute(target, forward_dtype)
 
-    def _redistribute(self, target, forward_dtype=None):
+    def _redistribute(self, target, forward_dtype=None, grad_placements=None):
         mesh = self.device_mesh
-        out = _Redistribute.apply(self, self._spec, target)
+        out = _Redistribute.apply(self, self._spec, tuple(target), grad_placements)
         if forward_dtype is not None:
             out = out.to(forward_dtype)
         return _wrap(out, DTensorSpec(mesh, target, self._spec.shape, self._spec.stride))

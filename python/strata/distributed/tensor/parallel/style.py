@@ -8,7 +8,8 @@ result into the requested output layout in a forward hook. The communication is 
 redistribution, so the backward pass sends gradients the right way:
 
 * ColwiseParallel: Linear weight/bias Shard(0), Embedding weight Shard(1). Input -> Replicate (all-gather for a
-  Shard(1) sequence-parallel input); its gradient is Partial (all-reduced, then chunked for a sharded input).
+  Shard(1) sequence-parallel input); its gradient is Partial (all-reduced, or reduce-scattered for a sharded
+  input).
   Output: Shard(-1) locally, redistributed to output_layouts.
 * RowwiseParallel: Linear weight Shard(1), bias Replicate (added once, after the reduction; with a Shard output its
   gradient is all-reduced over the mesh); Embedding weight
@@ -17,6 +18,8 @@ redistribution, so the backward pass sends gradients the right way:
 * SequenceParallel: parameters Replicate; input/output Shard(sequence_dim); parameter gradients are all-reduced
   over the mesh (each rank saw part of the sequence).
 """
+
+import types
 
 import strata
 import strata.nn as nn
@@ -47,7 +50,10 @@ def _one(layouts, what, op):
 
 
 def _to_layout(x, mesh, layout, desired, grad_placement=None, local=True):
-    """x (a plain local tensor taken to have `layout`, or a DTensor) under `desired`: a local tensor or a DTensor."""
+    """x (a plain local tensor taken to have `layout`, or a DTensor) under `desired`: a local tensor or a DTensor.
+    grad_placement: the placement of the gradient that the local result will receive (e.g. Partial for the input
+    of a column-sharded matmul); the backward turns it into x's placement in one step (Partial -> Shard(1) is one
+    reduce-scatter)."""
     if not isinstance(x, strata.Tensor):
         return x
     if isinstance(x, DTensor):
@@ -56,13 +62,15 @@ def _to_layout(x, mesh, layout, desired, grad_placement=None, local=True):
         if layout is None:
             return x
         d = DTensor.from_local(x, mesh, [layout])
-    if desired is not None and d.placements != (desired,):
-        d = d._redistribute((_norm(desired, d),))
+    gp = None if grad_placement is None or not local or not d.is_floating_point() else (grad_placement,)
+    if desired is not None and d.placements != (_norm(desired, d),):
+        d = d._redistribute((_norm(desired, d),), grad_placements=gp)
+        gp = None
     if not local:
         return d
     if not d.is_floating_point():
         return d._local_tensor
-    return d.to_local(grad_placements=None if grad_placement is None else [grad_placement])
+    return d.to_local(grad_placements=gp)
 
 
 def _norm(p, d):
@@ -153,8 +161,8 @@ class RowwiseParallel(ParallelStyle):
             if b is not None and isinstance(self.output_layouts, Shard):
                 b.register_hook(_allreduce_grad_hook(mesh))
 
-            def forward(x):
-                return F.linear(x, module.weight)
+            def forward(self_, x):
+                return F.linear(x, self_.weight)
 
             def pre(m, inputs):
                 return (_to_layout(inputs[0], mesh, self.input_layouts, desired),) + tuple(inputs[1:])
@@ -170,15 +178,15 @@ class RowwiseParallel(ParallelStyle):
             per = -(-rows // n)
             start, count = min(k * per, rows), w.shape[0]
 
-            def forward(ids):
+            def forward(self_, ids):
                 outside = (ids < start) | (ids >= start + count)
                 local_ids = (ids - start).masked_fill(outside, 0)
-                pad = module.padding_idx
+                pad = self_.padding_idx
                 pad = pad - start if pad is not None and start <= pad < start + count else None
                 if count == 0:
                     return strata.zeros(tuple(ids.shape) + (out_features,), dtype=w.dtype)
-                out = F.embedding(local_ids, module.weight, pad, None, 2.0, module.scale_grad_by_freq,
-                                  module.sparse)
+                out = F.embedding(local_ids, self_.weight, pad, None, 2.0, self_.scale_grad_by_freq,
+                                  self_.sparse)
                 return out.masked_fill(outside.unsqueeze(-1), 0.0)
 
             def pre(m, inputs):
@@ -191,7 +199,7 @@ class RowwiseParallel(ParallelStyle):
             d = _wrap_out(out, mesh, Partial(), tuple(out.shape[:-1]) + (out_features,))
             d = d._redistribute((_norm(self.output_layouts, d),))
             if b is not None:
-                loc, bias, p = d.to_local(), module.bias, d.placements[0]
+                loc, bias, p = d.to_local(), m.bias, d.placements[0]
                 if isinstance(p, Shard) and p.dim == loc.dim() - 1:  # output features sharded: this rank's slice
                     sizes = _chunk_sizes(out_features, mesh.size(0))
                     k = mesh.get_local_rank(0)
@@ -202,7 +210,7 @@ class RowwiseParallel(ParallelStyle):
         if isinstance(module, nn.Embedding) and isinstance(self.input_layouts, Shard):
             raise ValueError("RowwiseParallel: an nn.Embedding's input (token ids) must be Replicate, got "
                              f"{self.input_layouts}")
-        module.forward = forward
+        module.forward = types.MethodType(forward, module)  # a bound method: deepcopy rebinds it to the copy
         module.register_forward_pre_hook(pre)
         module.register_forward_hook(post)
         return module
