@@ -84,6 +84,11 @@ out["run_check"] = d.to_local().tolist()
 lin = dt.distribute_module(nn.Linear(3, 2), tp)
 out["distribute_module"] = [type(p).__name__ for p in lin.parameters()] + [
     [str(x) for x in p.placements] for p in lin.parameters()]
+out["state_dict"] = {k: type(v).__name__ for k, v in lin.state_dict().items()}
+import copy
+out["deepcopy"] = [[type(p).__name__, [str(x) for x in p.placements], p.is_leaf] for p in copy.deepcopy(lin).parameters()]
+prm = nn.Parameter(dt.distribute_tensor(X, tp, [Shard(0)]))
+out["param"] = [type(prm).__name__, prm.requires_grad, prm.is_leaf, [str(x) for x in prm.placements]]
 
 # fully_shard on the world and on mesh["dp"] (two independent FSDP groups of 2), SGD and Adam
 def make():
@@ -213,3 +218,5 @@ def test_dtensor_mesh_fsdp_on_4_ranks_match_torch(tmp_path):
         for k in o["grads"]:
             _close(o["grads"][k], t["grads"][k], k)
         assert o["run_check"] == t["run_check"] and o["tp_sum"] == t["tp_sum"]
+        for k in ("state_dict", "deepcopy", "param"):
+            assert o[k] == t[k], (k, o[k], t[k])
