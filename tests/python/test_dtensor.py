@@ -47,18 +47,25 @@ W = torch.cos(torch.arange(30, dtype=torch.float32)).reshape(5, 6)
 pl = [Shard(0), Shard(1), Replicate(), Partial()]
 
 def source(m, a):
-    """A DTensor of X with placements a (Partial terms built with from_local, weights summing to 1)."""
+    """A DTensor of X with placements a (Partial terms built with from_local: weights summing to 1 for "sum",
+    averaging 1 for "avg"; X and values below (above) it for "max" ("min"))."""
     base = [Replicate() if isinstance(p, Partial) else p for p in a]
     d = dt.distribute_tensor(X, m, [Replicate()] * m.ndim).redistribute(m, base)
     loc = d.to_local()
     for i, p in enumerate(a):
         if isinstance(p, Partial):
             k, s = m.get_local_rank(i), m.size(i)
-            loc = loc * ((k + 1) * 2.0 / (s * (s + 1)))
+            if p.reduce_op == "sum":
+                loc = loc * ((k + 1) * 2.0 / (s * (s + 1)))
+            elif p.reduce_op == "avg":
+                loc = loc * ((k + 1) * 2.0 / (s + 1))
+            elif k > 0:
+                loc = loc + (k + 1.5) * (1 if p.reduce_op == "min" else -1)
     return DTensor.from_local(loc, m, list(a), shape=X.shape, stride=X.stride())
 
 res, grads = {}, {}
-for m, combos in ((tp, [(p,) for p in pl]), (mesh, list(itertools.product(pl, pl)))):
+pl1 = pl + [Partial("avg"), Partial("max"), Partial("min")]
+for m, combos in ((tp, [(p,) for p in pl1]), (mesh, list(itertools.product(pl, pl)))):
     for a in combos:
         d0 = source(m, a)
         for b in combos:
@@ -86,7 +93,8 @@ out["distribute_module"] = [type(p).__name__ for p in lin.parameters()] + [
     [str(x) for x in p.placements] for p in lin.parameters()]
 out["state_dict"] = {k: type(v).__name__ for k, v in lin.state_dict().items()}
 import copy
-out["deepcopy"] = [[type(p).__name__, [str(x) for x in p.placements], p.is_leaf] for p in copy.deepcopy(lin).parameters()]
+out["deepcopy"] = [[type(p).__name__, [str(x) for x in p.placements], p.is_leaf]
+                  for p in copy.deepcopy(lin).parameters()]
 prm = nn.Parameter(dt.distribute_tensor(X, tp, [Shard(0)]))
 out["param"] = [type(prm).__name__, prm.requires_grad, prm.is_leaf, [str(x) for x in prm.placements]]
 
@@ -202,7 +210,7 @@ def test_dtensor_mesh_fsdp_on_4_ranks_match_torch(tmp_path):
         full = (np.arange(30).reshape(5, 6) * 0.5 - 3.0).tolist()
         for k, (local, got_full, _) in o["res"].items():
             _close(got_full, full, k)
-    assert len(ours[0]["res"]) == 13 + 169
+    assert len(ours[0]["res"]) == 25 + 169
     try:
         import torch  # noqa: F401
     except ImportError:

@@ -13,15 +13,15 @@ backward keeps the unsharded gradient instead and adds it to the next synchronis
 accumulation with one reduce-scatter).
 
 reshard_after_forward=True puts the sharded parameters back into the module after forward; False leaves the
-gathered ones there until backward starts (or the next forward, or reshard(); at once when grad mode is off). In both cases the gathered tensors stay referenced by the
-autograd graph until backward has run (Strata cannot free a tensor's storage under autograd), so this
+gathered ones there until backward starts (or the next forward, or reshard(); at once when grad mode is off). In
+both cases the gathered tensors stay referenced by the autograd graph until backward has run (Strata cannot free a tensor's storage under autograd), so this
 implementation saves memory between steps (parameters, gradients and optimizer state are sharded), not within
 one forward/backward; backward does not gather again."""
 
 import strata
 from strata.autograd import Function
 
-from ..tensor._api import DTensor, DTensorSpec, _all_gather, _chunk_sizes, _reduce_scatter, _replace_param
+from ..tensor._api import DTensor, DTensorSpec, _all_gather, _chunk, _reduce_scatter, _replace_param
 from ..tensor.placement_types import Shard
 
 __all__ = ["fully_shard", "FSDPModule", "MixedPrecisionPolicy", "OffloadPolicy", "CPUOffloadPolicy",
@@ -241,8 +241,6 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
         if p.dim() == 0:
             raise NotImplementedError(f"fully_shard: parameter {name!r} of {type(owner).__name__} is a 0-d tensor, "
                                       "which cannot be sharded on dim 0")
-        from ..tensor._api import _chunk
-
         local = _chunk(_Tensor.detach(p).contiguous(), 0, mesh, 0).clone()
         spec = DTensorSpec(mesh, (Shard(0),), tuple(p.shape))
         d = DTensor._leaf(local, spec, p.requires_grad)
