@@ -3,9 +3,10 @@ SequenceParallel / PrepareModuleInput on Linear, Embedding and LayerNorm.
 
 One worker script runs through the launcher: on 2 ranks (a 1-D "tp" mesh over the world) and on 4 ranks (a 2 x 2
 ("dp", "tp") mesh: tensor parallelism on mesh["tp"], data parallelism by all-reducing gradients over mesh["dp"]).
-Each run trains a small embedding + LayerNorm + 2-layer MLP model for 4 SGD and 4 Adam steps, with and without
-sequence parallelism, and asserts that losses, outputs, gradients and parameters equal single-process training on
-the whole batch. The 4-rank worker also runs on torch (gloo) when torch is installed: the same script, the same
+Each run trains a small embedding + LayerNorm + 3-Linear model for 4 SGD and 4 Adam steps, with and without
+sequence parallelism, and asserts that outputs, gradients and parameters equal single-process training on the
+whole batch; on 4 ranks also with fully_shard over mesh["dp"] on top of the tensor parallelism (2-D), where
+clip_grad_norm_'s total norm must match too. The 4-rank worker also runs on torch (gloo) when torch is installed: the same script, the same
 assertions against torch's own single-process training."""
 
 import os
@@ -57,45 +58,61 @@ def make():
 
 IDS = torch.tensor([[1, 5, 10, 3], [0, 7, 7, 2], [4, 4, 9, 6], [8, 2, 1, 0]])
 per = 4 // dp_size
+
+def parallelize(model, sp):
+    if sp:
+        plan = {"emb": tpar.RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)),
+                "norm": tpar.SequenceParallel(),
+                "up": tpar.ColwiseParallel(input_layouts=Shard(1)),
+                "down": tpar.RowwiseParallel(),
+                "head": tpar.ColwiseParallel(output_layouts=Replicate())}
+    else:
+        plan = {"emb": tpar.ColwiseParallel(output_layouts=Replicate()),
+                "up": tpar.ColwiseParallel(), "down": tpar.RowwiseParallel(output_layouts=Shard(-1)),
+                "head": tpar.RowwiseParallel()}
+    tpar.parallelize_module(model, tp_mesh, plan)
+    if not sp:
+        tpar.parallelize_module(model, tp_mesh, {"norm": tpar.PrepareModuleInput(
+            input_layouts=Replicate(), desired_input_layouts=Replicate(), use_local_output=True)})
+
+def train(ref, model, opt, steps, manual_dp, sp):
+    if opt == "sgd":
+        o1, o2 = torch.optim.SGD(ref.parameters(), lr=0.1), torch.optim.SGD(model.parameters(), lr=0.1)
+    else:
+        o1, o2 = torch.optim.Adam(ref.parameters(), lr=0.05), torch.optim.Adam(model.parameters(), lr=0.05)
+    for step in range(steps):
+        tgt = torch.sin(torch.arange(64.0).reshape(4, 4, 4) + step)
+        y1 = ref(IDS)
+        l1 = ((y1 - tgt) ** 2).mean()
+        mine = slice(dp_rank * per, (dp_rank + 1) * per)
+        y2 = model(IDS[mine])
+        l2 = ((y2 - tgt[mine]) ** 2).mean()
+        o1.zero_grad(); o2.zero_grad(); l1.backward(); l2.backward()
+        if manual_dp and dp_group is not None:  # data parallelism over mesh["dp"]: average the local gradients
+            for p in model.parameters():
+                g = p.grad.to_local() if isinstance(p.grad, DTensor) else p.grad
+                dist.all_reduce(g, group=dp_group)
+                g.div_(dp_size)
+        assert (y1[mine] - y2).abs().max().item() < 1e-5, (opt, sp, step)
+        # under FSDP every parameter is a DTensor; torch refuses DTensors on different meshes (mesh["dp"] for the
+        # LayerNorm that tensor parallelism left alone, the 2-D mesh for the others): Strata reduces each on its own
+        if not manual_dp and (sp or LIB == "strata"):
+            n1 = nn.utils.clip_grad_norm_(ref.parameters(), 1e9)
+            n2 = nn.utils.clip_grad_norm_(model.parameters(), 1e9)
+            assert abs(n1.item() - n2.item()) < 1e-5, (n1, n2)
+        for (name, p1), p2 in zip(ref.named_parameters(), model.parameters()):
+            g2 = p2.grad.full_tensor() if isinstance(p2.grad, DTensor) else p2.grad
+            assert (p1.grad - g2).abs().max().item() < 1e-5, (opt, sp, step, name)
+        o1.step(); o2.step()
+    for (name, p1), p2 in zip(ref.named_parameters(), model.parameters()):
+        full = p2.full_tensor() if isinstance(p2, DTensor) else p2
+        assert (p1 - full).abs().max().item() < 1e-5, (opt, sp, name)
+
 for opt in ("sgd", "adam"):
     for sp in (False, True):
         ref, model = make(), make()
-        if sp:
-            plan = {"emb": tpar.RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)),
-                    "norm": tpar.SequenceParallel(),
-                    "up": tpar.ColwiseParallel(input_layouts=Shard(1)),
-                    "down": tpar.RowwiseParallel(),
-                    "head": tpar.ColwiseParallel(output_layouts=Replicate())}
-        else:
-            plan = {"emb": tpar.ColwiseParallel(output_layouts=Replicate()),
-                    "up": tpar.ColwiseParallel(), "down": tpar.RowwiseParallel(output_layouts=Shard(-1)),
-                    "head": tpar.RowwiseParallel()}
-        tpar.parallelize_module(model, tp_mesh, plan)
-        if not sp:
-            tpar.parallelize_module(model, tp_mesh, {"norm": tpar.PrepareModuleInput(
-                input_layouts=Replicate(), desired_input_layouts=Replicate(), use_local_output=True)})
-        if opt == "sgd":
-            o1, o2 = torch.optim.SGD(ref.parameters(), lr=0.1), torch.optim.SGD(model.parameters(), lr=0.1)
-        else:
-            o1, o2 = torch.optim.Adam(ref.parameters(), lr=0.05), torch.optim.Adam(model.parameters(), lr=0.05)
-        for step in range(4):
-            tgt = torch.sin(torch.arange(64.0).reshape(4, 4, 4) + step)
-            y1 = ref(IDS)
-            l1 = ((y1 - tgt) ** 2).mean()
-            mine = slice(dp_rank * per, (dp_rank + 1) * per)
-            y2 = model(IDS[mine])
-            l2 = ((y2 - tgt[mine]) ** 2).mean()
-            o1.zero_grad(); o2.zero_grad(); l1.backward(); l2.backward()
-            if dp_group is not None:  # data parallelism over mesh["dp"]: average the local gradients
-                for p in model.parameters():
-                    g = p.grad.to_local() if isinstance(p.grad, DTensor) else p.grad
-                    dist.all_reduce(g, group=dp_group)
-                    g.div_(dp_size)
-            assert (y1[mine] - y2).abs().max().item() < 1e-5, (opt, sp, step)
-            for (name, p1), p2 in zip(ref.named_parameters(), model.parameters()):
-                g2 = p2.grad.full_tensor() if isinstance(p2.grad, DTensor) else p2.grad
-                assert (p1.grad - g2).abs().max().item() < 1e-5, (opt, sp, step, name)
-            o1.step(); o2.step()
+        parallelize(model, sp)
+        train(ref, model, opt, 4, True, sp)
         placements = {name: (p.placements if isinstance(p, DTensor) else None) for name, p in model.named_parameters()}
         if sp:
             assert placements["emb.weight"] == (Shard(0),) and placements["norm.weight"] == (Replicate(),)
@@ -103,9 +120,19 @@ for opt in ("sgd", "adam"):
             assert placements["emb.weight"] == (Shard(1),) and placements["norm.weight"] is None
             assert placements["head.weight"] == (Shard(1),) and placements["down.bias"] == (Replicate(),)
         assert placements["up.weight"] == (Shard(0),) and placements["up.bias"] == (Shard(0),)
-        for (name, p1), p2 in zip(ref.named_parameters(), model.parameters()):
-            full = p2.full_tensor() if isinstance(p2, DTensor) else p2
-            assert (p1 - full).abs().max().item() < 1e-5, (opt, sp, name)
+
+if n == 4:  # FSDP over mesh["dp"] on top of TP over mesh["tp"] (2-D parallelism)
+    fsdp = importlib.import_module(LIB + ".distributed.fsdp")
+    for sp in (False, True):
+        ref, model = make(), make()
+        parallelize(model, sp)
+        fsdp.fully_shard(model.up, mesh=mesh["dp"])
+        fsdp.fully_shard(model, mesh=mesh["dp"])
+        w = model.up.weight
+        assert w.device_mesh == mesh and type(w.placements[0]).__name__ == "_StridedShard", w.placements
+        assert w.placements[1] == Shard(0) and model.down.weight.placements == (Shard(0), Shard(1))
+        train(ref, model, "adam", 3, False, sp)
+
 if LIB == "strata":
     def raises(exc, words, fn):
         try:

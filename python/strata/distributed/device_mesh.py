@@ -78,9 +78,10 @@ class DeviceMesh:
         self.mesh_dim_names = mesh_dim_names
         self._shape = shape
         self._flat = flat
-        if _parent is not None:  # a sub-mesh: groups and coordinate given by the parent
-            self._groups, self._coord = _parent
+        if _parent is not None:  # a sub-mesh: groups, coordinate and root (the mesh it was cut from) given by the parent
+            self._groups, self._coord, self._root = _parent
             return
+        self._root = (self, tuple(range(len(shape))))
         if not dist.is_initialized():
             dist.init_process_group(dist.get_default_backend_for_device(device_type))
         n = dist.get_world_size()
@@ -182,8 +183,10 @@ class DeviceMesh:
                 c[d] = k
             ranks.append(self._rank_at(c))
         nested = strata.tensor(ranks, dtype=strata.int64).reshape(sub_shape)
+        root, root_dims = self._root
         return DeviceMesh(self.device_type, nested, mesh_dim_names=names,
-                          _parent=([self._groups[d] for d in dims], [self._coord[d] for d in dims]))
+                          _parent=([self._groups[d] for d in dims], [self._coord[d] for d in dims],
+                                   (root, tuple(root_dims[d] for d in dims))))
 
     def __eq__(self, other):
         return isinstance(other, DeviceMesh) and self._flat == other._flat and self._shape == other._shape and \

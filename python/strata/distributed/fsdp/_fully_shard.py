@@ -22,12 +22,18 @@ import strata
 from strata.autograd import Function
 
 from ..tensor._api import DTensor, DTensorSpec, _all_gather, _chunk, _reduce_scatter, _replace_param
-from ..tensor.placement_types import Shard
+from ..tensor.placement_types import Partial, Replicate, Shard, _StridedShard
 
 __all__ = ["fully_shard", "FSDPModule", "MixedPrecisionPolicy", "OffloadPolicy", "CPUOffloadPolicy",
            "register_fsdp_forward_method", "UnshardHandle"]
 
 _Tensor = strata.Tensor
+
+
+def _dist():
+    from ... import distributed as dist
+
+    return dist
 
 
 class MixedPrecisionPolicy:
@@ -65,6 +71,8 @@ class _State:
         self.module = module
         self.mesh = mesh
         self.params = params  # [(owner module, name, sharded DTensor parameter)]
+        self.rows = {}  # parameter index -> dim-0 size of the gathered tensor (a TP parameter's local rows)
+        self.tp_groups = {}  # parameter index -> group whose partial gradient sums are all-reduced first
         self.reshard_after_forward = reshard_after_forward
         self.mp = mp_policy
         self.sync = True
@@ -78,9 +86,8 @@ class _Gather(Function):
     def forward(ctx, shard, state, idx):
         ctx.state, ctx.idx = state, idx
         ctx.shard_dtype = shard.dtype
-        spec = shard._spec
         local = _Tensor.detach(shard)
-        full = _all_gather(local.contiguous(), 0, spec.shape[0], state.mesh, 0)
+        full = _all_gather(local.contiguous(), 0, state.rows[idx], state.mesh, 0)
         if state.mp.param_dtype is not None and full.is_floating_point():
             full = full.to(state.mp.param_dtype)
         return full
@@ -97,6 +104,10 @@ class _Gather(Function):
         if not st.sync:
             st.pending[ctx.idx] = g
             return None, None, None
+        group = st.tp_groups.get(ctx.idx)
+        if group is not None:
+            g = g.clone().contiguous()
+            _dist().all_reduce(g, group=group)
         gs = _reduce_scatter(g.contiguous(), 0, st.mesh, 0, "avg")
         return gs.to(ctx.shard_dtype), None, None
 
@@ -233,27 +244,51 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
                 walk(child)
 
     walk(module)
-    params = []
+    params, rows, tp_groups = [], {}, {}
     for owner, name, p in managed:
-        if isinstance(p, DTensor):
-            raise NotImplementedError(f"fully_shard: parameter {name!r} of {type(owner).__name__} is already a "
-                                      "DTensor (FSDP on top of tensor parallelism is not supported)")
         if p.dim() == 0:
             raise NotImplementedError(f"fully_shard: parameter {name!r} of {type(owner).__name__} is a 0-d tensor, "
                                       "which cannot be sharded on dim 0")
-        local = _chunk(_Tensor.detach(p).contiguous(), 0, mesh, 0).clone()
-        spec = DTensorSpec(mesh, (Shard(0),), tuple(p.shape))
-        d = DTensor._leaf(local, spec, p.requires_grad)
+        if isinstance(p, DTensor):
+            spec = _over_tp(owner, name, p, mesh)
+            if getattr(p, "_tp_grad_allreduce_group", None) is not None:
+                tp_groups[len(params)] = p._tp_grad_allreduce_group
+        else:
+            spec = DTensorSpec(mesh, (Shard(0),), tuple(p.shape))
+        whole = _Tensor.detach(p).contiguous()
+        rows[len(params)] = whole.shape[0]
+        d = DTensor._leaf(_chunk(whole, 0, mesh, 0).clone(), spec, p.requires_grad)
         _replace_param(owner, name, d)
         params.append((owner, name, d))
     cls = type(module)
     if cls not in _classes:
         _classes[cls] = type(f"FSDP{cls.__name__}", (FSDPModule, cls), {"__module__": cls.__module__})
     module.__class__ = _classes[cls]
-    module._fsdp_state = _State(module, mesh, params, reshard_after_forward, mp_policy)
+    state = _State(module, mesh, params, reshard_after_forward, mp_policy)
+    state.rows, state.tp_groups = rows, tp_groups
+    module._fsdp_state = state
     module.register_forward_pre_hook(_pre_forward, prepend=True, with_kwargs=True)
     module.register_forward_hook(_post_forward, with_kwargs=True)
     return module
+
+
+def _over_tp(owner, name, p, mesh):
+    """The spec of a tensor-parallel parameter (a DTensor on mesh["tp"]) sharded again on dim 0 over `mesh`
+    (mesh["dp"] of the same parent mesh, dp before tp): placements on the parent mesh, dp's being _StridedShard(0)
+    when tp already shards dim 0 (the dp piece is a chunk of the tp piece), else Shard(0)."""
+    tp_mesh = p._spec.mesh
+    (root, dp_dims), (root2, tp_dims) = mesh._root, tp_mesh._root
+    if root is not root2 or tp_mesh.ndim != 1 or len(dp_dims) != 1 or dp_dims[0] >= tp_dims[0]:
+        raise NotImplementedError(f"fully_shard: parameter {name!r} of {type(owner).__name__} is a DTensor on "
+                                  f"{tp_mesh}; FSDP over tensor parallelism needs mesh=parent['dp'] and the "
+                                  "parameter on parent['tp'] of the same 2-D mesh (dp first)")
+    tp_p = p._spec.placements[0]
+    if isinstance(tp_p, Partial):
+        raise NotImplementedError(f"fully_shard: parameter {name!r} has a Partial placement")
+    dp_p = _StridedShard(0, tp_mesh.size(0)) if isinstance(tp_p, Shard) and tp_p.dim == 0 else Shard(0)
+    placements = [Replicate()] * root.ndim
+    placements[dp_dims[0]], placements[tp_dims[0]] = dp_p, tp_p
+    return DTensorSpec(root, placements, tuple(p._spec.shape))
 
 
 def register_fsdp_forward_method(module, method_name):

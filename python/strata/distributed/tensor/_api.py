@@ -16,7 +16,7 @@ import math
 
 import strata
 
-from .placement_types import Partial, Placement, Replicate, Shard
+from .placement_types import Partial, Placement, Replicate, Shard, _StridedShard
 
 __all__ = ["DTensor", "DTensorSpec", "distribute_tensor", "distribute_module"]
 
@@ -56,9 +56,10 @@ class DTensorSpec:
     def local_shape(self):
         """This rank's shard shape (torch.chunk's sizes, mesh dimensions applied in order)."""
         shape = list(self.shape)
-        for i, p in enumerate(self.placements):
-            if isinstance(p, Shard):
-                shape[p.dim] = _chunk_sizes(shape[p.dim], self.mesh.size(i))[self.mesh.get_local_rank(i)]
+        for strided in (False, True):  # strided shards split the piece the other shards left
+            for i, p in enumerate(self.placements):
+                if isinstance(p, _StridedShard if strided else Shard):
+                    shape[p.dim] = _chunk_sizes(shape[p.dim], self.mesh.size(i))[self.mesh.get_local_rank(i)]
         return tuple(shape)
 
     def __eq__(self, other):
@@ -169,6 +170,19 @@ def _redistribute_local(t, spec, target):
     mesh = spec.mesh
     cur, tgt = list(spec.placements), list(target)
     n = len(cur)
+    if any(isinstance(p, _StridedShard) for p in tgt):
+        raise NotImplementedError(f"DTensor.redistribute: cannot redistribute to {tuple(tgt)} (a _StridedShard "
+                                  "placement is made by fully_shard only)")
+    # 0. strided shards first: gather the piece the other mesh dims' shards left
+    t = t.contiguous()
+    for i in range(n):
+        if isinstance(cur[i], _StridedShard):
+            d, s = cur[i].dim, spec.shape[cur[i].dim]
+            for j in range(n):
+                if j != i and isinstance(cur[j], Shard) and cur[j].dim == d:
+                    s = _chunk_sizes(s, mesh.size(j))[mesh.get_local_rank(j)]
+            t = _all_gather(t, d, s, mesh, i)
+            cur[i] = Replicate()
     for i in range(n):
         if isinstance(cur[i], Partial) and isinstance(tgt[i], Partial) and cur[i] != tgt[i]:
             raise ValueError(f"DTensor.redistribute: cannot turn {cur[i]!r} into {tgt[i]!r} on mesh dimension {i} "
@@ -511,7 +525,7 @@ def _total_norm(tensors, norm_type, error_if_nonfinite):
                 if isinstance(p, Partial):
                     raise ValueError("clip_grad_norm_: a gradient with a Partial placement must be reduced first "
                                      "(redistribute it to Shard or Replicate)")
-                if isinstance(p, Shard) and spec.mesh.size(i) > 1:
+                if p.is_shard() and spec.mesh.size(i) > 1:
                     v = v.clone().contiguous()
                     dist.all_reduce(v, op=dist.ReduceOp.MAX if math.isinf(norm_type) else dist.ReduceOp.SUM,
                                     group=spec.mesh.get_group(i))

@@ -5,7 +5,7 @@
 * Replicate(): every rank holds the whole (as sharded along the other mesh dimensions).
 * Partial(reduce_op): every rank holds a term; the global value is their reduction ("sum", "avg", "max", "min")."""
 
-__all__ = ["Placement", "Shard", "Replicate", "Partial"]
+__all__ = ["Placement", "Shard", "Replicate", "Partial"]  # and the private _StridedShard (FSDP over TP)
 
 
 class Placement:
@@ -81,3 +81,29 @@ class Partial(Placement):
 
     def __str__(self):
         return f"P({self.reduce_op})"
+
+
+class _StridedShard(Placement):
+    """Shard(dim) taken *after* the later mesh dimensions' shards of the same tensor dimension: what fully_shard
+    over a data-parallel mesh dimension gives a parameter already sharded on dim 0 by tensor parallelism (the dp
+    piece is a chunk of the tp piece). split_factor is the number of tp pieces (as torch's). Redistribution can
+    only remove it (full_tensor, or any placements without it)."""
+
+    def __init__(self, dim, split_factor):
+        self.dim = dim
+        self.split_factor = split_factor
+
+    def is_shard(self, dim=None):
+        return dim is None or dim == self.dim
+
+    def __eq__(self, other):
+        return isinstance(other, _StridedShard) and (other.dim, other.split_factor) == (self.dim, self.split_factor)
+
+    def __hash__(self):
+        return hash(("_StridedShard", self.dim, self.split_factor))
+
+    def __repr__(self):
+        return f"_StridedShard(dim={self.dim}, sf={self.split_factor})"
+
+    def __str__(self):
+        return f"_S({self.dim}, {self.split_factor})"

@@ -90,15 +90,18 @@ def _shard_param(module, name, mesh, placement):
     return d
 
 
-def _allreduce_grad_hook(mesh):
+def _allreduce_grads(param, mesh):
+    """The gradient of a Replicate parameter used on sharded activations is a partial sum: all-reduce it over the
+    mesh (a tensor hook; fully_shard, which replaces the parameter, reads _tp_grad_allreduce_group instead)."""
     group = mesh.get_group(0)
+    param._tp_grad_allreduce_group = group
 
     def hook(g):
         g = g.clone().contiguous()
         _dist().all_reduce(g, group=group)
         return g
 
-    return hook
+    param.register_hook(hook)
 
 
 class ParallelStyle:
@@ -158,8 +161,8 @@ class RowwiseParallel(ParallelStyle):
             b = _shard_param(module, "bias", mesh, Replicate())
             out_features = w._spec.shape[0]
             desired = Shard(-1)
-            if b is not None and isinstance(self.output_layouts, Shard):
-                b.register_hook(_allreduce_grad_hook(mesh))
+            if b is not None and isinstance(self.output_layouts, Shard) and b.requires_grad:
+                _allreduce_grads(b, mesh)
 
             def forward(self_, x):
                 return F.linear(x, self_.weight)
@@ -230,7 +233,7 @@ class SequenceParallel(ParallelStyle):
             if p is not None:
                 d = _shard_param(module, name, mesh, Replicate())
                 if d.requires_grad:
-                    d.register_hook(_allreduce_grad_hook(mesh))
+                    _allreduce_grads(d, mesh)
         seq = Shard(self.sequence_dim)
 
         def pre(m, inputs):
