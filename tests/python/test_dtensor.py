@@ -99,8 +99,8 @@ prm = nn.Parameter(dt.distribute_tensor(X, tp, [Shard(0)]))
 out["param"] = [type(prm).__name__, prm.requires_grad, prm.is_leaf, [str(x) for x in prm.placements]]
 
 # fully_shard on the world and on mesh["dp"] (two independent FSDP groups of 2), SGD and Adam
-def make():
-    torch.manual_seed(0)
+def make(seed=0):
+    torch.manual_seed(seed)
     return nn.Sequential(nn.Linear(5, 7), nn.Tanh(), nn.Linear(7, 3), nn.Linear(3, 2))
 XS = torch.sin(torch.arange(8 * 5.0).reshape(8, 5))
 YS = torch.cos(torch.arange(8 * 2.0).reshape(8, 2))
@@ -154,6 +154,43 @@ y = model(XS)
 assert y.dtype == torch.bfloat16, y.dtype
 y.float().sum().backward()
 assert all(p.dtype == torch.float32 and p.grad.dtype == torch.float32 for p in model.parameters())
+
+# checkpoints of a sharded model and its Adam state: DCP round trip into a differently initialised model,
+# and full state dicts
+dcp = importlib.import_module(LIB + ".distributed.checkpoint")
+sdm = importlib.import_module(LIB + ".distributed.checkpoint.state_dict")
+def fsdp_adam(seed):
+    model = make(seed)
+    fsdp.fully_shard(model[0]); fsdp.fully_shard(model)
+    opt = torch.optim.Adam(model.parameters(), lr=0.05)
+    ((model(XS[r * 2:r * 2 + 2]) - YS[r * 2:r * 2 + 2]) ** 2).sum().backward()
+    opt.step(); opt.zero_grad()
+    return model, opt
+def snapshot(model, opt):
+    osd = sdm.get_optimizer_state_dict(model, opt)
+    return ([p.full_tensor() for p in model.parameters()],
+            [osd["state"][k]["exp_avg_sq"].full_tensor() for k in sorted(osd["state"])])
+model, opt = fsdp_adam(0)
+want = snapshot(model, opt)
+msd, osd = sdm.get_state_dict(model, opt)
+ck = os.path.join(os.environ["OUT"], "ck_" + LIB)
+dcp.save({"model": msd, "optim": osd}, checkpoint_id=ck)
+model2, opt2 = fsdp_adam(1)
+assert (snapshot(model2, opt2)[0][0] - want[0][0]).abs().max().item() > 1e-3
+msd2, osd2 = sdm.get_state_dict(model2, opt2)
+dcp.load({"model": msd2, "optim": osd2}, checkpoint_id=ck)
+sdm.set_state_dict(model2, opt2, model_state_dict=msd2, optim_state_dict=osd2)
+got = snapshot(model2, opt2)
+for a, b in zip(want[0] + want[1], got[0] + got[1]):
+    assert (a - b).abs().max().item() < 1e-6
+full = sdm.get_model_state_dict(model, options=sdm.StateDictOptions(full_state_dict=True))
+assert all(type(v).__name__ != "DTensor" for v in full.values())
+for (k, v), p in zip(full.items(), model.parameters()):
+    assert (v - p.full_tensor()).abs().max().item() == 0, k
+model3 = fsdp.fully_shard(make(2))
+sdm.set_model_state_dict(model3, full, options=sdm.StateDictOptions(full_state_dict=True))
+for p, q in zip(model.parameters(), model3.parameters()):
+    assert (p.full_tensor() - q.full_tensor()).abs().max().item() == 0
 
 if LIB == "strata":
     def raises(exc, words, fn):

@@ -227,6 +227,19 @@ def _redistribute_local(t, spec, target):
     return t
 
 
+def _local_piece(full, spec):
+    """This rank's local shard of the global tensor `full` under spec (no communication: nested shards chunk in mesh
+    order, strided shards last; Replicate keeps everything). Partial placements raise."""
+    t = full
+    for strided in (False, True):
+        for i, p in enumerate(spec.placements):
+            if isinstance(p, Partial):
+                raise ValueError(f"cannot take the local piece of a tensor for a Partial placement {p!r}")
+            if isinstance(p, _StridedShard if strided else Shard):
+                t = _chunk(t, p.dim, spec.mesh, i)
+    return t
+
+
 class _Redistribute(strata.autograd.Function):
     """Forward: the new local shard. Backward: the gradient goes the other way, from grad_placements (default: the
     target placements, a Partial one read as Replicate: the gradient of a sum of terms is the same for every term)
