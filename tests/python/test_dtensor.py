@@ -3,7 +3,8 @@
 One worker script runs on 4 ranks through the launcher, once on Strata and once on torch (gloo) when torch is
 installed: it builds a 2 x 2 mesh ("dp", "tp"), redistributes a 5 x 6 tensor (uneven shards) between every pair of
 placements on the 1-D sub-mesh mesh["tp"] and on the 2-D mesh, takes gradients through redistribute/full_tensor,
-and trains a small MLP with fully_shard (on the world and on mesh["dp"]) against single-process training. The two
+trains small models with fully_shard (on the world and on mesh["dp"], nested, tied weights, gradient accumulation,
+mixed precision) against single-process training, and round-trips their checkpoints (DCP, full state dicts). The two
 runs' local shards, full tensors, gradients and mesh coordinates must agree; the training checks are asserted
 inside each run. Error messages are checked on Strata's run."""
 
@@ -143,6 +144,22 @@ for k in range(2):
         assert all(p.grad is None for p in model.parameters())
 for p1, p2 in zip(ref.parameters(), model.parameters()):
     assert (p1.grad - p2.grad.full_tensor()).abs().max().item() < 1e-4
+# tied weights (an embedding and an output layer sharing one parameter): one shard, gradients of both uses
+def tied():
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Embedding(6, 4), nn.Linear(4, 4), nn.Linear(4, 6, bias=False))
+    m[2].weight = m[0].weight
+    return m
+ref, model = tied(), fsdp.fully_shard(tied())
+assert model[2].weight is model[0].weight and len(list(model.parameters())) == 3
+IDS = torch.tensor([[1, 2, 3], [4, 5, 0], [2, 2, 1], [0, 3, 5]])
+o1, o2 = torch.optim.Adam(ref.parameters(), lr=0.1), torch.optim.Adam(model.parameters(), lr=0.1)
+for step in range(2):
+    l1, l2 = ref(IDS).pow(2).mean(), model(IDS[r:r + 1]).pow(2).mean()
+    o1.zero_grad(); o2.zero_grad(); l1.backward(); l2.backward()
+    for p1, p2 in zip(ref.parameters(), model.parameters()):
+        assert (p1.grad - p2.grad.full_tensor()).abs().max().item() < 1e-5
+    o1.step(); o2.step()
 # explicit unshard/reshard, mixed precision
 model = fsdp.fully_shard(make(), mp_policy=fsdp.MixedPrecisionPolicy(param_dtype=torch.bfloat16,
                                                                      reduce_dtype=torch.float32))

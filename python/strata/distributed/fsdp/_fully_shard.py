@@ -78,6 +78,7 @@ class _State:
         self.sync = True
         self.unsharded = False
         self.prefetched = False
+        self.tied = {}  # parameter index -> other (module, name) holding the same parameter
         self.pending = {}  # parameter index -> unsharded gradient kept while gradient sync is off
 
 
@@ -126,13 +127,22 @@ class FSDPModule:
     """Mixed into a fully_shard-ed module's class."""
 
     def __new__(cls, *args, **kwargs):
-        # the mixed class is only ever made by fully_shard, by changing an existing module's class
-        raise TypeError("FSDPModule: use fully_shard(module) to make one")
+        # FSDP<Class>(...) (e.g. Sequential slicing builds type(self)(...)) makes a plain <Class>, as torch's does;
+        # sharded modules are only made by fully_shard, which changes an existing module's class
+        orig = next(c for c in cls.__mro__[1:] if c is not FSDPModule and not issubclass(c, FSDPModule))
+        if orig is object:
+            raise TypeError("FSDPModule: use fully_shard(module) to make one")
+        self = orig.__new__(orig)
+        self.__init__(*args, **kwargs)
+        return self
 
     def _fsdp_unshard(self):
         st = self._fsdp_state
         for i, (owner, name, p) in enumerate(st.params):
-            owner._parameters[name] = _Gather.apply(p, st, i)
+            full = _Gather.apply(p, st, i)
+            owner._parameters[name] = full
+            for o, n in st.tied.get(i, ()):
+                o._parameters[n] = full
         st.unsharded = True
 
     def unshard(self, async_op=False):
@@ -144,8 +154,10 @@ class FSDPModule:
     def reshard(self):
         """Puts the sharded parameters back into the module."""
         st = self._fsdp_state
-        for owner, name, p in st.params:
+        for i, (owner, name, p) in enumerate(st.params):
             owner._parameters[name] = p
+            for o, n in st.tied.get(i, ()):
+                o._parameters[n] = p
         st.unsharded = False
         st.prefetched = False
 
@@ -232,13 +244,17 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
     ignored = {id(p) for p in (ignored_params or ())}
 
     # the parameters of this module's subtree that no inner fully_shard manages
-    managed, seen = [], set()
+    managed, seen, tied_to = [], {}, {}
 
     def walk(m):
         for name, p in m._parameters.items():
-            if p is not None and id(p) not in seen and id(p) not in ignored:
-                seen.add(id(p))
-                managed.append((m, name, p))
+            if p is None or id(p) in ignored:
+                continue
+            if id(p) in seen:  # a parameter shared by several modules (tied weights): one shard for all
+                tied_to.setdefault(seen[id(p)], []).append((m, name))
+                continue
+            seen[id(p)] = len(managed)
+            managed.append((m, name, p))
         for child in m._modules.values():
             if child is not None and not isinstance(child, FSDPModule):
                 walk(child)
@@ -259,13 +275,15 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
         rows[len(params)] = whole.shape[0]
         d = DTensor._leaf(_chunk(whole, 0, mesh, 0).clone(), spec, p.requires_grad)
         _replace_param(owner, name, d)
+        for o, n in tied_to.get(len(params), ()):
+            o._parameters[n] = d
         params.append((owner, name, d))
     cls = type(module)
     if cls not in _classes:
         _classes[cls] = type(f"FSDP{cls.__name__}", (FSDPModule, cls), {"__module__": cls.__module__})
     module.__class__ = _classes[cls]
     state = _State(module, mesh, params, reshard_after_forward, mp_policy)
-    state.rows, state.tp_groups = rows, tp_groups
+    state.rows, state.tp_groups, state.tied = rows, tp_groups, tied_to
     module._fsdp_state = state
     module.register_forward_pre_hook(_pre_forward, prepend=True, with_kwargs=True)
     module.register_forward_hook(_post_forward, with_kwargs=True)
