@@ -160,6 +160,25 @@ for step in range(2):
     for p1, p2 in zip(ref.parameters(), model.parameters()):
         assert (p1.grad - p2.grad.full_tensor()).abs().max().item() < 1e-5
     o1.step(); o2.step()
+# another method than forward, registered to gather the parameters
+class WithMethod(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(5, 3)
+    def forward(self, x):
+        return self.lin(x)
+    def encode(self, x):
+        return self.lin(x) * 2
+torch.manual_seed(0)
+wm = WithMethod()
+want = wm.encode(XS).detach()
+fsdp.fully_shard(wm)
+fsdp.register_fsdp_forward_method(wm, "encode")
+assert (wm.encode(XS) - want).abs().max().item() < 1e-6
+# the root module keeps its gathered parameters after forward by default (reshard_after_forward=None)
+assert not isinstance(wm.lin.weight, DTensor)
+wm.reshard()
+assert isinstance(wm.lin.weight, DTensor)
 # explicit unshard/reshard, mixed precision
 model = fsdp.fully_shard(make(), mp_policy=fsdp.MixedPrecisionPolicy(param_dtype=torch.bfloat16,
                                                                      reduce_dtype=torch.float32))

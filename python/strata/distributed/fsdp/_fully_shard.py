@@ -12,7 +12,8 @@ accumulates it into the sharded parameter's .grad (a DTensor Shard(0)). With set
 backward keeps the unsharded gradient instead and adds it to the next synchronised backward's (gradient
 accumulation with one reduce-scatter).
 
-reshard_after_forward=True puts the sharded parameters back into the module after forward; False leaves the
+reshard_after_forward=True puts the sharded parameters back into the module after forward (None, the default: True
+for inner modules, False for the root, as torch); False leaves the
 gathered ones there until backward starts (or the next forward, or reshard(); at once when grad mode is off). In
 both cases the gathered tensors stay referenced by the autograd graph until backward has run (Strata cannot free a tensor's storage under autograd), so this
 implementation saves memory between steps (parameters, gradients and optimizer state are sharded), not within
@@ -76,6 +77,7 @@ class _State:
         self.reshard_after_forward = reshard_after_forward
         self.mp = mp_policy
         self.sync = True
+        self.is_root = True  # until a fully_shard on an enclosing module
         self.unsharded = False
         self.prefetched = False
         self.tied = {}  # parameter index -> other (module, name) holding the same parameter
@@ -182,13 +184,11 @@ class FSDPModule:
 
 
 def _check_reshard(v):
-    if isinstance(v, bool):
+    if v is None or isinstance(v, bool):
         return v
     if isinstance(v, int):
         raise NotImplementedError("fully_shard: reshard_after_forward as an int (resharding to a smaller world) is "
                                   "not supported")
-    if v is None:
-        return True
     raise TypeError(f"fully_shard: reshard_after_forward must be a bool, got {v!r}")
 
 
@@ -207,7 +207,10 @@ def _pre_forward(module, args, kwargs):
 
 def _post_forward(module, args, kwargs, out):
     st = module._fsdp_state
-    if st.reshard_after_forward or not strata.is_grad_enabled():
+    raf = st.reshard_after_forward
+    if raf is None:  # torch's default: inner modules reshard, the root (outermost) keeps its parameters
+        raf = not st.is_root
+    if raf or not strata.is_grad_enabled():
         module.reshard()
     if st.mp.output_dtype is not None:
         out = _cast(out, st.mp.output_dtype)
@@ -260,6 +263,9 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
                 walk(child)
 
     walk(module)
+    for m in module.modules():
+        if m is not module and isinstance(m, FSDPModule):
+            m._fsdp_state.is_root = False
     params, rows, tp_groups = [], {}, {}
     for owner, name, p in managed:
         if p.dim() == 0:
