@@ -132,6 +132,13 @@ if n == 4:  # FSDP over mesh["dp"] on top of TP over mesh["tp"] (2-D parallelism
         assert w.device_mesh == mesh and type(w.placements[0]).__name__ == "_StridedShard", w.placements
         assert w.placements[1] == Shard(0) and model.down.weight.placements == (Shard(0), Shard(1))
         train(ref, model, "adam", 3, False, sp)
+        # the gradient through full_tensor() of a parameter sharded on dim 0 twice (strided) lands in the right rows
+        w = model.up.weight
+        w.grad = None
+        shape = tuple(w.full_tensor().shape)
+        W = torch.cos(torch.arange(shape[0] * shape[1], dtype=torch.float32)).reshape(shape)
+        (w.full_tensor() * W).sum().backward()
+        assert (w.grad.full_tensor() - W).abs().max().item() < 1e-6
 
 if LIB == "strata":
     def raises(exc, words, fn):

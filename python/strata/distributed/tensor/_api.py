@@ -170,9 +170,16 @@ def _redistribute_local(t, spec, target):
     mesh = spec.mesh
     cur, tgt = list(spec.placements), list(target)
     n = len(cur)
+    for i in range(n):
+        if isinstance(cur[i], Partial) and isinstance(tgt[i], Partial) and cur[i] != tgt[i]:
+            raise ValueError(f"DTensor.redistribute: cannot turn {cur[i]!r} into {tgt[i]!r} on mesh dimension {i} "
+                             "(reduce it to Replicate first)")
     if any(isinstance(p, _StridedShard) for p in tgt):
-        raise NotImplementedError(f"DTensor.redistribute: cannot redistribute to {tuple(tgt)} (a _StridedShard "
-                                  "placement is made by fully_shard only)")
+        # to a strided shard (only backward of fully_shard-over-TP parameters asks): via the whole tensor
+        if any(isinstance(p, Partial) for p in tgt):
+            raise NotImplementedError(f"DTensor.redistribute: cannot redistribute to {tuple(tgt)}")
+        whole = _redistribute_local(t, spec, [Replicate()] * n)
+        return _local_piece(whole, DTensorSpec(mesh, tgt, spec.shape))
     # 0. strided shards first: gather the piece the other mesh dims' shards left
     t = t.contiguous()
     for i in range(n):
@@ -183,10 +190,6 @@ def _redistribute_local(t, spec, target):
                     s = _chunk_sizes(s, mesh.size(j))[mesh.get_local_rank(j)]
             t = _all_gather(t, d, s, mesh, i)
             cur[i] = Replicate()
-    for i in range(n):
-        if isinstance(cur[i], Partial) and isinstance(tgt[i], Partial) and cur[i] != tgt[i]:
-            raise ValueError(f"DTensor.redistribute: cannot turn {cur[i]!r} into {tgt[i]!r} on mesh dimension {i} "
-                             "(reduce it to Replicate first)")
     # 1. mesh dims whose shard goes away, plus later mesh dims sharding the same tensor dim (nested pieces)
     undo = set()
     for i in range(n):
