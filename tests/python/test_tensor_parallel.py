@@ -140,6 +140,21 @@ if n == 4:  # FSDP over mesh["dp"] on top of TP over mesh["tp"] (2-D parallelism
         (w.full_tensor() * W).sum().backward()
         assert (w.grad.full_tensor() - W).abs().max().item() < 1e-6
 
+if n == 4 and LIB == "strata":  # DistributedDataParallel over mesh["dp"] of a tensor-parallel model
+    ref, model = make(), make()
+    parallelize(model, False)
+    ddp = nn.parallel.DistributedDataParallel(model, process_group=mesh.get_group("dp"))
+    o1, o2 = torch.optim.SGD(ref.parameters(), lr=0.1), torch.optim.SGD(ddp.parameters(), lr=0.1)
+    for step in range(2):
+        tgt = torch.sin(torch.arange(64.0).reshape(4, 4, 4) + step)
+        mine = slice(dp_rank * per, (dp_rank + 1) * per)
+        l1, l2 = ((ref(IDS) - tgt) ** 2).mean(), ((ddp(IDS[mine]) - tgt[mine]) ** 2).mean()
+        o1.zero_grad(); o2.zero_grad(); l1.backward(); l2.backward()
+        for p1, p2 in zip(ref.parameters(), model.parameters()):
+            g2 = p2.grad.full_tensor() if isinstance(p2.grad, DTensor) else p2.grad
+            assert (p1.grad - g2).abs().max().item() < 1e-5, step
+        o1.step(); o2.step()
+
 if LIB == "strata":
     def raises(exc, words, fn):
         try:
