@@ -140,6 +140,28 @@ if n == 4:  # FSDP over mesh["dp"] on top of TP over mesh["tp"] (2-D parallelism
         (w.full_tensor() * W).sum().backward()
         assert (w.grad.full_tensor() - W).abs().max().item() < 1e-6
 
+# loss_parallel: cross-entropy on vocabulary-sharded logits (a Colwise head with use_local_output=False)
+torch.manual_seed(3)
+ref = nn.Linear(8, 6)
+head = nn.Linear(8, 6)
+head.load_state_dict(ref.state_dict())
+tpar.parallelize_module(head, tp_mesh, tpar.ColwiseParallel(use_local_output=False))
+H = torch.sin(torch.arange(64.0)).reshape(2, 4, 8)
+labels = torch.tensor([[0, 5, 2, 3], [4, -100, 1, 5]])
+for red in ("mean", "sum"):
+    ref.zero_grad(); head.zero_grad()
+    l1 = nn.functional.cross_entropy(ref(H).flatten(0, 1), labels.flatten(0, 1), reduction=red)
+    with tpar.loss_parallel():
+        pred = head(H)
+        assert isinstance(pred, DTensor) and pred.placements == (Shard(2),)
+        l2 = nn.functional.cross_entropy(pred.flatten(0, 1), labels.flatten(0, 1), reduction=red)
+        l2.backward()
+    l1.backward()
+    v2 = l2.full_tensor() if isinstance(l2, DTensor) else l2
+    assert abs(l1.item() - v2.item()) < 1e-5, (red, l1, v2)
+    for p1, p2 in zip(ref.parameters(), head.parameters()):
+        assert (p1.grad - p2.grad.full_tensor()).abs().max().item() < 1e-5, red
+
 if n == 4 and LIB == "strata":  # DistributedDataParallel over mesh["dp"] of a tensor-parallel model
     ref, model = make(), make()
     parallelize(model, False)
@@ -169,6 +191,12 @@ if LIB == "strata":
            lambda: tpar.parallelize_module(make(), tp_mesh, {"nope": tpar.ColwiseParallel()}))
     if n == 4:
         raises(ValueError, ["1-D mesh", "mesh['tp']"], lambda: tpar.parallelize_module(make(), mesh, {}))
+    def lp_weight():
+        with tpar.loss_parallel():
+            nn.functional.cross_entropy(head(H).flatten(0, 1), labels.flatten(0, 1), weight=torch.ones(6))
+    raises(NotImplementedError, ["loss_parallel", "weight"], lp_weight)
+    assert nn.functional.cross_entropy.__name__ == "cross_entropy" and "loss_parallel" not in str(
+        nn.functional.cross_entropy.__qualname__)
     raises(ValueError, ["token ids", "Replicate"],
            lambda: tpar.parallelize_module(nn.Embedding(4, 2), tp_mesh, tpar.RowwiseParallel()))
 print("DONE", r, flush=True)

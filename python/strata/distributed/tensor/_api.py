@@ -358,6 +358,31 @@ class DTensor(_Tensor):
 
     __str__ = __repr__
 
+    def flatten(self, start_dim=0, end_dim=-1):
+        """The local flatten; a DTensor with the placements renumbered when no sharded dimension is flattened
+        (e.g. (B, S, V) sharded on V -> (B*S, V) sharded on dim 1), else a plain local tensor."""
+        out = _Tensor.flatten(self, start_dim, end_dim)
+        nd = self._spec.ndim
+        if nd == 0:
+            return out
+        s, e = start_dim % nd, end_dim % nd
+        if s >= e:
+            return _wrap(out, self._spec)
+        new = []
+        for p in self._spec.placements:
+            if isinstance(p, Shard):
+                if s <= p.dim <= e:
+                    return out
+                p = Shard(p.dim if p.dim < s else p.dim - (e - s))
+            elif not isinstance(p, (Replicate, Partial)):
+                return out
+            new.append(p)
+        g = list(self._spec.shape)
+        size = 1
+        for v in g[s:e + 1]:
+            size *= v
+        return _wrap(out, DTensorSpec(self._spec.mesh, new, g[:s] + [size] + g[e + 1:]))
+
     def detach(self):
         """A DTensor sharing this one's local storage and placements, outside autograd (so state_dict() holds
         DTensors, as torch's)."""
