@@ -230,8 +230,8 @@ def test_default_backend_and_p2p_errors_without_a_group():
         dist.batch_isend_irecv([strata.ones(2)])
     with pytest.raises(ValueError, match="Default process group has not been initialized"):
         dist.P2POp(dist.isend, strata.ones(2), 0)
-    with pytest.raises(NotImplementedError, match="one-dimensional"):
-        dist.init_device_mesh("cpu", (1, 1))
+    with pytest.raises(RuntimeError, match="mesh_dim_names"):
+        dist.init_device_mesh("cpu", (1, 1), mesh_dim_names=("dp",))
     assert not dist.is_initialized()
 
 

@@ -38,6 +38,9 @@ class Parameter(Tensor):
             data = _C._ops.empty([0])
         if not isinstance(data, Tensor):
             raise TypeError(f"Parameter(): data must be a Tensor, not {type(data).__name__}")
+        if cls is Parameter and getattr(type(data), "_strata_param_subclass", False):
+            # a tensor subclass that stays itself as a parameter (DTensor: torch's Parameter(dtensor) is a DTensor)
+            return data._as_parameter(requires_grad)
         return _make_subclass(cls, data, requires_grad)
 
     def __init__(self, *args, **kwargs):

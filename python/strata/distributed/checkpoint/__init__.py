@@ -102,7 +102,10 @@ def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, p
     leaves = _leaves(state_dict, what)
     g = _process_group(process_group, no_dist)
     rank, world = (g.rank(), g.size()) if g is not None else (0, 1)
-    mine = [(k, c[i]) for k, c, i in leaves]
+    # DTensors (sharded parameters, their optimizer state) are written whole: gathered here, collectively, in the
+    # state dict's order on every rank of their mesh, then deduplicated like any replica
+    with strata.no_grad():
+        mine = [(k, c[i].full_tensor() if getattr(c[i], "_strata_dtensor", False) else c[i]) for k, c, i in leaves]
     if g is not None:
         every = [None] * world
         C.all_gather_object(every, [k for k, _ in mine], group=g)
@@ -156,7 +159,15 @@ def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, p
                 continue
             v = r._read(e)
             cur = c[i]
-            if isinstance(cur, strata.Tensor) and isinstance(v, strata.Tensor):
+            if getattr(cur, "_strata_dtensor", False) and isinstance(v, strata.Tensor):
+                # a sharded tensor: copy this rank's piece of the saved whole tensor (any sharding)
+                from ..tensor._api import _local_piece
+
+                if tuple(cur._spec.shape) != tuple(v.shape):
+                    raise RuntimeError(f"{what}: Size mismatch between saved {tuple(v.shape)} and current "
+                                       f"{tuple(cur._spec.shape)} (global shape of a DTensor) for {key}")
+                strata.Tensor.detach(cur).copy_(_local_piece(v, cur._spec))
+            elif isinstance(cur, strata.Tensor) and isinstance(v, strata.Tensor):
                 if tuple(cur.shape) != tuple(v.shape):
                     raise RuntimeError(f"{what}: Size mismatch between saved {tuple(v.shape)} and current "
                                        f"{tuple(cur.shape)} for {key}")

@@ -89,6 +89,8 @@ def _finish(sd, opts):
         return sd
     from .. import get_rank, is_initialized
 
+    if opts.full_state_dict:  # DTensors gathered whole (collective: every rank, same order)
+        sd = _map_tensors(sd, lambda v: v.full_tensor() if getattr(v, "_strata_dtensor", False) else v)
     if opts.full_state_dict and opts.cpu_offload and is_initialized() and get_rank() != 0:
         return {}
 
@@ -141,6 +143,15 @@ def set_model_state_dict(model, model_state_dict, *, options=None):
         to_fqn = {k: _fqn(model, k) for k in model.state_dict()}
         from_fqn = {f: k for k, f in to_fqn.items()}
         sd = {from_fqn.get(f, f): v for f, v in model_state_dict.items()}
+        # a whole tensor for a DTensor parameter (full_state_dict): this rank's piece of it
+        current = model.state_dict(keep_vars=True)
+        for k, v in list(sd.items()):
+            cur = current.get(k)
+            if getattr(cur, "_strata_dtensor", False) and isinstance(v, strata.Tensor) and \
+                    not getattr(v, "_strata_dtensor", False) and tuple(v.shape) == tuple(cur._spec.shape):
+                from ..tensor._api import _local_piece
+
+                sd[k] = _local_piece(v.detach(), cur._spec)
         # torch returns load_state_dict's own result: its keys keep the wrapper's prefix ("module.")
         return model.load_state_dict(sd, strict=opts.strict)
 
@@ -152,6 +163,16 @@ def _optimizers(optimizers, what):
     if not opts or not all(isinstance(o, strata.optim.Optimizer) for o in opts):
         raise TypeError(f"{what}: optimizers must be an Optimizer or a non-empty sequence of them")
     return opts
+
+
+def _map_tensors(v, fn):
+    if isinstance(v, strata.Tensor):
+        return fn(v)
+    if isinstance(v, dict):
+        return {k: _map_tensors(x, fn) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_map_tensors(x, fn) for x in v]
+    return v
 
 
 def _param_fqns(model):
@@ -201,21 +222,34 @@ def get_optimizer_state_dict(model, optimizers, *, submodules=None, options=None
         _init_optim_state(optim)
         osd = optim.state_dict()
         # state_dict() numbers parameters in param_groups order
-        idx_to_fqn = {}
+        idx_to_fqn, idx_to_param = {}, {}
         i = 0
         for g in optim.param_groups:
             for p in g["params"]:
                 if id(p) not in names:
                     raise ValueError(f"{what}: the optimizer holds a parameter that is not one of the model's")
-                idx_to_fqn[i] = names[id(p)]
+                idx_to_fqn[i], idx_to_param[i] = names[id(p)], p
                 i += 1
         for idx, s in osd["state"].items():
-            state[idx_to_fqn[idx]] = {k: (v.detach() if isinstance(v, strata.Tensor) else v) for k, v in s.items()}
+            state[idx_to_fqn[idx]] = {k: _state_value(v, idx_to_param[idx]) for k, v in s.items()}
         for g in osd["param_groups"]:
             g = dict(g)
             g["params"] = [idx_to_fqn[idx] for idx in g["params"]]
             groups.append(g)
     return _finish({"state": state, "param_groups": groups}, opts)
+
+
+def _state_value(v, p):
+    """An optimizer state value; for a DTensor parameter, a state tensor shaped like its local shard is returned as
+    a DTensor with the parameter's placements (sharing storage), as torch's optimizer state of DTensors is."""
+    if not isinstance(v, strata.Tensor):
+        return v
+    if getattr(p, "_strata_dtensor", False) and not getattr(v, "_strata_dtensor", False) and \
+            tuple(v.shape) == tuple(p.shape) and v.dim() > 0:
+        from ..tensor._api import _wrap
+
+        return _wrap(strata.Tensor.detach(v), p._spec)
+    return v.detach()
 
 
 def set_optimizer_state_dict(model, optimizers, optim_state_dict, *, options=None):

@@ -1,4 +1,5 @@
-"""torch.distributed.fsdp: FullyShardedDataParallel (FSDP1) and its option classes, over strata.distributed.
+"""torch.distributed.fsdp: FullyShardedDataParallel (FSDP1) and its option classes, and fully_shard (FSDP2),
+over strata.distributed.
 See docs/DISTRIBUTED.md ("FullyShardedDataParallel")."""
 
 from .api import (BackwardPrefetch, CPUOffload, FullOptimStateDictConfig, FullStateDictConfig,
@@ -13,15 +14,12 @@ __all__ = ["BackwardPrefetch", "CPUOffload", "FullOptimStateDictConfig", "FullSt
            "OptimStateDictConfig", "OptimStateKeyType", "ShardedOptimStateDictConfig", "ShardedStateDictConfig",
            "ShardingStrategy", "StateDictConfig", "StateDictSettings", "StateDictType"]
 
-# fully_shard (FSDP2) lives in its own module; its names join this namespace when it is present.
-import importlib.util as _importlib_util  # noqa: E402
+# fully_shard (FSDP2, parameters as DTensors): _fully_shard.py
+from ._fully_shard import (CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, OffloadPolicy,  # noqa: E402
+                           UnshardHandle, fully_shard, register_fsdp_forward_method)
 
-if _importlib_util.find_spec(__name__ + "._fully_shard") is not None:
-    from . import _fully_shard as _fsdp2
-    _names = getattr(_fsdp2, "__all__", [n for n in vars(_fsdp2) if not n.startswith("_")])
-    globals().update({n: getattr(_fsdp2, n) for n in _names})
-    __all__ += [n for n in _names if n not in __all__]
-    del _fsdp2, _names
+__all__ += ["fully_shard", "FSDPModule", "MixedPrecisionPolicy", "OffloadPolicy", "CPUOffloadPolicy",
+            "UnshardHandle", "register_fsdp_forward_method"]
 
 from strata._missing import module_getattr as _module_getattr  # noqa: E402
 

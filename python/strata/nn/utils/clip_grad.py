@@ -29,6 +29,10 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     norm_type = float(norm_type)
     if len(tensors) == 0:
         return tensor(0.0)
+    if any(getattr(t, "_strata_dtensor", False) for t in tensors):
+        # sharded gradients: each shard's contribution is reduced over the mesh
+        from ...distributed.tensor._api import _total_norm
+        return _total_norm(tensors, norm_type, error_if_nonfinite)
     norms = [t.norm(norm_type) for t in tensors]
     dtypes = {n.dtype for n in norms}
     if len(dtypes) > 1:
