@@ -9,6 +9,7 @@
 namespace strata {
 
 STRATA_DEFINE_STUB(small_syev_stub, linalg_detail::SmallSyevFn);
+STRATA_DEFINE_STUB(small_potrf_stub, linalg_detail::SmallPotrfFn);
 
 namespace {
 

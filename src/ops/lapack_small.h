@@ -10,6 +10,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -178,7 +179,12 @@ void small_org2r(int m, int qc, int k, T* q, const T* tau) {
 // implicit QL, see backends/cpu/kernels/linalg_small_kernels.cpp. work holds
 // n * n + 3 * n elements. False: not converged or not finite (use LAPACK).
 using SmallSyevFn = bool (*)(bool dbl, int n, const void* a, char uplo, void* w, void* v, void* work);
+// Lower Cholesky factors of `count` n x n matrices (n <= kSmallN, packed
+// column-major at a) in place, strict upper triangles zeroed, info as potf2's:
+// small_potrf's results, several matrices per vector instruction.
+using SmallPotrfFn = void (*)(bool dbl, int n, int64_t count, void* a, int* info);
 }  // namespace strata::linalg_detail
 namespace strata {
 STRATA_DECLARE_STUB(small_syev_stub, linalg_detail::SmallSyevFn);
+STRATA_DECLARE_STUB(small_potrf_stub, linalg_detail::SmallPotrfFn);
 }  // namespace strata

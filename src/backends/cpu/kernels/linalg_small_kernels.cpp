@@ -1,5 +1,5 @@
-// Symmetric eigenproblems of small matrices without a LAPACK call (the
-// small_syev_stub of ops/lapack_small.h), compiled per ISA level like the other
+// Symmetric eigenproblems and Cholesky factors of small matrices without a
+// LAPACK call (small_syev_stub and small_potrf_stub of ops/lapack_small.h), compiled per ISA level like the other
 // kernels: the reflector updates and the rotations applied to the eigenvector
 // columns are the inner loops, and they vectorize.
 #include <algorithm>
@@ -180,6 +180,86 @@ bool syev_ql(int n, const T* a, char uplo, T* w, T* v, T* work) {
   return true;
 }
 
+// Lower Cholesky factors of G matrices at once (n x n, column-major, packed
+// at a, a + n * n, ...), each as small_potrf in ops/lapack_small.h computes it
+// (potf2's left-looking order), with the G matrices in the lanes of the inner
+// loops: one 4x4 factorization is a chain of dependent square roots and
+// divisions, G independent ones fill the vector units instead of waiting on
+// that chain. A matrix that is not positive-definite is factored again alone
+// (G = 1) from its untouched input, so its info and its partial factor are
+// exactly potf2's. The strict upper triangles are set to zero.
+template <typename T, int G>
+void potrf_group(int n, T* a, int* info) {
+  constexpr int kMaxN = 16;
+  const int nn = n * n;
+  T buf[kMaxN * kMaxN * G];
+  for (int c = 0; c < n; ++c)
+    for (int r = c; r < n; ++r)
+      for (int g = 0; g < G; ++g) buf[(c * n + r) * G + g] = a[g * nn + c * n + r];
+  bool ok[G];
+  for (int g = 0; g < G; ++g) ok[g] = true;
+  for (int j = 0; j < n; ++j) {
+    T* dj = buf + (j * n + j) * G;
+    T d[G], inv[G];
+    for (int g = 0; g < G; ++g) d[g] = dj[g];
+    for (int k = 0; k < j; ++k) {
+      const T* x = buf + (k * n + j) * G;
+      for (int g = 0; g < G; ++g) d[g] -= x[g] * x[g];
+    }
+    if constexpr (G == 1) {
+      if (!(d[0] > T(0))) {
+        dj[0] = d[0];
+        info[0] = j + 1;
+        for (int c = 0; c < n; ++c)  // potf2 stops here: the factor so far, the rest of the input
+          for (int r = c; r < n; ++r) a[c * n + r] = buf[c * n + r];
+        for (int c = 1; c < n; ++c) std::fill(a + c * n, a + c * n + c, T(0));
+        return;
+      }
+    }
+    for (int g = 0; g < G; ++g) {
+      ok[g] = ok[g] && d[g] > T(0);
+      d[g] = std::sqrt(d[g] > T(0) ? d[g] : T(1));
+      dj[g] = d[g];
+      inv[g] = T(1) / d[g];
+    }
+    for (int r = j + 1; r < n; ++r) {
+      T* y = buf + (j * n + r) * G;
+      T s[G];
+      for (int g = 0; g < G; ++g) s[g] = y[g];
+      for (int k = 0; k < j; ++k) {
+        const T* xr = buf + (k * n + r) * G;
+        const T* xj = buf + (k * n + j) * G;
+        for (int g = 0; g < G; ++g) s[g] -= xr[g] * xj[g];
+      }
+      for (int g = 0; g < G; ++g) y[g] = s[g] * inv[g];
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    T* m = a + g * nn;
+    if (!ok[g]) {
+      if constexpr (G > 1) potrf_group<T, 1>(n, m, info + g);
+      continue;
+    }
+    info[g] = 0;
+    for (int c = 0; c < n; ++c) {
+      std::fill(m + c * n, m + c * n + c, T(0));
+      for (int r = c; r < n; ++r) m[c * n + r] = buf[(c * n + r) * G + g];
+    }
+  }
+}
+
+void small_potrf_kernel(bool dbl, int n, int64_t count, void* a, int* info) {
+  auto run = [&]<typename T>(T* m) {
+    constexpr int G = 64 / sizeof(T);  // one 512-bit register of lanes
+    const int64_t nn = int64_t(n) * n;
+    int64_t i = 0;
+    for (; i + G <= count; i += G) potrf_group<T, G>(n, m + i * nn, info + i);
+    for (; i < count; ++i) potrf_group<T, 1>(n, m + i * nn, info + i);
+  };
+  if (dbl) run(static_cast<double*>(a));
+  else run(static_cast<float*>(a));
+}
+
 bool small_syev_kernel(bool dbl, int n, const void* a, char uplo, void* w, void* v, void* work) {
   if (dbl)
     return syev_ql<double>(n, static_cast<const double*>(a), uplo, static_cast<double*>(w), static_cast<double*>(v),
@@ -193,5 +273,6 @@ bool small_syev_kernel(bool dbl, int n, const void* a, char uplo, void* w, void*
 }  // namespace cpu
 
 STRATA_REGISTER_CPU_KERNEL(small_syev_stub, cpu::small_syev_kernel);
+STRATA_REGISTER_CPU_KERNEL(small_potrf_stub, cpu::small_potrf_kernel);
 
 }  // namespace strata
