@@ -248,7 +248,23 @@ def eigvals(A, *, out=None):
 
 
 def householder_product(A, tau, *, out=None):
-    return _out(_ops.linalg_householder_product(A, tau), out)
+    if not _needs_grad(A, tau):
+        return _out(_ops.linalg_householder_product(A, tau), out)
+    # The orgqr op has no derivative of its own: with a gradient, the product H_0 ... H_{k-1} of the
+    # reflectors H_i = I - tau_i v_i v_i^H (v_i: a unit at row i above A's column i below the diagonal)
+    # is applied to the first n columns of the identity from the right end, one rank-one update per
+    # reflector, whose ops carry first and higher derivatives (A's upper triangle is not read, as in torch).
+    Q = _ops.linalg_householder_product(A.detach(), tau.detach())  # the op's checks and messages
+    st = _st()
+    m, n, k = A.shape[-2], A.shape[-1], tau.shape[-1]
+    V = st.tril(A, -1) + st.eye(m, n, dtype=A.dtype, device=A.device)
+    Q = st.eye(m, n, dtype=A.dtype, device=A.device).expand(*Q.shape)
+    if k == 0:  # no reflector: the identity, still an output of A and tau (with zero gradients), as torch's
+        Q = Q + 0 * V + 0 * tau.sum(-1)[..., None, None]
+    for i in range(k - 1, -1, -1):
+        v = V[..., :, i:i + 1]
+        Q = Q - (tau[..., i, None, None] * v) @ (v.mH @ Q)
+    return _out(Q, out)
 
 
 def lstsq(A, B, rcond=None, *, driver=None):

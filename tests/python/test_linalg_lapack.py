@@ -556,3 +556,31 @@ def test_cholesky_batches_of_small_matrices_match_torch(dtype, n):
         assert (np.triu(L.numpy()[i], 1) == 0).all()
     U = st.linalg.cholesky_ex(S(a), upper=True).L
     np.testing.assert_allclose(U.numpy()[ok], np.swapaxes(tL.numpy(), -1, -2)[ok], rtol=0, atol=50 * eps * n)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+@pytest.mark.parametrize("shape,k", [((5, 3), 3), ((4, 4), 2), ((2, 6, 3), 3), ((3, 3), 1)])
+def test_householder_product_gradients_match_torch(dtype, shape, k):
+    rng = np.random.default_rng(3)
+    cplx = dtype == "complex128"
+    a = rng.standard_normal(shape) + (1j * rng.standard_normal(shape) if cplx else 0)
+    tau = rng.standard_normal(shape[:-2] + (k,)) + (1j * rng.standard_normal(shape[:-2] + (k,)) if cplx else 0)
+    sdt, tdt = getattr(st, dtype), getattr(torch, dtype)
+    A, tA = st.tensor(a, dtype=sdt, requires_grad=True), torch.tensor(a, dtype=tdt, requires_grad=True)
+    tau_s, tau_t = st.tensor(tau, dtype=sdt, requires_grad=True), torch.tensor(tau, dtype=tdt, requires_grad=True)
+    Q, tQ = st.linalg.householder_product(A, tau_s), torch.linalg.householder_product(tA, tau_t)
+    close(Q.detach(), tQ.detach(), 1e-12)
+    w = rng.standard_normal(Q.shape)
+    (Q.real * st.tensor(w) + (Q.imag * st.tensor(w * 2) if cplx else 0)).sum().backward()
+    (tQ.real * torch.tensor(w) + (tQ.imag * torch.tensor(w * 2) if cplx else 0)).sum().backward()
+    close(A.grad, tA.grad, 1e-11)
+    close(tau_s.grad, tau_t.grad, 1e-11)
+    fn = st.linalg.householder_product
+    assert autograd.gradcheck(fn, (A, tau_s)) and autograd.gradgradcheck(fn, (A, tau_s))
+
+
+def test_householder_product_without_reflectors_is_the_identity_with_a_graph():
+    A = st.tensor(rand(4, 3), requires_grad=True)
+    Q = st.linalg.householder_product(A, st.zeros(0, dtype=st.float64, requires_grad=True))
+    assert Q.requires_grad
+    close(Q.detach(), np.eye(4, 3))

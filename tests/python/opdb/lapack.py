@@ -256,14 +256,14 @@ def qr_errors(rng):
 
 def householder_ref(A, tau):
     m, n = A.shape[-2:]
-    out = np.empty(A.shape)
+    out = np.empty(A.shape, A.dtype)
     for bi in np.ndindex(A.shape[:-2]):
         Q = np.eye(m)
         for i in range(tau.shape[-1]):
-            v = np.zeros(m)
+            v = np.zeros(m, A.dtype)
             v[i] = 1
             v[i + 1:] = A[bi][i + 1:, i]
-            Q = Q @ (np.eye(m) - tau[bi][i] * np.outer(v, v))
+            Q = Q @ (np.eye(m) - tau[bi][i] * np.outer(v, v.conj()))
         out[bi] = Q[:, :n]
     return out
 
@@ -530,7 +530,7 @@ register(
     OpInfo("linalg.lu_factor", dtypes=FLOAT + COMPLEX, ref=f64(lu_factor_ref), samples=lu_samples, tol=TOL),
     OpInfo("linalg.lu_solve", dtypes=FLOAT + COMPLEX, ref=f64(lu_solve_ref), samples=lu_solve_samples, tol=TOL),
     OpInfo("linalg.qr", dtypes=FLOAT + COMPLEX, ref=f64(qr_ref), samples=qr_samples, errors=qr_errors, tol=TOL),
-    OpInfo("linalg.householder_product", ref=f64(householder_ref), samples=householder_samples,
+    OpInfo("linalg.householder_product", dtypes=FLOAT + COMPLEX, ref=f64(householder_ref), samples=householder_samples,
            errors=householder_errors, tol=TOL),
     OpInfo("linalg.eigvalsh", dtypes=FLOAT + COMPLEX, ref=f64(eigvalsh_ref), samples=eigvalsh_samples, errors=eigh_errors, tol=TOL),
     OpInfo("linalg.eig", ref=eig_ref, dtypes=FLOAT + COMPLEX, samples=eig_samples,
