@@ -349,9 +349,12 @@ Tensor3 linalg_lstsq_impl(const Tensor& A, const Tensor& B, std::optional<double
                           std::optional<std::string_view> driver_arg) {
   TrimScratch trim_scratch;
   const char* op = "torch.linalg.lstsq";
-  check_input(op, "A", A);
-  check_input(op, "B", B, 1);
+  check_input(op, "A", A, 2, true);
+  check_input(op, "B", B, 1, true);
   check_same("linalg.lstsq", A, "A", B, "B");
+  if (is_complex_type(A.dtype()) && A.device().is_cpu())
+    STRATA_CHECK(lapack::has_complex_lstsq(), op, ": libopenblas.so.0 does not export the complex least-squares "
+                 "routines (cgels_, cgelsy_, cgelsd_, cgelss_ and their z forms)");
   std::string_view driver = driver_arg ? *driver_arg : "gelsy";
   STRATA_CHECK(driver == "gels" || driver == "gelsy" || driver == "gelsd" || driver == "gelss", op,
                ": parameter `driver` should be one of (gels, gelsy, gelsd, gelss)");
@@ -369,7 +372,9 @@ Tensor3 linalg_lstsq_impl(const Tensor& A, const Tensor& B, std::optional<double
   bool has_rank = driver != "gels", has_sv = driver == "gelsd" || driver == "gelss";
   Tensor rank = has_rank ? empty_tensor(batch, ScalarType::Int64, A.device())
                          : empty_tensor(std::vector<int64_t>{0}, ScalarType::Int64, A.device());
-  Tensor sv = has_sv ? empty_tensor(with(batch, {std::min(m, n)}), A.dtype(), A.device()) : empty0(A);
+  const ScalarType real_dt = to_real_value_type(A.dtype());
+  Tensor sv = has_sv ? empty_tensor(with(batch, {std::min(m, n)}), real_dt, A.device())
+                     : empty_tensor(std::vector<int64_t>{0}, real_dt, A.device());
   // LAPACK overwrites B (max(m, n) rows) with the solution in its first n rows.
   Tensor X = col_major(with(batch, {mn, k}), A.dtype(), A.device());
   Tensor sol = narrow(X, -2, 0, n);
@@ -387,19 +392,33 @@ Tensor3 linalg_lstsq_impl(const Tensor& A, const Tensor& B, std::optional<double
   Tensor a = col_major(with(batch, {m, n}), A.dtype(), A.device(), &A);
   int mi = as_int(op, m), ni = as_int(op, n), ki = as_int(op, k), ldb = as_int(op, mn);
   FirstFailure fail;
-  visit_real(A.dtype(), [&]<typename T>() {
-    T rc = rcond ? static_cast<T>(*rcond) : std::numeric_limits<T>::epsilon() * static_cast<T>(mn);
+  visit_lapack(A.dtype(), [&]<typename T>() {
+    using R = decltype(std::abs(T{}));  // the real type of T
+    constexpr bool cplx = is_complex_v<T>;
+    R rc = rcond ? static_cast<R>(*rcond) : std::numeric_limits<R>::epsilon() * static_cast<R>(mn);
     T q = 0;
     int iq = 1;
-    T sdummy[1];
-    if (driver == "gels") lapack::gels<T>('N', mi, ni, ki, nullptr, mi, nullptr, ldb, &q, -1);
-    else if (driver == "gelsy") lapack::gelsy<T>(mi, ni, ki, nullptr, mi, nullptr, ldb, nullptr, rc, &iq, &q, -1);
-    else if (driver == "gelsd") lapack::gelsd<T>(mi, ni, ki, nullptr, mi, nullptr, ldb, sdummy, rc, &iq, &q, -1, &iq);
-    else lapack::gelss<T>(mi, ni, ki, nullptr, mi, nullptr, ldb, sdummy, rc, &iq, &q, -1);
+    R sdummy[1], rq = 0;
+    if (driver == "gels") {
+      lapack::gels<T>('N', mi, ni, ki, nullptr, mi, nullptr, ldb, &q, -1);
+    } else if constexpr (cplx) {
+      if (driver == "gelsy") lapack::gelsy_c<R>(mi, ni, ki, nullptr, mi, nullptr, ldb, nullptr, rc, &iq, &q, -1, &rq);
+      else if (driver == "gelsd")
+        lapack::gelsd_c<R>(mi, ni, ki, nullptr, mi, nullptr, ldb, sdummy, rc, &iq, &q, -1, &rq, &iq);
+      else lapack::gelss_c<R>(mi, ni, ki, nullptr, mi, nullptr, ldb, sdummy, rc, &iq, &q, -1, &rq);
+    } else {
+      if (driver == "gelsy") lapack::gelsy<T>(mi, ni, ki, nullptr, mi, nullptr, ldb, nullptr, rc, &iq, &q, -1);
+      else if (driver == "gelsd")
+        lapack::gelsd<T>(mi, ni, ki, nullptr, mi, nullptr, ldb, sdummy, rc, &iq, &q, -1, &iq);
+      else lapack::gelss<T>(mi, ni, ki, nullptr, mi, nullptr, ldb, sdummy, rc, &iq, &q, -1);
+    }
     int lwork = lwork_of(q), liwork = std::max(iq, 1);
+    // complex rwork: gelsy 2n, gelss 5 min(m, n), gelsd what the query said
+    int64_t lrwork = !cplx ? 0 : driver == "gelsy" ? 2 * n : driver == "gelss" ? 5 * std::min(m, n)
+                                                                                : static_cast<int64_t>(lwork_of(rq));
     T* ab = a.data_ptr<T>();
     T* xb = X.data_ptr<T>();
-    T* sb = has_sv ? sv.data_ptr<T>() : nullptr;
+    R* sb = has_sv ? sv.data_ptr<R>() : nullptr;
     int64_t* rk = has_rank ? rank.data_ptr<int64_t>() : nullptr;
     int64_t kk = std::min(m, n);
     for_each_matrix(count, mn, [&](int64_t i) {
@@ -409,14 +428,28 @@ Tensor3 linalg_lstsq_impl(const Tensor& A, const Tensor& B, std::optional<double
       int r = 0, info = 0;
       if (driver == "gels") {
         info = lapack::gels<T>('N', mi, ni, ki, ai, mi, xi, ldb, work, lwork);
-      } else if (driver == "gelsy") {
-        int* jpvt = iscratch(n);
-        std::fill(jpvt, jpvt + n, 0);
-        info = lapack::gelsy<T>(mi, ni, ki, ai, mi, xi, ldb, jpvt, rc, &r, work, lwork);
-      } else if (driver == "gelsd") {
-        info = lapack::gelsd<T>(mi, ni, ki, ai, mi, xi, ldb, sb + i * kk, rc, &r, work, lwork, iscratch(liwork));
+      } else if constexpr (cplx) {
+        R* rwork = scratch<R>(std::max<int64_t>(1, lrwork));
+        if (driver == "gelsy") {
+          int* jpvt = iscratch(n);
+          std::fill(jpvt, jpvt + n, 0);
+          info = lapack::gelsy_c<R>(mi, ni, ki, ai, mi, xi, ldb, jpvt, rc, &r, work, lwork, rwork);
+        } else if (driver == "gelsd") {
+          info = lapack::gelsd_c<R>(mi, ni, ki, ai, mi, xi, ldb, sb + i * kk, rc, &r, work, lwork, rwork,
+                                    iscratch(liwork));
+        } else {
+          info = lapack::gelss_c<R>(mi, ni, ki, ai, mi, xi, ldb, sb + i * kk, rc, &r, work, lwork, rwork);
+        }
       } else {
-        info = lapack::gelss<T>(mi, ni, ki, ai, mi, xi, ldb, sb + i * kk, rc, &r, work, lwork);
+        if (driver == "gelsy") {
+          int* jpvt = iscratch(n);
+          std::fill(jpvt, jpvt + n, 0);
+          info = lapack::gelsy<T>(mi, ni, ki, ai, mi, xi, ldb, jpvt, rc, &r, work, lwork);
+        } else if (driver == "gelsd") {
+          info = lapack::gelsd<T>(mi, ni, ki, ai, mi, xi, ldb, sb + i * kk, rc, &r, work, lwork, iscratch(liwork));
+        } else {
+          info = lapack::gelss<T>(mi, ni, ki, ai, mi, xi, ldb, sb + i * kk, rc, &r, work, lwork);
+        }
       }
       if (rk) rk[i] = r;
       if (info > 0) fail.record(i, info);

@@ -349,6 +349,10 @@ def lstsq_samples(dtype, rng):
         yield SampleInput((arr((4, 2), dtype, rng), arr((4, 3), dtype, rng)), {"driver": d}, name=d)
     yield SampleInput((arr((2, 4), dtype, rng), arr((2, 1), dtype, rng)), {"driver": "gelsd"}, name="wide")
     yield SampleInput((arr((4, 2), dtype, rng).T.copy().T, arr((4, 3), dtype, rng, noncontig=True)), name="noncontig")
+    for d in ("gelsy", "gelsd", "gelss"):  # rank 2 of 3: the minimum-norm solution, pinv(A) B (wide, so that
+        a = arr((3, 4), dtype, rng)        # no residuals are due: Meta's shapes assume full rank)
+        a[2] = 2 * a[0]  # exact in every precision
+        yield SampleInput((a, arr((3, 2), dtype, rng)), {"driver": d}, name=f"rank-deficient {d}")
 
 
 def lstsq_errors(rng):
@@ -540,7 +544,7 @@ register(
     OpInfo("linalg.eigvals", ref=lambda A: eig_ref(A)[0], dtypes=FLOAT + COMPLEX, samples=eig_samples,
            errors=eig_errors("linalg.eigvals"), tol=TOL_C),
     OpInfo("linalg.svdvals", dtypes=FLOAT + COMPLEX, ref=f64(svdvals_ref), samples=general_samples, errors=svd_errors, tol=TOL),
-    OpInfo("linalg.lstsq", ref=f64(lstsq_ref), samples=lstsq_samples, errors=lstsq_errors, tol=TOL),
+    OpInfo("linalg.lstsq", dtypes=FLOAT + COMPLEX, ref=f64(lstsq_ref), samples=lstsq_samples, errors=lstsq_errors, tol=TOL),
     OpInfo("linalg.matrix_norm", dtypes=FLOAT + COMPLEX, ref=f64(matrix_norm_ref), samples=matrix_norm_samples, tol=TOL),
     OpInfo("linalg.vector_norm", dtypes=FLOAT + COMPLEX, ref=f64(vector_norm_ref), samples=vector_norm_samples, tol=TOL),
     OpInfo("linalg.cond", ref=f64(cond_ref), samples=cond_samples, tol={"float32": (1e-3, 1e-3)}, meta=False),
