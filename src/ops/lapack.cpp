@@ -340,8 +340,7 @@ Tensor2 linalg_cholesky_ex_impl(const Tensor& A, bool upper, bool check_errors) 
     }
     for_each_matrix(count, n, [&](int64_t i) {
       T* m = base + i * n * n;
-      if constexpr (is_complex_v<T>) inf[i] = lapack::potrf<T>('L', ni, m, ni);
-      else inf[i] = n <= kSmallN ? small_potrf<T>(ni, m) : lapack::potrf<T>('L', ni, m, ni);
+      inf[i] = lapack::potrf<T>('L', ni, m, ni);
       for (int64_t c = 1; c < n; ++c)  // zero the strict upper triangle (column c, rows < c)
         std::fill(m + c * n, m + c * n + c, T(0));
     });

@@ -1,17 +1,18 @@
-// Unblocked LU (partial pivoting), LU solves and Cholesky for small column-major
+// Unblocked LU (partial pivoting), LU solves and QR for small column-major
 // matrices (n <= kSmallN), used instead of a LAPACK call per matrix in batches
 // of small matrices. A LAPACK call pays its interface (argument checks,
 // workspace and thread decisions, the blocked driver choosing its unblocked
 // path) on every matrix: about 0.4 us for an 8x8 getrf + getrs pair, more
 // than the arithmetic. These loops are LAPACK's unblocked algorithms (getf2:
-// the largest pivot in magnitude, first on ties; potf2: the left-looking
-// dot-product form) with the same info conventions, so results agree with
-// LAPACK's to rounding and failures are reported identically.
+// the largest pivot in magnitude, first on ties; geqr2 and org2r) with the
+// same info conventions, so results agree with LAPACK's to rounding and
+// failures are reported identically. Cholesky and symmetric eigenproblems of
+// small matrices are kernels compiled per ISA level (the stubs below).
 #pragma once
 
 #include <algorithm>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <utility>
 
@@ -87,30 +88,6 @@ void small_getrs(char trans, int n, int nrhs, const T* a, const int* ipiv, T* b)
   }
 }
 
-// Lower Cholesky factor of the n x n matrix a (lda n) in place (the strict
-// upper triangle is not touched). Returns 0 or the order of the first leading
-// minor that is not positive-definite.
-template <typename T>
-int small_potrf(int n, T* a) {
-  for (int j = 0; j < n; ++j) {
-    T d = a[j * n + j];
-    for (int k = 0; k < j; ++k) d -= a[k * n + j] * a[k * n + j];
-    if (!(d > T(0))) {
-      a[j * n + j] = d;
-      return j + 1;
-    }
-    d = std::sqrt(d);
-    a[j * n + j] = d;
-    T inv = T(1) / d;
-    for (int i = j + 1; i < n; ++i) {
-      T s = a[j * n + i];
-      for (int k = 0; k < j; ++k) s -= a[k * n + i] * a[k * n + j];
-      a[j * n + i] = s * inv;
-    }
-  }
-  return 0;
-}
-
 // Householder QR of the m x n matrix a (lda m) in place, as LAPACK's geqr2
 // (reflectors below the diagonal, R on and above it, dlarfg's sign choice
 // beta = -sign(alpha) * norm). Returns false, leaving the matrix in an
@@ -180,8 +157,9 @@ void small_org2r(int m, int qc, int k, T* q, const T* tau) {
 // n * n + 3 * n elements. False: not converged or not finite (use LAPACK).
 using SmallSyevFn = bool (*)(bool dbl, int n, const void* a, char uplo, void* w, void* v, void* work);
 // Lower Cholesky factors of `count` n x n matrices (n <= kSmallN, packed
-// column-major at a) in place, strict upper triangles zeroed, info as potf2's:
-// small_potrf's results, several matrices per vector instruction.
+// column-major at a) in place, strict upper triangles zeroed, info as potf2's
+// (its left-looking order, so results agree with LAPACK's to rounding),
+// several matrices per vector instruction.
 using SmallPotrfFn = void (*)(bool dbl, int n, int64_t count, void* a, int* info);
 }  // namespace strata::linalg_detail
 namespace strata {

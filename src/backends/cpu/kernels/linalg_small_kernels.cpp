@@ -181,8 +181,8 @@ bool syev_ql(int n, const T* a, char uplo, T* w, T* v, T* work) {
 }
 
 // Lower Cholesky factors of G matrices at once (n x n, column-major, packed
-// at a, a + n * n, ...), each as small_potrf in ops/lapack_small.h computes it
-// (potf2's left-looking order), with the G matrices in the lanes of the inner
+// at a, a + n * n, ...), each in LAPACK potf2's left-looking dot-product
+// order, with the G matrices in the lanes of the inner
 // loops: one 4x4 factorization is a chain of dependent square roots and
 // divisions, G independent ones fill the vector units instead of waiting on
 // that chain. A matrix that is not positive-definite is factored again alone
