@@ -109,7 +109,7 @@ def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False, *, 
 
 
 def orgqr(input, tau):
-    return _ops.linalg_householder_product(input, tau)
+    return _la.householder_product(input, tau)
 
 
 def chain_matmul(*matrices, out=None):

@@ -248,7 +248,57 @@ def eigvals(A, *, out=None):
 
 
 def householder_product(A, tau, *, out=None):
-    return _out(_ops.linalg_householder_product(A, tau), out)
+    if not _needs_grad(A, tau):
+        return _out(_ops.linalg_householder_product(A, tau), out)
+    # The orgqr op has no derivative of its own: with a gradient, the product H_0 ... H_{k-1} of the
+    # reflectors H_i = I - tau_i v_i v_i^H (v_i: a unit at row i above A's column i below the diagonal)
+    # is applied to the first n columns of the identity from the right end, one rank-one update per
+    # reflector, whose ops carry first and higher derivatives (A's upper triangle is not read, as in torch).
+    Q = _ops.linalg_householder_product(A.detach(), tau.detach())  # the op's checks and messages
+    st = _st()
+    m, n, k = A.shape[-2], A.shape[-1], tau.shape[-1]
+    V = st.tril(A, -1) + st.eye(m, n, dtype=A.dtype, device=A.device)
+    Q = st.eye(m, n, dtype=A.dtype, device=A.device).expand(*Q.shape)
+    if k == 0:  # no reflector: the identity, still an output of A and tau (with zero gradients), as torch's
+        Q = Q + 0 * V + 0 * tau.sum(-1)[..., None, None]
+    for i in range(k - 1, -1, -1):
+        v = V[..., :, i:i + 1]
+        Q = Q - (tau[..., i, None, None] * v) @ (v.mH @ Q)
+    return _out(Q, out)
+
+
+_LSTSQ_PINV = []
+
+
+def _lstsq_pinv(A, B, X):
+    """X = pinv(A) B for rank-deficient A, its value given (the driver's solution), with torch's gradient:
+    gB = pinv(A)^H gX, and for A the gradient of P = pinv(A) (d P = -P dA P + P P^H dA^H (I - A P)
+    + (I - P A) dA^H P^H P, valid where the rank does not change) contracted with gX B^H."""
+    if not _LSTSQ_PINV:
+        st = _st()
+
+        class LstsqPinv(st.autograd.Function):
+            @staticmethod
+            def forward(ctx, A, B, X):
+                ctx.save_for_backward(A, B)
+                return X.clone()
+
+            @staticmethod
+            def backward(ctx, gX):
+                A, B = ctx.saved_tensors
+                P = pinv(A)
+                Ph = P.mH
+                gA = gB = None
+                if ctx.needs_input_grad[0]:
+                    Gh = B @ gX.mH  # (gX B^H)^H: the gradient reaching P, adjoint
+                    gA = -(Ph @ Gh.mH @ Ph) + (Gh - A @ (P @ Gh)) @ (P @ Ph) + (Ph @ P) @ (Gh - (Gh @ P) @ A)
+                    gA = gA.sum_to_size(*A.shape)
+                if ctx.needs_input_grad[1]:
+                    gB = (Ph @ gX).sum_to_size(*B.shape)
+                return gA, gB, None
+
+        _LSTSQ_PINV.append(LstsqPinv)
+    return _LSTSQ_PINV[0].apply(A, B, X)
 
 
 def lstsq(A, B, rcond=None, *, driver=None):
@@ -259,28 +309,25 @@ def lstsq(A, B, rcond=None, *, driver=None):
     m, n = A.shape[-2], A.shape[-1]
     vec = _vector_rhs(A, B)
     cplx = A.is_complex()
-    if cplx:
-        # The LAPACK least-squares drivers are bound for real dtypes only: complex A goes through QR below
-        # (full rank assumed), with the rank and singular values from the SVD where the driver reports them.
-        if B.dtype != A.dtype:
-            raise RuntimeError(f"linalg.lstsq: Expected A and B to have the same dtype, but got A.dtype = "
-                               f"{str(A.dtype).split('.')[-1]} and B.dtype = {str(B.dtype).split('.')[-1]}")
-        sv = svdvals(A) if driver in ("gelsd", "gelss") else st.empty(0, dtype=A.real.dtype, device=A.device)
-        rank = (matrix_rank(A, rtol=rcond) if rcond is not None and rcond > 0 else matrix_rank(A)) \
-            if driver != "gels" else st.empty(0, dtype=st.int64, device=A.device)
-        solution = None
-    else:
-        solution, rank, sv = _ops._linalg_lstsq(A, B, rcond, driver=driver)
-    if cplx or _needs_grad(A, B):
-        # The LAPACK drivers have no derivative: for full-rank A the solution is also
-        # R^-1 Q^T B (m >= n) or Q R^-T B (m < n) with A (or A^T) = QR, whose ops do.
+    # LAPACK's drivers (real and complex): rank-deficient input gets their minimum-norm (gelsd, gelss) or
+    # complete-orthogonal (gelsy) solutions, ranks and singular values, as torch's.
+    solution, rank, sv = _ops._linalg_lstsq(A.detach(), B.detach(), rcond, driver=driver)
+    if _needs_grad(A, B):
+        # The drivers have no derivative: the solution is recomputed with ops that have one. For full-rank A
+        # that is R^-1 Q^H B (m >= n) or Q R^-H B (m < n) with A (or A^H) = QR; otherwise torch's gradient
+        # of pinv(A) B (_lstsq_pinv), the solution's value staying the driver's.
         Bm = B.unsqueeze(-1) if vec else B
-        if m >= n:
+        full = A.device.type == "meta" or min(m, n) == 0 or bool(
+            ((rank if rank.numel() else matrix_rank(A.detach())) == min(m, n)).all())
+        if full and m >= n:
             Q, R = _ops.linalg_qr(A)
             sol = _ops.linalg_solve_triangular(R, Q.mH @ Bm, upper=True)
-        else:
+        elif full:
             Q, R = _ops.linalg_qr(A.mH)
             sol = Q @ _ops.linalg_solve_triangular(R.mH, Bm, upper=False)
+        else:
+            X = solution.unsqueeze(-1) if vec else solution
+            sol = _lstsq_pinv(A, Bm, X)
         solution = sol.squeeze(-1) if vec else sol
     residuals = st.empty(0, dtype=A.real.dtype if cplx else A.dtype, device=A.device)
     # torch's rule: residuals for tall A when every matrix has full rank, except with gelsy.

@@ -330,10 +330,17 @@ Tensor2 linalg_cholesky_ex_impl(const Tensor& A, bool upper, bool check_errors) 
   int ni = as_int(op, n);
   visit_lapack(A.dtype(), [&]<typename T>() {
     T* base = L.data_ptr<T>();
+    if constexpr (!is_complex_v<T>) if (n <= kSmallN) {
+      const SmallPotrfFn potrf_small = small_potrf_stub.get(DeviceType::CPU);
+      lapack::sync_threads();
+      parallel_for(0, count, std::max<int64_t>(64, 16384 / (n * n)), [&](int64_t b, int64_t e) {
+        potrf_small(std::is_same_v<T, double>, ni, e - b, base + b * n * n, inf + b);
+      });
+      return;
+    }
     for_each_matrix(count, n, [&](int64_t i) {
       T* m = base + i * n * n;
-      if constexpr (is_complex_v<T>) inf[i] = lapack::potrf<T>('L', ni, m, ni);
-      else inf[i] = n <= kSmallN ? small_potrf<T>(ni, m) : lapack::potrf<T>('L', ni, m, ni);
+      inf[i] = lapack::potrf<T>('L', ni, m, ni);
       for (int64_t c = 1; c < n; ++c)  // zero the strict upper triangle (column c, rows < c)
         std::fill(m + c * n, m + c * n + c, T(0));
     });

@@ -169,10 +169,13 @@ auto visit_lapack(ScalarType dt, F&& f) {
 
 // Runs f(i) for every matrix i of a batch; `work` is a rough flop count of one
 // call. Small matrices spread over our threads (see the Note above).
+// serial_from: the order from which matrices run one after another (LAPACK
+// then threads each call itself); kernels of our own that serve larger
+// matrices single-threaded pass their own bound.
 template <typename F>
-void for_each_matrix(int64_t count, int64_t n, const F& f) {
+void for_each_matrix(int64_t count, int64_t n, const F& f, int64_t serial_from = 48) {
   lapack::sync_threads();
-  if (count <= 1 || n >= 48) {
+  if (count <= 1 || n >= serial_from) {
     for (int64_t i = 0; i < count; ++i) f(i);
     return;
   }

@@ -1,18 +1,22 @@
-// Unblocked LU (partial pivoting), LU solves and Cholesky for small column-major
+// Unblocked LU (partial pivoting), LU solves and QR for small column-major
 // matrices (n <= kSmallN), used instead of a LAPACK call per matrix in batches
 // of small matrices. A LAPACK call pays its interface (argument checks,
 // workspace and thread decisions, the blocked driver choosing its unblocked
 // path) on every matrix: about 0.4 us for an 8x8 getrf + getrs pair, more
 // than the arithmetic. These loops are LAPACK's unblocked algorithms (getf2:
-// the largest pivot in magnitude, first on ties; potf2: the left-looking
-// dot-product form) with the same info conventions, so results agree with
-// LAPACK's to rounding and failures are reported identically.
+// the largest pivot in magnitude, first on ties; geqr2 and org2r) with the
+// same info conventions, so results agree with LAPACK's to rounding and
+// failures are reported identically. Cholesky and symmetric eigenproblems of
+// small matrices are kernels compiled per ISA level (the stubs below).
 #pragma once
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <utility>
+
+#include "ops/stub.h"
 
 namespace strata::linalg_detail {
 
@@ -84,30 +88,6 @@ void small_getrs(char trans, int n, int nrhs, const T* a, const int* ipiv, T* b)
   }
 }
 
-// Lower Cholesky factor of the n x n matrix a (lda n) in place (the strict
-// upper triangle is not touched). Returns 0 or the order of the first leading
-// minor that is not positive-definite.
-template <typename T>
-int small_potrf(int n, T* a) {
-  for (int j = 0; j < n; ++j) {
-    T d = a[j * n + j];
-    for (int k = 0; k < j; ++k) d -= a[k * n + j] * a[k * n + j];
-    if (!(d > T(0))) {
-      a[j * n + j] = d;
-      return j + 1;
-    }
-    d = std::sqrt(d);
-    a[j * n + j] = d;
-    T inv = T(1) / d;
-    for (int i = j + 1; i < n; ++i) {
-      T s = a[j * n + i];
-      for (int k = 0; k < j; ++k) s -= a[k * n + i] * a[k * n + j];
-      a[j * n + i] = s * inv;
-    }
-  }
-  return 0;
-}
-
 // Householder QR of the m x n matrix a (lda m) in place, as LAPACK's geqr2
 // (reflectors below the diagonal, R on and above it, dlarfg's sign choice
 // beta = -sign(alpha) * norm). Returns false, leaving the matrix in an
@@ -170,75 +150,19 @@ void small_org2r(int m, int qc, int k, T* q, const T* tau) {
   }
 }
 
-// Eigenvalues (ascending, into w) and optionally eigenvectors (columns of v,
-// n x n, ldv n) of the symmetric n x n matrix whose `uplo` triangle a holds
-// (column-major, lda n), by cyclic Jacobi rotations. For the small matrices it
-// serves, Jacobi's few sweeps cost less than syevd's tridiagonal reduction and
-// its per-call overhead, and it is at least as accurate (eigenvalues to a
-// small multiple of eps * ||A||). Returns false if it did not converge in 50
-// sweeps (the caller then uses LAPACK).
-template <typename T>
-bool small_syev_jacobi(int n, const T* a, char uplo, T* w, T* v) {
-  T m[kSmallN * kSmallN];
-  T vv[kSmallN * kSmallN];
-  for (int c = 0; c < n; ++c)
-    for (int r = 0; r < n; ++r) {
-      bool lower = r >= c;
-      m[c * n + r] = (lower == (uplo == 'L') || r == c) ? a[c * n + r] : a[r * n + c];
-    }
-  if (v)
-    for (int i = 0; i < n * n; ++i) vv[i] = (i % (n + 1) == 0) ? T(1) : T(0);
-  T norm2 = 0;
-  for (int i = 0; i < n * n; ++i) norm2 += m[i] * m[i];
-  if (!std::isfinite(norm2)) return false;
-  const T eps = std::numeric_limits<T>::epsilon();
-  // A rotation is skipped when |a_pq| is below eps * sqrt(|a_pp a_qq|) (the
-  // relative criterion that keeps Jacobi's accuracy) or below eps^2 ||A||;
-  // the sweeps end when one rotates nothing.
-  const T floor = eps * eps * std::sqrt(norm2);
-  bool converged = n <= 1;
-  for (int sweep = 0; sweep < 50 && !converged; ++sweep) {
-    converged = true;
-    for (int p = 0; p < n - 1; ++p)
-      for (int q = p + 1; q < n; ++q) {
-        T apq = m[q * n + p];
-        if (std::abs(apq) <= std::max(floor, eps * std::sqrt(std::abs(m[p * n + p] * m[q * n + q])))) continue;
-        converged = false;
-        T app = m[p * n + p], aqq = m[q * n + q];
-        T theta = (aqq - app) / (T(2) * apq);
-        // t = tan of the rotation angle, the smaller root of t^2 + 2 theta t - 1 = 0
-        // (1 / (2 theta) where theta^2 would lose everything or overflow).
-        T t = std::abs(theta) > T(1) / eps ? T(0.5) / theta
-                                           : (theta >= 0 ? T(1) : T(-1)) / (std::abs(theta) + std::sqrt(theta * theta + T(1)));
-        T c = T(1) / std::sqrt(t * t + T(1)), s = t * c;
-        for (int k = 0; k < n; ++k) {  // columns p, q:  A J
-          T akp = m[p * n + k], akq = m[q * n + k];
-          m[p * n + k] = c * akp - s * akq;
-          m[q * n + k] = s * akp + c * akq;
-        }
-        for (int k = 0; k < n; ++k) {  // rows p, q:  J^T A
-          T apk = m[k * n + p], aqk = m[k * n + q];
-          m[k * n + p] = c * apk - s * aqk;
-          m[k * n + q] = s * apk + c * aqk;
-        }
-        m[q * n + p] = m[p * n + q] = T(0);
-        if (v)
-          for (int k = 0; k < n; ++k) {
-            T vkp = vv[p * n + k], vkq = vv[q * n + k];
-            vv[p * n + k] = c * vkp - s * vkq;
-            vv[q * n + k] = s * vkp + c * vkq;
-          }
-      }
-  }
-  if (!converged) return false;
-  int order[kSmallN];
-  for (int i = 0; i < n; ++i) order[i] = i;
-  std::sort(order, order + n, [&](int x, int y) { return m[x * n + x] < m[y * n + y]; });
-  for (int j = 0; j < n; ++j) {
-    w[j] = m[order[j] * n + order[j]];
-    if (v) std::copy(vv + order[j] * n, vv + order[j] * n + n, v + j * n);
-  }
-  return true;
-}
-
+// Eigenvalues (ascending, into w) and optionally eigenvectors (v, n x n
+// column-major, or null) of a small symmetric matrix (a's `uplo` triangle,
+// column-major), float (dbl false) or double: tridiagonal reduction and
+// implicit QL, see backends/cpu/kernels/linalg_small_kernels.cpp. work holds
+// n * n + 3 * n elements. False: not converged or not finite (use LAPACK).
+using SmallSyevFn = bool (*)(bool dbl, int n, const void* a, char uplo, void* w, void* v, void* work);
+// Lower Cholesky factors of `count` n x n matrices (n <= kSmallN, packed
+// column-major at a) in place, strict upper triangles zeroed, info as potf2's
+// (its left-looking order, so results agree with LAPACK's to rounding),
+// several matrices per vector instruction.
+using SmallPotrfFn = void (*)(bool dbl, int n, int64_t count, void* a, int* info);
 }  // namespace strata::linalg_detail
+namespace strata {
+STRATA_DECLARE_STUB(small_syev_stub, linalg_detail::SmallSyevFn);
+STRATA_DECLARE_STUB(small_potrf_stub, linalg_detail::SmallPotrfFn);
+}  // namespace strata

@@ -422,3 +422,45 @@ def test_norm_op_on_complex_matches_torch(p):
     close(S(z).norm(p, dim=1), T(z).norm(p, dim=1))
     grads_match(lambda lib, m: lib.norm(m, p, dim=1).sum() + lib.norm(m, p), z)
     assert st.empty(2, 3, dtype=st.complex64, device="meta").norm(dim=1).dtype == st.float32
+
+
+@pytest.mark.parametrize("dtype", ["float64", "complex128", "complex64"])
+@pytest.mark.parametrize("shape", [(2, 6, 4), (4, 6), (5, 5)])
+@pytest.mark.parametrize("driver", ["gels", "gelsy", "gelsd", "gelss"])
+def test_lstsq_drivers_on_rank_deficient_input_match_torch(dtype, shape, driver):
+    # LAPACK's real and complex least-squares drivers: solution, residuals, rank and singular values as
+    # torch's; rank-deficient A (last column a combination of two others) for the rank-revealing drivers
+    rng = np.random.default_rng(5)
+    cplx = dtype.startswith("complex")
+    mk = lambda *s: rng.standard_normal(s) + (1j * rng.standard_normal(s) if cplx else 0)
+    a = mk(*shape)
+    if driver != "gels":
+        a[..., :, -1] = a[..., :, 0] + 2 * a[..., :, 1]
+    b = mk(*shape[:-1], 3)
+    sdt, tdt = getattr(st, dtype), getattr(torch, dtype)
+    tol = 1e-3 if dtype == "complex64" else 1e-9
+    # the rounded dependent column leaves a singular value of a few eps * ||A||, close to the default rcond
+    # (eps * max(m, n)), where either library's rank decision may flip with rounding: a clear threshold
+    rcond = 1e-4 if dtype == "complex64" else 1e-9
+    r = st.linalg.lstsq(st.tensor(a, dtype=sdt), st.tensor(b, dtype=sdt), rcond=rcond, driver=driver)
+    t = torch.linalg.lstsq(torch.tensor(a, dtype=tdt), torch.tensor(b, dtype=tdt), rcond=rcond, driver=driver)
+    for x, y in zip(r, t):
+        assert tuple(x.shape) == tuple(y.shape) and str(x.dtype)[7:] == str(y.dtype)[6:], (x.shape, y.shape)
+    # the solution is the minimum-norm one, pinv(A) B (torch's gelsy, under MKL, returned another one for
+    # rank-deficient input in a few percent of runs, so the solution and gelsy's rank are checked against NumPy)
+    np.testing.assert_allclose(r.solution.numpy(), np.linalg.pinv(a) @ b, rtol=tol, atol=tol)
+    if driver == "gelsy":
+        assert (r.rank.numpy() == np.linalg.matrix_rank(a)).all()
+    for x, y in list(zip(r, t))[1:] if driver != "gelsy" else []:
+        if x.numel():
+            np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=tol, atol=tol)
+    if dtype == "complex64":
+        return
+    # gradients: through QR for full rank, torch's pinv formula otherwise
+    A, B = st.tensor(a, dtype=sdt, requires_grad=True), st.tensor(b, dtype=sdt, requires_grad=True)
+    tA, tB = torch.tensor(a, dtype=tdt, requires_grad=True), torch.tensor(b, dtype=tdt, requires_grad=True)
+    w = rng.standard_normal(r.solution.shape)
+    (st.linalg.lstsq(A, B, rcond, driver=driver).solution.real * st.tensor(w)).sum().backward()
+    (torch.linalg.lstsq(tA, tB, rcond, driver=driver).solution.real * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(A.grad.numpy(), tA.grad.numpy(), rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(B.grad.numpy(), tB.grad.numpy(), rtol=1e-8, atol=1e-8)

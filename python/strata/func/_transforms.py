@@ -389,27 +389,34 @@ def linearize(func, *primals):
 # ---------------------------------------------------------------------------- Jacobians
 
 
-def _vjp_rows(vjp_fn, basis):
+def _vjp_rows(vjp_fn, basis, nested=False):
     """The products of vjp_fn with each row of basis: basis is a tuple of tensors sharing a
     leading dim N (row k is the tuple of their k-th slices); returns a tuple of tensors with
     leading dim N, entry k being vjp_fn(row k). Used for jacrev (vjp_fn a vector-Jacobian
     product) and jacfwd (a Jacobian-vector product). Outside vmap all rows are one batched
-    call (vmap over the rows of the basis, docs/VMAP.md). Inside vmap (vmap(jacrev(f))) the
-    cotangent rows would be batched at a level the outputs are not, which the batched
-    autograd.grad does not support yet: there the rows are computed one call each."""
-    if not _C._vmap_levels():
-        return tuple(vmap(lambda *row: tuple(vjp_fn(row)))(*basis))
+    call (vmap over the rows of the basis, docs/VMAP.md). Inside vmap the cotangent rows are
+    then batched at an inner level where the outputs are not: the batched autograd.grad
+    handles that for jacrev's stateless pulls (nested=True: vmap(jacrev(f)) is one backward
+    pass too), falling back to one call per row where it cannot; jacfwd's linearized pushes
+    inside vmap take one call per row."""
+    inside = bool(_C._vmap_levels())
+    if not inside or nested:
+        try:
+            return tuple(vmap(lambda *row: tuple(vjp_fn(row)))(*basis))
+        except RuntimeError as e:
+            if not inside or "autograd.grad inside vmap" not in str(e):
+                raise
     from .. import stack
     rows = [vjp_fn(tuple(b[k] for b in basis)) for k in range(basis[0].shape[0])]
     return tuple(stack([r[i] for r in rows]) for i in range(len(rows[0])))
 
 
-def _rows_chunked(fn, refs, chunk_size):
+def _rows_chunked(fn, refs, chunk_size, nested=False):
     """_vjp_rows of fn over the standard basis of the flattened refs, chunk_size rows at a
     time (all at once when None): only one chunk of the basis exists at a time."""
     n = sum(r.numel() for r in refs)
     step = n if chunk_size is None else chunk_size
-    parts = [_vjp_rows(fn, _basis(refs, s, min(s + step, n))) for s in range(0, n, step)]
+    parts = [_vjp_rows(fn, _basis(refs, s, min(s + step, n)), nested) for s in range(0, n, step)]
     if len(parts) == 1:
         return parts[0]
     from .. import cat
@@ -456,7 +463,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
                 return tuple(core.pull(list(cts), create_graph=core.graph))
 
             if n:
-                rows = _rows_chunked(vjp_fn, core.out_leaves, chunk_size)
+                rows = _rows_chunked(vjp_fn, core.out_leaves, chunk_size, nested=True)
             else:
                 rows = tuple(_zeros_like(t).reshape((0,) + tuple(t.shape)) for t in core.in_leaves)
             per_out, off = [], 0

@@ -267,6 +267,22 @@ def _batched_autograd_grad(outs, ins, grads, retain_graph, create_graph, allow_u
     out_levels = set()
     for o in outs:
         out_levels |= {lvl for _, lvl in _chain(o)[0]}
+    # grad_outputs batched at inner levels where no output is (vmap(jacrev(f)): the cotangent rows at a
+    # level of their own): those levels stay wrapped around the physical grad_outputs, so the engine runs
+    # once with batched gradients (as it does outside vmap), and they end up outermost in the results.
+    extra = set()
+    for o, g in zip(outs, grads):
+        if g is not None:
+            extra |= {lvl for _, lvl in _chain(g)[0]} - {lvl for _, lvl in _chain(o)[0]}
+    if extra:
+        seen = set(out_levels)
+        for x in ins:
+            seen |= {lvl for _, lvl in _chain(x)[0]}
+        if any(o_lvl in extra for o_lvl in out_levels) or (seen and max(seen) > min(extra)):
+            raise RuntimeError("autograd.grad inside vmap: a grad_output is batched at a vmap level where its "
+                               "output is not; pass is_grads_batched=True or batch the output too")
+        extra_levels = [(lvl, size) for lvl, size in levels if lvl in extra]
+        levels = [(lvl, size) for lvl, size in levels if lvl not in extra]
     chains, phys_ins = [], []
     for i, x in enumerate(ins):
         chain, p = _chain(x)
@@ -286,16 +302,29 @@ def _batched_autograd_grad(outs, ins, grads, retain_graph, create_graph, allow_u
             co = _canonical(o, levels)
             g = co.new_ones(co.shape)
         else:
-            extra = {lvl for _, lvl in _chain(g)[0]} - {lvl for _, lvl in _chain(o)[0]}
-            if extra:
-                raise RuntimeError("autograd.grad inside vmap: a grad_output is batched at a vmap level where its "
-                                   "output is not; pass is_grads_batched=True or batch the output too")
             co, g = _canonical(o, levels), _canonical(g, levels)
         canon_outs.append(co)
         canon_grads.append(g)
     res = _C._run_backward(canon_outs, canon_grads, bool(retain_graph), bool(create_graph), phys_ins,
                            bool(allow_unused), False)
-    return [None if r is None else _rewrap(c, r) for r, c in zip(res, chains)]
+    if not extra:
+        return [None if r is None else _rewrap(c, r) for r, c in zip(res, chains)]
+    out = []
+    for r, c in zip(res, chains):
+        if r is None:
+            out.append(None)
+            continue
+        # r: batched at the extra levels around the physical input gradient. Those levels' dims go in
+        # front, the input's own levels are wrapped (their dims shifted past them), then the extra levels
+        # outermost, lowest first.
+        t = _canonical(r, extra_levels)
+        ne = len(extra_levels)
+        for bdim, level in reversed(c):
+            t = _C._vmap_add_batch_dim(t, bdim + ne, level)
+        for level, _ in extra_levels:
+            t = _C._vmap_add_batch_dim(t, 0, level)
+        out.append(t)
+    return out
 
 
 def _grads_batched(grad_fn, outs, ins, grads, kwargs):

@@ -65,6 +65,18 @@ using GesddC = void (*)(const char*, const int*, const int*, std::complex<T>*, c
                         const int*, std::complex<T>*, const int*, std::complex<T>*, const int*, T*, int*, int*,
                         size_t);
 
+// Complex least squares (s, rcond, rwork real): gelsy (rwork 2n), gelsd (rwork and
+// iwork sized by the workspace query), gelss (rwork 5 min(m, n)); gels is Fns::gels.
+template <typename T>
+using GelsyC = void (*)(const int*, const int*, const int*, std::complex<T>*, const int*, std::complex<T>*, const int*,
+                        int*, const T*, int*, std::complex<T>*, const int*, T*, int*);
+template <typename T>
+using GelsdC = void (*)(const int*, const int*, const int*, std::complex<T>*, const int*, std::complex<T>*, const int*,
+                        T*, const T*, int*, std::complex<T>*, const int*, T*, int*, int*);
+template <typename T>
+using GelssC = void (*)(const int*, const int*, const int*, std::complex<T>*, const int*, std::complex<T>*, const int*,
+                        T*, const T*, int*, std::complex<T>*, const int*, T*, int*);
+
 struct State {
   Fns<float> s;
   Fns<double> d;
@@ -74,6 +86,12 @@ struct State {
   HeevdC<double> zheevd = nullptr;
   GesddC<float> cgesdd = nullptr;
   GesddC<double> zgesdd = nullptr;
+  GelsyC<float> cgelsy = nullptr;
+  GelsyC<double> zgelsy = nullptr;
+  GelsdC<float> cgelsd = nullptr;
+  GelsdC<double> zgelsd = nullptr;
+  GelssC<float> cgelss = nullptr;
+  GelssC<double> zgelss = nullptr;
   GeevR<float> sgeev = nullptr;
   GeevR<double> dgeev = nullptr;
   GeevC<float> cgeev = nullptr;
@@ -105,6 +123,8 @@ struct State {
     sym(c.geqrf, "cgeqrf_"), sym(c.orgqr, "cungqr_"), sym(z.geqrf, "zgeqrf_"), sym(z.orgqr, "zungqr_");
     sym(cheevd, "cheevd_"), sym(zheevd, "zheevd_"), sym(cgesdd, "cgesdd_"), sym(zgesdd, "zgesdd_");
     sym(sgeev, "sgeev_"), sym(dgeev, "dgeev_"), sym(cgeev, "cgeev_"), sym(zgeev, "zgeev_");
+    sym(c.gels, "cgels_"), sym(z.gels, "zgels_"), sym(cgelsy, "cgelsy_"), sym(zgelsy, "zgelsy_");
+    sym(cgelsd, "cgelsd_"), sym(zgelsd, "zgelsd_"), sym(cgelss, "cgelss_"), sym(zgelss, "zgelss_");
     sym(set_threads, "openblas_set_num_threads");
     if (!s.complete() || !d.complete()) {
       reason = "libopenblas.so.0 does not export the LAPACK routines torch.linalg needs (a BLAS-only build?)";
@@ -222,6 +242,52 @@ bool has_complex() {
   return st.ok && six(st.c) && six(st.z) && st.cheevd && st.zheevd && st.cgesdd && st.zgesdd;
 }
 
+bool has_complex_lstsq() {
+  const State& st = state();
+  return st.ok && st.c.gels && st.z.gels && st.cgelsy && st.zgelsy && st.cgelsd && st.zgelsd && st.cgelss && st.zgelss;
+}
+
+template <typename T>
+int gelsy_c(int m, int n, int nrhs, std::complex<T>* a, int lda, std::complex<T>* b, int ldb, int* jpvt, T rcond,
+            int* rank, std::complex<T>* work, int lwork, T* rwork) {
+  int info = 0;
+  if constexpr (std::is_same_v<T, float>)
+    state().cgelsy(&m, &n, &nrhs, a, &lda, b, &ldb, jpvt, &rcond, rank, work, &lwork, rwork, &info);
+  else
+    state().zgelsy(&m, &n, &nrhs, a, &lda, b, &ldb, jpvt, &rcond, rank, work, &lwork, rwork, &info);
+  return info;
+}
+template <typename T>
+int gelsd_c(int m, int n, int nrhs, std::complex<T>* a, int lda, std::complex<T>* b, int ldb, T* s, T rcond, int* rank,
+            std::complex<T>* work, int lwork, T* rwork, int* iwork) {
+  int info = 0;
+  if constexpr (std::is_same_v<T, float>)
+    state().cgelsd(&m, &n, &nrhs, a, &lda, b, &ldb, s, &rcond, rank, work, &lwork, rwork, iwork, &info);
+  else
+    state().zgelsd(&m, &n, &nrhs, a, &lda, b, &ldb, s, &rcond, rank, work, &lwork, rwork, iwork, &info);
+  return info;
+}
+template <typename T>
+int gelss_c(int m, int n, int nrhs, std::complex<T>* a, int lda, std::complex<T>* b, int ldb, T* s, T rcond, int* rank,
+            std::complex<T>* work, int lwork, T* rwork) {
+  int info = 0;
+  if constexpr (std::is_same_v<T, float>)
+    state().cgelss(&m, &n, &nrhs, a, &lda, b, &ldb, s, &rcond, rank, work, &lwork, rwork, &info);
+  else
+    state().zgelss(&m, &n, &nrhs, a, &lda, b, &ldb, s, &rcond, rank, work, &lwork, rwork, &info);
+  return info;
+}
+#define STRATA_LAPACK_LSTSQ_C(T)                                                                                     \
+  template int gelsy_c<T>(int, int, int, std::complex<T>*, int, std::complex<T>*, int, int*, T, int*,              \
+                          std::complex<T>*, int, T*);                                                              \
+  template int gelsd_c<T>(int, int, int, std::complex<T>*, int, std::complex<T>*, int, T*, T, int*,                \
+                          std::complex<T>*, int, T*, int*);                                                        \
+  template int gelss_c<T>(int, int, int, std::complex<T>*, int, std::complex<T>*, int, T*, T, int*,                \
+                          std::complex<T>*, int, T*);
+STRATA_LAPACK_LSTSQ_C(float)
+STRATA_LAPACK_LSTSQ_C(double)
+#undef STRATA_LAPACK_LSTSQ_C
+
 bool has_geev() {
   const State& st = state();
   return st.ok && st.sgeev && st.dgeev && st.cgeev && st.zgeev;
@@ -306,7 +372,8 @@ STRATA_LAPACK_INST(double)
   template int potrf<T>(char, int, T*, int);                                                                       \
   template int trtrs<T>(char, char, char, int, int, const T*, int, T*, int);                                      \
   template int geqrf<T>(int, int, T*, int, T*, T*, int);                                                           \
-  template int orgqr<T>(int, int, int, T*, int, const T*, T*, int);
+  template int orgqr<T>(int, int, int, T*, int, const T*, T*, int);                                                \
+  template int gels<T>(char, int, int, int, T*, int, T*, int, T*, int);
 STRATA_LAPACK_INST_C(std::complex<float>)
 STRATA_LAPACK_INST_C(std::complex<double>)
 #undef STRATA_LAPACK_INST_C

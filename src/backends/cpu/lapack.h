@@ -68,6 +68,21 @@ int heevd_c(char jobz, char uplo, int n, std::complex<T>* a, int lda, T* w, std:
 template <typename T>
 int gesdd_c(char jobz, int m, int n, std::complex<T>* a, int lda, T* s, std::complex<T>* u, int ldu,
             std::complex<T>* vt, int ldvt, std::complex<T>* work, int lwork, T* rwork, int* iwork);
+// Complex least squares (cgels_/zgels_ through gels<std::complex<T>> with
+// trans 'N' or 'C', and cgelsy_, cgelsd_, cgelss_ and their z forms): s and
+// rcond are real; rwork holds 2n reals for gelsy, 5 min(m, n) for gelss, and
+// for gelsd what its workspace query (lwork = -1) returns in rwork[0], as
+// iwork[0] gives liwork. has_complex_lstsq() says whether all eight were found.
+bool has_complex_lstsq();
+template <typename T>
+int gelsy_c(int m, int n, int nrhs, std::complex<T>* a, int lda, std::complex<T>* b, int ldb, int* jpvt, T rcond,
+            int* rank, std::complex<T>* work, int lwork, T* rwork);
+template <typename T>
+int gelsd_c(int m, int n, int nrhs, std::complex<T>* a, int lda, std::complex<T>* b, int ldb, T* s, T rcond, int* rank,
+            std::complex<T>* work, int lwork, T* rwork, int* iwork);
+template <typename T>
+int gelss_c(int m, int n, int nrhs, std::complex<T>* a, int lda, std::complex<T>* b, int ldb, T* s, T rcond, int* rank,
+            std::complex<T>* work, int lwork, T* rwork);
 // True when libopenblas exports the geev routines (sgeev_, dgeev_, cgeev_, zgeev_).
 bool has_geev();
 

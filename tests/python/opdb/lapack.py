@@ -256,14 +256,14 @@ def qr_errors(rng):
 
 def householder_ref(A, tau):
     m, n = A.shape[-2:]
-    out = np.empty(A.shape)
+    out = np.empty(A.shape, A.dtype)
     for bi in np.ndindex(A.shape[:-2]):
         Q = np.eye(m)
         for i in range(tau.shape[-1]):
-            v = np.zeros(m)
+            v = np.zeros(m, A.dtype)
             v[i] = 1
             v[i + 1:] = A[bi][i + 1:, i]
-            Q = Q @ (np.eye(m) - tau[bi][i] * np.outer(v, v))
+            Q = Q @ (np.eye(m) - tau[bi][i] * np.outer(v, v.conj()))
         out[bi] = Q[:, :n]
     return out
 
@@ -349,6 +349,12 @@ def lstsq_samples(dtype, rng):
         yield SampleInput((arr((4, 2), dtype, rng), arr((4, 3), dtype, rng)), {"driver": d}, name=d)
     yield SampleInput((arr((2, 4), dtype, rng), arr((2, 1), dtype, rng)), {"driver": "gelsd"}, name="wide")
     yield SampleInput((arr((4, 2), dtype, rng).T.copy().T, arr((4, 3), dtype, rng, noncontig=True)), name="noncontig")
+    for d in ("gelsy", "gelsd", "gelss"):  # rank 2 of 3: the minimum-norm solution, pinv(A) B (wide, so that
+        a = arr((3, 4), dtype, rng)        # no residuals are due: Meta's shapes assume full rank)
+        a[2] = 2 * a[0]  # exact in every precision
+        # (an rcond well above rounding: the default eps * max(m, n) sits next to the dependent row's
+        # rounded singular value, where a rank decision may flip)
+        yield SampleInput((a, arr((3, 2), dtype, rng)), {"rcond": 1e-4, "driver": d}, name=f"rank-deficient {d}")
 
 
 def lstsq_errors(rng):
@@ -530,7 +536,7 @@ register(
     OpInfo("linalg.lu_factor", dtypes=FLOAT + COMPLEX, ref=f64(lu_factor_ref), samples=lu_samples, tol=TOL),
     OpInfo("linalg.lu_solve", dtypes=FLOAT + COMPLEX, ref=f64(lu_solve_ref), samples=lu_solve_samples, tol=TOL),
     OpInfo("linalg.qr", dtypes=FLOAT + COMPLEX, ref=f64(qr_ref), samples=qr_samples, errors=qr_errors, tol=TOL),
-    OpInfo("linalg.householder_product", ref=f64(householder_ref), samples=householder_samples,
+    OpInfo("linalg.householder_product", dtypes=FLOAT + COMPLEX, ref=f64(householder_ref), samples=householder_samples,
            errors=householder_errors, tol=TOL),
     OpInfo("linalg.eigvalsh", dtypes=FLOAT + COMPLEX, ref=f64(eigvalsh_ref), samples=eigvalsh_samples, errors=eigh_errors, tol=TOL),
     OpInfo("linalg.eig", ref=eig_ref, dtypes=FLOAT + COMPLEX, samples=eig_samples,
@@ -540,7 +546,7 @@ register(
     OpInfo("linalg.eigvals", ref=lambda A: eig_ref(A)[0], dtypes=FLOAT + COMPLEX, samples=eig_samples,
            errors=eig_errors("linalg.eigvals"), tol=TOL_C),
     OpInfo("linalg.svdvals", dtypes=FLOAT + COMPLEX, ref=f64(svdvals_ref), samples=general_samples, errors=svd_errors, tol=TOL),
-    OpInfo("linalg.lstsq", ref=f64(lstsq_ref), samples=lstsq_samples, errors=lstsq_errors, tol=TOL),
+    OpInfo("linalg.lstsq", dtypes=FLOAT + COMPLEX, ref=f64(lstsq_ref), samples=lstsq_samples, errors=lstsq_errors, tol=TOL),
     OpInfo("linalg.matrix_norm", dtypes=FLOAT + COMPLEX, ref=f64(matrix_norm_ref), samples=matrix_norm_samples, tol=TOL),
     OpInfo("linalg.vector_norm", dtypes=FLOAT + COMPLEX, ref=f64(vector_norm_ref), samples=vector_norm_samples, tol=TOL),
     OpInfo("linalg.cond", ref=f64(cond_ref), samples=cond_samples, tol={"float32": (1e-3, 1e-3)}, meta=False),
