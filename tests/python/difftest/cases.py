@@ -136,7 +136,8 @@ def _to_meta(x, lib, first_only=False):
     if first_only:
         return (_to_meta(x[0], lib),) + tuple(x[1:])
     if isinstance(x, (st.Tensor, torch.Tensor)):
-        return x.to("meta")
+        # the drawn layout kept (strides, zero strides of an expanded argument), as the CPU variants see it
+        return lib.empty_strided(tuple(x.shape), x.stride(), dtype=x.dtype, device="meta")
     if isinstance(x, (list, tuple)):
         return type(x)(_to_meta(e, lib) for e in x)
     if isinstance(x, dict):
