@@ -34,6 +34,20 @@ def _install_generated_methods():
 
 _install_generated_methods()
 
+_abs_into_self = Tensor.abs_
+
+
+def _abs_(self):
+    """self = |self|. A complex tensor cannot hold its real absolute value in place (torch's error); the op
+    itself cannot tell this from abs(z, out=z), which writes |z| + 0j as torch does."""
+    if self.is_complex():
+        raise RuntimeError(f"In-place abs is not supported for complex tensors (got a {self.dtype} tensor of "
+                           f"shape {list(self.shape)} on {self.device})")
+    return _abs_into_self(self)
+
+
+Tensor.abs_ = _abs_
+
 # ---- properties --------------------------------------------------------------
 Tensor.shape = property(lambda self: Size(self._shape))
 

@@ -354,20 +354,28 @@ STRATA_DERIVATIVE(index_add, save_inputs(2), save_outputs(), index_add_backward)
 
 // self and indices broadcast against each other except along dim; the engine
 // sums the broadcast self-gradient back to self's shape.
+// The forward takes indices in [-n, n) (negative ones count from the end); scatter_add takes [0, n) only.
+static Tensor wrap_negative_indices(const Tensor& idx, int64_t n) {
+  if (n <= 0 || idx.numel() == 0) return idx;
+  return where(lt(idx, zeros_like(idx)), add(idx, full_like(idx, Scalar(n))), idx);
+}
+
 void take_along_dim_backward(const BackwardCtx& ctx, const variable_list& g, GradOut& out) {
   const TensorGeometry& in = ctx.input_geometry(0);
   Tensor idx = ctx.input(1);
   const Tensor& gr = g[0];
   if (ctx.arg_is_none(2)) {
-    Tensor flat = scatter_add(zeros(DimVector{numel_of(in.sizes)}, in.dtype, in.device), 0,
-                              reshape(idx, DimVector{-1}), reshape(gr, DimVector{-1}));
+    const int64_t n = numel_of(in.sizes);
+    Tensor flat = scatter_add(zeros(DimVector{n}, in.dtype, in.device), 0,
+                              wrap_negative_indices(reshape(idx, DimVector{-1}), n), reshape(gr, DimVector{-1}));
     out.set(0, reshape(flat, in.sizes));
     return;
   }
   const int64_t d = wrap_dim(ctx.arg_int(2), gr.dim(), "take_along_dim");
   DimVector self_b(gr.sizes().begin(), gr.sizes().end());
   self_b[d] = in.sizes[d];  // same ndim as indices (checked by the forward)
-  out.set(0, scatter_add(zeros(self_b, gr.dtype(), gr.device()), d, expand(idx, gr.sizes()), gr));
+  out.set(0, scatter_add(zeros(self_b, gr.dtype(), gr.device()), d,
+                         wrap_negative_indices(expand(idx, gr.sizes()), in.sizes[d]), gr));
 }
 STRATA_DERIVATIVE_NAMED(take_along_dim, save_inputs(1), save_outputs(), take_along_dim_backward, "GatherBackward0");
 

@@ -137,8 +137,7 @@ STRATA_PW_UNARY_LIST(STRATA_X_UNARY)
 STRATA_DEFINE_STUB(abs_stub, PointwiseFn);
 Tensor abs_impl(const Tensor& self, const OptT& out) {
   if (!is_complex_type(self.dtype())) return run_pointwise("abs", abs_stub, PwRule::Promote, {self}, out);
-  STRATA_CHECK(!(out && out->defined() && out->is_same(self)),
-               "In-place abs is not supported for complex tensors (got a ", self.describe(), ")");
+  // out=self (abs(z, out=z)) writes |z| + 0j, as torch; Tensor.abs_ refuses a complex tensor in Python.
   TensorIterator::Config cfg;
   cfg.op = "abs";
   cfg.out_dtype = to_real_value_type(self.dtype());

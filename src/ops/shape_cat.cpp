@@ -340,6 +340,21 @@ Tensor tri_common(const Tensor& self, int64_t diagonal, const OptT& out, bool lo
   STRATA_CHECK(self.dim() >= 2, op, ": input tensor must have at least 2 dimensions, but got shape ",
                self.shape_str());
   const bool inplace = has_out(out) && out->is_same(self);
+  // out= sharing memory with the input in another layout (tril(a.t(), out=a)): the kernel would zero
+  // elements it has yet to read, so the result is computed into a fresh tensor and copied. The same
+  // geometry (a.tril_(), tril(a, out=a[:])) is safe in place: each element reads only itself.
+  if (has_out(out) && !inplace && !self.device().is_meta() && self.numel() > 0 && out->impl()->storage() &&
+      out->impl()->storage() == self.impl()->storage()) {
+    const bool same_layout = out->storage_offset() == self.storage_offset() && out->dtype() == self.dtype() &&
+                             std::ranges::equal(out->sizes(), self.sizes()) &&
+                             std::ranges::equal(out->strides(), self.strides());
+    if (!same_layout) {
+      Tensor fresh = tri_common(self, diagonal, std::nullopt, lower);
+      Tensor result = prepare_out(out, self.sizes(), self.dtype(), self.device(), op);
+      copy_(result, fresh);
+      return result;
+    }
+  }
   Tensor result = inplace ? self : prepare_out(out, self.sizes(), self.dtype(), self.device(), op);
   if (inplace) result.bump_version();
   if (self.device().is_meta() || self.numel() == 0) return result;

@@ -8,6 +8,8 @@
 #include <limits>
 #include <vector>
 
+#include "autograd/engine.h"
+#include "autograd/variable.h"
 #include "core/shape.h"
 #include "dispatch/schema.h"
 #include "ops/ops.h"
@@ -182,4 +184,27 @@ TEST(FuzzRegressions, BatchedMatmulWithEmptyInnerDim) {
     for (int64_t i = 0; i < 24; ++i) EXPECT_EQ(rc.data_ptr<double>()[i], 0.0);
   }
   EXPECT_EQ(matmul(zeros(DimVector{5, 2, 0}), zeros(DimVector{5, 0, 3})).numel(), 30);
+}
+
+// fuzz_autograd_ops: take_along_dim takes negative indices (counted from the end) but its backward passed
+// them to scatter_add, which refuses them: the forward worked and backward raised.
+TEST(FuzzRegressions, TakeAlongDimBackwardWithNegativeIndices) {
+  namespace ag = strata::autograd;
+  Tensor x = contiguous(reshape(to_dtype(arange(Scalar(4)), ScalarType::Float32), DimVector{2, 1, 2}));
+  ag::set_requires_grad(x, true);
+  Tensor idx = reshape(i64({-1, 0}), DimVector{1, 1, 2});
+  Tensor y = take_along_dim(x, idx, 0);
+  EXPECT_EQ(y.data_ptr<float>()[0], 2.f);  // x[-1, 0, 0]
+  ag::run_backward({sum(y)}, {}, {}, {});
+  Tensor g = contiguous(ag::grad(x));
+  const float want[] = {0, 1, 1, 0};  // torch's GatherBackward0
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(g.data_ptr<float>()[i], want[i]) << i;
+
+  // Without dim the flattened input is indexed, negative indices again counted from the end.
+  Tensor z = to_dtype(arange(Scalar(4)), ScalarType::Float32);
+  ag::set_requires_grad(z, true);
+  ag::run_backward({sum(take_along_dim(z, i64({-1, 0, -4, 3})))}, {}, {}, {});
+  Tensor gz = ag::grad(z);
+  const float want_z[] = {2, 0, 0, 2};
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(gz.data_ptr<float>()[i], want_z[i]) << i;
 }

@@ -619,6 +619,14 @@ def test_inplace_abs_of_complex_raises_like_torch():
     out = st.empty(1)
     st.abs(z, out=out)
     assert out.item() == 5.0
+    with pytest.raises(RuntimeError, match="In-place abs is not supported for complex tensors"):
+        z.absolute_()
+    # out= the complex input itself is not in place for torch: |z| + 0j is written (found by the
+    # differential test's out= aliasing variant).
+    for lib in (st, torch):
+        w = lib.tensor([3 + 4j, -1j, 0j])
+        assert lib.abs(w, out=w) is w
+        assert w.tolist() == [5 + 0j, 1 + 0j, 0j]
 
 
 def test_sgn_in_place_matches_torch():

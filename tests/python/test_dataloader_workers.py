@@ -353,3 +353,50 @@ def test_interpreter_exit_with_live_workers():
     for pid in workers:
         assert not os.path.exists(f"/proc/{pid}") or "Z" not in open(f"/proc/{pid}/stat").read().split()[2]
     assert [n for n in os.listdir("/dev/shm") if n.startswith(f"strata_dl_{main}_")] == []
+
+
+def test_forked_workers_inherit_numpy_random():
+    """Each worker seeds NumPy's global generator, and the first np.random use imports numpy.random (tens of
+    ms, on the way to the first batch of every epoch). With the fork start method the main process imports it
+    once before starting workers, so forked workers inherit it; the seeding itself is unchanged (NumPy draws
+    in workers still match torch's, test_worker_info_init_fn_and_seeds_match_torch)."""
+    script = (
+        "import sys, strata as st\n"
+        "from strata.utils.data import DataLoader, TensorDataset\n"
+        "assert 'numpy.random' not in sys.modules, 'imported by strata itself'\n"
+        "dl = DataLoader(TensorDataset(st.arange(8.0)), batch_size=4, num_workers=1,\n"
+        "                multiprocessing_context='fork')\n"
+        "assert [b[0].tolist() for b in dl] == [[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0]]\n"
+        "print('numpy.random' in sys.modules)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True"]
+
+
+class SlowLast(sd.Dataset):
+    """The last item takes longer than the main process's poll interval (1 s)."""
+
+    def __len__(self):
+        return 6
+
+    def __getitem__(self, i):
+        if i == 5:
+            time.sleep(1.3)
+        return i
+
+
+def test_workers_leave_after_their_last_task():
+    """Once the sampler is exhausted each worker is told to stop behind its last task, so it exits while the last
+    batches are consumed (the epoch's end does not wait for it). A worker that has left that way is not a dead
+    worker: the main process, polling for the slow last batch, must not report it."""
+    it = iter(sd.DataLoader(SlowLast(), batch_size=1, num_workers=2))
+    assert [b.item() for b in it] == [0, 1, 2, 3, 4, 5]
+    it = iter(sd.DataLoader(SlowLast(), batch_size=1, num_workers=2))
+    assert [next(it).item() for _ in range(5)] == [0, 1, 2, 3, 4]
+    it._workers[0].join(timeout=10)  # worker 0's tasks were 0, 2, 4: it leaves before the epoch ends
+    assert it._workers[0].exitcode == 0 and it._workers[1].is_alive()
+    assert next(it).item() == 5
+    with pytest.raises(StopIteration):
+        next(it)

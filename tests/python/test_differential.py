@@ -3,8 +3,10 @@
 For every OpInfo with a torch counterpart, hypothesis draws cases (shapes with
 0-d/empty/size-1 dims, memory layouts, dtypes from the op's declared set, values
 with NaN/inf/-0.0/large where the op takes floats, dims/keepdim) and each case
-runs in strata and torch through the function, the method, out= and the
-in-place variant where they exist: result dtypes, shapes and values (NaN
+runs in strata and torch through the function, the method, out=, out= aliasing
+the first argument and the in-place variant where they exist, and with every
+tensor on the meta device (or only the first: meta and CPU operands mixed, which
+must raise unless the CPU one is 0-d; shapes and dtypes compared): result dtypes, shapes and values (NaN
 positions equal) must agree, and when one library raises the other must raise an
 exception of the same category. The op database's error inputs must raise in
 torch too, in the same category. docs/DESIGN.md ("Differential testing").
@@ -46,6 +48,10 @@ EXAMPLES = int(os.environ.get("STRATA_DIFFTEST_EXAMPLES", "10"))
 PROFILE = settings(derandomize=True, max_examples=EXAMPLES, deadline=None, database=None,
                    suppress_health_check=list(HealthCheck), print_blob=False)
 
+# out= aliasing an input and the device variants (meta, meta and CPU mixed) of every op: fewer examples each.
+FEW = settings(PROFILE, max_examples=max(2, EXAMPLES // 3))
+EXTRA_VARIANTS = ("out_alias", "meta", "meta_mixed")
+
 STATS = collections.Counter()
 
 
@@ -74,7 +80,7 @@ def test_matches_torch(info, fam, params, variant):
         pytest.skip("every dtype of the op is skipped in the op database")
     STATS["ops"] += variant == "fn"
 
-    @PROFILE
+    @(FEW if variant in EXTRA_VARIANTS else PROFILE)
     @given(STRATEGIES[fam](info, params))
     def run(case):
         args, kwargs = case

@@ -1,7 +1,8 @@
 """Disagreements with torch that strata keeps on purpose, or gaps it has not
 closed yet. An entry: (op, variant, substring of the mismatch message,
 predicate(args, kwargs) -> bool or None, reason). Variant is "fn", "method",
-"out", "inplace", "error-input" or "*". Keep this list short and honest: a
+"out", "inplace", "out_alias" (out= is the first argument), "meta" (every tensor on the meta
+device), "meta_mixed" (only the first), "error-input" or "*". Keep this list short and honest: a
 disagreement that is a strata bug gets fixed instead, with a sample or error
 input in tests/python/opdb that keeps it fixed."""
 
@@ -137,8 +138,15 @@ ALLOW = [
      "source's memory order); strata's last write in row-major order wins"),
     ("kthvalue", "*", ")[1]: values differ", None,
      "the index among tied values is unspecified (torch's quickselect order); the values ([0]) are compared"),
-    ("signbit", "out", "does not support non-boolean outputs", None,
-     "torch refuses a float out= for signbit only; strata casts the bool result like every other predicate"),
+    *[("signbit", v, "does not support non-boolean outputs", None,
+       "torch refuses a float out= for signbit only; strata casts the bool result like every other predicate")
+      for v in ("out", "out_alias")],
+    *[(n, v, "but torch ValueError (alpha argument of type", None,
+       "an int tensor with a float alpha: torch raises RuntimeError on CPU but ValueError on meta; strata raises "
+       "RuntimeError on both") for n in ("add", "sub") for v in ("meta", "meta_mixed")],
+    ("floor_divide", "meta_mixed", "Expected all tensors to be on the same device", None,
+     "torch 2.13's floor_divide does not check devices (meta and CPU operands of any shape mix; its add, div, "
+     "remainder refuse them); strata refuses them for every op, 0-d CPU operands excepted"),
     ("mvlgamma", "error-input", "torch returns", None,
      "torch 2.13 returns a number for x <= (p-1)/2, outside the domain; strata raises"),
     ("scatter_reduce", "error-input", "torch returns", None,

@@ -12,7 +12,7 @@ import strata as st
 
 from .allowlist import TORCH_CRASHES
 from .families import TORCH_OVERRIDES
-from .compare import Arr, Mismatch, category, compare, materialize, resolve, tol_for
+from .compare import Arr, Mismatch, category, compare, dtype_name, materialize, resolve, tol_for
 from .strategies import LAYOUTS, shapes, tensors, values
 
 
@@ -122,7 +122,36 @@ def variants(info, fam):
         v.append("out")
     if fam in ("unary", "binary") and hasattr(st.Tensor, short + "_") and hasattr(torch.Tensor, short + "_"):
         v.append("inplace")
+    if "out" in v and fam in ("unary", "binary"):
+        v.append("out_alias")
+    if not info.name.startswith("_C."):
+        v.append("meta")
+        if fam == "binary":
+            v.append("meta_mixed")
     return v
+
+
+def _to_meta(x, lib, first_only=False):
+    """Every tensor of a materialized argument tuple moved to the meta device (first_only: only args[0])."""
+    if first_only:
+        return (_to_meta(x[0], lib),) + tuple(x[1:])
+    if isinstance(x, (st.Tensor, torch.Tensor)):
+        # the drawn layout kept (strides, zero strides of an expanded argument), as the CPU variants see it
+        return lib.empty_strided(tuple(x.shape), x.stride(), dtype=x.dtype, device="meta")
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to_meta(e, lib) for e in x)
+    if isinstance(x, dict):
+        return {n: _to_meta(v, lib) for n, v in x.items()}
+    return x
+
+
+def _shapes_only(x):
+    """What a meta result can be compared on: device, shape and dtype of every tensor."""
+    if isinstance(x, (st.Tensor, torch.Tensor)):
+        return f"{x.device.type} {tuple(x.shape)} {dtype_name(x.dtype)}"
+    if isinstance(x, (list, tuple)):
+        return [_shapes_only(e) for e in x]
+    return x
 
 
 def run_one(lib, info, tfn, variant, args, kwargs):
@@ -145,6 +174,20 @@ def run_one(lib, info, tfn, variant, args, kwargs):
                 fn = resolve(info.name, st) if lib is st else tfn
                 r = fn(*a, **k, out=out)
                 r = (r is out, out)
+            elif variant == "out_alias":
+                # out= is the first argument itself (in its drawn layout): full aliasing computes as in place;
+                # a zero-stride (expanded) out, a dtype the result cannot be cast to, or a result that must
+                # resize the input raise in both
+                fn = resolve(info.name, st) if lib is st else tfn
+                r = fn(*a, **k, out=a[0])
+                r = (r is a[0], a[0])
+            elif variant in ("meta", "meta_mixed"):
+                # device arguments: every tensor on the meta device (shapes and dtypes without values), or only
+                # the first (meta and CPU operands mixed: only a 0-d CPU operand may join another device)
+                a = _to_meta(a, lib, first_only=variant == "meta_mixed")
+                k = _to_meta(k, lib) if variant == "meta" else k
+                fn = resolve(info.name, st) if lib is st else tfn
+                r = _shapes_only(fn(*a, **k))
         return r, None, a
     except Exception as e:  # noqa: BLE001 -- the category is what is compared
         return None, e, a
@@ -158,8 +201,10 @@ def check(info, tfn, variant, args, kwargs):
     if crash and crash[0](args, kwargs):
         return "torch would crash"      # strata returned or raised: it did not crash
     rt, et, a_t = run_one(torch, info, tfn, variant, args, kwargs)
-    if variant == "out" and isinstance(et, TypeError) and "out" in str(et):
+    if variant in ("out", "out_alias") and isinstance(et, TypeError) and "out" in str(et):
         return "out= not in torch"      # torch has no out= overload: nothing to compare
+    if variant in ("meta", "meta_mixed") and isinstance(et, NotImplementedError) and es is None:
+        return "no meta kernel in torch"  # strata computed the shape; torch cannot say
     if es is not None or et is not None:
         if es is None:
             raise Mismatch(f"{what}: torch raises {type(et).__name__}: {str(et)[:300]} but strata returns")
@@ -171,6 +216,8 @@ def check(info, tfn, variant, args, kwargs):
         return "raised"
     tol = tol_for(info)
     compare(rs, rt, tol, what)
+    if variant in ("meta", "meta_mixed"):
+        return "ok"  # the CPU arguments were not written to
     # the tensor arguments after the call (in-place writes, out= untouched inputs)
     compare(a_s, a_t, tol, what + " args after the call")
     return "ok"

@@ -214,12 +214,18 @@ class _MultiProcessingIter:
         # the first batch of indices is taken below.
         self._base_seed = _draw_seed(loader.generator)
         ctx = loader.multiprocessing_context or multiprocessing.get_context()
+        if ctx.get_start_method() == "fork":
+            # Every worker seeds NumPy's global generator, and the first use of np.random imports numpy.random
+            # (~30 ms). Imported here once, forked workers inherit it instead of each importing it again on the
+            # way to its first batch, every epoch.
+            import numpy.random  # noqa: F401
         self._shm_prefix = _worker.shm_prefix(next(self._tokens))
         self._result_queue = ctx.Queue()
         self._done_event = ctx.Event()
         self._index_queues = []
         self._workers = []
         self._workers_status = [True] * self._num_workers
+        self._stop_sent = False
         self._shutdown = False
         _live_iterators.add(self)
         for i in range(self._num_workers):
@@ -268,7 +274,9 @@ class _MultiProcessingIter:
         try:
             return True, self._result_queue.get(timeout=timeout)
         except Exception as e:
-            failed = [w for wid, w in enumerate(self._workers) if self._workers_status[wid] and not w.is_alive()]
+            # (A worker told to stop after its last task has left normally: its batches are all in the queue.)
+            failed = [w for wid, w in enumerate(self._workers) if self._workers_status[wid] and not w.is_alive()
+                      and not (self._stop_sent and w.exitcode == 0)]
             if failed:
                 for wid, w in enumerate(self._workers):
                     if w in failed:
@@ -334,6 +342,7 @@ class _MultiProcessingIter:
         try:
             index = next(self._sampler_iter)
         except StopIteration:
+            self._stop_after_last_tasks()
             return
         for _ in range(self._num_workers):  # the next worker still loading this epoch, if any
             wid = next(self._worker_queue_idx_cycle)
@@ -347,6 +356,17 @@ class _MultiProcessingIter:
         self._workers_num_tasks[wid] += 1
         self._tasks_outstanding += 1
         self._send_idx += 1
+
+    def _stop_after_last_tasks(self):
+        # Map-style dataset, workers not kept: the sampler is exhausted, so each worker holds every task it gets
+        # this epoch. A None queued behind them lets it leave (and its process exit) while the last batches are
+        # still being consumed, instead of being woken and joined at the end of the epoch (a few ms each).
+        if self._stop_sent or self._persistent_workers or self._is_iterable:
+            return
+        self._stop_sent = True
+        for wid in range(self._num_workers):
+            if self._workers_status[wid]:
+                self._index_queues[wid].put(None)
 
     def _process_data(self, data, worker_id):
         self._workers_num_tasks[worker_id] -= 1
