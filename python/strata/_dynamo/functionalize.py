@@ -60,6 +60,20 @@ def _schemas():
     return _SCHEMAS
 
 
+_VIEW_OPS = None
+
+
+def _view_ops():
+    """Ops whose result is (a list of) views of their first argument by their schema (`-> Tensor(a)`),
+    whether or not they carry the view flag (composites such as t, narrow, reshape do not)."""
+    global _VIEW_OPS
+    if _VIEW_OPS is None:
+        import re
+        _VIEW_OPS = {full for full, s in _schemas().items()
+                     if re.search(r"Tensor\(\w( -> \*)?\)", s["schema"].split("->")[-1])}
+    return _VIEW_OPS
+
+
 def _writes(n):
     """Positions of the arguments node n writes into (a non-None write argument)."""
     s = _schemas().get(n.op)
@@ -85,9 +99,10 @@ def mutating_nodes(graph):
 
 # View ops whose write-back is a reshape to the parent's shape (they keep the element order).
 _RESHAPES = {"view", "reshape", "_unsafe_view", "flatten.using_ints", "unflatten.int", "squeeze", "squeeze.dim",
-             "squeeze.dims", "unsqueeze", "view_as", "reshape_as", "alias", "contiguous", "detach"}
-# Ops that return their input or a view of it depending on the input's layout.
-_MAY_VIEW = {"reshape", "flatten.using_ints", "unflatten.int", "contiguous", "reshape_as"}
+             "squeeze.dims", "unsqueeze", "view_as", "reshape_as", "alias", "contiguous", "detach", "conj",
+             "resolve_conj"}
+# Ops that return their input or a view of it depending on the input's layout (or dtype).
+_MAY_VIEW = {"reshape", "flatten.using_ints", "unflatten.int", "contiguous", "reshape_as", "conj", "resolve_conj"}
 # Ops that always return a view of their (first) input.
 _SPLITS = {"split.Tensor", "split.sizes", "split_with_sizes", "chunk", "unbind.int"}
 
@@ -116,14 +131,15 @@ class _Base:
 
 
 class _Functionalizer:
-    def __init__(self, graph):
+    def __init__(self, graph, ng):
         self.g = graph
-        self.ng = _compile.Graph()
+        self.ng = ng
         self.info = {}      # old tensor value id -> (_Base, chain of (node, output index))
         self.cache = {}     # old view value id -> (new value id, base version)
         self.consts = {}
         self.kept_writes = 0
         self.grad_read = False
+        self.read_ids = set()   # new values read by a node so far
 
     # ---- values ------------------------------------------------------------------------------
 
@@ -148,6 +164,7 @@ class _Functionalizer:
             raise FunctionalizeUnsupported(f"{self.g.value(old).name!r} was written without grad and is read "
                                            "with grad: the functional value would have no autograd history")
         if not chain:
+            self.read_ids.add(base.cur)
             return self.ng.value(base.cur)
         hit = self.cache.get(old)
         if hit is not None and hit[1] == base.version:
@@ -157,6 +174,7 @@ class _Functionalizer:
         return self.ng.value(vid)
 
     def replay(self, vid, chain):
+        self.read_ids.add(vid)
         for step in chain:
             vid = self.replay_step(vid, step)
         return vid
@@ -245,10 +263,10 @@ class _Functionalizer:
             if list(X.shape) == list(P.shape):
                 return x
             return self.add("reshape", [X, list(P.shape)], n)[0]
-        if op in ("transpose.int", "swapaxes"):
+        if op in ("transpose.int", "swapaxes", "swapdims"):
             return self.add("transpose.int", [X, a[1], a[2]], n)[0]
-        if op in ("t", "numpy_T") and len(P.shape) == 2:
-            return self.add("t", [X], n)[0]
+        if op == "t":
+            return self.add("t", [X], n)[0] if len(P.shape) == 2 else x
         if op == "permute":
             dims = [d % len(P.shape) for d in a[1]]
             inv = [0] * len(dims)
@@ -311,7 +329,7 @@ class _Functionalizer:
         if _bn_updates(n):
             return self.batch_norm(n)
         if not w:
-            if n.flags & _VIEW or n.op in _MAY_VIEW or n.op in _SPLITS:
+            if n.flags & _VIEW or n.op in _view_ops():
                 return self.view(n)
             args = [self.arg(a) for a in n.args]
             new = self.add(n.op, args, n)
@@ -343,7 +361,17 @@ class _Functionalizer:
         base, chain = self.info[src.id]
         args = [self.arg(a) for a in n.args]
         new = self.add(n.op, args, n)
-        aliases = n.op not in _MAY_VIEW or _contiguous(self.g.value(src.id))
+        sv = self.g.value(src.id)
+        aliases = True
+        if n.op == "contiguous" and not _contiguous(sv):
+            # a copy, a tensor of its own
+            for o, nid in zip(n.outputs, new):
+                self.info[o] = (_Base(o, nid, False), ())
+            return
+        if n.op in ("conj", "resolve_conj"):
+            aliases = not sv.dtype.is_complex
+        elif n.op in _MAY_VIEW:
+            aliases = _contiguous(sv)
         for k, (o, nid) in enumerate(zip(n.outputs, new)):
             if not aliases:
                 # reshape of a non-contiguous tensor: a copy or a view, which the graph cannot tell.
@@ -395,6 +423,12 @@ class _Functionalizer:
         clones = {}
         for i in range(len(args)):
             if i in w:
+                base, chain = self.info[args[i].id]
+                if not base.is_input and not chain and base.cur not in self.read_ids:
+                    # a tensor the graph made and nothing has read (empty(...).uniform_()): no clone
+                    clones[i] = base.cur
+                    args[i] = self.read(args[i].id)
+                    continue
                 cur = self.read(args[i].id)
                 clones[i] = self.add("clone", [cur], n)[0]
                 args[i] = self.ng.value(clones[i])
@@ -474,8 +508,10 @@ def functionalize(graph, with_written=False):
     FunctionalizeUnsupported when a write cannot be rewritten. with_written: also the positions of the
     inputs the graph writes into (copied back at its end)."""
     import strata
+    # Made in the caller's grad mode (as the captured graph was): nodes recorded under another mode
+    # switch to it when they run.
+    f = _Functionalizer(graph, _compile.Graph())
     with strata.no_grad():
-        f = _Functionalizer(graph)
         ng = f.run()
     return (ng, f.written_inputs) if with_written else ng
 
