@@ -290,16 +290,7 @@ class _Functionalizer:
                 raise FunctionalizeUnsupported("a node runs under autocast")
             self.grad_read = n.grad_enabled
             self.node(n)
-        # One copy_ back into each written input, then the outputs.
-        self.written_inputs = []
-        for pos, vid in enumerate(g.inputs):
-            base = self.info[vid][0]
-            if base.written:
-                self.written_inputs.append(pos)
-                inp = ng.value(ng.inputs[g.inputs.index(vid)])
-                self.grad_read = False
-                out = self.add("copy_", [inp, ng.value(base.cur), False], _Src(""), grad_enabled=base.grad_write)[0]
-                base.cur, base.version = out, base.version + 1
+        self.write_back()
         outs = []
         for o in g.outputs:
             self.grad_read = g.value(o).requires_grad
@@ -317,6 +308,69 @@ class _Functionalizer:
         ng.set_outputs(outs)
         ng.eliminate_dead_code()
         return ng
+
+    def write_back(self):
+        """The end of the graph: each written input gets its final value, once (Note [Functionalization]).
+        When that value's node is a pointwise op with an out= argument whose result nothing else reads,
+        the node is made again writing into the input (out=input; the first one becomes dead) instead of
+        a copy_, which would be one more pass over the tensor: a write the caller's tensor needs anyway,
+        at the end of the graph, so it blocks no fusion."""
+        g, ng = self.g, self.ng
+        nodes = ng.nodes
+        producer = {o: n for n in nodes for o in n.outputs}
+        readers = {}
+        for n in nodes:
+            for v in n.input_ids:
+                readers[v] = readers.get(v, 0) + 1
+        alias_of = {v: v for v in ng.inputs}    # new value -> the input it is (a view of)
+        views = _view_ops()
+        for n in nodes:
+            ids = n.input_ids
+            if (n.flags & _VIEW or n.op in views) and ids and ids[0] in alias_of:
+                for o in n.outputs:
+                    alias_of[o] = alias_of[ids[0]]
+        out_reads = set()
+        for o in g.outputs:
+            if o in self.info and not self.info[o][0].is_input:
+                out_reads.add(self.info[o][0].cur)
+        self.written_inputs = []
+        bases = []
+        for pos, vid in enumerate(g.inputs):
+            base = self.info[vid][0]
+            if base.written:
+                self.written_inputs.append(pos)
+                bases.append((pos, base))
+        self.grad_read = False
+        # A final value that is (a view of) an input is copied first: the writes below change inputs.
+        for pos, base in bases:
+            if base.cur in alias_of:
+                base.cur = self.add("clone", [ng.value(base.cur)], _Src(""), grad_enabled=base.grad_write)[0]
+        done = set()
+        for pos, base in bases:
+            inp = ng.inputs[pos]
+            v = base.cur
+            n = producer.get(v)
+            out = None
+            if n is not None and readers.get(v, 0) == 0 and v not in out_reads and len(n.outputs) == 1 \
+                    and n.flags & _FLAGS["pointwise"]:
+                names = [a["name"] for a in _schemas()[n.op]["args"]]
+                args = n.args
+                vv, iv = ng.value(v), ng.value(inp)
+                ok = ("out" in names and args[names.index("out")] is None and vv.dtype == iv.dtype
+                      and list(vv.shape) == list(iv.shape) and list(vv.stride) == list(iv.stride))
+                for a in (args if ok else ()):
+                    for e in (a if isinstance(a, (list, tuple)) else (a,)):
+                        if isinstance(e, _compile.Value) and e.id in alias_of and (
+                                alias_of[e.id] in done or (alias_of[e.id] == inp and e.id != inp)):
+                            ok = False  # it reads an input already written, or a view of its target
+                if ok:
+                    args = list(args)
+                    args[names.index("out")] = ng.value(inp)
+                    out = self.add(n.op, args, _Src(n.source), grad_enabled=base.grad_write)[0]
+            if out is None:
+                out = self.add("copy_", [ng.value(inp), ng.value(v), False], _Src(""), grad_enabled=base.grad_write)[0]
+            done.add(inp)
+            base.cur, base.version = out, base.version + 1
 
     def fresh(self, n, outs):
         for o in outs:

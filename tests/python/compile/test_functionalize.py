@@ -44,21 +44,27 @@ def captured(fn, *args):
     return g
 
 
+def written(n):
+    """The value node n writes into (copy_'s self, or the out= argument)."""
+    if n.op == "copy_":
+        return n.args[0].id
+    return n.args[n.arg_names.index("out")].id
+
+
 def writes_only_into_inputs_at_the_end(g):
-    """Every node that writes is a copy_ into a graph input, and nothing but copy_s follow the first one."""
+    """Every node that writes writes into a graph input (a copy_, or the input's last pointwise op with
+    out=input), each input once, and only such writes and views follow the first of them."""
     ins = set(g.inputs)
     muts = mutating_nodes(g)
-    for n in muts:
-        assert n.op == "copy_" and n.args[0].id in ins, (n, g)
-    first = next((i for i, n in enumerate(g.nodes) if n.op == "copy_"), len(g.nodes))
-    written = set()
+    targets = [written(n) for n in muts]
+    assert all(t in ins for t in targets), g
+    assert len(set(targets)) == len(targets), g
+    outs = {o for m in muts for o in m.outputs}
+    first = next((i for i, n in enumerate(g.nodes) if set(n.outputs) & outs), len(g.nodes))
     for n in g.nodes[first:]:
-        if n.op == "copy_":
-            written.add(n.args[0].id)
-        else:
+        if not set(n.outputs) & outs:
             # only views of the written inputs (outputs that alias them) come after the write-back
             assert n.flags & strata._C._op_flags()["view"], (n, g)
-    assert len(written) == len([n for n in muts])
     return muts
 
 
@@ -279,7 +285,7 @@ def test_optimizer_like_update_under_no_grad(backend):
         return m * 1
     gr = functionalize(captured(update, p, g, m))
     muts = writes_only_into_inputs_at_the_end(gr)
-    assert sorted(n.args[0].name for n in muts) == ["m", "p"]
+    assert sorted(gr.value(written(n)).name for n in muts) == ["m", "p"]
     assert not any(n.grad_enabled for n in muts)
     check(update, (p, g, m), backend)
 
@@ -332,8 +338,7 @@ def test_batchnorm_running_stats_in_a_compiled_module(backend):
             assert strata.equal(s1[k], s0[k]), (k, s1[k], s0[k])
     g = functionalize(captured(lambda x: m(x), x))
     muts = writes_only_into_inputs_at_the_end(g)
-    assert {n.args[0].name for n in muts} == {"m_bn_running_mean", "m_bn_running_var", "m_bn_num_batches_tracked"} \
-        or len(muts) == 3
+    assert len(muts) == 3  # running mean, running variance, the batch count
     assert not any(n.op == "batch_norm" and n.args[3] is not None for n in g.nodes)
 
 
