@@ -492,7 +492,7 @@ def kernel_runner(graph, steps, keep_arena=False, inputs_die=False, order=None):
 def _aot_eager(graph, out):
     """Forward and backward traced ahead of time, partitioned with a min-cut (aot.py)."""
     from .aot import aot_compile
-    return aot_compile(graph)
+    return aot_compile(graph, functionalize=not getattr(out, "dynamic", False))
 
 
 def lookup_backend(backend):
