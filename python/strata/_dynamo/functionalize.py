@@ -39,6 +39,9 @@ _compile = _C._compile
 _FLAGS = _C._op_flags()
 _VIEW = _FLAGS["view"]
 _INPLACE = _FLAGS["inplace"]
+# The write-back reuses the final value's pointwise op with out=input where it can (write_back);
+# False: always a copy_ (for comparison).
+REINPLACE = True
 
 __all__ = ["functionalize", "maybe_functionalize", "FunctionalizeUnsupported", "mutating_nodes"]
 
@@ -351,7 +354,7 @@ class _Functionalizer:
             v = base.cur
             n = producer.get(v)
             out = None
-            if n is not None and readers.get(v, 0) == 0 and v not in out_reads and len(n.outputs) == 1 \
+            if REINPLACE and n is not None and readers.get(v, 0) == 0 and v not in out_reads and len(n.outputs) == 1 \
                     and n.flags & _FLAGS["pointwise"]:
                 names = [a["name"] for a in _schemas()[n.op]["args"]]
                 args = n.args
