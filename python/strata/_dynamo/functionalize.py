@@ -235,9 +235,11 @@ class _Functionalizer:
             base.lost_grad = True
         if n.grad_enabled:
             base.grad_write = True
-            if base.is_input and self.g.value(base.vid).requires_grad:
+            if base.is_input and (self.g.value(base.vid).requires_grad or
+                                  any(self.g.value(o).requires_grad for o in getattr(n, "outputs", ()))):
+                # eager mode gives the input an autograd history of its own (a copy at the end cannot)
                 raise FunctionalizeUnsupported(f"{n.op} writes under grad mode into input "
-                                               f"{self.g.value(base.vid).name!r}, which requires grad")
+                                               f"{self.g.value(base.vid).name!r} a value that requires grad")
 
     def unview(self, step, parent, x, n):
         """The parent's new value after writing x into step's view of it."""

@@ -476,3 +476,13 @@ def test_graphs_with_symbolic_sizes_run_as_captured():
     for n in (3, 5, 7, 9):
         x = strata.randn(n, 4)
         assert strata.equal(cf(x), fn(x))
+
+
+def test_a_write_with_grad_into_an_input_is_left_as_captured():
+    # eager mode gives buf an autograd history (buf.grad_fn), which a copy at the end cannot: the pass
+    # refuses and the graph runs as captured.
+    def fn(buf, w):
+        buf.add_(w * 2)
+        return buf.sum()
+    with pytest.raises(FunctionalizeUnsupported, match="requires grad"):
+        functionalize(captured(fn, strata.zeros(3), leaf(3)))
