@@ -50,7 +50,7 @@ Tensor copy_impl(const Tensor& self, const Tensor& src, bool /*non_blocking*/) {
     if (!self.device().is_meta()) check_no_overlapping_write("copy_", self, std::span<const Tensor>(&src, 1));
     s = clone(src);
   }
-  if (same_geometry(self, s) && src.impl()->storage() == self.impl()->storage()) return self;
+  if (same_geometry(self, s) && s.impl()->storage() == self.impl()->storage()) return self;
   TensorIterator::Config cfg;
   cfg.op = "copy_";
   cfg.out = self;

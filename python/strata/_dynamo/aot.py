@@ -617,7 +617,7 @@ class CompiledFunction(Function):
         return (None,) + tuple(None if k is None else res[k] for k in plan.grad_slots)
 
 
-def aot_compile(graph, compile_fn=None):
+def aot_compile(graph, compile_fn=None, functionalize=True):
     """The aot_eager backend's callable for a captured graph (Note [CompiledFunction]).
 
     compile_fn(graph, inputs_die=False) -> callable, when given, compiles the forward graph, the
@@ -625,7 +625,31 @@ def aot_compile(graph, compile_fn=None):
     backward frees saved values]) and
     the captured graph for calls without grad (backend "strata_cpp": Note [Compiled training
     steps] in backends.py); it is called with grad mode off, and the graph for calls without grad
-    is compiled at its first such call. Without it every graph runs through its own runner."""
+    is compiled at its first such call. Without it every graph runs through its own runner.
+    The graph is functionalized first unless functionalize=False (a graph with symbolic sizes: the pass
+    writes sizes into the nodes it makes) (Note [Functionalization] in functionalize.py); a call whose
+    written input shares storage with another input runs the graph as captured."""
+    from .functionalize import maybe_functionalize, aliased_inputs
+    fgraph, written = maybe_functionalize(graph) if functionalize else (graph, None)
+    fn = _aot_compile(fgraph, compile_fn)
+    if not written:
+        return fn
+    as_captured = []
+
+    def run(*inputs):
+        if aliased_inputs(inputs, written):
+            if not as_captured:
+                as_captured.append(_aot_compile(graph, compile_fn))
+            return as_captured[0](*inputs)
+        return fn(*inputs)
+    for k in ("plan", "no_grad_run", "memory_plan"):
+        if hasattr(fn, k):
+            setattr(run, k, getattr(fn, k))
+    run.functional = fn
+    return run
+
+
+def _aot_compile(graph, compile_fn):
     plain = graph.runner()
     needs_grad = any(graph.value(v).requires_grad for v in graph.inputs)
     if compile_fn is None:

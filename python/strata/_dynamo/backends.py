@@ -240,10 +240,14 @@ class _Liveness:
         self.last, self.unsafe = {}, set()
         for i, n in enumerate(nodes):
             st = self.step_of[i]
-            for v in n.input_ids:
+            ids = n.input_ids
+            # copy_(dst, src) only reads src (a functionalized graph's write-back of a kernel output).
+            dst_only = n.op == "copy_" and ids and ids[0] != ids[-1]
+            for k, v in enumerate(ids):
                 self.last[v] = max(self.last.get(v, -1), st)
                 if i not in kernel_of and ((n.flags & _ALIAS_FLAGS) or n.op in _MAY_ALIAS or n.list_return):
-                    self.unsafe.add(v)
+                    if not (dst_only and k > 0):
+                        self.unsafe.add(v)
 
     def intervals(self, in_arena=(), inputs_die=False):
         """[(value id, bytes, first step, last step)] of what the plan holds: node results (views
@@ -488,7 +492,7 @@ def kernel_runner(graph, steps, keep_arena=False, inputs_die=False, order=None):
 def _aot_eager(graph, out):
     """Forward and backward traced ahead of time, partitioned with a min-cut (aot.py)."""
     from .aot import aot_compile
-    return aot_compile(graph)
+    return aot_compile(graph, functionalize=not getattr(out, "dynamic", False))
 
 
 def lookup_backend(backend):

@@ -17,3 +17,8 @@ suppress_errors = False
 verbose = False
 automatic_dynamic_shapes = True
 assume_static_by_default = True
+# Captured graphs are functionalized before AOT autograd and the code generator (Note
+# [Functionalization] in functionalize.py): in-place ops, out= writes and writes into views become
+# functional ops, written inputs get one copy_ at the end. False: graphs run as captured (the
+# behaviour before the pass, kept for comparison).
+functionalize = True

@@ -1,0 +1,105 @@
+"""Mutation-heavy graphs under strata_cpp with and without the functionalization pass
+(strata._dynamo.config.functionalize; Note [Functionalization] in python/strata/_dynamo/functionalize.py).
+
+For each case: strata eager, strata_cpp as captured (functionalize=False: in-place ops and out= writes
+run node by node and block fusion) and strata_cpp functionalized, ms per call (min over repeats), and
+the number of generated kernels in the graph's plan. Thread CPU time (run with OMP_NUM_THREADS=1 so
+that the kernels run on the calling thread; the script sets strata's own thread count to 1), which other jobs on the machine disturb less.
+
+    OMP_NUM_THREADS=1 PYTHONPATH=python .venv/bin/python bench/functionalize.py [--repeat 7]
+"""
+
+import argparse
+import os
+import time
+
+import strata as st
+import strata.nn.functional as F
+from strata._dynamo import config, eval_frame
+
+
+def adam_like(p, g, m, v):
+    m.mul_(0.9).add_(g, alpha=0.1)
+    v.mul_(0.999).addcmul_(g, g, value=0.001)
+    p.addcdiv_(m, v.sqrt().add_(1e-8), value=-1e-3)
+    return p
+
+
+def residual_inplace(x, w):
+    h = x @ w
+    h += x
+    h *= 0.5
+    h.relu_()
+    h.mul_(h.sigmoid())
+    return h
+
+
+def slice_writes(x, y):
+    out = st.empty(x.shape)
+    k = x.shape[1] // 2
+    out[:, :k] = (x[:, :k] * y[:, :k]).tanh()
+    out[:, k:] = x[:, k:] + y[:, k:]
+    out.mul_(2)
+    return out
+
+
+def ln_dropout(x, h, w, b):
+    return F.layer_norm(x + F.dropout(h, 0.1, training=True), (x.shape[-1],), w, b)
+
+
+CASES = [
+    ("Adam-like update, 4 x 1M floats in place", adam_like,
+     lambda: (st.randn(1 << 20), st.randn(1 << 20), st.randn(1 << 20), st.rand(1 << 20))),
+    ("x@w, += x, *= .5, relu_, mul_ (4096x64 @ 64x64)", residual_inplace,
+     lambda: (st.randn(4096, 64), st.randn(64, 64) * 0.1)),
+    ("out[:, :k] = ..., out[:, k:] = ..., mul_ (2048x1024)", slice_writes,
+     lambda: (st.randn(2048, 1024), st.randn(2048, 1024))),
+    ("LayerNorm(x + dropout(h)) (4096x1024)", ln_dropout,
+     lambda: (st.randn(4096, 1024), st.randn(4096, 1024), st.randn(1024), st.randn(1024))),
+]
+
+
+def per_call(fn, args, repeat, n=5):
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.thread_time()
+        for _ in range(n):
+            fn(*args)
+        best = min(best, (time.thread_time() - t0) / n)
+    return best
+
+
+def kernels(fn):
+    for s in eval_frame.states_of(fn.__code__):
+        for e in s.entries:
+            r = e.run.__globals__.get("R")
+            r = getattr(r, "functional", r)
+            return getattr(r, "num_kernels", 0)
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=7)
+    a = ap.parse_args()
+    st.set_num_threads(1)  # eager's own thread pool too: everything on the calling thread
+    print(f"load average {os.getloadavg()[0]:.1f}; ms of thread CPU time per call, min of {a.repeat} x 5 calls")
+    print(f"    {'case':52}{'eager':>9}{'captured':>10}{'functional':>11}  kernels before/after  speed-up")
+    for name, fn, make in CASES:
+        st.manual_seed(0)
+        args = make()
+        eager = per_call(fn, args, a.repeat)
+        res = {}
+        for flag in (False, True):
+            config.functionalize = flag
+            st.compiler.reset()
+            cf = st.compile(fn, backend="strata_cpp")
+            cf(*args)
+            res[flag] = (per_call(cf, args, a.repeat), kernels(fn))
+        config.functionalize = True
+        (t0, k0), (t1, k1) = res[False], res[True]
+        print(f"    {name:52}{eager * 1e3:9.3f}{t0 * 1e3:10.3f}{t1 * 1e3:11.3f}  {k0:>7} / {k1:<7}      {t0 / t1:5.2f}x")
+
+
+if __name__ == "__main__":
+    main()
