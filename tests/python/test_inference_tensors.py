@@ -123,7 +123,13 @@ def test_mps_device_as_torch_cpu_build():
         assert repr(sd) == repr(td).replace("torch", "strata") or repr(sd).endswith(repr(td)[len("device"):])
     assert strata.device("mps", 0) == strata.device("mps:0")
     assert strata.backends.mps.is_available() is False
-    with pytest.raises(RuntimeError, match="mps"):
+    # as torch's CPU-only build: no kernel for the MPS backend, and .to() says mps is not linked
+    with pytest.raises(NotImplementedError) as te:
+        torch.empty(2, device="mps")
+    with pytest.raises(NotImplementedError) as se:
         strata.empty(2, device="mps")
-    with pytest.raises(RuntimeError, match="mps"):
+    assert "from the 'MPS' backend" in str(te.value) and "from the 'MPS' backend" in str(se.value)
+    with pytest.raises(RuntimeError, match="not linked with support for mps devices"):
+        torch.zeros(2).to("mps")
+    with pytest.raises(RuntimeError, match="not linked with support for mps devices"):
         strata.zeros(2).to("mps")
