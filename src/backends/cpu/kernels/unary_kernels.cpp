@@ -51,14 +51,13 @@ STRATA_UNARY_K(ceil, Ceil, false)
 STRATA_UNARY_K(trunc, Trunc, false)
 STRATA_UNARY_K(bitwise_not, BitwiseNot, false)
 // isnan also reads the float8 dtypes (Note [Float8] in core/dtype.h).
-struct VisitAllAndFloat8 {
+struct VisitEveryDtypeAndFloat8 {
   template <typename F>
   decltype(auto) operator()(ScalarType t, F&& f) const {
-    if (is_float8_type(t)) return visit_all_dtypes_and_float8(t, std::forward<F>(f));
-    return visit_dtype(t, std::forward<F>(f));
+    return visit_all_dtypes_and_float8(t, std::forward<F>(f));
   }
 };
-void isnan_kernel(TensorIterator& it, const PwArgs&) { unary_bool_kernel(it, fn::IsNan{}, VisitAllAndFloat8{}); }
+void isnan_kernel(TensorIterator& it, const PwArgs&) { unary_bool_kernel(it, fn::IsNan{}, VisitEveryDtypeAndFloat8{}); }
 STRATA_UNARY_BOOL_K(isinf, IsInf)
 STRATA_UNARY_BOOL_K(isfinite, IsFinite)
 STRATA_UNARY_BOOL_K(logical_not, LogicalNot)
