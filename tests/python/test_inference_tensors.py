@@ -14,12 +14,11 @@ def make(lib):
         a = lib.ones(3)
         v = a[1:]
         n = lib.ones(2)
-        nv = None
         with lib.inference_mode(False):
             b = lib.ones(3)
             nested_enabled = lib.is_inference_mode_enabled()
         c = a * 2
-    return {"a": a, "v": v, "b": b, "c": c, "n": n, "nested_enabled": nested_enabled, "nv": nv}
+    return {"a": a, "v": v, "b": b, "c": c, "n": n, "nested_enabled": nested_enabled}
 
 
 def test_flags_match_torch():
@@ -120,7 +119,7 @@ def test_mps_device_as_torch_cpu_build():
         assert sd.type == td.type == "mps"
         assert sd.index == td.index
         assert str(sd) == str(td)
-        assert repr(sd) == repr(td).replace("torch", "strata") or repr(sd).endswith(repr(td)[len("device"):])
+        assert repr(sd).endswith(repr(td)[len("device"):])  # device(type='mps', index=0)
     assert strata.device("mps", 0) == strata.device("mps:0")
     assert strata.backends.mps.is_available() is False
     # as torch's CPU-only build: no kernel for the MPS backend, and .to() says mps is not linked
