@@ -303,6 +303,7 @@ Tensor strip_leading_ones(Tensor v, int64_t ndim) {
 }
 
 void setitem(const Tensor& self, nb::handle idx, nb::handle value) {
+  check_inplace_not_inference(*self.impl());  // an inference tensor outside inference mode (Note [Inference tensors])
   Scalar s;
   bool is_scalar = as_scalar(value, &s);
   Tensor vt;

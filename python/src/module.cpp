@@ -43,6 +43,9 @@ void bind_extras(nb::module_& m) {
     tls.excluded = on ? tls.excluded.remove(DispatchKey::Autograd) : tls.excluded.add(DispatchKey::Autograd);
   });
   m.def("_is_grad_enabled", [] { return !tls_local_dispatch_key_set().excluded.has(DispatchKey::Autograd); });
+  // strata.inference_mode's thread-local flag: tensors made while it is on are inference tensors.
+  m.def("_set_inference_mode_enabled", [](bool on) { set_inference_mode_enabled(on); });
+  m.def("_is_inference_mode_enabled", [] { return inference_mode_enabled(); });
   m.def("_rename_privateuse1_backend", [](const std::string& n) { rename_privateuse1_backend(n); });
   // Loads a shared library whose static initialisers register ops, kernels or
   // backends with the dispatcher (strata.ops.load_library).

@@ -302,6 +302,7 @@ struct OverloadInfo {
   bool varargs = false;      // the last positional parameter is int[]/int[]?: x.view(2, 3)
   int nret = 1;              // tensors returned; -1 for Tensor[]
   nb::object result_type;    // namedtuple type, or None
+  std::vector<int> write_args;  // parameters the op writes (self of an in-place op, out=)
 };
 
 struct Overloads {
@@ -490,8 +491,16 @@ bool worth_releasing_gil(const OverloadInfo& o, const Stack& stack) {
   return false;
 }
 
-// call_boxed, with the GIL released when worth it.
+// call_boxed, with the GIL released when worth it. An op that writes an
+// inference tensor outside inference mode is refused first (Note [Inference tensors]).
 inline void run_op(const OverloadInfo& o, Stack& stack) {
+  if (!o.write_args.empty()) [[unlikely]] {
+    const size_t base = stack.size() - o.args.size();
+    for (int i : o.write_args) {
+      const IValue& v = stack[base + i];
+      if (v.is_tensor() && v.to_tensor().defined()) check_inplace_not_inference(*v.to_tensor().impl());
+    }
+  }
   if (worth_releasing_gil(o, stack)) {
     PyThreadState* ts = PyEval_SaveThread();
     try {
@@ -833,6 +842,8 @@ nb::object make_op_function(const std::string& name, OpKind kind = OpKind::Funct
     else if (!s.returns.empty() && s.returns[0] == ArgType::TensorTuple2) o.nret = 2;
     else if (!s.returns.empty() && s.returns[0] == ArgType::TensorTuple3) o.nret = 3;
     o.result_type = make_result_type(s);
+    for (size_t i = 0; i < s.args.size(); ++i)
+      if (s.args[i].is_write) o.write_args.push_back(static_cast<int>(i));
     ov->ov.push_back(std::move(o));
   }
   STRATA_CHECK(!ov->ov.empty(), "_bind_op: no operator named '", name, "'");

@@ -368,11 +368,11 @@ nb::object wrap_tensor(Tensor t) { return nb::cast(std::move(t), nb::rv_policy::
 
 namespace {
 nb::object element_to_py(const char* p, ScalarType st) {
-  return visit_all_dtypes(st, [&]<typename T>() -> nb::object {
+  return visit_all_dtypes_and_float8(st, [&]<typename T>() -> nb::object {
     T v;
     std::memcpy(&v, p, sizeof(T));
     if constexpr (std::is_same_v<T, bool>) return nb::bool_(v);
-    else if constexpr (is_float_v<T>) return nb::float_(static_cast<double>(static_cast<opmath_t<T>>(v)));
+    else if constexpr (is_float_v<T> || is_float8_v<T>) return nb::float_(static_cast<double>(static_cast<opmath_t<T>>(v)));
     else if constexpr (is_complex_v<T>) return nb::steal(PyComplex_FromDoubles(v.real(), v.imag()));
     else if constexpr (std::is_same_v<T, uint64_t>) return nb::steal(PyLong_FromUnsignedLongLong(v));
     else return nb::int_(static_cast<int64_t>(v));
@@ -482,6 +482,7 @@ void bind_tensor(nb::module_& m) {
       .def("storage_offset", [](const Tensor& t) { return t.storage_offset(); })
       .def("is_contiguous", [](const Tensor& t) { return t.is_contiguous(); })
       .def("is_floating_point", [](const Tensor& t) { return is_floating_type(t.dtype()); })
+      .def("is_inference", [](const Tensor& t) { return t.impl()->is_inference(); })
       .def("is_complex", [](const Tensor& t) { return is_complex_type(t.dtype()); })
       .def("data_ptr",
            [](const Tensor& t) {
@@ -522,7 +523,8 @@ void bind_tensor(nb::module_& m) {
                      "value. Rewrite the code with tensor operations (e.g. strata.where instead of an if).");
         STRATA_CHECK_TYPE(t.device().is_cpu(), "can't convert ", device_type_name(t.device().type),
                           " device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first.");
-        STRATA_CHECK_TYPE(t.dtype() != ScalarType::BFloat16, "Got unsupported ScalarType BFloat16");
+        STRATA_CHECK_TYPE(t.dtype() != ScalarType::BFloat16 && !is_float8_type(t.dtype()),
+                          "Got unsupported ScalarType ", scalar_type_name(t.dtype()));
         auto* owner = new Tensor(t);
         nb::capsule cap(owner, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
         std::vector<size_t> shape(t.sizes().begin(), t.sizes().end());
@@ -543,6 +545,8 @@ void bind_tensor(nb::module_& m) {
                STRATA_CHECK_VALUE(std::get<0>(dev) == 1, "__dlpack__: cannot export a cpu tensor to DLPack device ",
                                   std::get<0>(dev));
              }
+             STRATA_CHECK_TYPE(!is_float8_type(t0.dtype()), "__dlpack__: ", dtype_name(t0.dtype()),
+                               " tensors cannot be exported through DLPack yet (view them as uint8 first)");
              Tensor t = (!copy.is_none() && nb::cast<bool>(copy)) ? clone(t0) : t0;
              auto* owner = new Tensor(t);
              nb::capsule cap(owner, [](void* p) noexcept { delete static_cast<Tensor*>(p); });

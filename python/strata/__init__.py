@@ -24,6 +24,11 @@ from ._C import (  # noqa: F401  (dtype objects)
     uint64,
     complex64,
     complex128,
+    float8_e4m3fn,
+    float8_e5m2,
+    float8_e4m3fnuz,
+    float8_e5m2fnuz,
+    float8_e8m0fnu,
 )
 from ._C import get_default_dtype, set_default_dtype, get_num_threads, set_num_threads, promote_types, result_type
 

@@ -6,7 +6,6 @@ the subject of the autograd work; until it records anything, these switches
 change only which keys a call passes through.)"""
 
 import functools
-import threading
 
 from . import _C
 
@@ -68,14 +67,15 @@ class inference_mode(_Mode):
         self.enabled = not mode
         self._mode = bool(mode)
 
-    # Inference mode is grad mode off plus a flag that is_inference_mode_enabled() reads.
+    # Inference mode is grad mode off plus the core's thread-local flag: tensors created while it is on are
+    # inference tensors (Tensor.is_inference(); Note [Inference tensors] in src/core/tensor.h).
     def __enter__(self):
-        self._prev_inference = getattr(_inference, "on", False)
-        _inference.on = self._mode
+        self._prev_inference = _C._is_inference_mode_enabled()
+        _C._set_inference_mode_enabled(self._mode)
         return super().__enter__()
 
     def __exit__(self, exc_type, exc_value, traceback):
-        _inference.on = self._prev_inference
+        _C._set_inference_mode_enabled(self._prev_inference)
         return super().__exit__(exc_type, exc_value, traceback)
 
     def __call__(self, fn):
@@ -89,11 +89,8 @@ class inference_mode(_Mode):
         return wrapper
 
 
-_inference = threading.local()
-
-
 def is_inference_mode_enabled():
-    return getattr(_inference, "on", False)
+    return _C._is_inference_mode_enabled()
 
 
 class set_grad_enabled(_Mode):

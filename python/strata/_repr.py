@@ -205,8 +205,8 @@ class _ComplexFormatter:
 
 def _tensor_str(t, indent):
     summarize = t.numel() > PRINT_OPTS.threshold
-    if t.dtype in (_C.float16, _C.bfloat16):
-        t = t.float()
+    if t.dtype in (_C.float16, _C.bfloat16) or (t.dtype.itemsize == 1 and t.dtype.is_floating_point):
+        t = t.float()  # the 16- and 8-bit floats print their float32 values, as torch does
     x = _nested(t, summarize)
     if t.dtype.is_complex:
         fmt = _ComplexFormatter(_flat(x, []) if t.dim() else [x])

@@ -140,7 +140,9 @@ class TensorType:
 
 _SCALAR_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "int64": "Long",
                  "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool",
-                 "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
+                 "complex64": "ComplexFloat", "complex128": "ComplexDouble", "float8_e4m3fn": "Float8_e4m3fn",
+                 "float8_e5m2": "Float8_e5m2", "float8_e4m3fnuz": "Float8_e4m3fnuz", "float8_e5m2fnuz": "Float8_e5m2fnuz",
+                 "float8_e8m0fnu": "Float8_e8m0fnu"}
 
 
 # ---- strata.classes --------------------------------------------------------------------------------------------

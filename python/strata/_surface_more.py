@@ -493,12 +493,29 @@ def _dtype_name(dt):
     return repr(dt).split(".")[-1]
 
 
+# eps, max, min, smallest normal of the float8 formats (Note [Float8] in src/core/dtype.h).
+_FLOAT8_INFO = {
+    "float8_e4m3fn": (0.125, 448.0, -448.0, 2.0 ** -6),
+    "float8_e5m2": (0.25, 57344.0, -57344.0, 2.0 ** -14),
+    "float8_e4m3fnuz": (0.125, 240.0, -240.0, 2.0 ** -7),
+    "float8_e5m2fnuz": (0.125, 57344.0, -57344.0, 2.0 ** -15),
+    "float8_e8m0fnu": (1.0, 2.0 ** 127, 2.0 ** -127, 2.0 ** -127),
+}
+
+
 class finfo:
     """Machine limits of a floating-point dtype (torch.finfo)."""
 
     def __init__(self, type=None):
         dt = type if type is not None else _C.get_default_dtype()
         name = _dtype_name(dt)
+        if name in _FLOAT8_INFO:  # torch's limits of the 8-bit formats (no sign-symmetric max for e8m0fnu)
+            self.bits = 8
+            self.eps, self.max, self.min, self.tiny = _FLOAT8_INFO[name]
+            self.smallest_normal = self.tiny
+            self.resolution = 1.0
+            self.dtype = name
+            return
         if name not in _FLOAT_FORMATS:
             raise TypeError(f"torch.finfo() requires a floating point input type. Use torch.iinfo to handle "
                             f"'torch.finfo'")

@@ -120,6 +120,8 @@ def _to(self, *args, **kwargs):
         from ._tensor_compat import no_cuda_device
 
         raise no_cuda_device(device, "Tensor.to()")
+    if not same_device and device.type == "mps":  # torch's CPU-only builds say the same
+        raise RuntimeError("Strata is not linked with support for mps devices")
     if not same_dtype and self.dtype.is_complex and not dtype.is_complex:
         import warnings
 

@@ -17,6 +17,10 @@ _TYPE_NAMES = {
     _C.uint8: "ByteTensor", _C.bool: "BoolTensor",
 }
 _BY_NAME = {name: dt for dt, name in _TYPE_NAMES.items()}
+# Types with no legacy tensor class still have torch's name ("torch.Float8_e4m3fnTensor"), as output only.
+_TYPE_NAMES.update({dt: n + "Tensor" for dt, n in (
+    (_C.float8_e4m3fn, "Float8_e4m3fn"), (_C.float8_e5m2, "Float8_e5m2"), (_C.float8_e4m3fnuz, "Float8_e4m3fnuz"),
+    (_C.float8_e5m2fnuz, "Float8_e5m2fnuz"), (_C.float8_e8m0fnu, "Float8_e8m0fnu"))})
 
 
 def no_cuda_device(device, what):

@@ -91,9 +91,6 @@ def _imag(self):
 
 Tensor.real = property(_real, _set_part(_real))
 Tensor.imag = property(_imag, _set_part(_imag))
-# Inference tensors are not distinguished: inference_mode records no graph, and
-# the tensors it makes behave as ordinary ones.
-Tensor.is_inference = lambda self: False
 Tensor.get_device = lambda self: -1 if self.device.type == "cpu" else (self.device.index or 0)
 Tensor.layout = property(lambda self: _sm.strided)
 for _flag in ("is_sparse", "is_sparse_csr", "is_quantized", "is_mkldnn", "is_mps", "is_xpu", "is_nested",

@@ -46,7 +46,8 @@ _DTYPE_NAMES = {
     _C.float32: "float32", _C.float64: "float64", _C.float16: "float16", _C.bfloat16: "bfloat16",
     _C.int64: "int64", _C.int32: "int32", _C.int16: "int16", _C.int8: "int8", _C.uint8: "uint8", _C.bool: "bool",
     _C.complex64: "complex64", _C.complex128: "complex128", _C.uint16: "uint16", _C.uint32: "uint32",
-    _C.uint64: "uint64",
+    _C.uint64: "uint64", _C.float8_e4m3fn: "float8_e4m3fn", _C.float8_e5m2: "float8_e5m2",
+    _C.float8_e4m3fnuz: "float8_e4m3fnuz", _C.float8_e5m2fnuz: "float8_e5m2fnuz", _C.float8_e8m0fnu: "float8_e8m0fnu",
 }
 # torch's aliases of those dtypes, as a checkpoint may name them.
 _DTYPE_ALIASES = {"cfloat": _C.complex64, "cdouble": _C.complex128}
@@ -58,14 +59,14 @@ _STORAGE_NAMES = {
 }
 # Dtypes with no legacy typed storage (torch writes them as an UntypedStorage of bytes plus
 # _rebuild_tensor_v3's dtype argument).
-_UNTYPED_DTYPES = (_C.uint16, _C.uint32, _C.uint64)
+_UNTYPED_DTYPES = (_C.uint16, _C.uint32, _C.uint64, _C.float8_e4m3fn, _C.float8_e5m2, _C.float8_e4m3fnuz,
+                   _C.float8_e5m2fnuz, _C.float8_e8m0fnu)
 # torch dtypes strata cannot hold: named in errors.
 _FOREIGN_STORAGES = {"QUInt4x2Storage": "quint4x2", "QUInt2x4Storage": "quint2x4"}
 # Quantized dtypes (python/strata/_quantized.py) and their typed storages.
 _Q_STORAGE_NAMES = {_Q.qint8: "QInt8Storage", _Q.quint8: "QUInt8Storage", _Q.qint32: "QInt32Storage"}
 _FOREIGN_DTYPES = {
-    "complex32", "float8_e4m3fn",
-    "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2", "quint4x2", "quint2x4", "bits8", "bits16", "bits1x8", "bits2x4", "bits4x2",
+    "complex32", "float4_e2m1fn_x2", "quint4x2", "quint2x4", "bits8", "bits16", "bits1x8", "bits2x4", "bits4x2",
 }
 
 

@@ -75,10 +75,14 @@ _DTYPES = {
     "U32": (_C.uint32, 4, 6.5),
     "C64": (_C.complex64, 8, 7.5),
     "U64": (_C.uint64, 8, 10),
+    # The reference orders U8 < I8 < F8_E5M2 < F8_E4M3 < F8_E8M0 < I16.
+    "F8_E5M2": (_C.float8_e5m2, 1, 2.3),
+    "F8_E4M3": (_C.float8_e4m3fn, 1, 2.4),
+    "F8_E8M0": (_C.float8_e8m0fnu, 1, 2.5),
 }
 # Formats the reference knows but strata has no dtype for: named in the error instead of "unknown".
 # (safetensors has no complex128.)
-_FOREIGN_DTYPES = {"F8_E5M2", "F8_E4M3", "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2"}
+_FOREIGN_DTYPES = {"F4", "F6_E2M3", "F6_E3M2"}
 _NAME_OF = {str(info[0]): name for name, info in _DTYPES.items()}
 
 _INT64_MAX = (1 << 63) - 1

@@ -106,6 +106,7 @@ void SavedTensor::pack_with(const SavedTensorHooks& hooks, const Tensor& t) {
 
 SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output) {
   if (!t.defined()) return;
+  if (t.impl()->is_inference()) [[unlikely]] check_saveable_not_inference(*t.impl());
   version_ = t.version();
   // A Python number the op wrapped into a tensor is not the user's tensor: it
   // is kept as is (PyTorch keeps it as a scalar).

@@ -67,6 +67,8 @@ void set_requires_grad(const Tensor& t, bool value) {
     if (m) m->requires_grad = false;
     return;
   }
+  STRATA_CHECK(!t.impl()->is_inference() || inference_mode_enabled(),
+               "Setting requires_grad=True on inference tensor outside InferenceMode is not allowed.");
   STRATA_CHECK(is_differentiable_type(t.dtype()),
                "only Tensors of floating point and complex dtype can require gradients (got ", dtype_name(t.dtype()), ")");
   // A batched tensor (vmap) shares its physical tensor's autograd state: set it there.

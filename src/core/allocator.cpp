@@ -226,12 +226,14 @@ class MetaAllocator final : public Allocator {
 
 CpuAllocator g_cpu;
 MetaAllocator g_meta;
-std::atomic<Allocator*> g_allocators[kNumDeviceTypes] = {&g_cpu, nullptr, &g_meta, nullptr};
+std::atomic<Allocator*> g_allocators[kNumDeviceTypes] = {&g_cpu, nullptr, &g_meta, nullptr, nullptr};
 
 }  // namespace
 
 Allocator* get_allocator(DeviceType t) {
   Allocator* a = g_allocators[static_cast<int>(t)].load(std::memory_order_acquire);
+  STRATA_CHECK(a != nullptr || t != DeviceType::MPS, "Strata is not linked with support for mps devices (",
+               "strata.backends.mps.is_available() is False)");
   STRATA_CHECK(a != nullptr, "no allocator is registered for device type ", device_type_name(t),
                " (is its backend built and loaded?)");
   return a;

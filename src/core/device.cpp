@@ -21,6 +21,7 @@ std::string device_type_name(DeviceType t) {
     case DeviceType::CUDA: return "cuda";
     case DeviceType::Meta: return "meta";
     case DeviceType::PrivateUse1: return privateuse1_name();
+    case DeviceType::MPS: return "mps";
   }
   return "unknown";
 }
@@ -41,10 +42,12 @@ Device::Device(const std::string& spec) {
     type = DeviceType::CUDA;
   } else if (kind == "meta") {
     type = DeviceType::Meta;
+  } else if (kind == "mps") {
+    type = DeviceType::MPS;
   } else if (kind == privateuse1_name()) {
     type = DeviceType::PrivateUse1;
   } else {
-    throw Error(strata::str("Expected one of cpu, cuda, meta, ", privateuse1_name(),
+    throw Error(strata::str("Expected one of cpu, cuda, meta, mps, ", privateuse1_name(),
                     " device type at start of device string: ", spec));
   }
   index = static_cast<int8_t>(idx);

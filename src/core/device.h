@@ -7,8 +7,10 @@ namespace strata {
 
 // Backends a tensor can live on. PrivateUse1 is for backends registered from
 // outside the library (see tests/cpp/out_of_tree).
-enum class DeviceType : int8_t { CPU = 0, CUDA = 1, Meta = 2, PrivateUse1 = 3 };
-constexpr int kNumDeviceTypes = 4;
+// MPS (Apple's Metal) parses, as in torch, but this build has no MPS backend:
+// allocating on it raises.
+enum class DeviceType : int8_t { CPU = 0, CUDA = 1, Meta = 2, PrivateUse1 = 3, MPS = 4 };
+constexpr int kNumDeviceTypes = 5;
 
 struct Device {
   DeviceType type = DeviceType::CPU;
@@ -16,7 +18,7 @@ struct Device {
 
   constexpr Device() = default;
   constexpr Device(DeviceType t, int8_t i = -1) : type(t), index(i) {}
-  // Parses "cpu", "cuda", "cuda:1", "meta", or the registered PrivateUse1 name.
+  // Parses "cpu", "cuda", "cuda:1", "meta", "mps", or the registered PrivateUse1 name.
   explicit Device(const std::string& spec);
 
   bool is_cpu() const { return type == DeviceType::CPU; }

@@ -34,6 +34,12 @@ enum class ScalarType : int8_t {
   UInt64,
   ComplexFloat,
   ComplexDouble,
+  // torch's 8-bit floats (storage and conversion types; see Note [Float8]).
+  Float8_e4m3fn,
+  Float8_e5m2,
+  Float8_e4m3fnuz,
+  Float8_e5m2fnuz,
+  Float8_e8m0fnu,
   Undefined,
 };
 constexpr int kNumScalarTypes = static_cast<int>(ScalarType::Undefined);
@@ -72,6 +78,36 @@ struct BFloat16 {
   STRATA_ALWAYS_INLINE operator float() const { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
 };
 
+// Note [Float8]
+// The five 8-bit float formats of torch, stored as their bits. They are storage
+// and conversion types: a value converts to float32 exactly, and float32 (and
+// through it every other dtype) converts to them rounding to nearest even with
+// torch's overflow rule: e4m3fn saturates to +-448 (inf too; it has no inf),
+// e5m2 goes to +-inf, the fnuz formats give their one NaN (0x80, also the
+// result of any NaN; they have no -0), e8m0fnu (exponent only, unsigned) keeps
+// |x|'s rounded power of two and gives NaN (0xff) for inf/NaN. The conversions
+// are out of line in dtype.cpp. Arithmetic is limited to what torch's CPU build
+// allows (see docs/DESIGN.md, "Dtypes").
+uint8_t float8_from_float(float f, ScalarType t);
+float float8_to_float(uint8_t bits, ScalarType t);
+template <ScalarType kType>
+struct Float8 {
+  uint8_t bits = 0;
+  Float8() = default;
+  static constexpr Float8 from_bits(uint8_t b) {
+    Float8 h;
+    h.bits = b;
+    return h;
+  }
+  Float8(float f) : bits(float8_from_float(f, kType)) {}
+  operator float() const { return float8_to_float(bits, kType); }
+};
+using Float8_e4m3fn = Float8<ScalarType::Float8_e4m3fn>;
+using Float8_e5m2 = Float8<ScalarType::Float8_e5m2>;
+using Float8_e4m3fnuz = Float8<ScalarType::Float8_e4m3fnuz>;
+using Float8_e5m2fnuz = Float8<ScalarType::Float8_e5m2fnuz>;
+using Float8_e8m0fnu = Float8<ScalarType::Float8_e8m0fnu>;
+
 template <typename T>
 struct ScalarTypeOf;
 #define STRATA_SCALAR_TYPE_OF(cpp, st) \
@@ -94,6 +130,11 @@ STRATA_SCALAR_TYPE_OF(uint32_t, UInt32)
 STRATA_SCALAR_TYPE_OF(uint64_t, UInt64)
 STRATA_SCALAR_TYPE_OF(std::complex<float>, ComplexFloat)
 STRATA_SCALAR_TYPE_OF(std::complex<double>, ComplexDouble)
+STRATA_SCALAR_TYPE_OF(Float8_e4m3fn, Float8_e4m3fn)
+STRATA_SCALAR_TYPE_OF(Float8_e5m2, Float8_e5m2)
+STRATA_SCALAR_TYPE_OF(Float8_e4m3fnuz, Float8_e4m3fnuz)
+STRATA_SCALAR_TYPE_OF(Float8_e5m2fnuz, Float8_e5m2fnuz)
+STRATA_SCALAR_TYPE_OF(Float8_e8m0fnu, Float8_e8m0fnu)
 #undef STRATA_SCALAR_TYPE_OF
 
 // The type arithmetic is carried out in: 16-bit floats compute in float.
@@ -109,8 +150,18 @@ template <>
 struct OpMath<BFloat16> {
   using type = float;
 };
+template <ScalarType K>
+struct OpMath<Float8<K>> {
+  using type = float;
+};
 template <typename T>
 using opmath_t = typename OpMath<T>::type;
+template <typename T>
+struct IsFloat8 : std::false_type {};
+template <ScalarType K>
+struct IsFloat8<Float8<K>> : std::true_type {};
+template <typename T>
+constexpr bool is_float8_v = IsFloat8<T>::value;
 
 template <typename T>
 constexpr bool is_reduced_float_v = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
@@ -130,6 +181,11 @@ constexpr size_t element_size(ScalarType t) {
     case ScalarType::Bool:
     case ScalarType::UInt8:
     case ScalarType::Int8:
+    case ScalarType::Float8_e4m3fn:
+    case ScalarType::Float8_e5m2:
+    case ScalarType::Float8_e4m3fnuz:
+    case ScalarType::Float8_e5m2fnuz:
+    case ScalarType::Float8_e8m0fnu:
       return 1;
     case ScalarType::Int16:
     case ScalarType::UInt16:
@@ -152,9 +208,14 @@ constexpr size_t element_size(ScalarType t) {
   }
 }
 
+constexpr bool is_float8_type(ScalarType t) {
+  return static_cast<int>(t) >= static_cast<int>(ScalarType::Float8_e4m3fn) &&
+         static_cast<int>(t) <= static_cast<int>(ScalarType::Float8_e8m0fnu);
+}
+// The float8 types count as floating (torch's is_floating_point).
 constexpr bool is_floating_type(ScalarType t) {
   return t == ScalarType::Float16 || t == ScalarType::BFloat16 || t == ScalarType::Float32 ||
-         t == ScalarType::Float64;
+         t == ScalarType::Float64 || is_float8_type(t);
 }
 constexpr bool is_integral_type(ScalarType t, bool include_bool) {
   return (include_bool && t == ScalarType::Bool) || t == ScalarType::UInt8 || t == ScalarType::Int8 ||
@@ -163,12 +224,13 @@ constexpr bool is_integral_type(ScalarType t, bool include_bool) {
 }
 constexpr bool is_signed_type(ScalarType t) {
   return t != ScalarType::Bool && t != ScalarType::UInt8 && t != ScalarType::UInt16 && t != ScalarType::UInt32 &&
-         t != ScalarType::UInt64;
+         t != ScalarType::UInt64 && t != ScalarType::Float8_e8m0fnu;
 }
 constexpr bool is_complex_type(ScalarType t) {
   return t == ScalarType::ComplexFloat || t == ScalarType::ComplexDouble;
 }
 // The dtypes autograd differentiates: floating and complex.
+// (float8 included, as torch: such a tensor may require grad; its ops are few.)
 constexpr bool is_differentiable_type(ScalarType t) { return is_floating_type(t) || is_complex_type(t); }
 // uint16/32/64: torch's "barebones" unsigned types (creation, copy, conversion,
 // comparison for equality, shape ops, sum; no arithmetic kernels).
@@ -210,9 +272,13 @@ decltype(auto) visit_dtype(ScalarType t, F&& f);
 // The original types plus complex64/complex128.
 template <typename F>
 decltype(auto) visit_dtype_and_complex(ScalarType t, F&& f);
-// Every type (copy, fill, equality, gathers).
+// Every type but the float8 ones (copy, fill, equality, gathers).
 template <typename F>
 decltype(auto) visit_all_dtypes(ScalarType t, F&& f);
+// Every type including float8 (conversion, fill, item, equality: what torch's
+// CPU build does for float8).
+template <typename F>
+decltype(auto) visit_all_dtypes_and_float8(ScalarType t, F&& f);
 
 }  // namespace strata
 
@@ -263,6 +329,23 @@ decltype(auto) visit_all_dtypes(ScalarType t, F&& f) {
       return f.template operator()<uint64_t>();
     default:
       return visit_dtype_and_complex(t, std::forward<F>(f));
+  }
+}
+template <typename F>
+decltype(auto) visit_all_dtypes_and_float8(ScalarType t, F&& f) {
+  switch (t) {
+    case ScalarType::Float8_e4m3fn:
+      return f.template operator()<Float8_e4m3fn>();
+    case ScalarType::Float8_e5m2:
+      return f.template operator()<Float8_e5m2>();
+    case ScalarType::Float8_e4m3fnuz:
+      return f.template operator()<Float8_e4m3fnuz>();
+    case ScalarType::Float8_e5m2fnuz:
+      return f.template operator()<Float8_e5m2fnuz>();
+    case ScalarType::Float8_e8m0fnu:
+      return f.template operator()<Float8_e8m0fnu>();
+    default:
+      return visit_all_dtypes(t, std::forward<F>(f));
   }
 }
 }  // namespace strata

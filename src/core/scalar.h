@@ -24,6 +24,8 @@ class Scalar {
   Scalar(float v) : kind_(Kind::Double) { v_.d = v; }
   Scalar(Half v) : Scalar(static_cast<float>(v)) {}
   Scalar(BFloat16 v) : Scalar(static_cast<float>(v)) {}
+  template <ScalarType K>
+  Scalar(Float8<K> v) : Scalar(static_cast<float>(v)) {}
   Scalar(uint8_t v) : Scalar(static_cast<int64_t>(v)) {}
   Scalar(int8_t v) : Scalar(static_cast<int64_t>(v)) {}
   Scalar(int16_t v) : Scalar(static_cast<int64_t>(v)) {}
@@ -66,7 +68,7 @@ class Scalar {
       return to_bool();
     } else if constexpr (is_complex_v<T>) {
       return static_cast<T>(to_complex());
-    } else if constexpr (is_float_v<T>) {
+    } else if constexpr (is_float_v<T> || is_float8_v<T>) {
       return static_cast<T>(static_cast<opmath_t<T>>(to_double()));
     } else {
       if (kind_ == Kind::Double || kind_ == Kind::Complex) return static_cast<T>(static_cast<int64_t>(to_double()));

@@ -15,16 +15,6 @@
 namespace strata {
 namespace {
 
-// The storage's DataPtr, to swap in place. StorageImpl has no setter for it (adding one to core/tensor.h would
-// rebuild every file); the pointer to the private member is taken through an explicit instantiation, where C++
-// does not check access ([temp.spec.general]/6). share_storage is the one place that replaces a storage's memory.
-DataPtr& storage_data(StorageImpl& s);
-template <DataPtr StorageImpl::*M>
-struct StorageDataAccess {
-  friend DataPtr& storage_data(StorageImpl& s) { return s.*M; }
-};
-template struct StorageDataAccess<&StorageImpl::data_>;
-
 // What the deleter of a shared mapping owns.
 struct SharedBlock {
   int fd = -1;
@@ -98,7 +88,7 @@ void share_storage(StorageImpl& s) {
   }
   DataPtr d = map_shared(fd, s.nbytes(), "share_memory_");
   if (s.nbytes() > 0 && s.data()) std::memcpy(d.get(), s.data(), s.nbytes());
-  storage_data(s) = std::move(d);  // every view of s reads its data through the storage
+  s.swap_data(d);  // every view of s reads its data through the storage; d now holds the old memory
 }
 
 intrusive_ptr<StorageImpl> storage_from_shared_fd(int fd, size_t nbytes) {

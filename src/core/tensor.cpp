@@ -11,13 +11,33 @@ namespace strata {
 
 void contiguous_strides_checked(IntArrayRef sizes, int64_t* out);  // shape.cpp: raises on int64 overflow
 
+namespace {
+thread_local bool t_inference_mode = false;
+}  // namespace
+
+bool inference_mode_enabled() { return t_inference_mode; }
+void set_inference_mode_enabled(bool on) { t_inference_mode = on; }
+
+void check_inplace_not_inference(const TensorImpl& t) {
+  STRATA_CHECK(!t.is_inference() || t_inference_mode,
+               "Inplace update to inference tensor outside InferenceMode is not allowed.You can make a clone to get "
+               "a normal tensor before doing inplace update.See https://github.com/pytorch/rfcs/pull/17 for more "
+               "details.");
+}
+void check_saveable_not_inference(const TensorImpl& t) {
+  STRATA_CHECK(!t.is_inference() || t_inference_mode,
+               "Inference tensors cannot be saved for backward. Please do not use Tensors created in inference mode "
+               "in computation tracked by autograd. To work around this, you can make a clone to get a normal "
+               "tensor and use it in autograd, or use `strata.no_grad()` instead of `strata.inference_mode()`.");
+}
+
 STRATA_HOT intrusive_ptr<StorageImpl> make_storage(size_t nbytes, Device device) {
   return make_intrusive<StorageImpl>(get_allocator(device.type)->allocate(nbytes), nbytes, device);
 }
 
 TensorImpl::TensorImpl(intrusive_ptr<StorageImpl> storage, int64_t offset, IntArrayRef sizes, IntArrayRef strides,
                        ScalarType dtype)
-    : storage_(std::move(storage)), offset_(offset), dtype_(dtype) {
+    : storage_(std::move(storage)), offset_(offset), dtype_(dtype), inference_(t_inference_mode) {
   STRATA_CHECK(sizes.size() == strides.size(), "TensorImpl: ", sizes.size(), " sizes but ", strides.size(),
                " strides");
   keys_ = DispatchKeySet(backend_key_for(storage_->device().type));
@@ -27,7 +47,7 @@ TensorImpl::TensorImpl(intrusive_ptr<StorageImpl> storage, int64_t offset, IntAr
 
 STRATA_HOT TensorImpl::TensorImpl(intrusive_ptr<StorageImpl> storage, int64_t offset, IntArrayRef sizes,
                                   ScalarType dtype)
-    : storage_(std::move(storage)), offset_(offset), dtype_(dtype) {
+    : storage_(std::move(storage)), offset_(offset), dtype_(dtype), inference_(t_inference_mode) {
   keys_ = DispatchKeySet(backend_key_for(storage_->device().type));
   assign_dims(sizes, nullptr);
   refresh();
@@ -111,7 +131,7 @@ Scalar Tensor::item() const {
   STRATA_CHECK(numel() == 1, "item(): a Tensor with ", numel(), " elements cannot be converted to Scalar");
   STRATA_CHECK(device().is_cpu(), "item(): the tensor is on ", device().str(),
                "; copy it to the cpu first (tensor.cpu())");
-  return visit_all_dtypes(dtype(), [&]<typename T>() -> Scalar { return Scalar(*data_ptr<T>()); });
+  return visit_all_dtypes_and_float8(dtype(), [&]<typename T>() -> Scalar { return Scalar(*data_ptr<T>()); });
 }
 
 STRATA_HOT Tensor empty_tensor(IntArrayRef sizes, ScalarType dtype, Device device) {
@@ -127,6 +147,7 @@ STRATA_HOT Tensor empty_tensor(IntArrayRef sizes, ScalarType dtype, Device devic
 Tensor make_view(const Tensor& base, IntArrayRef sizes, IntArrayRef strides, int64_t offset) {
   auto impl = make_intrusive<TensorImpl>(base.impl()->storage(), offset, sizes, strides, base.dtype());
   impl->set_key_set(base.key_set());
+  impl->set_inference(base.impl()->is_inference());
   impl->set_view_base(base.impl()->view_base() ? base.impl()->view_base() : base.impl_ptr());
   return Tensor(std::move(impl));
 }
@@ -138,7 +159,7 @@ Tensor scalar_to_tensor(const Scalar& s, ScalarType dtype, Device device, bool w
   if (wrapped && device.is_meta()) device = Device();
   Tensor t = empty_tensor({}, dtype, device);
   if (device.is_cpu()) {
-    visit_all_dtypes(dtype, [&]<typename T>() { *t.data_ptr<T>() = s.to<T>(); });
+    visit_all_dtypes_and_float8(dtype, [&]<typename T>() { *t.data_ptr<T>() = s.to<T>(); });
   }
   t.impl()->set_wrapped_number(wrapped);
   return t;

@@ -31,6 +31,10 @@ class StorageImpl : public RefCounted {
   Device device() const { return device_; }
   uint32_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+  // Exchanges this storage's memory with d (same byte count; share_memory_
+  // moves a storage into shared memory this way: every view reads its data
+  // through the storage, so all of them follow).
+  void swap_data(DataPtr& d) { std::swap(data_, d); }
 
  private:
   DataPtr data_;
@@ -93,6 +97,15 @@ class TensorImpl : public RefCounted {
   const intrusive_ptr<TensorImpl>& view_base() const { return view_base_; }
   void set_view_base(intrusive_ptr<TensorImpl> b) { view_base_ = std::move(b); }
 
+  // Note [Inference tensors]
+  // A tensor created while inference mode is on (set_inference_mode_enabled)
+  // is an inference tensor, as are views of one (make_view copies the flag);
+  // a view of a normal tensor stays normal even inside inference mode. Outside
+  // inference mode an inference tensor may not be updated in place, get
+  // requires_grad, or be saved for backward (torch's rules).
+  bool is_inference() const { return inference_; }
+  void set_inference(bool v) { inference_ = v; }
+
   // Slot for the Python wrapper object, so that a tensor keeps its identity.
   void* pyobj = nullptr;
 
@@ -117,6 +130,7 @@ class TensorImpl : public RefCounted {
   ScalarType dtype_;
   bool contiguous_ = true;
   bool wrapped_number_ = false;
+  bool inference_;
   DispatchKeySet keys_;
   std::shared_ptr<AutogradMeta> autograd_meta_;
   intrusive_ptr<TensorImpl> view_base_;
@@ -175,6 +189,15 @@ class Tensor {
   int64_t stride_checked(int64_t d) const;
   intrusive_ptr<TensorImpl> impl_;
 };
+
+// Thread-local inference mode (strata.inference_mode): tensors created while it
+// is on are inference tensors (Note [Inference tensors]).
+bool inference_mode_enabled();
+void set_inference_mode_enabled(bool on);
+// Raises torch's errors for an inference tensor outside inference mode: an
+// in-place update (check_inplace_not_inference) and saving it for backward.
+void check_inplace_not_inference(const TensorImpl& t);
+void check_saveable_not_inference(const TensorImpl& t);
 
 // Allocates an uninitialised contiguous tensor (checks sizes for negatives and
 // overflow first).

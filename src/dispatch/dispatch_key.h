@@ -19,6 +19,7 @@ enum class DispatchKey : uint8_t {
   CUDA = 1,
   Meta = 2,
   PrivateUse1 = 3,
+  MPS = 4,  // no kernels: tensors on MPS cannot be created in this build
   // Inner half of the profiler layer, below every functionality key and above
   // the backends: strata.profiler.explain() times the kernel itself with it.
   // Only ever in the thread-local included set, never in a tensor's key set.
@@ -34,7 +35,12 @@ enum class DispatchKey : uint8_t {
   Functionalize = 30,  // reserved
   Tracer = 36,         // reserved for the compiler
   Profiler = 40,       // boxed layer used by strata.profiler
-  Python = 44,         // reserved: __torch_dispatch__-style hooks
+  // Tensor subclasses with their own TensorImpl: their fallbacks run before
+  // every other layer (src/sparse/sparse.h, quantized.h, src/nested/).
+  Sparse = 42,
+  Quantized = 43,
+  Nested = 44,
+  Python = 46,  // reserved: __torch_dispatch__-style hooks
   NumKeys = 64,
 };
 constexpr int kNumDispatchKeys = 64;

@@ -13,6 +13,7 @@ std::string_view dispatch_key_name(DispatchKey k) {
     case DispatchKey::CUDA: return "CUDA";
     case DispatchKey::Meta: return "Meta";
     case DispatchKey::PrivateUse1: return "PrivateUse1";
+    case DispatchKey::MPS: return "MPS";
     case DispatchKey::ProfilerKernel: return "ProfilerKernel";
     case DispatchKey::CompositeImplicit: return "CompositeImplicit";
     case DispatchKey::ADInplaceOrView: return "ADInplaceOrView";
@@ -22,9 +23,11 @@ std::string_view dispatch_key_name(DispatchKey k) {
     case DispatchKey::Functionalize: return "Functionalize";
     case DispatchKey::Tracer: return "Tracer";
     case DispatchKey::Profiler: return "Profiler";
+    case DispatchKey::Sparse: return "Sparse";
+    case DispatchKey::Quantized: return "Quantized";
+    case DispatchKey::Nested: return "Nested";
     case DispatchKey::Python: return "Python";
-    // 42 and 43: src/sparse/sparse.h and quantized.h
-    default: return static_cast<int>(k) == 42 ? "Sparse" : static_cast<int>(k) == 43 ? "Quantized" : "Undefined";
+    default: return "Undefined";
   }
 }
 

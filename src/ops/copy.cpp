@@ -85,7 +85,8 @@ STRATA_IMPL_CPU_META(clone, clone_impl);
 Tensor contiguous_impl(const Tensor& self) { return self.is_contiguous() ? self : clone(self); }
 STRATA_IMPL_COMPOSITE(contiguous, contiguous_impl);
 
-Tensor fill_impl(const Tensor& self, const Scalar& value) {
+namespace {
+Tensor fill_unchecked(const Tensor& self, const Scalar& value, bool check_float8) {
   TensorIterator::Config cfg;
   cfg.op = "fill_";
   cfg.out = self;
@@ -93,6 +94,20 @@ Tensor fill_impl(const Tensor& self, const Scalar& value) {
   cfg.compute_dtype = self.dtype();
   TensorIterator it(cfg, {});
   PwArgs a;
+  if (check_float8 && is_float8_type(self.dtype()) && !value.is_complex()) [[unlikely]] {
+    // torch's range check of a scalar for the float8 dtypes: NaN passes, inf only where the format has one
+    // (e5m2), anything else must lie in [lowest, max] (e8m0fnu is unsigned: lowest 2^-127, so 0 fails).
+    const ScalarType t = self.dtype();
+    const double v = value.to_double();
+    const double max = t == ScalarType::Float8_e4m3fn     ? 448.0
+                       : t == ScalarType::Float8_e4m3fnuz ? 240.0
+                       : t == ScalarType::Float8_e8m0fnu  ? std::ldexp(1.0, 127)
+                                                          : 57344.0;
+    const double lowest = t == ScalarType::Float8_e8m0fnu ? std::ldexp(1.0, -127) : -max;
+    const bool ok = std::isnan(v) || (std::isinf(v) ? t == ScalarType::Float8_e5m2 : (v >= lowest && v <= max));
+    STRATA_CHECK(ok, "fill_: value ", value.repr(), " cannot be converted to type ", dtype_name(t),
+                 " without overflow");
+  }
   if (value.is_complex()) {
     STRATA_CHECK(is_complex_type(self.dtype()), "fill_: value ", value.repr(), " cannot be converted to type ",
                  dtype_name(self.dtype()), " without overflow");
@@ -114,9 +129,17 @@ Tensor fill_impl(const Tensor& self, const Scalar& value) {
   self.bump_version();
   return self;
 }
+}  // namespace
+
+Tensor fill_impl(const Tensor& self, const Scalar& value) { return fill_unchecked(self, value, true); }
 STRATA_IMPL_CPU_META(fill_, fill_impl);
 
-Tensor zero_impl(const Tensor& self) { return fill_(self, Scalar(int64_t(0))); }
+// zero_ writes zero bits whatever the dtype (torch's memset): no range check, so e8m0fnu (whose 0 bits mean
+// 2^-127) can be zeroed though fill_(0) overflows it.
+Tensor zero_impl(const Tensor& self) {
+  if (is_float8_type(self.dtype())) return fill_unchecked(self, Scalar(int64_t(0)), false);
+  return fill_(self, Scalar(int64_t(0)));
+}
 STRATA_IMPL_COMPOSITE(zero_, zero_impl);
 
 bool any_nonzero(const Tensor& t) {

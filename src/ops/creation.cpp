@@ -89,7 +89,9 @@ Tensor full_common(const char* op, IntArrayRef size, const Scalar& v, OptDType d
                    const std::optional<Tensor>& out, ScalarType dflt) {
   ScalarType dt = factory_dtype(op, dtype, out, dflt);
   Tensor t = factory_alloc(op, size, dt, factory_device(op, device, out));
-  fill_(t, v);
+  // zeros writes zero bits (zero_), which e8m0fnu allows though the value 0 is below its range.
+  if (std::string_view(op) == "zeros") zero_(t);
+  else fill_(t, v);
   return finish_factory(op, t, out);
 }
 

@@ -44,6 +44,16 @@ bool takes_barebones_unsigned(std::string_view op) {
     if (o == op) return true;
   return false;
 }
+// The float8 dtypes (Note [Float8]): what torch's CPU build computes for them.
+// abs is not defined for the unsigned e8m0fnu; mul takes two float8 tensors
+// (a Python number operand is refused, as torch does).
+bool takes_float8(std::string_view op, ScalarType t) {
+  static constexpr std::string_view ops[] = {"eq", "ne", "where", "isnan", "mul", "abs"};
+  if (op == "abs" && t == ScalarType::Float8_e8m0fnu) return false;
+  for (auto o : ops)
+    if (o == op) return true;
+  return false;
+}
 [[noreturn]] void not_implemented_for(const char* op, ScalarType t) {
   throw NotImplementedError(str("\"", op, "\" not implemented for '", scalar_type_name(t), "' (", op,
                                 " does not support ", dtype_name(t), " tensors)"));
@@ -52,6 +62,10 @@ bool takes_barebones_unsigned(std::string_view op) {
 
 void check_pointwise_dtype(const char* op, ScalarType t) {
   if (is_basic_type(t)) return;
+  if (is_float8_type(t)) {
+    if (!takes_float8(op, t)) not_implemented_for(op, t);
+    return;
+  }
   if (is_complex_type(t) ? !takes_complex(op) : !takes_barebones_unsigned(op)) not_implemented_for(op, t);
 }
 
@@ -85,8 +99,13 @@ STRATA_HOT Tensor run_pointwise(const char* op, const DispatchStub<PointwiseFn>&
     STRATA_CHECK_T(NotImplementedError, is_integral_type(it.common_dtype(), true), op, ": expected integral or bool tensors, but got ",
                       dtype_name(it.common_dtype()), " (bitwise ops are not defined for floating point)");
   }
-  if (!is_basic_type(it.common_dtype())) [[unlikely]]
+  if (!is_basic_type(it.common_dtype())) [[unlikely]] {
     check_pointwise_dtype(op, it.common_dtype());
+    // torch multiplies float8 tensors only by float8 tensors, never by a Python number.
+    if (is_float8_type(it.common_dtype()) && std::string_view(op) == "mul")
+      for (const Tensor& t : inputs)
+        if (t.impl()->is_wrapped_number()) not_implemented_for(op, it.common_dtype());
+  }
   if (!it.is_meta() && it.numel() > 0) stub(it.device().type, it, args);
   if (it.output().defined() && out && out->defined()) out->bump_version();
   return it.finish();

@@ -158,6 +158,26 @@ STRATA_HD T log1p(T a) {
     return std::log1p(a);
   }
 }
+// Complex quotient with torch's formula (Smith's scaling; a zero divisor gives
+// a/|c| + i b/|d|, so 1/0 = inf + nan j), without Annex G's recovery of
+// infinities: a NaN anywhere gives NaN as in torch and NumPy.
+template <typename T, typename U>
+STRATA_HD auto div(T a, U b) {
+  if constexpr (is_complex_v<T> && std::is_same_v<T, U>) {
+    using R = typename T::value_type;
+    const R ar = a.real(), ai = a.imag(), c = b.real(), d = b.imag();
+    const R abs_c = std::abs(c), abs_d = std::abs(d);
+    if (abs_c >= abs_d) {
+      if (abs_c == R(0) && abs_d == R(0)) return T(ar / abs_c, ai / abs_d);
+      const R rat = d / c, scl = R(1) / (c + d * rat);
+      return T((ar + ai * rat) * scl, (ai - ar * rat) * scl);
+    }
+    const R rat = c / d, scl = R(1) / (d + c * rat);
+    return T((ar * rat + ai) * scl, (ai * rat - ar) * scl);
+  } else {
+    return a / b;
+  }
+}
 template <typename T>
 STRATA_HD bool isnan(T a) {
   if constexpr (is_complex_v<T>) return std::isnan(a.real()) || std::isnan(a.imag());
@@ -178,8 +198,8 @@ STRATA_FLOAT_UNARY(Log2, cx::log2(a))
 STRATA_FLOAT_UNARY(Log10, std::log10(a))
 STRATA_FLOAT_UNARY(Log1p, cx::log1p(a))
 STRATA_FLOAT_UNARY(Sqrt, std::sqrt(a))
-STRATA_FLOAT_UNARY(Rsqrt, T(1) / std::sqrt(a))
-STRATA_FLOAT_UNARY(Reciprocal, T(1) / a)
+STRATA_FLOAT_UNARY(Rsqrt, cx::div(T(1), std::sqrt(a)))
+STRATA_FLOAT_UNARY(Reciprocal, cx::div(T(1), a))
 STRATA_FLOAT_UNARY(Sin, std::sin(a))
 STRATA_FLOAT_UNARY(Cos, std::cos(a))
 STRATA_FLOAT_UNARY(Tan, std::tan(a))
@@ -189,7 +209,7 @@ STRATA_FLOAT_UNARY(Acos, std::acos(a))
 STRATA_FLOAT_UNARY(Atan, std::atan(a))
 STRATA_FLOAT_UNARY(Sinh, std::sinh(a))
 STRATA_FLOAT_UNARY(Cosh, std::cosh(a))
-STRATA_FLOAT_UNARY(Sigmoid, T(1) / (T(1) + std::exp(-a)))
+STRATA_FLOAT_UNARY(Sigmoid, cx::div(T(1), T(1) + std::exp(-a)))
 STRATA_FLOAT_UNARY(Erf, std::erf(a))
 STRATA_FLOAT_UNARY(Erfc, std::erfc(a))
 #undef STRATA_FLOAT_UNARY
@@ -267,7 +287,7 @@ struct Mul {
 };
 struct Div {
   template <typename T>
-  STRATA_HD T operator()(T a, T b) const { return a / b; }
+  STRATA_HD T operator()(T a, T b) const { return cx::div(a, b); }
 };
 // Integer kernels are only reached after the caller checked for zero divisors.
 struct DivTrunc {

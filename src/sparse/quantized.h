@@ -17,7 +17,7 @@
 
 namespace strata::sparse {
 
-inline constexpr DispatchKey kQuantizedKey = static_cast<DispatchKey>(43);
+inline constexpr DispatchKey kQuantizedKey = DispatchKey::Quantized;
 
 enum class QDtype : int { QInt8 = 0, QUInt8 = 1, QInt32 = 2 };
 

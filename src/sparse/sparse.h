@@ -20,10 +20,8 @@
 
 namespace strata::sparse {
 
-// The Sparse functionality key (42: above Profiler, below the reserved Python
-// key). Named here rather than in dispatch_key.h's enum so that adding it did
-// not touch the header every file includes.
-inline constexpr DispatchKey kSparseKey = static_cast<DispatchKey>(42);
+// The Sparse functionality key (42: above Profiler, below Quantized and Nested).
+inline constexpr DispatchKey kSparseKey = DispatchKey::Sparse;
 
 class SparseTensorImpl : public TensorImpl {
  public:

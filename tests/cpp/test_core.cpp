@@ -21,7 +21,8 @@ TEST(Core, ComplexAndUnsignedDtypes) {
     for (int j = 0; j < kNumScalarTypes; ++j) {
       auto a = static_cast<ScalarType>(i), b = static_cast<ScalarType>(j);
       bool refused = a != b && ((is_barebones_unsigned(a) && !is_floating_type(b)) ||
-                                (is_barebones_unsigned(b) && !is_floating_type(a)));
+                                (is_barebones_unsigned(b) && !is_floating_type(a)) || is_float8_type(a) ||
+                                is_float8_type(b) || (is_barebones_unsigned(a) && is_float8_type(b)));
       if (refused) {
         EXPECT_THROW(promote_types(a, b), Error) << dtype_name(a) << " " << dtype_name(b);
       } else {
@@ -33,6 +34,14 @@ TEST(Core, ComplexAndUnsignedDtypes) {
   EXPECT_EQ(promote_types(ScalarType::Int64, ScalarType::ComplexFloat), ScalarType::ComplexFloat);
   EXPECT_EQ(promote_types(ScalarType::UInt32, ScalarType::Float16), ScalarType::Float16);
   EXPECT_EQ(element_size(ScalarType::ComplexDouble), 16u);
+  EXPECT_EQ(element_size(ScalarType::Float8_e4m3fn), 1u);
+  EXPECT_EQ(dtype_from_name("torch.float8_e5m2"), ScalarType::Float8_e5m2);
+  // float8: 448 is e4m3fn's largest value (0x7e); inf saturates to it; e5m2 keeps inf (0x7c).
+  EXPECT_EQ(Float8_e4m3fn(448.0f).bits, 0x7e);
+  EXPECT_EQ(Float8_e4m3fn(std::numeric_limits<float>::infinity()).bits, 0x7e);
+  EXPECT_EQ(Float8_e5m2(std::numeric_limits<float>::infinity()).bits, 0x7c);
+  EXPECT_EQ(static_cast<float>(Float8_e4m3fn::from_bits(0x38)), 1.0f);
+  EXPECT_TRUE(std::isnan(static_cast<float>(Float8_e4m3fnuz::from_bits(0x80))));
   EXPECT_EQ(dtype_from_name("cfloat"), ScalarType::ComplexFloat);
   EXPECT_EQ(dtype_from_name("torch.uint64"), ScalarType::UInt64);
 

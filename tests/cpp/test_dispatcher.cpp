@@ -89,7 +89,8 @@ TEST(DispatchKeySet, PriorityOrder) {
                                     DispatchKey::PrivateUse1, DispatchKey::CompositeImplicit,
                                     DispatchKey::ADInplaceOrView, DispatchKey::Autograd, DispatchKey::Autocast,
                                     DispatchKey::Vmap,       DispatchKey::Functionalize, DispatchKey::Tracer,
-                                    DispatchKey::Profiler,   DispatchKey::Python};
+                                    DispatchKey::Profiler,   DispatchKey::Sparse,      DispatchKey::Quantized,
+                                    DispatchKey::Nested,     DispatchKey::Python};
   for (size_t i = 1; i < order.size(); ++i) {
     DispatchKeySet ks = DispatchKeySet(order[i - 1]).add(order[i]);
     EXPECT_EQ(ks.highest(), order[i]) << dispatch_key_name(order[i - 1]) << " vs " << dispatch_key_name(order[i]);
@@ -123,7 +124,12 @@ TEST(DispatchKeySet, HighestRemoveBelow) {
   EXPECT_EQ(mixed.highest_backend(), DispatchKey::Meta);
   EXPECT_EQ((ks - DispatchKeySet(DispatchKey::CPU)).highest_backend(), DispatchKey::NumKeys);
   EXPECT_EQ((ks & mixed), DispatchKeySet(DispatchKey::CPU));
-  EXPECT_EQ(DispatchKeySet(DispatchKey::Python).raw(), uint64_t(1) << 44);
+  EXPECT_EQ(DispatchKeySet(DispatchKey::Nested).raw(), uint64_t(1) << 44);
+  EXPECT_EQ(DispatchKeySet(DispatchKey::Python).raw(), uint64_t(1) << 46);
+  EXPECT_EQ(dispatch_key_name(static_cast<DispatchKey>(42)), "Sparse");
+  EXPECT_EQ(dispatch_key_name(static_cast<DispatchKey>(43)), "Quantized");
+  EXPECT_EQ(dispatch_key_name(static_cast<DispatchKey>(44)), "Nested");
+  EXPECT_EQ(dispatch_key_name(DispatchKey::MPS), "MPS");
 }
 
 TEST(DispatchKeySet, TensorKeysFollowDevice) {

@@ -25,7 +25,20 @@ STRATA_HOT void add_kernel(TensorIterator& it, const PwArgs& a) {
   else if (a.a == -1) binary_kernel(it, fn::Sub{}, VisitAllAndComplex{});
   else binary_kernel(it, fn::AddAlpha{a.a}, VisitAllAndComplex{});
 }
-STRATA_BINARY_K(mul, Mul, VisitAllAndComplex)
+// The float8 dtypes (Note [Float8] in core/dtype.h) reach mul, eq, ne and where:
+// they compute in float32 and round back.
+struct VisitAllComplexAndFloat8 {
+  template <typename F>
+  decltype(auto) operator()(ScalarType t, F&& f) const {
+    if (is_float8_type(t)) return visit_all_dtypes_and_float8(t, std::forward<F>(f));
+    return visit_dtype_and_complex(t, std::forward<F>(f));
+  }
+};
+struct VisitEveryDtypeAndFloat8 {
+  template <typename F>
+  decltype(auto) operator()(ScalarType t, F&& f) const { return visit_all_dtypes_and_float8(t, std::forward<F>(f)); }
+};
+STRATA_BINARY_K(mul, Mul, VisitAllComplexAndFloat8)
 STRATA_BINARY_K(div_true, Div, VisitFloatAndComplex)
 STRATA_BINARY_K(div_floor, DivFloor, VisitAll)
 STRATA_BINARY_K(div_trunc, DivTrunc, VisitAll)
@@ -40,8 +53,8 @@ STRATA_BINARY_K(atan2, Atan2, VisitFloat)
 STRATA_BINARY_K(bitwise_and, BitwiseAnd, VisitIntegral)
 STRATA_BINARY_K(bitwise_or, BitwiseOr, VisitIntegral)
 STRATA_BINARY_K(bitwise_xor, BitwiseXor, VisitIntegral)
-void eq_kernel(TensorIterator& it, const PwArgs&) { binary_bool_kernel(it, fn::Eq{}, VisitEveryDtype{}); }
-void ne_kernel(TensorIterator& it, const PwArgs&) { binary_bool_kernel(it, fn::Ne{}, VisitEveryDtype{}); }
+void eq_kernel(TensorIterator& it, const PwArgs&) { binary_bool_kernel(it, fn::Eq{}, VisitEveryDtypeAndFloat8{}); }
+void ne_kernel(TensorIterator& it, const PwArgs&) { binary_bool_kernel(it, fn::Ne{}, VisitEveryDtypeAndFloat8{}); }
 STRATA_BINARY_BOOL_K(lt, Lt)
 STRATA_BINARY_BOOL_K(le, Le)
 STRATA_BINARY_BOOL_K(gt, Gt)
@@ -51,7 +64,7 @@ STRATA_BINARY_BOOL_K(logical_or, LogicalOr)
 STRATA_BINARY_BOOL_K(logical_xor, LogicalXor)
 
 void where_kernel(TensorIterator& it, const PwArgs&) {
-  visit_all_dtypes(it.common_dtype(), [&]<typename T>() {
+  visit_all_dtypes_and_float8(it.common_dtype(), [&]<typename T>() {
     cpu_kernel(it, [](bool c, T a, T b) -> T { return c ? a : b; });
   });
 }

@@ -23,7 +23,8 @@ STRATA_ALWAYS_INLINE D convert(S s) {
   } else if constexpr (is_complex_v<S>) {
     // complex -> real keeps the real part (the frontend warns, as torch does).
     return convert<D>(s.real());
-  } else if constexpr (is_reduced_float_v<D> || is_reduced_float_v<S>) {
+  } else if constexpr (is_reduced_float_v<D> || is_reduced_float_v<S> || is_float8_v<D> || is_float8_v<S>) {
+    // float8 (Note [Float8]) converts through float32 both ways, as torch's does.
     return static_cast<D>(static_cast<float>(static_cast<opmath_t<S>>(s)));
   } else {
     return static_cast<D>(s);
@@ -42,15 +43,15 @@ void copy_kernel(TensorIterator& it, const PwArgs&) {
     });
     return;
   }
-  visit_all_dtypes(dst, [&]<typename D>() {
-    visit_all_dtypes(src, [&]<typename S>() { cpu_kernel(it, [](S s) -> D { return convert<D>(s); }); });
+  visit_all_dtypes_and_float8(dst, [&]<typename D>() {
+    visit_all_dtypes_and_float8(src, [&]<typename S>() { cpu_kernel(it, [](S s) -> D { return convert<D>(s); }); });
   });
 }
 
 // a.c says how the value travels: 0 a double in a.a, 1 an int64 bit pattern in
 // a.b, 2 a complex (a.a, a.b).
 void fill_kernel(TensorIterator& it, const PwArgs& a) {
-  visit_all_dtypes(it.output_dtype(), [&]<typename T>() {
+  visit_all_dtypes_and_float8(it.output_dtype(), [&]<typename T>() {
     T v;
     if (a.c == 2) {
       v = convert<T>(std::complex<double>(a.a, a.b));

@@ -434,10 +434,11 @@ void min_kernel(const Tensor& in, const Tensor& out, const ReduceGeom& g, const 
   visit_dtype(in.dtype(), [&]<typename T>() { run_reduce(MinMaxOp<T, false>{}, in, out, g); });
 }
 void all_kernel(const Tensor& in, const Tensor& out, const ReduceGeom& g, const ReduceArgs&) {
-  visit_all_dtypes(in.dtype(), [&]<typename T>() { run_reduce(AllAnyOp<T, true>{}, in, out, g); });
+  // all/any read the float8 dtypes too (torch's do; Note [Float8] in core/dtype.h).
+  visit_all_dtypes_and_float8(in.dtype(), [&]<typename T>() { run_reduce(AllAnyOp<T, true>{}, in, out, g); });
 }
 void any_kernel(const Tensor& in, const Tensor& out, const ReduceGeom& g, const ReduceArgs&) {
-  visit_all_dtypes(in.dtype(), [&]<typename T>() { run_reduce(AllAnyOp<T, false>{}, in, out, g); });
+  visit_all_dtypes_and_float8(in.dtype(), [&]<typename T>() { run_reduce(AllAnyOp<T, false>{}, in, out, g); });
 }
 void count_nonzero_kernel(const Tensor& in, const Tensor& out, const ReduceGeom& g, const ReduceArgs&) {
   visit_all_dtypes(in.dtype(), [&]<typename T>() { run_reduce(CountNonzeroOp<T>{}, in, out, g); });

@@ -50,7 +50,14 @@ STRATA_UNARY_K(floor, Floor, false)
 STRATA_UNARY_K(ceil, Ceil, false)
 STRATA_UNARY_K(trunc, Trunc, false)
 STRATA_UNARY_K(bitwise_not, BitwiseNot, false)
-STRATA_UNARY_BOOL_K(isnan, IsNan)
+// isnan also reads the float8 dtypes (Note [Float8] in core/dtype.h).
+struct VisitEveryDtypeAndFloat8 {
+  template <typename F>
+  decltype(auto) operator()(ScalarType t, F&& f) const {
+    return visit_all_dtypes_and_float8(t, std::forward<F>(f));
+  }
+};
+void isnan_kernel(TensorIterator& it, const PwArgs&) { unary_bool_kernel(it, fn::IsNan{}, VisitEveryDtypeAndFloat8{}); }
 STRATA_UNARY_BOOL_K(isinf, IsInf)
 STRATA_UNARY_BOOL_K(isfinite, IsFinite)
 STRATA_UNARY_BOOL_K(logical_not, LogicalNot)
@@ -62,6 +69,10 @@ void abs_kernel(TensorIterator& it, const PwArgs&) {
     cpu_kernel(it, [](std::complex<float> a) -> float { return std::abs(a); });
   else if (t == ScalarType::ComplexDouble)
     cpu_kernel(it, [](std::complex<double> a) -> double { return std::abs(a); });
+  else if (is_float8_type(t))  // the signed float8 formats: |x| rounds back exactly
+    visit_all_dtypes_and_float8(t, [&]<typename T>() {
+      if constexpr (is_float8_v<T>) cpu_kernel(it, [](T a) -> T { return T(std::fabs(static_cast<float>(a))); });
+    });
   else
     unary_kernel(it, fn::Abs{}, false);
 }
