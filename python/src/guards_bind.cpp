@@ -955,7 +955,7 @@ void bind_guards(nb::module_& parent) {
   // Keys of tensors that capture does not follow (a vmap-batched tensor: its ops are rewritten by the
   // Vmap layer, a kernel would read its physical data): such a call runs eagerly.
   m.attr("TRANSFORM_KEYS") = (DispatchKeySet(DispatchKey::Vmap) | DispatchKeySet(DispatchKey::Functionalize) |
-                              DispatchKeySet(DispatchKey::Python)).raw();
+                              DispatchKeySet(DispatchKey::Python) | DispatchKeySet(DispatchKey::Nested)).raw();
   nb::class_<GuardSet>(m, "GuardSet", nb::type_slots(guardset_slots))
       .def(nb::init<std::vector<std::string>, std::vector<std::string>>(), nb::arg("arg_names"),
            nb::arg("closure_names") = std::vector<std::string>{})

@@ -24,7 +24,7 @@
 namespace strata::nested {
 
 // The Nested functionality key (44; Sparse and Quantized are 42 and 43).
-inline constexpr DispatchKey kNestedKey = static_cast<DispatchKey>(44);
+inline constexpr DispatchKey kNestedKey = DispatchKey::Nested;
 
 class NestedTensorImpl : public TensorImpl {
  public:
