@@ -38,6 +38,12 @@ def check(sr, tr, what, inputs):
 @pytest.mark.parametrize("op", ["mul", "div"])
 def test_binary_special_values(op, dtype):
     pairs = list(itertools.product(VALUES, VALUES))
+    if op == "mul" and dtype == "complex64":
+        # a*c - b*d where a*c overflows float32 but b*d is infinite: a kernel built with FMA keeps a*c exact
+        # (-inf), a plain product gives inf - inf = nan; torch's own scalar and vector paths disagree here too
+        # (nan+nanj vs nan+infj). Left out, listed in docs/DESIGN.md ("Dtypes").
+        big = lambda z: abs(z.real) == 1e30 or abs(z.imag) == 1e30  # noqa: E731
+        pairs = [p for p in pairs if not (big(p[0]) and big(p[1]))]
     a = [p[0] for p in pairs]
     b = [p[1] for p in pairs]
     sa, sb = strata.tensor(a, dtype=getattr(strata, dtype)), strata.tensor(b, dtype=getattr(strata, dtype))
