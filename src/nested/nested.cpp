@@ -5,6 +5,7 @@
 #include "autograd/variable.h"
 #include "core/error.h"
 #include "core/shape.h"
+#include "sparse/sparse.h"
 
 namespace strata::nested {
 
@@ -23,16 +24,8 @@ void nested_fallback(const OperatorEntry& op, DispatchKeySet, Stack& stack) {
   if (NestedHandler h = g_handler.load(std::memory_order_acquire)) {
     if (h(op, stack)) return;
   }
-  const auto& args = op.schema().args;
-  const size_t base = stack.size() - args.size();
-  std::string which;
-  for (size_t i = 0; i < args.size() && which.empty(); ++i) {
-    const IValue& v = stack[base + i];
-    bool hit = v.is_tensor() && maybe_nested(v.to_tensor());
-    if (v.is_tensor_list())
-      for (const Tensor& t : v.to_tensor_list()) hit = hit || maybe_nested(t);
-    if (hit) which = args[i].name;
-  }
+  const std::string which =
+      sparse::first_argument_where(op, stack, [](const Tensor& t) { return maybe_nested(t) != nullptr; });
   throw NotImplementedError(str("Could not run '", op.schema().full_name(), "' with a nested tensor (layout ",
                                 "strata.jagged) for argument '", which, "': this op has no nested ",
                                 "implementation. Work on nt.values() or nt.unbind(), or see docs/NESTED.md for ",

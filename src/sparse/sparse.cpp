@@ -33,16 +33,8 @@ void sparse_fallback(const OperatorEntry& op, DispatchKeySet, Stack& stack) {
   if (SparseHandler h = g_handler.load(std::memory_order_acquire)) {
     if (h(op, stack)) return;
   }
-  const auto& args = op.schema().args;
-  const size_t base = stack.size() - args.size();
-  std::string which;
-  for (size_t i = 0; i < args.size() && which.empty(); ++i) {
-    const IValue& v = stack[base + i];
-    bool hit = v.is_tensor() && maybe_sparse(v.to_tensor());
-    if (v.is_tensor_list())
-      for (const Tensor& t : v.to_tensor_list()) hit = hit || maybe_sparse(t);
-    if (hit) which = args[i].name;
-  }
+  const std::string which =
+      first_argument_where(op, stack, [](const Tensor& t) { return maybe_sparse(t) != nullptr; });
   throw NotImplementedError(str("Could not run '", op.schema().full_name(), "' with a sparse tensor (layout ",
                                 "strata.sparse_coo) for argument '", which, "': this op has no sparse ",
                                 "implementation. Convert with .to_dense() first, or see docs/SPARSE.md for the ",
@@ -52,6 +44,19 @@ void sparse_fallback(const OperatorEntry& op, DispatchKeySet, Stack& stack) {
 FallbackRegistrar g_sparse_layer(kSparseKey, KernelFunction::make_boxed(&sparse_fallback, "sparse"));
 
 }  // namespace
+
+std::string first_argument_where(const OperatorEntry& op, const Stack& stack, bool (*is_layout)(const Tensor&)) {
+  const auto& args = op.schema().args;
+  const size_t base = stack.size() - args.size();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const IValue& v = stack[base + i];
+    bool hit = v.is_tensor() && is_layout(v.to_tensor());
+    if (v.is_tensor_list())
+      for (const Tensor& t : v.to_tensor_list()) hit = hit || is_layout(t);
+    if (hit) return args[i].name;
+  }
+  return {};
+}
 
 SparseTensorImpl::SparseTensorImpl(Tensor indices, Tensor values, IntArrayRef sizes, bool coalesced)
     : TensorImpl(make_storage(0, values.device()), 0, sizes, contiguous_strides(sizes), values.dtype()),

@@ -53,6 +53,10 @@ void set_sparse_handler(SparseHandler h);
 // detach() of a sparse tensor: the same indices, the values without history.
 Tensor detach_sparse(const Tensor& t);
 
+// The name of the first argument (a tensor or in a tensor list) for which `is_layout` holds: the argument a
+// layout key's fallback (sparse, nested) names when it refuses an op. The op's arguments are on top of `stack`.
+std::string first_argument_where(const OperatorEntry& op, const Stack& stack, bool (*is_layout)(const Tensor&));
+
 // "tolist(): not supported for sparse tensors ..." unless t is dense (not sparse, not quantized).
 void check_dense(const Tensor& t, const char* what);
 
