@@ -6,8 +6,6 @@ Strata alone (2 ranks with DDP, and 1 process without a process group)."""
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -15,11 +13,10 @@ import pytest
 import strata
 import strata.distributed as dist
 import strata.distributed.checkpoint as dcp
+from _ranks import run_worker
 from strata.distributed.checkpoint.state_dict import (
     StateDictOptions, get_model_state_dict, get_optimizer_state_dict, get_state_dict, set_model_state_dict,
     set_optimizer_state_dict, set_state_dict)
-
-PYTHON_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "python"))
 
 WORKER = r'''
 import importlib, json, os, sys
@@ -185,14 +182,8 @@ else:
 @pytest.mark.skipif(not dist.is_available(), reason="Open MPI is not installed")
 def test_two_ranks_match_torch(tmp_path):
     torch = pytest.importorskip("torch")  # noqa: F841
-    script = tmp_path / "worker.py"
-    script.write_text(WORKER)
-    libs = ["strata", "torch"]
-    for lib in libs:
-        env = dict(os.environ, PYTHONPATH=PYTHON_DIR, OMP_NUM_THREADS="1", LIB=lib, OUT=str(tmp_path))
-        p = subprocess.run([sys.executable, "-m", "strata.distributed.run", "--standalone", "--nproc-per-node", "2",
-                            str(script)], capture_output=True, text=True, timeout=180, env=env)
-        assert p.returncode == 0, lib + p.stdout + p.stderr
+    for lib in ["strata", "torch"]:
+        run_worker(tmp_path, WORKER, lib, 2, timeout=180)
     for r in range(2):
         ours = json.load(open(tmp_path / f"strata{r}.json"))
         theirs = json.load(open(tmp_path / f"torch{r}.json"))

@@ -9,16 +9,12 @@ runs' local shards, full tensors, gradients and mesh coordinates must agree; the
 inside each run. Error messages are checked on Strata's run."""
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 import strata.distributed as dist
-
-PYTHON_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+from _ranks import run_worker
 
 WORKER = r'''
 import importlib, itertools, json, os
@@ -257,12 +253,7 @@ os._exit(0)
 
 
 def _run(tmp_path, lib, nproc):
-    script = tmp_path / "worker.py"
-    script.write_text(WORKER)
-    env = dict(os.environ, PYTHONPATH=PYTHON_DIR, OMP_NUM_THREADS="1", LIB=lib, OUT=str(tmp_path))
-    p = subprocess.run([sys.executable, "-m", "strata.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
-                        str(script)], capture_output=True, text=True, timeout=240, env=env)
-    assert p.returncode == 0, lib + p.stdout + p.stderr[-6000:]
+    run_worker(tmp_path, WORKER, lib, nproc)
     return [json.load(open(tmp_path / f"{lib}{r}.json")) for r in range(nproc)]
 
 

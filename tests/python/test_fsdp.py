@@ -7,17 +7,13 @@ gradient norms from clip_grad_norm_, full/local/sharded state dicts and their ro
 and their reload, summon_full_params, enable_wrap/wrap, and the errors for bad input. TORCH_SCRIPT is a torch
 FSDP script run unchanged on Strata (strata.torch_alias) and on torch itself with gloo; results are compared."""
 
-import os
-import subprocess
-import sys
-
 import pytest
 
 import strata.distributed as dist
+from _ranks import launch
 
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="Open MPI is not installed")
 
-PYTHON_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "python"))
 
 WORKER = r'''
 import copy, math, contextlib, strata, strata.distributed as dist, strata.nn as nn, strata.nn.functional as F
@@ -396,16 +392,10 @@ print("OK", r, flush=True)
 '''
 
 
-def _launch(args, timeout=240):
-    env = dict(os.environ, PYTHONPATH=PYTHON_DIR, OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", "strata.distributed.run", "--standalone", "--nproc-per-node", "2",
-                           *args], capture_output=True, text=True, timeout=timeout, env=env)
-
-
 def test_fsdp_matches_single_process_training(tmp_path):
     script = tmp_path / "fsdp_worker.py"
     script.write_text(WORKER)
-    p = _launch([str(script)])
+    p = launch([str(script)])
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.count("OK") == 2, p.stdout
 
@@ -484,7 +474,7 @@ def test_a_torch_fsdp_script_runs_unchanged_and_matches_torch(tmp_path):
                          "sys.stdout.flush()\nsys.stderr.flush()\nos._exit(0)\n")
     results = []
     for run in (["-m", "strata.torch_alias", str(script)], [str(reference)]):
-        p = _launch(run)
+        p = launch(run)
         assert p.returncode == 0, p.stdout + p.stderr
         lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT")]
         assert len(lines) == 5, p.stdout

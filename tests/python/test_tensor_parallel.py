@@ -9,15 +9,11 @@ whole batch; on 4 ranks also with fully_shard over mesh["dp"] on top of the tens
 clip_grad_norm_'s total norm must match too. The 4-rank worker also runs on torch (gloo) when torch is installed: the same script, the same
 assertions against torch's own single-process training."""
 
-import os
-import subprocess
-import sys
 
 import pytest
 
 import strata.distributed as dist
-
-PYTHON_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+from _ranks import run_worker
 
 WORKER = r'''
 import importlib, os
@@ -205,12 +201,7 @@ os._exit(0)
 
 
 def _run(tmp_path, lib, nproc):
-    script = tmp_path / "worker.py"
-    script.write_text(WORKER)
-    env = dict(os.environ, PYTHONPATH=PYTHON_DIR, OMP_NUM_THREADS="1", LIB=lib)
-    p = subprocess.run([sys.executable, "-m", "strata.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
-                        str(script)], capture_output=True, text=True, timeout=240, env=env)
-    assert p.returncode == 0, lib + p.stdout + p.stderr[-6000:]
+    p = run_worker(tmp_path, WORKER, lib, nproc)
     assert p.stdout.count("DONE") == nproc, p.stdout
 
 
