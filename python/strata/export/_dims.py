@@ -278,14 +278,34 @@ _EVAL = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a *
 
 
 def tree_of(e, names):
-    """A SymExpr (or int) as a tree; names: Symbol index -> symbol name."""
+    """A SymExpr (or int) as a tree; names: Symbol index -> symbol name. An affine expression of one
+    symbol is written as coeff*s + offset ((b + 1) - 1 is b)."""
+    return simplify(_tree(e, names))
+
+
+def _tree(e, names):
     if not isinstance(e, SymExpr):
         return int(e)
     if e.op == "sym":
         return ["sym", names[e.a.index]]
     if e.op == "const":
         return e.a
-    return [e.op, tree_of(e.a, names), tree_of(e.b, names)]
+    return [e.op, _tree(e.a, names), _tree(e.b, names)]
+
+
+def simplify(t):
+    syms = tree_symbols(t)
+    if len(syms) != 1 or not isinstance(t, list) or t[0] == "sym":
+        return t
+    (name,) = syms
+    q = tree_eval(t, {name: 0})
+    p = tree_eval(t, {name: 1}) - q
+    if p < 1 or any(tree_eval(t, {name: v}) != p * v + q for v in (2, 3, 5, 7, 64, 1000, 1001)):
+        return t
+    out = ["sym", name] if p == 1 else ["*", ["sym", name], p]
+    if q:
+        out = ["+", out, q] if q > 0 else ["-", out, -q]
+    return out
 
 
 def tree_eval(t, env):

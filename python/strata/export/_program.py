@@ -250,7 +250,19 @@ class ExportedProgram:
     def range_constraints(self):
         from ._dims import ValueRanges
         import math
-        return {y["name"]: ValueRanges(y["min"], math.inf if y["max"] is None else y["max"]) for y in self.symbols}
+        from ._dims import tree_eval, tree_str, tree_symbols, is_tree
+        rc = {y["name"]: ValueRanges(y["min"], math.inf if y["max"] is None else y["max"]) for y in self.symbols}
+        # derived dims of the inputs (b + 1), with the range their root's gives them
+        for i, spec in enumerate(self.graph_signature.input_specs):
+            if spec.kind != InputKind.USER_INPUT:
+                continue
+            for d in self._input_meta[i][1]:
+                if is_tree(d) and d[0] != "sym" and len(tree_symbols(d)) == 1:
+                    (n,) = tree_symbols(d)
+                    r = rc[n]
+                    up = math.inf if r.upper == math.inf else tree_eval(d, {n: r.upper})
+                    rc.setdefault(tree_str(d), ValueRanges(tree_eval(d, {n: r.lower}), up))
+        return rc
 
     @property
     def graph_module(self):
