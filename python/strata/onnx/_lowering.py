@@ -815,6 +815,12 @@ def _arange(e, n, a):
     return e.emit("Range", [scalar(start), scalar(end), scalar(step)])
 
 
+@lowering("tril", "triu")
+def _trilu(e, n, a):
+    k = a[1] if len(a) > 1 else 0
+    return e.emit("Trilu", [e.name(a[0]), e.int0(k)], upper=int(n.op == "triu"))
+
+
 def _sym_sdpa(e, n, a):
     return list(e.symof(a[0]))[:-1] + [e.shape(a[2])[-1]]
 
