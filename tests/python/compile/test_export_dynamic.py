@@ -273,13 +273,24 @@ def test_sizes_read_in_python_become_graph_inputs():
     def f(x):
         b, t = x.shape
         pos = strata.arange(t)
-        return (x + pos).view(b * 2, t // 2), x[:, 1:t - 1], x[:, t - 1]
+        return (x + pos).view(b * t), x[:, 1:t - 1], x[:, t - 1], x.chunk(2, dim=1)
 
     ep = export(f, (strata.randn(3, 6),), dynamic_shapes=({0: Dim("b"), 1: Dim("t")},))
-    for shape in ((3, 6), (5, 8), (2, 4)):
+    for shape in ((3, 6), (5, 8), (2, 5), (4, 3)):
         x = strata.randn(*shape)
-        for got, want in zip(ep(x), f(x)):
-            same(got, want)
+        got, want = ep(x), f(x)
+        for g, w in zip(got[:3] + got[3], want[:3] + want[3]):
+            same(g, w)
+    # an odd size splits unevenly: the symbolic shapes say so
+    assert [["sym", "b"], ["//", ["+", ["sym", "t"], 1], 2]] in ep.sym_shapes.values()
+    assert [["sym", "b"], ["//", ["sym", "t"], 2]] in ep.sym_shapes.values()
+
+    def halves(x):   # only valid for an even size: t must not be dynamic
+        return x.view(x.size(0) * 2, x.size(1) // 2)
+    with pytest.raises(ExportError, match=r"(?s)t \(x.shape\[1\]\).*view"):
+        export(halves, (strata.randn(3, 6),), dynamic_shapes=({0: Dim("b"), 1: Dim("t")},))
+    ep = export(halves, (strata.randn(3, 6),), dynamic_shapes=({0: Dim("b")},))
+    same(ep(strata.arange(24.).view(4, 6)), halves(strata.arange(24.).view(4, 6)))
 
 
 def test_nested_inputs_mark_dynamic_and_bad_specs():
