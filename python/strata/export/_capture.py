@@ -52,6 +52,7 @@ class _Key:
     def __init__(self, name, kind, value, at):
         self.name, self.kind, self.value, self.at = name, kind, value, at  # at: the DimSpec its value is read from
         self.specs = []
+        self.at_coeff, self.at_offset = 1, 0   # the dim at `at` is at_coeff * symbol + at_offset
         self.lower, self.upper = 2, math.inf
         self.named = set()
 
@@ -124,7 +125,17 @@ def capture_dynamic(fn, frame, names, first_user, bound, given, dynamic_shapes, 
 
 
 def _label(k):
-    return f"{k.name} ({k.at.where})" if k.kind == "named" else k.at.where
+    return f"{k.name} ({_at_str(k)})" if k.kind == "named" else k.at.where
+
+
+def _at_str(k):
+    """Where the symbol is read: x.shape[0], or (x.shape[0] - 1)//2 for a root read from a derived dim."""
+    w = k.at.where
+    if k.at_offset:
+        w = f"{w} {'-' if k.at_offset > 0 else '+'} {abs(k.at_offset)}"
+    if k.at_coeff != 1:
+        w = f"({w})//{k.at_coeff}" if k.at_offset else f"{w}//{k.at_coeff}"
+    return w
 
 
 def _check_examples(specs, fail):
@@ -158,11 +169,6 @@ def _check_examples(specs, fail):
                 fail(f"the example {s.where} = {s.size} gives {root.__name__} = {v}, outside its range "
                      f"[{root.lower}, {root.upper}]" + (" (sizes 0 and 1 are never dynamic)" if v < 2 else ""))
         out.append(s)
-    plain = {s.spec.__name__ for s in out if s.kind == "named" and not isinstance(s.spec, _Derived)}
-    for s in out:
-        if s.kind == "named" and isinstance(s.spec, _Derived) and s.spec.root.__name__ not in plain:
-            fail(f"the derived dim {s.spec.__name__} ({s.where}) needs its root {s.spec.root.__name__} to mark some "
-                 "input dim too (derived dims whose root appears nowhere are not supported)")
     return out
 
 
@@ -178,6 +184,14 @@ def _keys(specs, merge):
                 k = keys[s.spec.__name__] = _Key(s.spec.__name__, "named", s.size, s)
                 k.lower, k.upper = s.spec.lower, s.spec.upper
                 k.named.add(s.spec.__name__)
+    for s in specs:
+        if s.kind == "named" and isinstance(s.spec, _Derived) and s.spec.root.__name__ not in keys:
+            # a derived dim whose root marks no input dim: the root is read from this dim
+            r = s.spec.root
+            k = keys[r.__name__] = _Key(r.__name__, "named", (s.size - s.spec.offset) // s.spec.coeff, s)
+            k.lower, k.upper = r.lower, r.upper
+            k.named.add(r.__name__)
+            k.at_coeff, k.at_offset = s.spec.coeff, s.spec.offset
     for s in specs:
         if s.kind in ("auto", "dynamic"):
             name = f"s{auto_n}"
@@ -246,10 +260,12 @@ def _capture_once(fn, frame, names, first_user, keys, by_dim, code, fail):
                     dims_expr[(src, d)] = tree_of(e, sym_names)
 
     def conv(t):
+        # a guard tree from SymExpr.guard_tree: ("size", source, dim) at a symbol's location is the symbol
         if isinstance(t, int):
             return t
         if t[0] == "size":
-            return dims_expr.get((t[1], t[2]), None)
+            k = by_at.get((t[1], t[2]))
+            return ["sym", k.name] if k is not None else dims_expr.get((t[1], t[2]), None)
         if t[0] == "stride":
             return None
         a, b = conv(t[1]), conv(t[2])
@@ -295,7 +311,7 @@ def _capture_once(fn, frame, names, first_user, keys, by_dim, code, fail):
         lines, fixes = [], {}
         for k, ta, op, tb, nlo, nhi in too_narrow:
             lo, hi = declared[k.name]
-            lines.append(f"  - Not all values of {k.name} = {k.at.where} in the specified range [{lo}, "
+            lines.append(f"  - Not all values of {k.name} = {_at_str(k)} in the specified range [{lo}, "
                          f"{_inf(hi)}] satisfy the condition {ta} {op} {tb} the program relies on")
             parts = [repr(k.name)] + ([f"min={ranges[k.name][0]}"] if ranges[k.name][0] > 2 else []) + (
                 [f"max={ranges[k.name][1]}"] if ranges[k.name][1] != math.inf else [])
@@ -325,7 +341,8 @@ def _capture_once(fn, frame, names, first_user, keys, by_dim, code, fail):
         if k.name not in used:
             continue
         symbols.append({"name": k.name, "path": list(k.at.path), "dim": k.at.dim, "min": ranges[k.name][0],
-                        "max": None if ranges[k.name][1] == math.inf else ranges[k.name][1], "kind": k.kind})
+                        "max": None if ranges[k.name][1] == math.inf else ranges[k.name][1], "kind": k.kind,
+                        "coeff": k.at_coeff, "offset": k.at_offset})
     sym_shapes = {}
     for vid, shape in out.sym_by_vid.items():
         if any(isinstance(d, SymExpr) for d in shape):

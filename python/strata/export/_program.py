@@ -310,6 +310,14 @@ class ExportedProgram:
             t = self._fetch_user(bound, path)
             w = f"{path_str(path)}.shape[{y['dim']}]"
             v = int(t.shape[y["dim"]])
+            c, o = y.get("coeff", 1), y.get("offset", 0)
+            if (c, o) != (1, 0):   # the symbol is read from a derived dim: c * symbol + o
+                if (v - o) % c or v - o < 0:
+                    from ._dims import _affine_str
+                    raise ValueError(f"strata.export: input {w} is {v}, but the program needs it to be "
+                                     f"{_affine_str(y['name'], c, o)} for an integer {y['name']}")
+                w = f"({w} - {o})//{c}" if o else f"{w}//{c}"
+                v = (v - o) // c
             hi = y["max"]
             if v < y["min"] or (hi is not None and v > hi):
                 rng = f"[{y['min']}, {'inf' if hi is None else hi}]"

@@ -217,7 +217,7 @@ def _symbol_hints(ep):
     for y in ep.symbols:
         vid = paths.get(tuple(tuple(p) for p in y["path"]))
         if vid is not None:
-            hints[y["name"]] = g.value(vid).shape[y["dim"]]
+            hints[y["name"]] = (g.value(vid).shape[y["dim"]] - y.get("offset", 0)) // y.get("coeff", 1)
     return hints
 
 

@@ -1088,7 +1088,12 @@ def _lower_sym_sizes(e, ep, user):
         if vid is None:
             raise OnnxExporterError(f"strata.onnx.export: the dynamic dim {y['name']} is read from an input that is "
                                     "not a graph input")
-        sym[y["name"]] = e.emit("Gather", [e.shape_of(e.g.value(vid)), e.ints([y["dim"]])], axis=0)
+        v = e.emit("Gather", [e.shape_of(e.g.value(vid)), e.ints([y["dim"]])], axis=0)
+        if y.get("offset", 0):   # read from a derived dim c * symbol + o
+            v = e.emit("Sub", [v, e.ints([y["offset"]])])
+        if y.get("coeff", 1) != 1:
+            v = e.emit("Div", [v, e.ints([y["coeff"]])])
+        sym[y["name"]] = v
     ops = {"+": "Add", "-": "Sub", "*": "Mul", "//": "Div"}   # sizes are positive: Div is floor division
 
     def build(t):

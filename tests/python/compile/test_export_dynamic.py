@@ -291,6 +291,28 @@ def test_sizes_read_in_python_become_graph_inputs():
         export(halves, (strata.randn(3, 6),), dynamic_shapes=({0: Dim("b"), 1: Dim("t")},))
     ep = export(halves, (strata.randn(3, 6),), dynamic_shapes=({0: Dim("b")},))
     same(ep(strata.arange(24.).view(4, 6)), halves(strata.arange(24.).view(4, 6)))
+    # torch's fix: the size as a derived dim 2*h, whose root h is read from it
+    h = Dim("h")
+    ep = export(halves, (strata.randn(3, 6),), dynamic_shapes=({0: Dim("b"), 1: 2 * h},))
+    assert ep.range_constraints == {"b": ValueRanges(2, float("inf")), "h": ValueRanges(2, float("inf")),
+                                    "2*h": ValueRanges(4, float("inf"))}
+    x = strata.randn(5, 14)
+    same(ep(x), halves(x))
+    with pytest.raises(ValueError, match=r"x.shape\[1\] is 9, but the program needs it to be 2\*h for an integer h"):
+        ep(strata.randn(5, 9))
+    buf = io.BytesIO()
+    strata.export.save(ep, buf)
+    buf.seek(0)
+    x = strata.randn(3, 22)
+    same(strata.export.load(buf)(x), halves(x))
+
+    def odd(x):
+        if x.shape[0] > 9:
+            return x * 2
+        return x + 1
+    with pytest.raises(ExportError, match=r"(?s)Not all values of h = \(x.shape\[0\] - 1\)//2 .* 2\*h \+ 1 <= 9"
+                                          r".*h = Dim\('h', max=4\)"):
+        export(odd, (strata.randn(5, 3),), dynamic_shapes=({0: 2 * h + 1},))
 
 
 def test_nested_inputs_mark_dynamic_and_bad_specs():
@@ -316,8 +338,8 @@ def test_nested_inputs_mark_dynamic_and_bad_specs():
         export(lambda x: x * 2, (strata.randn(1, 3),), dynamic_shapes=({0: b},))
     with pytest.raises(ExportError, match=r"outside its range \[5, 9\]"):
         export(lambda x: x * 2, (strata.randn(4, 3),), dynamic_shapes=({0: Dim("r", min=5, max=9)},))
-    with pytest.raises(ExportError, match="needs its root b to mark some input dim"):
-        export(lambda x: x * 2, (strata.randn(4, 3),), dynamic_shapes=({0: 2 * b},))
+    with pytest.raises(ExportError, match=r"example x.shape\[0\] = 2 gives b = 1, outside its range"):
+        export(lambda x: x * 2, (strata.randn(2, 3),), dynamic_shapes=({0: 2 * b},))
     with pytest.raises(ValueError, match="max=1 is below 2"):
         Dim("tiny", max=1)
 
