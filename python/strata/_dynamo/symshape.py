@@ -142,6 +142,10 @@ def binop(op, a, b):
         return b
     if op == "//" and b.is_const() and b.a == 1:
         return a
+    if op == "//" and a.op == "*" and (a.a == b or a.b == b):
+        return a.b if a.a == b else a.a       # (x*y)//x: sizes are positive
+    if op == "//" and a == b:
+        return 1
     if op == "-" and a == b:
         return 0
     return SymExpr(op, a, b)
@@ -212,6 +216,7 @@ def candidates(shapes, ints):
         for f in base:
             if f is not e:
                 add(binop("-", e, f), more)
+                add(binop("//", e, f), more)   # reshape(b, -1) of a (b*t) dim
     return base + more
 
 

@@ -503,6 +503,9 @@ def _reshape(e, n, a):
     if n.op in ("view", "reshape", "_unsafe_view") and isinstance(a[1], list) and e.has_int_values(a[1]):
         # sizes computed from dynamic dims (strata.export with dynamic shapes): the target is built from them
         return e.emit("Reshape", [e.name(x), e.int_list(a[1])])
+    target = exact_shape(e, n.outputs[0])
+    if target is not None:   # the output's symbolic shape (flatten, view(-1, 16), view_as, ...)
+        return e.emit("Reshape", [e.name(x), target])
     if not any(isinstance(s, str) for s in sym):
         e.sym[n.outputs[0]] = list(dst)
         return e.emit("Reshape", [e.name(x), e.ints(dst)])
@@ -561,6 +564,9 @@ def _expand(e, n, a):
     if n.op == "expand" and e.has_int_values(a[1]):
         # -1 keeps a dim; ONNX Expand broadcasts, where 1 keeps it
         return e.emit("Expand", [e.name(x), e.int_list(a[1], map_const=lambda v: 1 if v == -1 else v)])
+    target = exact_shape(e, n.outputs[0])
+    if target is not None:
+        return e.emit("Expand", [e.name(x), target])
     off = len(dst) - len(src)
     target, out_sym = [], []
     for k, d in enumerate(dst):
@@ -952,6 +958,7 @@ def lower(ep, *, opset=17, input_names=None, output_names=None, dynamic_axes=Non
     from onnx import helper
     g = ep.graph
     e = Emitter(g, opset)
+    e.ep = ep
     values = g.values
     sig = ep.graph_signature
     user = [(vid, s) for vid, s in zip(g.inputs, sig.input_specs) if s.kind == "user_input"]
@@ -1037,6 +1044,13 @@ def lower(ep, *, opset=17, input_names=None, output_names=None, dynamic_axes=Non
         if len(results) == 1 and n.outputs[0] not in e.sym:
             rule = SYM_RULES.get(n.op, _broadcast_sym)
             e.sym[n.outputs[0]] = rule(e, n, args)
+        if getattr(e, "exact", False):   # the program's symbolic shapes are exact: they win over the rules
+            for vid in n.outputs:
+                shape = ep.sym_shapes.get(vid)
+                if shape is not None:
+                    e.sym[vid] = [tree_str(d) if is_tree(d) else d for d in shape]
+                elif values[vid].kind == "tensor":
+                    e.sym[vid] = list(values[vid].shape)
         for vid, res in zip(n.outputs, results):
             if res is None:
                 continue
@@ -1075,35 +1089,70 @@ def lower(ep, *, opset=17, input_names=None, output_names=None, dynamic_axes=Non
 
 
 def _lower_sym_sizes(e, ep, user):
-    """The int graph inputs (sizes computed from dynamic dims: the b of x.view(b, -1)) computed from the
-    ONNX inputs' shapes with Shape/Gather and integer arithmetic, each a 1-D int64 tensor of one element."""
-    specs = [(vid, s) for vid, s in zip(ep.graph.inputs, ep.graph_signature.input_specs) if s.kind == "sym_size"]
-    if not specs:
+    """The program's symbols (strata.export with dynamic shapes) read from the ONNX inputs' shapes with
+    Shape/Gather, and the int graph inputs (sizes computed from them: the b of x.view(b, -1)) built with
+    integer arithmetic; each a 1-D int64 tensor of one element. e.tree_value(tree) builds any size the
+    same way (exact reshape targets below)."""
+    if not ep.symbols:
         return
     by_path = {tuple(tuple(p) for p in s.target): vid for vid, s in user}
-    e.node_base = "size"
-    sym = {}
+    locs = {}
     for y in ep.symbols:
         vid = by_path.get(tuple(tuple(p) for p in y["path"]))
         if vid is None:
             raise OnnxExporterError(f"strata.onnx.export: the dynamic dim {y['name']} is read from an input that is "
                                     "not a graph input")
-        v = e.emit("Gather", [e.shape_of(e.g.value(vid)), e.ints([y["dim"]])], axis=0)
-        if y.get("offset", 0):   # read from a derived dim c * symbol + o
-            v = e.emit("Sub", [v, e.ints([y["offset"]])])
-        if y.get("coeff", 1) != 1:
-            v = e.emit("Div", [v, e.ints([y["coeff"]])])
-        sym[y["name"]] = v
+        locs[y["name"]] = (vid, y)
+    cache = {}
     ops = {"+": "Add", "-": "Sub", "*": "Mul", "//": "Div"}   # sizes are positive: Div is floor division
+
+    def symbol(name):
+        v = cache.get(name)
+        if v is None:
+            vid, y = locs[name]
+            base, e.node_base = e.node_base, "size"
+            v = e.emit("Gather", [e.shape_of(e.g.value(vid)), e.ints([y["dim"]])], axis=0)
+            if y.get("offset", 0):   # read from a derived dim c * symbol + o
+                v = e.emit("Sub", [v, e.ints([y["offset"]])])
+            if y.get("coeff", 1) != 1:
+                v = e.emit("Div", [v, e.ints([y["coeff"]])])
+            e.node_base = base
+            cache[name] = v
+        return v
 
     def build(t):
         if isinstance(t, int):
             return e.ints([t])
         if t[0] == "sym":
-            return sym[t[1]]
+            return symbol(t[1])
         return e.emit(ops[t[0]], [build(t[1]), build(t[2])])
-    for vid, s in specs:
-        e.names[vid] = build(s.target)
+    e.tree_value = build
+    e.exact = True
+    e.node_base = "size"
+    for vid, s in zip(ep.graph.inputs, ep.graph_signature.input_specs):
+        if s.kind == "sym_size":
+            e.names[vid] = build(s.target)
+
+
+def exact_shape(e, vid):
+    """The shape of a value as one 1-D int64 tensor, built from the symbols (None: the program has no
+    symbols, or the value is static)."""
+    from ..export._dims import is_tree
+    shape = e.ep.sym_shapes.get(vid) if getattr(e, "exact", False) else None
+    if not shape:
+        return None
+    parts, run = [], []
+    for d in shape:
+        if is_tree(d):
+            if run:
+                parts.append(e.ints(run))
+                run = []
+            parts.append(e.tree_value(d))
+        else:
+            run.append(int(d))
+    if run:
+        parts.append(e.ints(run))
+    return parts[0] if len(parts) == 1 else e.emit("Concat", parts, axis=0)
 
 
 def _version():

@@ -180,3 +180,17 @@ def test_axis_the_model_needs_fixed_warns_and_falls_back():
     onnx.checker.check_model(onnx.load_from_string(buf.getvalue()))
     with pytest.raises(strata.export.ExportError, match=r"x.shape\[1\]"):
         strata.onnx.export(m, (strata.randn(3, 6),), io.BytesIO(), dynamic_shapes={"x": {1: Dim("f")}})
+
+
+def test_reshapes_that_merge_and_split_dynamic_dims_use_the_exact_shapes():
+    def f(x):
+        b = x.size(0)
+        y = x.flatten(0, 1) * 2                   # (b*t, 8)
+        z = y.view(-1, 2, 4).sum(1)               # (b*t, 4)
+        return z.reshape(b, -1, 4).flatten(1), y.unsqueeze(1).expand(-1, 3, -1)
+
+    proto, sess = to_onnx(f, (strata.randn(3, 5, 8),), input_names=["x"], dynamic_axes={"x": {0: "b", 1: "t"}})
+    assert [dims_of(o) for o in proto.graph.output] == [["b", "4*t"], ["b*t", 3, 8]]
+    assert reshape_targets_are_computed(proto)
+    for shape in ((3, 5, 8), (2, 7, 8), (6, 2, 8)):
+        compare(sess, f, [strata.randn(*shape)], ["x"])
