@@ -679,6 +679,16 @@ def _split(e, n, a):
     dim = _norm(int(a[1] if unbind else a[2]) if len(a) > (1 if unbind else 2) else 0, len(shape))
     sizes = [e.values[o].shape[dim] if not unbind else 1 for o in n.outputs]
     sym = list(e.symof(x))
+    if isinstance(sym[dim], str) and getattr(e, "exact", False) and not unbind:
+        # the pieces' sizes along the dim from the program's symbolic shapes ((t + 1)//2 and t//2)
+        from ..export._dims import is_tree
+        parts = []
+        for o in n.outputs:
+            d = e.ep.sym_shapes.get(o, e.values[o].shape)[dim]
+            parts.append(e.tree_value(d) if is_tree(d) else e.ints([int(d)]))
+        sizes_in = parts[0] if len(parts) == 1 else e.emit("Concat", parts, axis=0)
+        outs = e.emit("Split", [e.name(x), sizes_in], n_out=len(parts), axis=dim)
+        return outs if isinstance(outs, list) else [outs]
     if isinstance(sym[dim], str):
         e.unsupported("splitting along a dynamic dimension")
     outs = e.emit("Split", [e.name(x), e.ints(sizes)], n_out=len(sizes), axis=dim)

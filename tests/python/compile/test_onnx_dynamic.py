@@ -194,3 +194,14 @@ def test_reshapes_that_merge_and_split_dynamic_dims_use_the_exact_shapes():
     assert reshape_targets_are_computed(proto)
     for shape in ((3, 5, 8), (2, 7, 8), (6, 2, 8)):
         compare(sess, f, [strata.randn(*shape)], ["x"])
+
+
+def test_chunk_along_a_dynamic_dim_splits_by_the_symbolic_sizes():
+    def f(x):
+        a, b = x.chunk(2, dim=1)
+        return a * 2, b + 1
+
+    proto, sess = to_onnx(f, (strata.randn(3, 8),), input_names=["x"], dynamic_axes={"x": {0: "b", 1: "t"}})
+    assert [dims_of(o) for o in proto.graph.output] == [["b", "(t + 1)//2"], ["b", "t//2"]]
+    for shape in ((3, 8), (2, 7), (4, 3)):
+        compare(sess, f, [strata.randn(*shape)], ["x"])
