@@ -20,12 +20,9 @@ from .._dynamo import sources as S
 from .._dynamo.convert import _attempt, _where, validate_dynamic
 from .._dynamo.symbolic import Unsupported
 from .._dynamo.symshape import SymExpr, SymbolicFallback, SpecializeSizes
-from ._dims import collect, tree_of, tree_eval, tree_symbols, tree_str, ValueRanges, _Derived
+from ._dims import collect, tree_of, tree_eval, tree_symbols, tree_str, _Derived
 
 _GUARD_OPS = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//"}
-_NEG = {">": "<=", ">=": "<", "<": ">=", "<=": ">", "==": "!=", "!=": "=="}
-_CMP = {">": lambda a, b: a > b, ">=": lambda a, b: a >= b, "<": lambda a, b: a < b, "<=": lambda a, b: a <= b,
-        "==": lambda a, b: a == b, "!=": lambda a, b: a != b}
 
 
 class _Retry(Exception):
@@ -250,7 +247,6 @@ def _capture_once(fn, frame, names, first_user, keys, by_dim, code, fail):
         if k is None:
             fail(f"internal: a symbol at {y.source}[{y.dim}] has no Dim")
         sym_names[y.index] = k.name
-    live = {k.name for k in keys.values()}
     dims_expr = {}   # (source, dim) -> tree
     for vid, src in zip(out.graph.inputs, out.input_sources):
         if isinstance(src, tuple):
@@ -330,7 +326,7 @@ def _capture_once(fn, frame, names, first_user, keys, by_dim, code, fail):
     symbolic_dims = {(src, d) for (src, d), t in dims_expr.items() if isinstance(t, list)}
     for k in keys.values():
         for s in k.specs:
-            if (s.source, s.dim) not in symbolic_dims and k.name in live:
+            if (s.source, s.dim) not in symbolic_dims:
                 if k.kind == "auto":
                     raise _Retry({(s.source, s.dim)})
                 fail(f"Constraints violated ({k.name})! You marked {s.where} as dynamic but the capture "
@@ -383,11 +379,3 @@ def _solve(aff, op):
     if op == "<":
         return None, -(q // p) - 1
     return None, (-q) // p
-
-
-def range_constraints(symbols, sym_shapes):
-    """{name: ValueRanges} for the symbols, plus derived expressions seen on inputs."""
-    rc = {}
-    for y in symbols:
-        rc[y["name"]] = ValueRanges(y["min"], math.inf if y["max"] is None else y["max"])
-    return rc

@@ -41,7 +41,8 @@ def export(model, args=(), f=None, *, kwargs=None, export_params=True, verbose=N
     them (x.view(b, t, h, d)) are computed in the ONNX graph with Shape/Gather, so the model runs at
     other sizes. dynamic_shapes (strata.export's form) may be given instead. When the program cannot
     keep a dynamic_axes dim symbolic (it needs the size fixed) export warns and falls back to a
-    static capture whose reshapes follow the marked dims (Note [Symbolic dimensions]). opset_version defaults to 17 (the lowest supported: the
+    static capture whose reshapes follow the marked dims (Note [Symbolic dimensions]).
+    opset_version defaults to 17 (the lowest supported: the
     lowering uses LayerNormalization). A module is exported in eval mode (training=None or
     "eval"), its mode restored afterwards. export_params=False writes no initializer data: the
     parameters become extra graph inputs named by their FQNs."""

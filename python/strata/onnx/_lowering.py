@@ -6,17 +6,24 @@ becomes an initializer of the op's result dtype, as type promotion would make it
 another dtype are Cast to it.
 
 Note [Symbolic dimensions]
-Sizes in a captured graph are concrete (there are no symbolic shapes yet), so a reshape's target
-(x.view(x.size(0), -1)) is recorded as numbers. To keep the ONNX model shape-polymorphic along
-the dynamic_axes, the lowering tracks, for every value, which of its dimensions follow an input
-dimension marked dynamic (a string: the dim_param name, or an expression of names) and which are
-static (an int). Reshape-like ops (view, reshape, flatten) pair input and output dimensions by
-products of sizes: a dynamic dimension kept as is is read with Shape+Gather, merged ones are
-left to -1, and the target shape is built with Concat; expand broadcasts with 1 where the input
-dimension is kept. Everything else in the covered op set (elementwise ops, matmul, conv, pool,
-norms, softmax, reductions over explicit dims) is shape-polymorphic in ONNX as it is. A size
-that the model computes from a dynamic dimension by itself (a new tensor of batch size made
-with strata.zeros(x.size(0), ...)) is still baked in."""
+With dynamic_axes (or dynamic_shapes) the program is normally exported with those dims as symbols
+(strata.export, Note [Exported symbolic sizes] in export/_dims.py): every value's symbolic shape
+is known (ep.sym_shapes) and sizes the model computes from the dims are int graph values. The
+lowering reads each symbol once from its input with Shape+Gather, builds the int values and any
+size expression with integer Add/Sub/Mul/Div (_lower_sym_sizes), and uses them wherever an op
+takes sizes: view/reshape/expand targets (from the int values in the op's list, or from the
+output's exact symbolic shape), slice/narrow/select bounds, split sizes, factories
+(ConstantOfShape, Range) and the causal attention mask. Those exact shapes also name the output
+dims (dim_param "batch", "t - 2").
+
+When the program cannot keep a marked dim symbolic (export warns), it is captured with concrete
+sizes and the lowering falls back to tracking, for every value, which of its dimensions follow an
+input dimension marked dynamic (a string: the dim_param name, or an expression of names) and which
+are static (an int). Reshape-like ops (view, reshape, flatten) then pair input and output
+dimensions by products of sizes: a dynamic dimension kept as is is read with Shape+Gather, merged
+ones are left to -1, and the target shape is built with Concat; expand broadcasts with 1 where the
+input dimension is kept. A size that the model computes from a dynamic dimension by itself (a new
+tensor of batch size made with strata.zeros(x.size(0), ...)) is baked in on that path."""
 
 import math
 

@@ -273,14 +273,21 @@ def test_sizes_read_in_python_become_graph_inputs():
     def f(x):
         b, t = x.shape
         pos = strata.arange(t)
-        return (x + pos).view(b * t), x[:, 1:t - 1], x[:, t - 1], x.chunk(2, dim=1)
+        z = strata.zeros(b, t) + strata.ones(t)
+        return ((x + pos).view(b * t), x[:, 1:t - 1], x[:, t - 1], x.chunk(2, dim=1), z,
+                x.narrow(1, 0, t // 2), x[:, None, :].expand(b, 3, t))
 
     ep = export(f, (strata.randn(3, 6),), dynamic_shapes=({0: Dim("b"), 1: Dim("t")},))
+    buf = io.BytesIO()
+    strata.export.save(ep, buf)
+    buf.seek(0)
+    loaded = strata.export.load(buf)
     for shape in ((3, 6), (5, 8), (2, 5), (4, 3)):
         x = strata.randn(*shape)
-        got, want = ep(x), f(x)
-        for g, w in zip(got[:3] + got[3], want[:3] + want[3]):
-            same(g, w)
+        for p in (ep, loaded):
+            got, want = p(x), f(x)
+            for g, w in zip(got[:3] + got[3] + got[4:], want[:3] + want[3] + want[4:]):
+                same(g, w)
     # an odd size splits unevenly: the symbolic shapes say so
     assert [["sym", "b"], ["//", ["+", ["sym", "t"], 1], 2]] in ep.sym_shapes.values()
     assert [["sym", "b"], ["//", ["sym", "t"], 2]] in ep.sym_shapes.values()
