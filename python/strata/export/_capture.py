@@ -74,13 +74,30 @@ def capture_dynamic(fn, frame, names, first_user, bound, given, dynamic_shapes, 
                 marked.add((src, d))
     specs = _check_examples(specs, fail)
     auto_static = set()
-    merge = None     # hints whose symbols are merged (None: no merging)
+    merge = None     # groups of key names merged into one symbol (None: no merging)
     tried_merge = False
     code = fn.__code__
     for _ in range(32):
         active = [s for s in specs if (s.source, s.dim) not in auto_static]
         keys, by_dim = _keys(active, merge)
         try:
+            if not merge:
+                return _capture_once(fn, frame, names, first_user, keys, by_dim, code, fail)
+            _capture_once(fn, frame, names, first_user, keys, by_dim, code, fail, check_merged=False)
+            # Merging made it work: keep only the merges it needs (dims with one example size by chance
+            # stay apart), then capture with those, where dims of two names merged raise.
+            for gi in range(len(merge)):
+                for name in list(merge[gi]):
+                    if len(merge[gi]) < 2:
+                        break
+                    trial = [g if j != gi else [n for n in g if n != name] for j, g in enumerate(merge)]
+                    k2, b2 = _keys(active, trial)
+                    try:
+                        _capture_once(fn, frame, names, first_user, k2, b2, code, fail, check_merged=False)
+                        merge = trial
+                    except (SymbolicFallback, _Retry, Error):
+                        pass
+            keys, by_dim = _keys(active, merge)
             return _capture_once(fn, frame, names, first_user, keys, by_dim, code, fail)
         except _Retry as r:
             auto_static |= r.args[0]
@@ -103,7 +120,7 @@ def capture_dynamic(fn, frame, names, first_user, bound, given, dynamic_shapes, 
             hints = {}
             for k in keys.values():
                 hints.setdefault(k.value, []).append(k)
-            same = {h for h, ks in hints.items() if len(ks) > 1}
+            same = [[k.name for k in ks] for ks in hints.values() if len(ks) > 1]
             if same and not tried_merge:
                 tried_merge, merge = True, same
                 continue
@@ -204,8 +221,10 @@ def _keys(specs, merge):
             keys[s.spec.__name__].specs.append(s)
     if merge:
         order = {"named": 0, "dynamic": 1, "auto": 2}
-        for h in merge:
-            group = sorted((k for k in keys.values() if k.value == h), key=lambda k: order[k.kind])
+        for names in merge:
+            group = sorted((keys[n] for n in names if n in keys), key=lambda k: order[k.kind])
+            if len(group) < 2:
+                continue
             head = group[0]
             for k in group[1:]:
                 head.specs += k.specs
@@ -220,7 +239,7 @@ def _keys(specs, merge):
     return keys, by_dim
 
 
-def _capture_once(fn, frame, names, first_user, keys, by_dim, code, fail):
+def _capture_once(fn, frame, names, first_user, keys, by_dim, code, fail, check_merged=True):
     from . import _flatten_output
     if keys:
         named = {dim: (n, c, o, (keys[n].at.source, keys[n].at.dim)) for dim, (n, c, o) in by_dim.items()}
@@ -315,7 +334,7 @@ def _capture_once(fn, frame, names, first_user, keys, by_dim, code, fail):
         fail(f"Constraints violated ({', '.join(fixes)})!\n" + "\n".join(lines) + "\nSuggested fixes:\n" +
              "\n".join(fixes.values()))
     for k in keys.values():
-        if len(k.named) > 1:
+        if check_merged and len(k.named) > 1:
             others = sorted(k.named - {k.name})
             where = {s.spec.__name__ if not isinstance(s.spec, _Derived) else s.spec.root.__name__: s.where
                      for s in k.specs if s.kind == "named"}

@@ -386,3 +386,16 @@ def test_torch_export_agrees_on_which_specs_it_accepts():
     t = outcome(lambda: texport(lin_t, (torch.randn(3, 4),), dynamic_shapes=({0: TDim.AUTO, 1: TDim.AUTO},)))
     s = outcome(lambda: export(lin_s, (strata.randn(3, 4),), dynamic_shapes=({0: Dim.AUTO, 1: Dim.AUTO},)))
     assert len(t) == len(s) == 1
+
+
+def test_equal_example_sizes_are_merged_only_where_the_program_needs_it():
+    def f(x, y, z):
+        return x.sum(-1) + y, z * 2
+
+    # x and y must agree (AUTO: one symbol); z's size equals theirs by chance and stays its own
+    ep = export(f, (strata.randn(4, 3), strata.randn(4), strata.randn(4, 4)),
+                dynamic_shapes=({0: Dim.AUTO}, {0: Dim.AUTO}, {0: Dim("n"), 1: Dim("m")}))
+    assert set(ep.range_constraints) == {"s0", "n", "m"}
+    x, y, z = strata.randn(6, 3), strata.randn(6), strata.randn(9, 2)
+    for got, want in zip(ep(x, y, z), f(x, y, z)):
+        same(got, want)
