@@ -73,6 +73,14 @@ def capture_dynamic(fn, frame, names, first_user, bound, given, dynamic_shapes, 
                 specs.append(DimSpec(src, d, "dynamic", None, f"{pname}.shape[{d}]", t.shape[d], (("arg", pname),)))
                 marked.add((src, d))
     specs = _check_examples(specs, fail)
+    # Symbolic capture takes dynamic inputs as contiguous (Note [Symbolic shapes]): a strided example
+    # (x.t()) is captured from a contiguous copy; the program's ops run on the call's own strides.
+    frame = list(frame)
+    for i in {s.source[0][1] for s in specs if len(s.source) == 1}:
+        t = frame[i]
+        if isinstance(t, Tensor) and not t.is_contiguous():
+            frame[i] = t.contiguous()
+    frame = tuple(frame)
     auto_static = set()
     merge = None     # groups of key names merged into one symbol (None: no merging)
     tried_merge = False

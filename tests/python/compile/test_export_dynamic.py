@@ -399,3 +399,14 @@ def test_equal_example_sizes_are_merged_only_where_the_program_needs_it():
     x, y, z = strata.randn(6, 3), strata.randn(6), strata.randn(9, 2)
     for got, want in zip(ep(x, y, z), f(x, y, z)):
         same(got, want)
+
+
+def test_strided_example_and_strided_calls():
+    x = strata.randn(5, 4).t()           # (4, 5), not contiguous
+
+    def f(x):
+        return (x * 2).sum(0)
+    ep = export(f, (x,), dynamic_shapes=({0: Dim("b")},))
+    assert ep.range_constraints == {"b": ValueRanges(2, float("inf"))}
+    for y in (strata.randn(5, 9).t(), strata.randn(9, 5)):
+        same(ep(y), f(y))
