@@ -133,6 +133,7 @@ class OutputGraph:
         self.sym_by_vid = {}           # graph value -> symbolic shape
         self.sym_inputs = {}           # SymExpr -> int graph input
         self.relations = []            # (lhs, op, rhs) guard trees for add_dim_relation
+        self.named_symbols = {}        # strata.export: Dim key -> Symbol (_named_dim)
 
     # -- symbolic sizes ----------------------------------------------------------------------------
     def enable_dynamic(self, spec):
@@ -159,12 +160,12 @@ class OutputGraph:
     def _named_dim(self, source, d, size, spec):
         """strata.export's dims (dyn["named"]: (source, dim) -> (key, coeff, offset, (root source, root dim))):
         dims with one key share its symbol, a derived dim is coeff * symbol + offset, and there is no duck
-        sizing between keys. The symbol reads its size at the root's (source, dim)."""
+        sizing between keys. The symbol's (source, dim) is where export reads it: the root's own dim, or
+        a derived one when no input dim is the root itself (Note [Exported symbolic sizes])."""
         key, coeff, offset, (rsrc, rdim) = spec
-        named = self.__dict__.setdefault("named_symbols", {})
-        sym = named.get(key)
+        sym = self.named_symbols.get(key)
         if sym is None:
-            sym = named[key] = Y.Symbol(rsrc, rdim, (size - offset) // coeff, len(self.symbols))
+            sym = self.named_symbols[key] = Y.Symbol(rsrc, rdim, (size - offset) // coeff, len(self.symbols))
             self.symbols.append(sym)
         return Y.binop("+", Y.binop("*", SymExpr("sym", sym), coeff), offset)
 
