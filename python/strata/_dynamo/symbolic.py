@@ -133,6 +133,7 @@ class OutputGraph:
         self.sym_by_vid = {}           # graph value -> symbolic shape
         self.sym_inputs = {}           # SymExpr -> int graph input
         self.relations = []            # (lhs, op, rhs) guard trees for add_dim_relation
+        self.named_symbols = {}        # strata.export: Dim key -> Symbol (_named_dim)
 
     # -- symbolic sizes ----------------------------------------------------------------------------
     def enable_dynamic(self, spec):
@@ -155,6 +156,18 @@ class OutputGraph:
         static = self.dyn.get("static", ())
         return sorted(d % t.dim() for d in marked if t.dim() and -t.dim() <= d < t.dim() and t.shape[d % t.dim()] >= 2
                       and (source, d % t.dim()) not in static)
+
+    def _named_dim(self, source, d, size, spec):
+        """strata.export's dims (dyn["named"]: (source, dim) -> (key, coeff, offset, (root source, root dim))):
+        dims with one key share its symbol, a derived dim is coeff * symbol + offset, and there is no duck
+        sizing between keys. The symbol's (source, dim) is where export reads it: the root's own dim, or
+        a derived one when no input dim is the root itself (Note [Exported symbolic sizes])."""
+        key, coeff, offset, (rsrc, rdim) = spec
+        sym = self.named_symbols.get(key)
+        if sym is None:
+            sym = self.named_symbols[key] = Y.Symbol(rsrc, rdim, (size - offset) // coeff, len(self.symbols))
+            self.symbols.append(sym)
+        return Y.binop("+", Y.binop("*", SymExpr("sym", sym), coeff), offset)
 
     def relation(self, lhs, op, rhs):
         rel = (Y.sym_const(lhs).guard_tree(), op, Y.sym_const(rhs).guard_tree())
@@ -212,7 +225,11 @@ class OutputGraph:
             if tuple(t.stride()) != Y.contiguous_strides(shape):
                 raise SymbolicFallback(f"the dynamic input {S.name(source, self.arg_names)} is not contiguous")
             shape = list(shape)
+            named = self.dyn.get("named")
             for d in dims:
+                if named is not None and (source, d) in named:
+                    shape[d] = self._named_dim(source, d, shape[d], named[(source, d)])
+                    continue
                 same = next((y for y in self.symbols if y.hint == shape[d]), None)
                 if same is not None:
                     # Equal sizes share a symbol (duck sizing), under an equality guard.

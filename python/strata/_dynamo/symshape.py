@@ -47,9 +47,11 @@ class Symbol:
 
     def __init__(self, source, dim, hint, index):
         self.source, self.dim, self.hint, self.index = source, dim, hint, index
-        # Distinct offsets per symbol so that two symbols with the same hint differ at the probe.
-        self.probe = hint + 7 + 13 * index
-        self.check = hint + 3 + 5 * index
+        # Distinct offsets per symbol so that two symbols with the same hint differ at the probe; odd
+        # offsets, so that every symbol has the other parity at the probe and at the check than at the
+        # hint (x.chunk(2) of an even size would otherwise take (n+1)//2 for n//2 in all three worlds).
+        self.probe = hint + 7 + 14 * index
+        self.check = hint + 3 + 6 * index
 
 
 _OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv}
@@ -140,6 +142,10 @@ def binop(op, a, b):
         return b
     if op == "//" and b.is_const() and b.a == 1:
         return a
+    if op == "//" and a.op == "*" and (a.a == b or a.b == b):
+        return a.b if a.a == b else a.a       # (x*y)//x: sizes are positive
+    if op == "//" and a == b:
+        return 1
     if op == "-" and a == b:
         return 0
     return SymExpr(op, a, b)
@@ -210,6 +216,7 @@ def candidates(shapes, ints):
         for f in base:
             if f is not e:
                 add(binop("-", e, f), more)
+                add(binop("//", e, f), more)   # reshape(b, -1) of a (b*t) dim
     return base + more
 
 

@@ -9,72 +9,20 @@ model's Python source (_serialize.py). strata.onnx.export builds on the same cap
 import types
 
 from .. import _C
-from .._dynamo.convert import capture_graph, frame_arg_names, CompileError
+from .._dynamo.convert import frame_arg_names, CompileError
 from .._dynamo.variables import TensorVar, ConstVar, ListVar, TupleVar, NamedTupleVar, DictVar
 from ._program import (ExportedProgram, ExportGraphSignature, InputSpec, OutputSpec, InputKind, OutputKind,
                        CallSpec)
 from ._serialize import save, load
+from ._dims import Dim, dims, ValueRanges
+from ._capture import capture_dynamic
 
 __all__ = ["export", "save", "load", "ExportedProgram", "ExportGraphSignature", "InputSpec", "OutputSpec",
-           "InputKind", "OutputKind", "Dim", "ExportError"]
+           "InputKind", "OutputKind", "Dim", "dims", "ValueRanges", "ExportError"]
 
 
 class ExportError(CompileError):
     """The function cannot be exported as one graph."""
-
-
-class Dim:
-    """torch.export.Dim: names a dynamic dimension in dynamic_shapes. Symbolic shapes are not
-    implemented yet, so export refuses any dimension marked with a Dim (Dim.STATIC and None are
-    accepted and mean static)."""
-
-    AUTO = None  # set below
-    DYNAMIC = None
-    STATIC = None
-
-    def __init__(self, name, *, min=None, max=None):
-        self.__name__ = name
-        self.min, self.max = min, max
-
-    def __repr__(self):
-        return f"Dim({self.__name__!r}, min={self.min}, max={self.max})"
-
-
-class _DimHint(Dim):
-    pass
-
-
-Dim.AUTO = _DimHint("AUTO")
-Dim.DYNAMIC = _DimHint("DYNAMIC")
-Dim.STATIC = _DimHint("STATIC")
-
-
-def _check_dynamic_shapes(dynamic_shapes, where="dynamic_shapes"):
-    """Raises NotImplementedError for any dimension marked dynamic."""
-    if dynamic_shapes is None or dynamic_shapes is Dim.STATIC:
-        return
-    if isinstance(dynamic_shapes, Dim):
-        raise NotImplementedError(
-            f"strata.export: {where} marks a dimension dynamic ({dynamic_shapes!r}), but symbolic shapes are not "
-            "implemented yet: an exported program is specialised to the example inputs' sizes. Leave the "
-            "dimension out of dynamic_shapes (or use strata.onnx.export's dynamic_axes, where the ONNX graph "
-            "itself is shape-polymorphic)")
-    if isinstance(dynamic_shapes, dict):
-        for k, v in dynamic_shapes.items():
-            if isinstance(k, int) and v is not None and v is not Dim.STATIC:
-                raise NotImplementedError(
-                    f"strata.export: {where} marks dimension {k} dynamic ({v!r}), but symbolic shapes are not "
-                    "implemented yet: an exported program is specialised to the example inputs' sizes")
-            _check_dynamic_shapes(v, f"{where}[{k!r}]")
-    elif isinstance(dynamic_shapes, (list, tuple)):
-        for i, v in enumerate(dynamic_shapes):
-            if isinstance(v, int) or (isinstance(v, Dim)):
-                if v is not Dim.STATIC:
-                    raise NotImplementedError(
-                        f"strata.export: {where} marks dimension {i} dynamic ({v!r}), but symbolic shapes are "
-                        "not implemented yet")
-            else:
-                _check_dynamic_shapes(v, f"{where}[{i}]")
 
 
 def _module_caller(mod):
@@ -213,46 +161,42 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=True, preserve
     source line; so does Python-visible mutation (setattr on an object, list or dict writes),
     which a graph cannot replay.
 
-    dynamic_shapes is accepted for torch's signature but not honoured: sizes are specialised to
-    the example inputs (there are no symbolic shapes yet) and a dimension marked dynamic (a Dim,
-    Dim.AUTO/DYNAMIC, or an int-keyed dict entry) raises NotImplementedError rather than being
-    silently specialised; range_constraints is therefore empty. strict is accepted: capture is
-    always the bytecode-level (strict) one."""
+    dynamic_shapes (torch's forms: a dict by argument name or a tuple by position, each a dict
+    {dim: Dim} or a tuple with one entry per dim, nested like the argument) marks dims of tensor
+    inputs dynamic: Dim("b", min=, max=) (one symbol per name), derived dims (2*b, b+1),
+    Dim.AUTO (dynamic where the program allows), Dim.DYNAMIC (dynamic or an error), Dim.STATIC,
+    None or an int (static); mark_dynamic on an example input counts as Dim.DYNAMIC. The graph is
+    captured with those dims symbolic (Note [Exported symbolic sizes] in _dims.py); a dim marked
+    with a Dim or Dim.DYNAMIC that the program specializes raises ExportError naming the dim and
+    the reason. range_constraints gives each symbol's range; calls are checked against them.
+    strict is accepted: capture is always the bytecode-level (strict) one."""
     if not isinstance(args, tuple):
         raise TypeError(f"strata.export: args must be a tuple, got {type(args).__name__}")
     kwargs = dict(kwargs or {})
-    _check_dynamic_shapes(dynamic_shapes)
     fn, self_obj, owner = _callable_parts(mod)
-    for i, a in enumerate(list(args) + list(kwargs.values())):
-        dims = getattr(a, "_strata_dynamic_dims", None)
-        if dims:
-            raise NotImplementedError(f"strata.export: example input {i} has dimensions {sorted(dims)} marked "
-                                      "dynamic (mark_dynamic), but symbolic shapes are not implemented yet")
     call_spec = CallSpec.of(fn, drop_first=self_obj is not None)
     bound = call_spec.bind(args, kwargs)
+    given = list(call_spec.signature.bind(*args, **kwargs).arguments)
     names = frame_arg_names(fn.__code__)
     frame = ((self_obj,) if self_obj is not None else ()) + tuple(bound[n] for n in names[self_obj is not None:])
-    try:
-        out, ret = capture_graph(fn, frame, {"what": "strata.export"})
-    except CompileError as e:
-        raise ExportError(str(e)) from None
+    first_user = 1 if self_obj is not None else 0
+    cap = capture_dynamic(fn, frame, names, first_user, bound, given, dynamic_shapes, ExportError)
+    out, ret = cap.out, cap.ret
     if out.side_effects:
         kinds = sorted({e[0] for e in out.side_effects})
         raise ExportError(f"strata.export: {fn.__qualname__} mutates Python state ({', '.join(kinds)}), which an "
                           f"exported graph cannot replay\n  at {fn.__code__.co_filename}:{fn.__code__.co_firstlineno}")
     graph = out.graph
-    out_ids = []
-    out_spec = _flatten_output(ret, out_ids)
-    graph.set_outputs(out_ids)
-    graph.eliminate_dead_code()
 
-    # Inputs: user inputs, parameters, buffers, lifted constants.
+    # Inputs: user inputs, parameters, buffers, lifted constants, sizes the graph reads.
     params, buffers, nonpersistent = _module_state(owner)
-    first_user = 1 if self_obj is not None else 0
     values = graph.values
     specs, state_dict, constants = [], {}, {}
     for vid, src, t in zip(graph.inputs, out.input_sources, out.input_examples):
         vname = values[vid].name
+        if not isinstance(src, tuple):   # a SymExpr: an int the graph reads, computed from the input sizes
+            specs.append(InputSpec(InputKind.SYM_SIZE, vname, cap.tree(src)))
+            continue
         root_kind, k = src[0]
         if id(t) in params:
             fqn = params[id(t)]
@@ -290,7 +234,8 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=True, preserve
         for a in written:
             if isinstance(a, _C._compile.Value) and a.id in by_vid and by_vid[a.id].kind == InputKind.BUFFER:
                 mutated[a.name] = by_vid[a.id].target
-    out_specs = [OutputSpec(OutputKind.USER_OUTPUT, values[v].name) for v in out_ids]
+    out_specs = [OutputSpec(OutputKind.USER_OUTPUT, values[v].name) for v in graph.outputs]
     sig = ExportGraphSignature(specs, out_specs, mutated)
-    return ExportedProgram(graph, sig, state_dict, constants, call_spec, out_spec, checks,
-                           example_inputs=(args, kwargs), name=fn.__qualname__)
+    return ExportedProgram(graph, sig, state_dict, constants, call_spec, cap.out_spec, checks,
+                           example_inputs=(args, kwargs), name=fn.__qualname__, symbols=cap.symbols,
+                           sym_shapes=cap.sym_shapes, assertions=cap.assertions)

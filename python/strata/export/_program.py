@@ -24,6 +24,7 @@ class InputKind:
     PARAMETER = "parameter"
     BUFFER = "buffer"
     CONSTANT_TENSOR = "constant_tensor"
+    SYM_SIZE = "sym_size"   # an int the graph reads, computed from the user inputs' sizes (target: its tree)
 
 
 class OutputKind:
@@ -32,8 +33,9 @@ class OutputKind:
 
 class InputSpec:
     """One graph input: kind, the graph value's name, and target: the FQN of a parameter or
-    buffer, the name of a lifted constant, or for a user input its path in the call's arguments
-    (a tuple of steps: ("arg", name) then ("attr", a) / ("item", k))."""
+    buffer, the name of a lifted constant, for a user input its path in the call's arguments
+    (a tuple of steps: ("arg", name) then ("attr", a) / ("item", k)), or for a sym_size input the
+    expression tree of its value over the symbols (Note [Exported symbolic sizes] in _dims.py)."""
 
     __slots__ = ("kind", "name", "target", "persistent")
 
@@ -41,7 +43,9 @@ class InputSpec:
         self.kind, self.name, self.target, self.persistent = kind, name, target, persistent
 
     def __repr__(self):
-        t = path_str(self.target) if self.kind == InputKind.USER_INPUT else self.target
+        from ._dims import tree_str
+        t = path_str(self.target) if self.kind == InputKind.USER_INPUT else tree_str(self.target) \
+            if self.kind == InputKind.SYM_SIZE else self.target
         extra = f", persistent={self.persistent}" if self.persistent is not None else ""
         return f"InputSpec(kind={self.kind}, name={self.name!r}, target={t!r}{extra})"
 
@@ -216,14 +220,16 @@ class ExportedProgram:
 
     graph: the strata._C._compile.Graph; graph_signature: ExportGraphSignature; state_dict:
     parameters and persistent buffers by fully qualified name; constants: non-persistent buffers
-    and lifted tensor constants; range_constraints: {} (there are no symbolic sizes yet);
-    module(): an nn.Module that runs the graph with its own copy of the parameters' references
-    (load_state_dict on it works); calling the program runs the graph with self.state_dict.
-    Shapes and dtypes of tensor inputs, and the values of non-tensor inputs the capture relied
-    on, are checked at every call: the graph is specialised to them."""
+    and lifted tensor constants; range_constraints: {symbol name: ValueRanges} of the dynamic dims
+    (Note [Exported symbolic sizes] in _dims.py); sym_shapes: {value id: [int | expression tree]}
+    for the graph values with a dynamic dim; module(): an nn.Module that runs the graph with its
+    own copy of the parameters' references (load_state_dict on it works); calling the program runs
+    the graph with self.state_dict. Every call checks the tensor inputs' dtypes and ranks, their
+    static sizes, the symbols' ranges and the relations between dynamic sizes, and the values of
+    non-tensor inputs the capture relied on."""
 
     def __init__(self, graph, graph_signature, state_dict, constants, call_spec, out_spec, input_checks,
-                 example_inputs=None, name="forward"):
+                 example_inputs=None, name="forward", symbols=(), sym_shapes=None, assertions=()):
         self.graph = graph
         self.graph_signature = graph_signature
         self.state_dict = state_dict
@@ -232,11 +238,31 @@ class ExportedProgram:
         self.out_spec = out_spec
         self.input_checks = list(input_checks)
         self.example_inputs = example_inputs
-        self.range_constraints = {}
+        self.symbols = [dict(y) for y in symbols]
+        self.sym_shapes = dict(sym_shapes or {})
+        self.assertions = list(assertions)
         self.name = name
         self._runner = None
         values = graph.values
-        self._input_meta = [(values[v].dtype, tuple(values[v].shape)) for v in graph.inputs]
+        self._input_meta = [(values[v].dtype, self.sym_shapes.get(v, list(values[v].shape))) for v in graph.inputs]
+
+    @property
+    def range_constraints(self):
+        from ._dims import ValueRanges
+        import math
+        from ._dims import tree_eval, tree_str, tree_symbols, is_tree
+        rc = {y["name"]: ValueRanges(y["min"], math.inf if y["max"] is None else y["max"]) for y in self.symbols}
+        # derived dims of the inputs (b + 1), with the range their root's gives them
+        for i, spec in enumerate(self.graph_signature.input_specs):
+            if spec.kind != InputKind.USER_INPUT:
+                continue
+            for d in self._input_meta[i][1]:
+                if is_tree(d) and d[0] != "sym" and len(tree_symbols(d)) == 1:
+                    (n,) = tree_symbols(d)
+                    r = rc[n]
+                    up = math.inf if r.upper == math.inf else tree_eval(d, {n: r.upper})
+                    rc.setdefault(tree_str(d), ValueRanges(tree_eval(d, {n: r.lower}), up))
+        return rc
 
     @property
     def graph_module(self):
@@ -249,8 +275,9 @@ class ExportedProgram:
         return fetch(bound[name], path[1:])
 
     def _inputs(self, bound, state, constants):
-        inputs = []
-        for i, spec in enumerate(self.graph_signature.input_specs):
+        specs = self.graph_signature.input_specs
+        inputs = [None] * len(specs)
+        for i, spec in enumerate(specs):
             if spec.kind == InputKind.USER_INPUT:
                 v = self._fetch_user(bound, spec.target)
                 self._check_tensor(i, spec, v)
@@ -260,24 +287,89 @@ class ExportedProgram:
                     v = constants.get(spec.target)
                 if v is None:
                     raise KeyError(f"strata.export: no tensor for {spec.kind} {spec.target!r}")
+            elif spec.kind == InputKind.SYM_SIZE:
+                continue
             else:
                 v = constants[spec.target]
-            inputs.append(v)
+            inputs[i] = v
+        if self.symbols:
+            from ._dims import tree_eval
+            env = self._symbol_values(bound, specs, inputs)
+            for i, spec in enumerate(specs):
+                if spec.kind == InputKind.SYM_SIZE:
+                    inputs[i] = tree_eval(spec.target, env)
         return inputs
+
+    def _symbol_values(self, bound, specs, inputs):
+        """Each symbol's value read from its input; checked against its range, the dynamic dims of every
+        input and the relations the program relies on."""
+        from ._dims import tree_eval, tree_str, is_tree
+        env, where = {}, {}
+        for y in self.symbols:
+            path = tuple(tuple(p) for p in y["path"])
+            t = self._fetch_user(bound, path)
+            w = f"{path_str(path)}.shape[{y['dim']}]"
+            v = int(t.shape[y["dim"]])
+            c, o = y.get("coeff", 1), y.get("offset", 0)
+            if (c, o) != (1, 0):   # the symbol is read from a derived dim: c * symbol + o
+                if (v - o) % c or v - o < 0:
+                    from ._dims import _affine_str
+                    raise ValueError(f"strata.export: input {w} is {v}, but the program needs it to be "
+                                     f"{_affine_str(y['name'], c, o)} for an integer {y['name']}")
+                w = f"({w} - {o})//{c}" if o else f"{w}//{c}"
+                v = (v - o) // c
+            hi = y["max"]
+            if v < y["min"] or (hi is not None and v > hi):
+                rng = f"[{y['min']}, {'inf' if hi is None else hi}]"
+                raise ValueError(f"strata.export: input {w} is {v}, outside the range {rng} of the dynamic dim "
+                                 f"{y['name']}" + (" (sizes 0 and 1 are specialized in an exported program)"
+                                                   if v < 2 else ""))
+            env[y["name"]], where[y["name"]] = v, w
+        for i, spec in enumerate(specs):
+            if spec.kind != InputKind.USER_INPUT:
+                continue
+            dims = self._input_meta[i][1]
+            t = inputs[i]
+            for d, e in enumerate(dims):
+                if is_tree(e):
+                    want = tree_eval(e, env)
+                    if int(t.shape[d]) != want:
+                        name = tree_str(e)
+                        refs = ", ".join(f"{n} = {where[n]}" for n in sorted(env) if n in name)
+                        raise ValueError(f"strata.export: input {path_str(spec.target)}.shape[{d}] is {t.shape[d]}, "
+                                         f"but the program needs it to be {name} = {want} ({refs})")
+        from ._dims import tree_str as ts
+        cmp = {">": lambda a, b: a > b, ">=": lambda a, b: a >= b, "<": lambda a, b: a < b,
+               "<=": lambda a, b: a <= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b}
+        for a, op, b in self.assertions:
+            x, y_ = tree_eval(a, env), tree_eval(b, env)
+            if not cmp[op](x, y_):
+                names = ", ".join(f"{n} = {env[n]} ({where[n]})" for n in sorted(env))
+                raise ValueError(f"strata.export: the inputs break the condition {ts(a)} {op} {ts(b)} that the "
+                                 f"program was exported under ({names})")
+        return env
 
     def _check_tensor(self, i, spec, v):
         from .. import Tensor
+        from ._dims import is_tree, tree_str
         dtype, shape = self._input_meta[i]
         where = path_str(spec.target)
         if dtype is None:
             return
+        shown = [tree_str(d) if is_tree(d) else d for d in shape]
         if not isinstance(v, Tensor):
             raise TypeError(f"strata.export: input {where} must be a Tensor (the program was exported with a "
-                            f"{dtype} tensor of shape {list(shape)}), got {type(v).__name__}")
-        if v.dtype != dtype or tuple(v.shape) != shape:
-            raise ValueError(f"strata.export: input {where} is {v.dtype} of shape {list(v.shape)}, but the program "
-                             f"was exported for {dtype} of shape {list(shape)} (sizes are specialised: symbolic "
-                             f"shapes are not implemented yet; export again for this shape)")
+                            f"{dtype} tensor of shape [{', '.join(map(str, shown))}]), got {type(v).__name__}")
+        if v.dtype != dtype:
+            raise ValueError(f"strata.export: input {where} is {v.dtype}, but the program was exported for {dtype}")
+        if v.dim() != len(shape):
+            raise ValueError(f"strata.export: input {where} has {v.dim()} dims (shape {list(v.shape)}), but the "
+                             f"program was exported for {len(shape)} (shape [{', '.join(map(str, shown))}])")
+        for d, e in enumerate(shape):
+            if not is_tree(e) and v.shape[d] != e:
+                raise ValueError(f"strata.export: input {where}.shape[{d}] is {v.shape[d]}, but the program was "
+                                 f"exported with the static size {e} (shape [{', '.join(map(str, shown))}]; mark "
+                                 "the dim in dynamic_shapes to vary it)")
 
     def _check_values(self, bound):
         for kind, path, expected in self.input_checks:
@@ -315,10 +407,32 @@ class ExportedProgram:
         return s
 
     def _readable(self):
-        return self.graph.print_readable()
+        """The graph's listing with the dynamic dims written symbolically (f32[batch, 8])."""
+        text = self.graph.print_readable()
+        if not self.sym_shapes:
+            return text
+        import re
+        from ._dims import tree_str, is_tree
+        by_name = {}
+        for vid, shape in self.sym_shapes.items():
+            by_name[self.graph.value(vid).name] = ", ".join(tree_str(d) if is_tree(d) else str(d) for d in shape)
+
+        def sub(m):
+            shape = by_name.get(m.group(1))
+            return m.group(0) if shape is None else f'{m.group(1)}: "{m.group(2)}[{shape}]"'
+        text = re.sub(r'\b(\w+): "(\w+)\[([^\]"]*)\]"', sub, text)
+
+        def multi(m):   # a, b = op(...)  # f32[3, 4], f32[3, 4]
+            names = [n.strip() for n in m.group(2).split(",")]
+            shapes = re.findall(r'(\w+)\[([^\]]*)\]', m.group(4))
+            if len(shapes) != len(names):
+                return m.group(0)
+            shown = [f"{dt}[{by_name.get(n, sh)}]" for n, (dt, sh) in zip(names, shapes)]
+            return f"{m.group(1)}{m.group(2)} = {m.group(3)}  # {', '.join(shown)}"
+        return re.sub(r'(?m)^(\s*)(\w+(?:, \w+)+) = (.*)  # (.*)$', multi, text)
 
     def __str__(self):
-        g = "\n".join("    " + ln for ln in self.graph.print_readable().splitlines())
+        g = "\n".join("    " + ln for ln in self._readable().splitlines())
         return (f"ExportedProgram:\n{g}\n\nGraph signature: {self.graph_signature}\n"
                 f"Range constraints: {self.range_constraints}\n")
 

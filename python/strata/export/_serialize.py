@@ -18,7 +18,11 @@ The file is a zip archive (stored, not compressed) with two members:
     - ``signature``: input specs (kind, value name, FQN / constant name / path in the call's
       arguments, persistence) and output specs, buffers_to_mutate; ``call``: the parameters of
       the call (name, kind, default when it is a plain constant); ``out_spec``: how outputs
-      are arranged; ``input_checks``: the non-tensor inputs the graph is specialised on.
+      are arranged; ``input_checks``: the non-tensor inputs the graph is specialised on;
+    - ``symbolic`` (dynamic dims, Note [Exported symbolic sizes] in _dims.py): the symbols (name,
+      the input path and dim their value is read from, range), the symbolic shape of each value
+      with a dynamic dim and the relations checked at each call; a ``sym_size`` input spec has its
+      expression tree and its value at the capture (the graph is rebuilt at the capture's sizes).
 * ``strata_export/tensors.safetensors``: parameters and buffers by FQN, lifted constants
   (``constants/<name>``) and graph constants, in strata.save's safetensors format.
 
@@ -171,11 +175,15 @@ def _describe(ep):
         nodes.append({"op": n.op, "schema": n.schema, "args": args, "outputs": list(n.outputs),
                       "source": n.source, "grad_enabled": n.grad_enabled})
     sig = ep.graph_signature
+    hints = _symbol_hints(ep)
     inputs = []
     for s in sig.input_specs:
         d = {"kind": s.kind, "name": s.name}
         if s.kind == "user_input":
             d["path"] = _path_to_json(s.target)
+        elif s.kind == "sym_size":
+            d["expr"] = s.target
+            d["hint"] = _tree_eval(s.target, hints)
         else:
             d["target"] = s.target
             if s.kind == "parameter" or (s.kind == "buffer" and s.persistent is not False):
@@ -194,8 +202,28 @@ def _describe(ep):
         "call": [{"name": n, "kind": k, "default": _enc_default(d)} for n, k, d in ep.call_spec.params],
         "out_spec": _strip(ep.out_spec),
         "input_checks": [{"kind": k, "path": _path_to_json(p), "value": _enc_const(v)} for k, p, v in ep.input_checks],
+        "symbolic": {"symbols": ep.symbols, "sym_shapes": [[vid, shape] for vid, shape in ep.sym_shapes.items()],
+                     "assertions": [list(a) for a in ep.assertions]},
     }
     return desc, tensors
+
+
+def _symbol_hints(ep):
+    """The symbols' values at the capture (the example sizes the graph's values were recorded at)."""
+    g = ep.graph
+    hints = {}
+    paths = {tuple(tuple(p) for p in s.target): vid for vid, s in zip(g.inputs, ep.graph_signature.input_specs)
+             if s.kind == "user_input"}
+    for y in ep.symbols:
+        vid = paths.get(tuple(tuple(p) for p in y["path"]))
+        if vid is not None:
+            hints[y["name"]] = (g.value(vid).shape[y["dim"]] - y.get("offset", 0)) // y.get("coeff", 1)
+    return hints
+
+
+def _tree_eval(t, env):
+    from ._dims import tree_eval
+    return tree_eval(t, env)
 
 
 def save(ep, f):
@@ -252,12 +280,69 @@ def _tensor_on(t, device, requires_grad=False):
     return t
 
 
+def _reads_ints(args):
+    for a in args:
+        for x in (a if isinstance(a, list) else [a]):
+            if isinstance(x, _compile.Value) and x.kind != "tensor":
+                return True
+    return False
+
+
+def _record_with_symints(g, n, args, schema, hints):
+    """A node that reads int graph values (sizes computed from dynamic dims, Note [Symbolic ints in
+    recorded nodes] in src/compile/graph.h): recorded as the capture recorded it, by calling the op
+    through the binding with Meta tensors bound to its tensor values and, for each int value, an int
+    carrying the value's id."""
+    import strata
+    from .._dynamo.symshape import SymInt
+
+    def real(a):
+        if isinstance(a, _compile.Value):
+            if a.kind == "tensor":
+                m = strata.empty_strided(tuple(a.shape), tuple(a.stride), dtype=a.dtype, device="meta")
+                if a.requires_grad:
+                    m.requires_grad_(True)
+                g.bind(m, a.id)
+                return m
+            if a.name not in hints:
+                raise ValueError(f"strata.export.load: {n['op']} reads the int value {a.name}, which is not a size "
+                                 "the program computes")
+            return SymInt(hints[a.name], a.id)
+        if isinstance(a, _compile.GraphDevice):
+            return strata.device("meta")
+        if isinstance(a, list):
+            return [real(x) for x in a]
+        return a
+
+    pos, kw = [], {}
+    for spec, a in zip(schema["args"], args):
+        (kw.__setitem__(spec["name"], real(a)) if spec["kwarg_only"] else pos.append(real(a)))
+    fn = getattr(_C._ops, schema["name"])
+    prev = _compile.set_note_symints(True)
+    grad = _C._is_grad_enabled()
+    _C._set_grad_enabled(n["grad_enabled"])
+    _compile.set_source(n["source"] or "")
+    before = len(g.nodes)
+    try:
+        with _compile.record(g):
+            res = fn(*pos, **kw)
+    finally:
+        _compile.set_source("")
+        _C._set_grad_enabled(grad)
+        _compile.set_note_symints(prev)
+    if len(g.nodes) != before + 1 or g.nodes[-1].op != n["op"]:
+        raise ValueError(f"strata.export.load: recording {n['op']} again made "
+                         f"{[x.op for x in g.nodes[before:]]} (at {n['source'] or '<unknown line>'})")
+    return list(g.nodes[-1].outputs)
+
+
 def _rebuild(desc, tensors):
     import strata
     gd = desc["graph"]
     vals = {v["id"]: v for v in gd["values"]}
     g = _compile.Graph()
     ids = {}
+    hints = {s["name"]: s["hint"] for s in desc["signature"]["inputs"] if s["kind"] == "sym_size"}
     for vid in gd["inputs"]:
         v = vals[vid]
         if v["kind"] == "tensor":
@@ -267,7 +352,7 @@ def _rebuild(desc, tensors):
                 meta.requires_grad_(True)
             ids[vid] = g.add_input(v["name"], meta, device=v["device"])
         else:
-            ids[vid] = g.add_input(v["name"], {"int": 0, "float": 0.0, "bool": False}[v["kind"]])
+            ids[vid] = g.add_input(v["name"], hints.get(v["name"], {"int": 0, "float": 0.0, "bool": False}[v["kind"]]))
     for c in gd["constants"]:
         if "tensor" in c:
             v = vals[c["id"]]
@@ -275,9 +360,10 @@ def _rebuild(desc, tensors):
         else:
             ids[c["id"]] = g.add_constant(_dec_arg(c["number"], g, ids), c["name"])
     from .. import _C as C
-    schemas = {}
+    schemas, schema_args = {}, {}
     for s in C._op_schemas():
         schemas[s["name"] + ("." + s["overload"] if s["overload"] else "")] = s["schema"]
+        schema_args[s["name"] + ("." + s["overload"] if s["overload"] else "")] = s
     for n in gd["nodes"]:
         if schemas.get(n["op"]) is None:
             raise ValueError(f"strata.export.load: the program uses op {n['op']!r}, which this strata does not "
@@ -286,7 +372,10 @@ def _rebuild(desc, tensors):
             raise ValueError(f"strata.export.load: op {n['op']} changed its schema since the program was saved "
                              f"(saved: {n['schema']}; now: {schemas[n['op']]})")
         args = [_dec_arg(a, g, ids) for a in n["args"]]
-        outs = g.add_node(n["op"], args, source=n["source"], grad_enabled=n["grad_enabled"])
+        if _reads_ints(args):
+            outs = _record_with_symints(g, n, args, schema_args[n["op"]], hints)
+        else:
+            outs = g.add_node(n["op"], args, source=n["source"], grad_enabled=n["grad_enabled"])
         if len(outs) != len(n["outputs"]):
             raise ValueError(f"strata.export.load: {n['op']} produced {len(outs)} results, the archive has "
                              f"{len(n['outputs'])}")
@@ -307,6 +396,9 @@ def _rebuild(desc, tensors):
         if s["kind"] == "user_input":
             specs.append(InputSpec("user_input", name, _path_from_json(s["path"])))
             continue
+        if s["kind"] == "sym_size":
+            specs.append(InputSpec("sym_size", name, s["expr"]))
+            continue
         target = s["target"]
         persistent = s.get("persistent")
         specs.append(InputSpec(s["kind"], name, target, persistent))
@@ -326,5 +418,8 @@ def _rebuild(desc, tensors):
         d = _NO_DEFAULT if p["default"] is None else _dec_arg(p["default"], g, ids)
         params.append((p["name"], p["kind"], d))
     checks = [(c["kind"], _path_from_json(c["path"]), _dec_arg(c["value"], g, ids)) for c in desc["input_checks"]]
+    sym = desc.get("symbolic") or {}
+    sym_shapes = {ids[vid]: shape for vid, shape in sym.get("sym_shapes", ()) if vid in ids}
     return ExportedProgram(g, sig, state_dict, constants, CallSpec(params), desc["out_spec"], checks,
-                           name=desc.get("name", "forward"))
+                           name=desc.get("name", "forward"), symbols=sym.get("symbols", ()), sym_shapes=sym_shapes,
+                           assertions=[tuple(a) for a in sym.get("assertions", ())])

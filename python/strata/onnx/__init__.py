@@ -28,16 +28,21 @@ def is_in_onnx_export():
 
 def export(model, args=(), f=None, *, kwargs=None, export_params=True, verbose=None, input_names=None,
            output_names=None, opset_version=None, dynamic_axes=None, keep_initializers_as_inputs=False,
-           training=None, do_constant_folding=True, dynamo=False, **unsupported):
+           training=None, do_constant_folding=True, dynamo=False, dynamic_shapes=None, **unsupported):
     """Exports model(*args, **kwargs) to ONNX and writes it to f (a path or a binary file
     object); with f=None returns the onnx.ModelProto instead.
 
     args: a tuple of example inputs (a single Tensor is accepted; a trailing dict in args is
     taken as keyword arguments, as torch does). input_names / output_names name the graph's
     user inputs and flattened outputs in order (default: the captured values' names).
-    dynamic_axes: {name: {axis: "dim_name"}} or {name: [axis, ...]} for inputs and outputs; those
-    dimensions are written as symbolic and reshapes along them are lowered with Shape/Gather so
-    the model runs at other sizes. opset_version defaults to 17 (the lowest supported: the
+    dynamic_axes: {name: {axis: "dim_name"}} or {name: [axis, ...]} for inputs and outputs; the
+    input axes are captured as symbols (strata.export with dynamic_shapes, one Dim per dim name, so
+    axes with one name are one size), written as dim_params, and the sizes the model computes from
+    them (x.view(b, t, h, d)) are computed in the ONNX graph with Shape/Gather, so the model runs at
+    other sizes. dynamic_shapes (strata.export's form) may be given instead. When the program cannot
+    keep a dynamic_axes dim symbolic (it needs the size fixed) export warns and falls back to a
+    static capture whose reshapes follow the marked dims (Note [Symbolic dimensions]).
+    opset_version defaults to 17 (the lowest supported: the
     lowering uses LayerNormalization). A module is exported in eval mode (training=None or
     "eval"), its mode restored afterwards. export_params=False writes no initializer data: the
     parameters become extra graph inputs named by their FQNs."""
@@ -72,7 +77,9 @@ def export(model, args=(), f=None, *, kwargs=None, export_params=True, verbose=N
         model.train()
     _exporting = True
     try:
-        ep = _export_program(model, tuple(args), kwargs)
+        ep = _export_program(model, tuple(args), kwargs, dynamic_shapes=dynamic_shapes)
+        if dynamic_axes and dynamic_shapes is None:
+            ep = _with_dynamic_axes(ep, model, tuple(args), kwargs, dynamic_axes, input_names)
         proto = lower(ep, opset=opset, input_names=input_names, output_names=output_names,
                       dynamic_axes=dynamic_axes, export_params=export_params,
                       params_as_inputs=not export_params or keep_initializers_as_inputs)
@@ -87,6 +94,60 @@ def export(model, args=(), f=None, *, kwargs=None, export_params=True, verbose=N
     import onnx
     onnx.save_model(proto, f)
     return None
+
+
+def _with_dynamic_axes(ep, model, args, kwargs, dynamic_axes, input_names):
+    """The program captured again with the inputs' dynamic_axes as Dims (one per dim name); ep (static)
+    tells which graph input each input name is."""
+    import warnings
+    from ..export import export as _export_program, Dim, ExportError
+    from ..export._program import fetch
+    user = [s for s in ep.graph_signature.input_specs if s.kind == "user_input"]
+    names = list(input_names or [])
+    names += [s.name for s in user[len(names):]]
+    bound = ep.call_spec.bind(args, kwargs)
+    made, shapes = {}, {}
+    for spec, nm in zip(user, names):
+        axes = dynamic_axes.get(nm)
+        if axes is None:
+            continue
+        if not isinstance(axes, dict):
+            axes = {int(k): f"{nm}_dynamic_axes_{int(k) + 1}" for k in axes}
+        t = fetch(bound[spec.target[0][1]], spec.target[1:])
+        dims = {}
+        for k, dn in axes.items():
+            k = int(k)
+            if not -t.dim() <= k < t.dim():
+                raise ValueError(f"strata.onnx.export: dynamic_axes: input {nm!r} has {t.dim()} dimensions, no "
+                                 f"axis {k}")
+            dims[k % t.dim()] = made.setdefault(str(dn), Dim(str(dn)))
+        _set_at(shapes, bound, spec.target, dims)
+    if not shapes:
+        return ep
+    try:
+        return _export_program(model, args, kwargs, dynamic_shapes=shapes)
+    except ExportError as e:
+        warnings.warn(f"strata.onnx.export: the dynamic_axes cannot stay symbolic in the captured program, so it is "
+                      f"captured with static sizes and only reshapes follow the dynamic axes ({e})", stacklevel=3)
+        return ep
+
+
+def _set_at(shapes, bound, path, dims):
+    """shapes[arg]...[step] = dims, making the lists/dicts on the way (None for the other items)."""
+    name = path[0][1]
+    if len(path) == 1:
+        shapes[name] = dims
+        return
+    value = bound[name]
+    holder, key = shapes, name
+    for kind, k in path[1:]:
+        cur = holder.get(key) if isinstance(holder, dict) else holder[key]
+        if cur is None:
+            cur = [None] * len(value) if isinstance(value, (list, tuple)) else {}
+            holder[key] = cur
+        holder, key = cur, k
+        value = value[k]
+    holder[key] = dims
 
 
 class _IntEnum(enum.Enum):

@@ -6,17 +6,24 @@ becomes an initializer of the op's result dtype, as type promotion would make it
 another dtype are Cast to it.
 
 Note [Symbolic dimensions]
-Sizes in a captured graph are concrete (there are no symbolic shapes yet), so a reshape's target
-(x.view(x.size(0), -1)) is recorded as numbers. To keep the ONNX model shape-polymorphic along
-the dynamic_axes, the lowering tracks, for every value, which of its dimensions follow an input
-dimension marked dynamic (a string: the dim_param name, or an expression of names) and which are
-static (an int). Reshape-like ops (view, reshape, flatten) pair input and output dimensions by
-products of sizes: a dynamic dimension kept as is is read with Shape+Gather, merged ones are
-left to -1, and the target shape is built with Concat; expand broadcasts with 1 where the input
-dimension is kept. Everything else in the covered op set (elementwise ops, matmul, conv, pool,
-norms, softmax, reductions over explicit dims) is shape-polymorphic in ONNX as it is. A size
-that the model computes from a dynamic dimension by itself (a new tensor of batch size made
-with strata.zeros(x.size(0), ...)) is still baked in."""
+With dynamic_axes (or dynamic_shapes) the program is normally exported with those dims as symbols
+(strata.export, Note [Exported symbolic sizes] in export/_dims.py): every value's symbolic shape
+is known (ep.sym_shapes) and sizes the model computes from the dims are int graph values. The
+lowering reads each symbol once from its input with Shape+Gather, builds the int values and any
+size expression with integer Add/Sub/Mul/Div (_lower_sym_sizes), and uses them wherever an op
+takes sizes: view/reshape/expand targets (from the int values in the op's list, or from the
+output's exact symbolic shape), slice/narrow/select bounds, split sizes, factories
+(ConstantOfShape, Range) and the causal attention mask. Those exact shapes also name the output
+dims (dim_param "batch", "t - 2").
+
+When the program cannot keep a marked dim symbolic (export warns), it is captured with concrete
+sizes and the lowering falls back to tracking, for every value, which of its dimensions follow an
+input dimension marked dynamic (a string: the dim_param name, or an expression of names) and which
+are static (an int). Reshape-like ops (view, reshape, flatten) then pair input and output
+dimensions by products of sizes: a dynamic dimension kept as is is read with Shape+Gather, merged
+ones are left to -1, and the target shape is built with Concat; expand broadcasts with 1 where the
+input dimension is kept. A size that the model computes from a dynamic dimension by itself (a new
+tensor of batch size made with strata.zeros(x.size(0), ...)) is baked in on that path."""
 
 import math
 
@@ -150,6 +157,39 @@ class Emitter:
         if n is None:
             n = self.shape_cache[a.id] = self.emit("Shape", [self.name(a)])
         return n
+
+    # -- sizes the graph reads (int graph values, Note [Symbolic dimensions]) ---------------------
+    def has_int_values(self, a):
+        return any(self.is_value(x) and x.kind != "tensor" for x in (a if isinstance(a, list) else [a]))
+
+    def int1(self, a):
+        """A size as a 1-D int64 tensor of one element: an int graph value (already one) or a number."""
+        if self.is_value(a):
+            if a.kind == "tensor":
+                self.unsupported(f"a tensor ({a.name}) where a size is expected")
+            return self.name(a)
+        return self.ints([int(a)])
+
+    def int_list(self, items, map_const=None):
+        """A list of sizes (numbers and int graph values) as one 1-D int64 tensor (Concat of pieces)."""
+        parts, run = [], []
+        for x in items:
+            if self.is_value(x):
+                if run:
+                    parts.append(self.ints(run))
+                    run = []
+                parts.append(self.int1(x))
+            else:
+                run.append(int(map_const(x)) if map_const else int(x))
+        if run:
+            parts.append(self.ints(run))
+        return parts[0] if len(parts) == 1 else self.emit("Concat", parts, axis=0)
+
+    def int0(self, a):
+        """A size as a 0-d int64 tensor."""
+        if self.is_value(a):
+            return self.emit("Squeeze", [self.int1(a), self.ints([0])])
+        return self.const(int(a), "int64")
 
     def unsupported(self, what):
         raise UnsupportedOperatorError(f"strata.onnx.export: {self.node.op}: {what} has no ONNX lowering "
@@ -467,6 +507,12 @@ def _reshape(e, n, a):
     x = a[0]
     src, dst = e.shape(x), list(e.out().shape)
     sym = e.symof(x)
+    if n.op in ("view", "reshape", "_unsafe_view") and isinstance(a[1], list) and e.has_int_values(a[1]):
+        # sizes computed from dynamic dims (strata.export with dynamic shapes): the target is built from them
+        return e.emit("Reshape", [e.name(x), e.int_list(a[1])])
+    target = exact_shape(e, n.outputs[0])
+    if target is not None:   # the output's symbolic shape (flatten, view(-1, 16), view_as, ...)
+        return e.emit("Reshape", [e.name(x), target])
     if not any(isinstance(s, str) for s in sym):
         e.sym[n.outputs[0]] = list(dst)
         return e.emit("Reshape", [e.name(x), e.ints(dst)])
@@ -522,6 +568,12 @@ def _expand(e, n, a):
     x = a[0]
     src, dst = e.shape(x), list(e.out().shape)
     sym = e.symof(x)
+    if n.op == "expand" and e.has_int_values(a[1]):
+        # -1 keeps a dim; ONNX Expand broadcasts, where 1 keeps it
+        return e.emit("Expand", [e.name(x), e.int_list(a[1], map_const=lambda v: 1 if v == -1 else v)])
+    target = exact_shape(e, n.outputs[0])
+    if target is not None:
+        return e.emit("Expand", [e.name(x), target])
     off = len(dst) - len(src)
     target, out_sym = [], []
     for k, d in enumerate(dst):
@@ -583,6 +635,10 @@ def _slice(e, n, a):
     dim = _norm(int(a[1]), len(shape))
     start, end, step = a[2], a[3], int(a[4]) if len(a) > 4 else 1
     sym = list(e.symof(x))
+    if e.has_int_values(start) or e.has_int_values(end):
+        st = e.int1(0 if start is None else start)
+        en = e.int1((1 << 62) if end is None else end)
+        return e.emit("Slice", [e.name(x), st, en, e.ints([dim]), e.ints([step])])
     if _full_slice(shape, dim, start, end, step):
         e.sym[n.outputs[0]] = sym
         return e.emit("Identity", [e.name(x)])
@@ -598,6 +654,11 @@ def _narrow(e, n, a):
     x = a[0]
     shape = e.shape(x)
     dim = _norm(int(a[1]), len(shape))
+    if e.has_int_values(a[2]) or e.has_int_values(a[3]):
+        if not e.is_value(a[2]) and int(a[2]) < 0:
+            e.unsupported("a negative start with a dynamic length")
+        st = e.int1(a[2])
+        return e.emit("Slice", [e.name(x), st, e.emit("Add", [st, e.int1(a[3])]), e.ints([dim])])
     start = _norm(int(a[2]), shape[dim])
     sym = list(e.symof(x))
     sym[dim] = int(a[3])
@@ -612,6 +673,8 @@ def _select(e, n, a):
     dim = _norm(int(a[1]), len(sym))
     del sym[dim]
     e.sym[n.outputs[0]] = sym
+    if e.has_int_values(a[2]):
+        return e.emit("Gather", [e.name(x), e.int0(a[2])], axis=dim)
     return e.emit("Gather", [e.name(x), e.const(int(a[2]), "int64")], axis=dim)
 
 
@@ -623,6 +686,16 @@ def _split(e, n, a):
     dim = _norm(int(a[1] if unbind else a[2]) if len(a) > (1 if unbind else 2) else 0, len(shape))
     sizes = [e.values[o].shape[dim] if not unbind else 1 for o in n.outputs]
     sym = list(e.symof(x))
+    if isinstance(sym[dim], str) and getattr(e, "exact", False) and not unbind:
+        # the pieces' sizes along the dim from the program's symbolic shapes ((t + 1)//2 and t//2)
+        from ..export._dims import is_tree
+        parts = []
+        for o in n.outputs:
+            d = e.ep.sym_shapes.get(o, e.values[o].shape)[dim]
+            parts.append(e.tree_value(d) if is_tree(d) else e.ints([int(d)]))
+        sizes_in = parts[0] if len(parts) == 1 else e.emit("Concat", parts, axis=0)
+        outs = e.emit("Split", [e.name(x), sizes_in], n_out=len(parts), axis=dim)
+        return outs if isinstance(outs, list) else [outs]
     if isinstance(sym[dim], str):
         e.unsupported("splitting along a dynamic dimension")
     outs = e.emit("Split", [e.name(x), e.ints(sizes)], n_out=len(sizes), axis=dim)
@@ -715,9 +788,17 @@ def _sdpa(e, n, a):
     perm = list(range(rank - 2)) + [rank - 1, rank - 2]
     kt = e.emit("Transpose", [e.operand(k, dt)], perm=perm)
     scores = e.emit("Mul", [e.emit("MatMul", [e.operand(q, dt), kt]), e.const(scale, dt)])
-    if is_causal:
-        if isinstance(e.symof(q)[-2], str) or isinstance(e.symof(k)[-2], str):
-            e.unsupported("is_causal with a dynamic sequence length")
+    if is_causal and (isinstance(e.symof(q)[-2], str) or isinstance(e.symof(k)[-2], str)):
+        # keep[i, j] = j <= i, from the sizes at run time (torch's top-left aligned causal mask)
+        qs, ks = e.shape_of(q), e.shape_of(k)
+        lq = e.emit("Squeeze", [e.emit("Gather", [qs, e.ints([len(e.shape(q)) - 2])], axis=0), e.ints([0])])
+        lk = e.emit("Squeeze", [e.emit("Gather", [ks, e.ints([rank - 2])], axis=0), e.ints([0])])
+        zero, one = e.const(0, "int64"), e.const(1, "int64")
+        rows = e.emit("Unsqueeze", [e.emit("Range", [zero, lq, one]), e.ints([1])])
+        cols = e.emit("Unsqueeze", [e.emit("Range", [zero, lk, one]), e.ints([0])])
+        keep = e.emit("LessOrEqual", [cols, rows])
+        scores = e.emit("Where", [keep, scores, e.const(-np.inf, dt)])
+    elif is_causal:
         keep = np.tril(np.ones((L, S), dtype=bool))
         scores = e.emit("Where", [e.const(keep, "bool"), scores, e.const(-np.inf, dt)])
     if mask is not None:
@@ -726,6 +807,41 @@ def _sdpa(e, n, a):
         else:
             scores = e.emit("Add", [scores, e.operand(mask, dt)])
     return e.emit("MatMul", [e.emit("Softmax", [scores], axis=-1), e.operand(v, dt)])
+
+
+def _creation_dtype(e, n):
+    return e.out().dtype
+
+
+@lowering("zeros", "ones", "full", "empty")
+def _filled(e, n, a):
+    dt = _creation_dtype(e, n)
+    fill = {"zeros": 0, "ones": 1, "empty": 0}.get(n.op)
+    if fill is None:
+        fill = a[1]
+        if e.is_value(fill):
+            e.unsupported("a fill value computed in the graph")
+    value = e.onnx.numpy_helper.from_array(np.asarray([fill], dtype=_NP[_dname(dt)]), "value")
+    return e.emit("ConstantOfShape", [e.int_list(a[0])], value=value)
+
+
+@lowering("arange", "arange.start", "arange.start_step")
+def _arange(e, n, a):
+    dt = e.out().dtype
+    start, end, step = a[0], a[1], a[2] if len(a) > 2 else 1
+
+    def scalar(v):
+        if e.is_value(v):
+            x = e.int0(v)
+            return x if _dname(dt) == "int64" else e.emit("Cast", [x], to=onnx_dtype(dt))
+        return e.const(v, dt)
+    return e.emit("Range", [scalar(start), scalar(end), scalar(step)])
+
+
+@lowering("tril", "triu")
+def _trilu(e, n, a):
+    k = a[1] if len(a) > 1 else 0
+    return e.emit("Trilu", [e.name(a[0]), e.int0(k)], upper=int(n.op == "triu"))
 
 
 def _sym_sdpa(e, n, a):
@@ -859,6 +975,7 @@ def lower(ep, *, opset=17, input_names=None, output_names=None, dynamic_axes=Non
     from onnx import helper
     g = ep.graph
     e = Emitter(g, opset)
+    e.ep = ep
     values = g.values
     sig = ep.graph_signature
     user = [(vid, s) for vid, s in zip(g.inputs, sig.input_specs) if s.kind == "user_input"]
@@ -876,10 +993,15 @@ def lower(ep, *, opset=17, input_names=None, output_names=None, dynamic_axes=Non
         e.used.add(nm)
 
     graph_inputs, inits = [], []
+    # Dynamic dims the program has as symbols (strata.export with dynamic shapes): every value's
+    # symbolic shape, with the symbols' names as ONNX dim_params.
+    from ..export._dims import tree_str, is_tree
+    for vid, shape in ep.sym_shapes.items():
+        e.sym[vid] = [tree_str(d) if is_tree(d) else d for d in shape]
     for (vid, s), nm in zip(user, in_names):
         v = values[vid]
         e.names[vid] = nm
-        shape = list(v.shape)
+        shape = list(e.sym.get(vid) or v.shape)
         for ax, dn in dyn.get(nm, {}).items():
             if not 0 <= ax < len(shape):
                 raise ValueError(f"strata.onnx.export: dynamic_axes: input {nm!r} has {len(shape)} dimensions, "
@@ -890,7 +1012,7 @@ def lower(ep, *, opset=17, input_names=None, output_names=None, dynamic_axes=Non
     tensors = dict(ep.state_dict)
     tensors.update(ep.constants)
     for vid, s in zip(g.inputs, sig.input_specs):
-        if s.kind == "user_input":
+        if s.kind in ("user_input", "sym_size"):
             continue
         nm = e.fresh(s.target)
         e.names[vid] = nm
@@ -908,6 +1030,8 @@ def lower(ep, *, opset=17, input_names=None, output_names=None, dynamic_axes=Non
             inits.append(onnx.numpy_helper.from_array(_to_numpy(c), nm))
         else:
             inits.append(onnx.numpy_helper.from_array(np.asarray(c), nm))
+
+    _lower_sym_sizes(e, ep, user)
 
     # Outputs produced by a node write to their output name directly.
     first_out = {}
@@ -937,6 +1061,13 @@ def lower(ep, *, opset=17, input_names=None, output_names=None, dynamic_axes=Non
         if len(results) == 1 and n.outputs[0] not in e.sym:
             rule = SYM_RULES.get(n.op, _broadcast_sym)
             e.sym[n.outputs[0]] = rule(e, n, args)
+        if getattr(e, "exact", False):   # the program's symbolic shapes are exact: they win over the rules
+            for vid in n.outputs:
+                shape = ep.sym_shapes.get(vid)
+                if shape is not None:
+                    e.sym[vid] = [tree_str(d) if is_tree(d) else d for d in shape]
+                elif values[vid].kind == "tensor":
+                    e.sym[vid] = list(values[vid].shape)
         for vid, res in zip(n.outputs, results):
             if res is None:
                 continue
@@ -953,7 +1084,8 @@ def lower(ep, *, opset=17, input_names=None, output_names=None, dynamic_axes=Non
         if e.names[vid] != nm:
             e.node = None
             e.nodes.append(helper.make_node("Identity", [e.names[vid]], [nm], name=e.fresh("n_output")))
-        shape = list(e.sym.get(vid) or v.shape)
+        shape = ep.sym_shapes.get(vid)
+        shape = [tree_str(d) if is_tree(d) else d for d in shape] if shape else list(e.sym.get(vid) or v.shape)
         shape = [d if isinstance(d, int) else str(d) for d in shape]
         for ax, dn in dyn.get(nm, {}).items():
             if not 0 <= ax < len(shape):
@@ -971,6 +1103,73 @@ def lower(ep, *, opset=17, input_names=None, output_names=None, dynamic_axes=Non
     model.ir_version = {17: 8, 18: 8, 19: 9, 20: 9, 21: 10}.get(opset, 10)
     onnx.checker.check_model(model)
     return model
+
+
+def _lower_sym_sizes(e, ep, user):
+    """The program's symbols (strata.export with dynamic shapes) read from the ONNX inputs' shapes with
+    Shape/Gather, and the int graph inputs (sizes computed from them: the b of x.view(b, -1)) built with
+    integer arithmetic; each a 1-D int64 tensor of one element. e.tree_value(tree) builds any size the
+    same way (exact reshape targets below)."""
+    if not ep.symbols:
+        return
+    by_path = {tuple(tuple(p) for p in s.target): vid for vid, s in user}
+    locs = {}
+    for y in ep.symbols:
+        vid = by_path.get(tuple(tuple(p) for p in y["path"]))
+        if vid is None:
+            raise OnnxExporterError(f"strata.onnx.export: the dynamic dim {y['name']} is read from an input that is "
+                                    "not a graph input")
+        locs[y["name"]] = (vid, y)
+    cache = {}
+    ops = {"+": "Add", "-": "Sub", "*": "Mul", "//": "Div"}   # sizes are positive: Div is floor division
+
+    def symbol(name):
+        v = cache.get(name)
+        if v is None:
+            vid, y = locs[name]
+            base, e.node_base = e.node_base, "size"
+            v = e.emit("Gather", [e.shape_of(e.g.value(vid)), e.ints([y["dim"]])], axis=0)
+            if y.get("offset", 0):   # read from a derived dim c * symbol + o
+                v = e.emit("Sub", [v, e.ints([y["offset"]])])
+            if y.get("coeff", 1) != 1:
+                v = e.emit("Div", [v, e.ints([y["coeff"]])])
+            e.node_base = base
+            cache[name] = v
+        return v
+
+    def build(t):
+        if isinstance(t, int):
+            return e.ints([t])
+        if t[0] == "sym":
+            return symbol(t[1])
+        return e.emit(ops[t[0]], [build(t[1]), build(t[2])])
+    e.tree_value = build
+    e.exact = True
+    e.node_base = "size"
+    for vid, s in zip(ep.graph.inputs, ep.graph_signature.input_specs):
+        if s.kind == "sym_size":
+            e.names[vid] = build(s.target)
+
+
+def exact_shape(e, vid):
+    """The shape of a value as one 1-D int64 tensor, built from the symbols (None: the program has no
+    symbols, or the value is static)."""
+    from ..export._dims import is_tree
+    shape = e.ep.sym_shapes.get(vid) if getattr(e, "exact", False) else None
+    if not shape:
+        return None
+    parts, run = [], []
+    for d in shape:
+        if is_tree(d):
+            if run:
+                parts.append(e.ints(run))
+                run = []
+            parts.append(e.tree_value(d))
+        else:
+            run.append(int(d))
+    if run:
+        parts.append(e.ints(run))
+    return parts[0] if len(parts) == 1 else e.emit("Concat", parts, axis=0)
 
 
 def _version():
