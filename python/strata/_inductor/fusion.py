@@ -121,12 +121,14 @@ class _GraphStep:
     __slots__ = ("runner", "in_ids", "out_ids")
 
 
-def compile_graph(graph, out=None):
-    """The strata_cpp backend: a callable(*inputs) -> tuple of outputs."""
+def compile_graph(graph, out=None, dynamic=None):
+    """The strata_cpp backend: a callable(*inputs) -> tuple of outputs. dynamic: the graph has symbolic
+    sizes (default: whether it has int inputs); then only kernels that take any size are made."""
     runner = graph.runner()
     if strata.is_grad_enabled() and any(graph.value(v).requires_grad for v in graph.inputs):
         return runner
-    dynamic = any(graph.value(v).kind == "int" for v in graph.inputs)
+    if dynamic is None:
+        dynamic = any(graph.value(v).kind == "int" for v in graph.inputs)
     row_groups = [] if dynamic else _row_groups(graph)
     row_pos = {i for r in row_groups for i in r[0]}
     gemms = {} if dynamic else {i: p for i, p in _plan_gemm_epilogues(graph).items()

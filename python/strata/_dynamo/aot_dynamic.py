@@ -1,0 +1,476 @@
+"""AOT autograd for graphs with symbolic sizes (Note [Symbolic sizes through AOT autograd]).
+
+Note [Symbolic sizes through AOT autograd]
+A captured graph with symbolic sizes (symshape.py) records its nodes at the capture sizes (the hint);
+sizes that depend on a symbol reach the graph's nodes as int graph inputs. AOT autograd's joint trace
+cannot see those: the backward's ops are called by the autograd engine from C++ with sizes it reads off
+tensors (sum_to's target, expand's size, a view's shape, a mean's element count), so the recorder
+writes them as constants. As capture does for each op (two worlds), this module does it for the whole
+joint graph, in three worlds:
+
+  1. the captured graph is replayed on Meta at the hint, at the probe and at the check sizes of its
+     symbols (Symbol.hint / probe / check), recording three graphs of the same nodes (`_rerecord`);
+     each is functionalized (functionalize.py, the same pass as for static graphs) and traced into a
+     joint graph (aot.make_joint);
+  2. the three joint graphs must have the same structure (ops, value numbering, outputs); an argument
+     that differs between them is an int (or an element of an int list, or an integral Scalar), and
+     becomes the expression over the symbols that gives all three values (symshape.candidates:
+     input dims, products of consecutive dims, sums, small multiples and quotients, and the captured
+     graph's own symbolic int inputs); anything else that differs (a float, a structure) refuses;
+  3. the joint graph is made again at the hint (`_rebuild`) with one int input per expression (after
+     the primals, before the tangents); a node with such an argument is recorded through the Python
+     binding with the int given as a SymInt, so the recorded node reads that input (Note [Symbolic ints
+     in recorded nodes]); the other nodes are copied with Graph.add_node.
+
+The partition (aot.partition) then works unchanged: the int inputs are primals, saved for the backward
+as numbers where a backward node reads them, so the forward graph, the backward graph and the saved
+tensors all have symbolic sizes. At run time the expressions are computed from the call's tensor
+inputs (generated Python: I[0].shape[0]*I[0].shape[1]) and passed to CompiledFunction.apply after the
+tensors. The captured graph's own int inputs are not passed (its ints are recomputed the same way), so
+the forward and backward graphs take tensors and these ints only.
+
+Anything this cannot express (AOTUnsupported: a structure that changes with the size, a float that
+depends on a size, a symbol no tensor input carries, autocast nodes) leaves the graph to the eager
+backend's replay with eager autograd, which is correct at every size; STRATA_LOGS=aot says why.
+"""
+
+from .. import _C
+from . import logs
+from .aot import AOTUnsupported, JointGraph, partition, _Plan, CompiledFunction, _meta_of, make_joint
+from .functionalize import _schemas
+from .symshape import SymExpr, SymInt, candidates, contiguous_strides, value_at
+
+_compile = _C._compile
+_WORLDS = ("hint", "probe", "check")
+
+__all__ = ["SymSizes", "aot_compile_dynamic"]
+
+
+class SymSizes:
+    """What capture knows about a graph's sizes: per graph input its symbolic shape (a tensor: a tuple
+    of ints and SymExprs) or its SymExpr (an int input), and the symbols."""
+
+    def __init__(self, shapes, symbols):
+        self.shapes = list(shapes)
+        self.symbols = list(symbols)
+
+    @classmethod
+    def of(cls, graph, out):
+        shapes = []
+        for vid, src, ex in zip(graph.inputs, out.input_sources, out.input_examples):
+            if isinstance(src, SymExpr):
+                shapes.append(src)
+            else:
+                shapes.append(tuple(out.sym_by_vid.get(vid, tuple(ex.shape))))
+        return cls(shapes, out.symbols)
+
+
+class _Sym:
+    """An argument that is a symbolic int in the joint graph."""
+    __slots__ = ("expr",)
+
+    def __init__(self, expr):
+        self.expr = expr
+
+
+class FloatOfSize:
+    """A number a composite or a derivative computes from a size (a mean's 1 / numel, var's 2 / (n - 1)):
+    k * expr or k / expr, passed to the graph as a 0-d float64 tensor input (its argument is a Tensor
+    that was a wrapped number; eager converts both to the op's compute dtype alike)."""
+    __slots__ = ("op", "k", "expr", "_key")
+
+    def __init__(self, op, k, expr):
+        self.op, self.k, self.expr = op, k, expr
+        self._key = (op, k, expr)
+
+    def __hash__(self):
+        return hash(self._key)
+
+    def __eq__(self, other):
+        return isinstance(other, FloatOfSize) and self._key == other._key
+
+    def eval(self, which="hint"):
+        e = float(self.expr.eval(which))
+        return self.k * e if self.op == "*" else self.k / e
+
+    def py(self, ints):
+        return f"T({self.k!r}{self.op}{ints(self.expr)})"
+
+    def __repr__(self):
+        return f"{self.k!r}{self.op}{self.expr!r}"
+
+
+class _SymF:
+    __slots__ = ("spec",)
+
+    def __init__(self, spec):
+        self.spec = spec
+
+
+def _nice(k):
+    for d in (1, 2, 3, 4):
+        r = round(k * d)
+        if abs(k * d - r) <= 1e-6 * max(1.0, abs(k * d)):
+            return r / d
+    return k
+
+
+def _rerecord(graph, syms, which):
+    """graph replayed on Meta at the sizes `which` gives the symbols, recorded into a new graph whose
+    inputs are graph's tensor inputs (ints are constants of its nodes); (graph, Meta inputs)."""
+    import strata
+    g = _compile.Graph()
+    ins, metas = [], []
+    for i, vid in enumerate(graph.inputs):
+        v = graph.value(vid)
+        shape = syms.shapes[i]
+        if v.kind != "tensor":
+            if v.kind != "int":
+                raise AOTUnsupported(f"input {v.name!r} is a {v.kind}")
+            ins.append(value_at(shape, which))
+            continue
+        sizes = tuple(value_at(d, which) for d in shape)
+        dyn = any(isinstance(d, SymExpr) for d in shape)
+        strides = contiguous_strides(sizes) if dyn else tuple(v.stride)
+        m = strata.empty_strided(sizes, strides, dtype=v.dtype, device="meta")
+        if v.requires_grad:
+            m.requires_grad_(True)
+        g.add_input(v.name, m, device=v.device)
+        ins.append(m)
+        metas.append(m)
+    for vid in graph.constants:
+        c = graph.value(vid)
+        if c.kind == "tensor":
+            g.add_constant(c.constant, c.name)
+    with strata.enable_grad():
+        with _compile.record(g):
+            outs = graph.run(ins)
+    ids = []
+    for o in outs:
+        vid = g.value_of(o) if isinstance(o, strata.Tensor) else None
+        if vid is None:
+            raise AOTUnsupported("a graph output is not a tensor of the graph")
+        ids.append(vid)
+    g.set_outputs(ids)
+    return g, metas
+
+
+def _fresh_metas(metas):
+    import strata
+    out = []
+    for m in metas:
+        t = strata.empty_strided(tuple(m.shape), tuple(m.stride()), dtype=m.dtype, device="meta")
+        if m.requires_grad:
+            t.requires_grad_(True)
+        out.append(t)
+    return out
+
+
+class _Matcher:
+    """Finds the expression over the symbols an int has in the three worlds."""
+
+    def __init__(self, syms):
+        tensor_shapes = [s for s in syms.shapes if isinstance(s, tuple)]
+        ints = [s for s in syms.shapes if isinstance(s, SymExpr)]
+        self._cands = lambda: candidates(tensor_shapes, ints)
+        self._table = None
+
+    def find(self, vals, what):
+        self.find_table()
+        e = self._table.get(tuple(vals))
+        if e is None:
+            raise AOTUnsupported(f"{what} is {vals[0]} at the capture size and {vals[1]} / {vals[2]} at other "
+                                 "sizes, which no expression over the symbolic sizes gives")
+        return e
+
+    def find_float(self, vals, what):
+        """k * e or k / e over an int expression e that gives the three floats (to float32 rounding)."""
+        self.find_table()
+
+        def close(a, b):
+            return abs(a - b) <= 2e-7 * max(abs(a), abs(b)) + 1e-30
+        from .symshape import binop
+        # Unbiased statistics divide by n - 1: e - 1 for every candidate e too.
+        pairs = list(self._table.items())
+        pairs += [(tuple(v - 1 for v in key), binop("-", e, 1)) for key, e in pairs]
+        for key, e in pairs:
+            if not isinstance(e, SymExpr) or any(v == 0 for v in key):
+                continue
+            for op in ("*", "/"):
+                k = _nice(vals[0] / key[0] if op == "*" else vals[0] * key[0])
+                spec = FloatOfSize(op, k, e)
+                if all(close(spec.eval(w), v) for w, v in zip(_WORLDS, vals)):
+                    return spec
+        raise AOTUnsupported(f"{what} takes a number that depends on a symbolic size ({vals[0]} / {vals[1]}) "
+                             "in a way not expressed here")
+
+    def find_table(self):
+        if self._table is None:
+            self._table = {}
+            for e in self._cands():
+                key = tuple(e.eval(w) for w in _WORLDS)
+                self._table.setdefault(key, e)
+
+
+def _merge(x, y, z, matcher, what):
+    """One argument of three corresponding joint nodes: the hint's, or _Sym where an int differs."""
+    if isinstance(x, _compile.Value):
+        if not (isinstance(y, _compile.Value) and isinstance(z, _compile.Value) and x.id == y.id == z.id):
+            raise AOTUnsupported(f"{what} reads other values at another size")
+        return x
+    if isinstance(x, (list, tuple)):
+        if not isinstance(y, (list, tuple)) or not isinstance(z, (list, tuple)) or not len(x) == len(y) == len(z):
+            raise AOTUnsupported(f"{what} has a list of another length at another size")
+        return [_merge(a, b, c, matcher, what) for a, b, c in zip(x, y, z)]
+    if type(x) is int and type(y) is int and type(z) is int:
+        if x == y == z:
+            return x
+        return _Sym(matcher.find((x, y, z), what))
+    if type(x) is not type(y) or type(x) is not type(z):
+        raise AOTUnsupported(f"{what} has arguments of other types at another size")
+    if isinstance(x, _compile.GraphDevice):
+        return x
+    if isinstance(x, float) and not x == y == z and not (x != x and y != y):
+        return _SymF(matcher.find_float((x, y, z), what))
+    if x != y or y != z:
+        if not (isinstance(x, float) and x != x):
+            raise AOTUnsupported(f"{what} takes an argument that differs at another size ({x!r} / {y!r})")
+    return x
+
+
+def _has_sym(a):
+    if isinstance(a, _Sym):
+        return True
+    return isinstance(a, list) and any(_has_sym(e) for e in a)
+
+
+def _exprs_in(a, out):
+    if isinstance(a, (_Sym, _SymF)):
+        e = a.expr if isinstance(a, _Sym) else a.spec
+        if e not in out:
+            out.append(e)
+    elif isinstance(a, list):
+        for e in a:
+            _exprs_in(e, out)
+
+
+def _symbolize(joints, matcher):
+    """The merged node arguments of three joint graphs (hint, probe, check) and the expressions used."""
+    jh, jp, jc = joints
+    gh, gp, gc = jh.graph, jp.graph, jc.graph
+    if not (len(gh.values) == len(gp.values) == len(gc.values) and gh.inputs == gp.inputs == gc.inputs
+            and gh.outputs == gp.outputs == gc.outputs and jh.grad_values == jp.grad_values == jc.grad_values
+            and jh.diff_outputs == jp.diff_outputs == jc.diff_outputs):
+        raise AOTUnsupported("the joint graph has another structure at another size")
+    nh, np_, nc = gh.nodes, gp.nodes, gc.nodes
+    if not len(nh) == len(np_) == len(nc):
+        raise AOTUnsupported("the joint graph has another number of nodes at another size")
+    merged, exprs = [], []
+    for k, (a, b, c) in enumerate(zip(nh, np_, nc)):
+        what = f"joint node {k} ({a.op})"
+        if not (a.op == b.op == c.op and a.outputs == b.outputs == c.outputs):
+            raise AOTUnsupported(f"{what} is another op at another size")
+        args = [_merge(x, y, z, matcher, what) for x, y, z in zip(a.args, b.args, c.args)]
+        if any(isinstance(x, _SymF) for x in args):
+            types = [t["type"] for t in _schemas()[a.op]["args"]]
+            if any(isinstance(x, _SymF) and t != "Tensor" for x, t in zip(args, types)):
+                raise AOTUnsupported(f"{what} takes a number that depends on a symbolic size as a Scalar")
+        for x in args:
+            _exprs_in(x, exprs)
+        merged.append(args)
+    return merged, exprs
+
+
+def _record_with_symints(ng, n, args, sym_vids):
+    """Records node n's op into ng through the Python binding, symbolic ints given as SymInts (Note
+    [Symbolic ints in recorded nodes]); the new node's outputs."""
+    import strata
+    metas = []
+
+    def conv(a):
+        if isinstance(a, _Sym):
+            return SymInt(a.expr.eval("hint"), sym_vids[a.expr])
+        if isinstance(a, _compile.Value):
+            v = ng.value(a.id)
+            m = strata.empty_strided(tuple(v.shape), tuple(v.stride), dtype=v.dtype, device="meta")
+            if v.requires_grad:
+                m.requires_grad_(True)
+            ng.bind(m, a.id)
+            metas.append(m)
+            return m
+        if isinstance(a, list):
+            return [conv(e) for e in a]
+        if isinstance(a, _compile.GraphDevice):
+            return "meta"
+        return a
+    kw = {name: conv(a) for name, a in zip(n.arg_names, args)}
+    fn = getattr(_C._ops, n.op.split(".")[0], None)
+    if fn is None:
+        raise AOTUnsupported(f"no binding of {n.op} to record it with a symbolic size")
+    before = ng.num_ops
+    prev = _compile.set_note_symints(True)
+    try:
+        with strata.set_grad_enabled(n.grad_enabled):
+            with _compile.record(ng):
+                _compile.set_source(n.source)
+                try:
+                    fn(**kw)
+                finally:
+                    _compile.set_source("")
+    except AOTUnsupported:
+        raise
+    except Exception as e:
+        raise AOTUnsupported(f"recording {n.op} with a symbolic size failed: {e}") from e
+    finally:
+        _compile.set_note_symints(prev)
+    new = ng.nodes[-1]
+    if ng.num_ops != before + 1 or new.op != n.op:
+        raise AOTUnsupported(f"recording {n.op} with a symbolic size gave {new.op}")
+    return new.outputs
+
+
+def _rebuild(joint, merged, exprs):
+    """The joint graph again at the hint with an int input per expression (Note [Symbolic sizes through
+    AOT autograd]); a JointGraph whose primals are the tensor primals then those ints."""
+    g = joint.graph
+    ng = _compile.Graph()
+    vmap = {}
+    for vid in joint.primals:
+        v = g.value(vid)
+        vmap[vid] = ng.add_input(v.name, _meta_of(v, v.requires_grad), device=v.device)
+    import strata
+    sym_vids = {}
+    for k, e in enumerate(exprs):
+        if isinstance(e, FloatOfSize):
+            sym_vids[e] = ng.add_input(f"symf{k}", strata.empty((), dtype=strata.float64, device="meta"),
+                                       device="cpu")
+        else:
+            sym_vids[e] = ng.add_input(f"sym{k}", e.eval("hint"))
+    for vid in joint.tangents:
+        v = g.value(vid)
+        vmap[vid] = ng.add_input(v.name, _meta_of(v, False), device=v.device)
+    for vid in g.constants:
+        c = g.value(vid)
+        if c.kind == "tensor":
+            vmap[vid] = ng.add_constant(c.constant, c.name)
+
+    def remap(a):
+        if isinstance(a, _compile.Value):
+            if a.id not in vmap:
+                c = g.value(a.id)
+                if not c.is_constant or c.kind != "tensor":
+                    raise AOTUnsupported(f"value {c.name!r} is read before it is made")
+                vmap[a.id] = ng.add_constant(c.constant, c.name)
+            return ng.value(vmap[a.id])
+        if isinstance(a, list):
+            return [remap(e) for e in a]
+        if isinstance(a, _SymF):
+            return ng.value(sym_vids[a.spec])
+        return a
+    with strata.no_grad():
+        for n, args in zip(g.nodes, merged):
+            args = [remap(a) for a in args]
+            if any(_has_sym(a) for a in args):
+                outs = _record_with_symints(ng, n, args, sym_vids)
+            else:
+                try:
+                    outs = ng.add_node(n.op, args, source=n.source, grad_enabled=n.grad_enabled)
+                except Exception as e:
+                    raise AOTUnsupported(f"copying {n.op} into the symbolic joint graph failed: {e}") from e
+            if len(outs) != len(n.outputs):
+                raise AOTUnsupported(f"{n.op} made {len(outs)} values where the joint graph has {len(n.outputs)}")
+            for o, no in zip(n.outputs, outs):
+                vmap[o] = no
+    fwd = [vmap[v] for v in joint.fwd_values]
+    grads = [None if v is None else vmap[v] for v in joint.grad_values]
+    ng.set_outputs(fwd + [v for v in grads if v is not None])
+    return JointGraph(ng, joint.num_primals + len(exprs), list(joint.diff_outputs), fwd, list(joint.grad_inputs),
+                      grads)
+
+
+def _sym_code(syms, exprs, graph):
+    """A function of the captured graph's input tuple I computing each expression: every symbol is read
+    off a tensor input that has it as a dim (or an int input that is it)."""
+    where = {}
+    for i, sh in enumerate(syms.shapes):
+        if isinstance(sh, tuple):
+            for d, e in enumerate(sh):
+                if isinstance(e, SymExpr) and e.op == "sym" and e.a.index not in where:
+                    where[e.a.index] = f"I[{i}].shape[{d}]"
+    for i, sh in enumerate(syms.shapes):
+        if isinstance(sh, SymExpr) and sh.op == "sym" and sh.a.index not in where:
+            where[sh.a.index] = f"I[{i}]"
+
+    def py(e):
+        if isinstance(e, FloatOfSize):
+            return e.py(py)
+        if e.op == "sym":
+            w = where.get(e.a.index)
+            if w is None:
+                raise AOTUnsupported(f"symbol s{e.a.index} is not a dim of a tensor input")
+            return w
+        if e.op == "const":
+            return repr(e.a)
+        return f"({py(e.a)}{e.op}{py(e.b)})"
+    body = ", ".join(py(e) for e in exprs)
+    src = f"def __syms(I):\n    return ({body}{',' if exprs else ''})\n"
+    import strata
+    ns = {"T": lambda v: strata.tensor(v, dtype=strata.float64)}
+    exec(compile(src, "<strata.compile symbolic sizes>", "exec"), ns)
+    return ns["__syms"], src
+
+
+def aot_compile_dynamic(graph, syms, compile_fn=None):
+    """AOT autograd for a captured graph with symbolic sizes (Note [Symbolic sizes through AOT autograd]):
+    a callable with the captured graph's calling convention, or raises AOTUnsupported. compile_fn as for
+    aot_compile (it must compile graphs with symbolic sizes)."""
+    import strata
+    from .functionalize import maybe_functionalize, aliased_inputs
+    if any(n.autocast is not None for n in graph.nodes):
+        raise AOTUnsupported("a node runs under autocast")
+    tensor_pos = [i for i, vid in enumerate(graph.inputs) if graph.value(vid).kind == "tensor"]
+    joints, func = [], []
+    for which in _WORLDS:
+        g, metas = _rerecord(graph, syms, which)
+        fg, written, gw = maybe_functionalize(g)
+        func.append((written, None if gw is None else (gw.inputs, gw.outputs)))
+        joints.append(make_joint(fg, _fresh_metas(metas)))
+        if which == "hint":
+            hint = (written, gw)
+    if not func[0] == func[1] == func[2]:
+        raise AOTUnsupported("functionalization differs at another size")
+    written, gw = hint
+    merged, exprs = _symbolize(joints, _Matcher(syms))
+    joint = _rebuild(joints[0], merged, exprs)
+    if joint.num_tangents == 0 or all(v is None for v in joint.grad_values):
+        raise AOTUnsupported("nothing to differentiate")
+    part = partition(joint)
+    syms_fn, src = _sym_code(syms, exprs, graph)
+    if compile_fn is None:
+        plan = _Plan(graph, joint, part)
+    else:
+        with strata.no_grad():
+            plan = _Plan(graph, joint, part, compile_fn)
+    plan.dynamic = True
+    logs.aot(f"symbolic joint graph of {joint.graph.num_ops} ops ({len(exprs)} symbolic sizes: "
+             f"{', '.join(repr(e) for e in exprs) or 'none'}): forward {part.forward.num_ops} ops, backward "
+             f"{part.backward.num_ops} ops; " + part.describe())
+    apply = CompiledFunction.apply
+    pick = ", ".join(f"I[{i}]" for i in tensor_pos)
+    ns = {}
+    exec(compile(f"def __tensors(I):\n    return ({pick}{',' if tensor_pos else ''})\n",
+                 "<strata.compile symbolic sizes>", "exec"), ns)
+    tensors_of = ns["__tensors"]
+    as_captured = []
+
+    def run_grad(*inputs):
+        tensors = tensors_of(inputs)
+        if written and aliased_inputs(tensors, written):
+            if not as_captured:
+                as_captured.append(graph.runner())
+            return as_captured[0](*inputs)
+        outs = apply(plan, *tensors, *syms_fn(inputs))
+        return outs if gw is None else gw.finish(tensors, outs)
+    run_grad.plan = plan
+    run_grad.sym_source = src
+    return run_grad
