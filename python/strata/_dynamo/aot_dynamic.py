@@ -38,10 +38,31 @@ from .. import _C
 from . import logs
 from .aot import AOTUnsupported, JointGraph, partition, _Plan, CompiledFunction, _meta_of, make_joint
 from .functionalize import _schemas
-from .symshape import SymExpr, SymInt, candidates, contiguous_strides, value_at
+from .symshape import SymExpr, SymInt, candidates, contiguous_strides, _OPS
 
 _compile = _C._compile
-_WORLDS = ("hint", "probe", "check")
+
+
+def _worlds(symbols):
+    """The sizes each world gives the symbols (by index): the hint, the probe, the check and one more
+    (hint + 2 + 3 * index, of the other parity than the check where the hint is odd), so that an
+    expression is accepted only if it gives four values."""
+    out = []
+    for which in ("hint", "probe", "check"):
+        out.append({y.index: getattr(y, which) for y in symbols})
+    out.append({y.index: y.hint + 2 + 3 * y.index for y in symbols})
+    return out
+
+
+def _ev(e, w):
+    """An int or SymExpr at the sizes of world w."""
+    if not isinstance(e, SymExpr):
+        return e
+    if e.op == "sym":
+        return w[e.a.index]
+    if e.op == "const":
+        return e.a
+    return _OPS[e.op](_ev(e.a, w), _ev(e.b, w))
 
 __all__ = ["SymSizes", "aot_compile_dynamic"]
 
@@ -90,7 +111,7 @@ class FloatOfSize:
         return isinstance(other, FloatOfSize) and self._key == other._key
 
     def eval(self, which="hint"):
-        e = float(self.expr.eval(which))
+        e = float(self.expr.eval(which) if isinstance(which, str) else _ev(self.expr, which))
         return self.k * e if self.op == "*" else self.k / e
 
     def py(self, ints):
@@ -115,8 +136,8 @@ def _nice(k):
     return k
 
 
-def _rerecord(graph, syms, which):
-    """graph replayed on Meta at the sizes `which` gives the symbols, recorded into a new graph whose
+def _rerecord(graph, syms, world):
+    """graph replayed on Meta at the sizes world gives the symbols, recorded into a new graph whose
     inputs are graph's tensor inputs (ints are constants of its nodes); (graph, Meta inputs)."""
     import strata
     g = _compile.Graph()
@@ -127,9 +148,9 @@ def _rerecord(graph, syms, which):
         if v.kind != "tensor":
             if v.kind != "int":
                 raise AOTUnsupported(f"input {v.name!r} is a {v.kind}")
-            ins.append(value_at(shape, which))
+            ins.append(_ev(shape, world))
             continue
-        sizes = tuple(value_at(d, which) for d in shape)
+        sizes = tuple(_ev(d, world) for d in shape)
         dyn = any(isinstance(d, SymExpr) for d in shape)
         strides = contiguous_strides(sizes) if dyn else tuple(v.stride)
         m = strata.empty_strided(sizes, strides, dtype=v.dtype, device="meta")
@@ -169,7 +190,8 @@ def _fresh_metas(metas):
 class _Matcher:
     """Finds the expression over the symbols an int has in the three worlds."""
 
-    def __init__(self, syms):
+    def __init__(self, syms, worlds):
+        self.worlds = worlds
         tensor_shapes = [s for s in syms.shapes if isinstance(s, tuple)]
         ints = [s for s in syms.shapes if isinstance(s, SymExpr)]
         self._cands = lambda: candidates(tensor_shapes, ints)
@@ -179,7 +201,7 @@ class _Matcher:
         self.find_table()
         e = self._table.get(tuple(vals))
         if e is None:
-            raise AOTUnsupported(f"{what} is {vals[0]} at the capture size and {vals[1]} / {vals[2]} at other "
+            raise AOTUnsupported(f"{what} is {vals[0]} at the capture size and {list(vals[1:])} at other "
                                  "sizes, which no expression over the symbolic sizes gives")
         return e
 
@@ -199,7 +221,7 @@ class _Matcher:
             for op in ("*", "/"):
                 k = _nice(vals[0] / key[0] if op == "*" else vals[0] * key[0])
                 spec = FloatOfSize(op, k, e)
-                if all(close(spec.eval(w), v) for w, v in zip(_WORLDS, vals)):
+                if all(close(spec.eval(w), v) for w, v in zip(self.worlds, vals)):
                     return spec
         raise AOTUnsupported(f"{what} takes a number that depends on a symbolic size ({vals[0]} / {vals[1]}) "
                              "in a way not expressed here")
@@ -208,33 +230,38 @@ class _Matcher:
         if self._table is None:
             self._table = {}
             for e in self._cands():
-                key = tuple(e.eval(w) for w in _WORLDS)
+                key = tuple(_ev(e, w) for w in self.worlds)
                 self._table.setdefault(key, e)
 
 
-def _merge(x, y, z, matcher, what):
-    """One argument of three corresponding joint nodes: the hint's, or _Sym where an int differs."""
+def _same(xs):
+    return all(x == xs[0] for x in xs[1:])
+
+
+def _merge(xs, matcher, what):
+    """One argument of corresponding joint nodes in every world: the hint's, or _Sym / _SymF where a
+    number differs."""
+    x = xs[0]
     if isinstance(x, _compile.Value):
-        if not (isinstance(y, _compile.Value) and isinstance(z, _compile.Value) and x.id == y.id == z.id):
+        if not all(isinstance(y, _compile.Value) and y.id == x.id for y in xs[1:]):
             raise AOTUnsupported(f"{what} reads other values at another size")
         return x
     if isinstance(x, (list, tuple)):
-        if not isinstance(y, (list, tuple)) or not isinstance(z, (list, tuple)) or not len(x) == len(y) == len(z):
+        if not all(isinstance(y, (list, tuple)) and len(y) == len(x) for y in xs[1:]):
             raise AOTUnsupported(f"{what} has a list of another length at another size")
-        return [_merge(a, b, c, matcher, what) for a, b, c in zip(x, y, z)]
-    if type(x) is int and type(y) is int and type(z) is int:
-        if x == y == z:
-            return x
-        return _Sym(matcher.find((x, y, z), what))
-    if type(x) is not type(y) or type(x) is not type(z):
+        return [_merge(list(col), matcher, what) for col in zip(*xs)]
+    if any(type(y) is not type(x) for y in xs[1:]):
         raise AOTUnsupported(f"{what} has arguments of other types at another size")
+    if type(x) is int:
+        return x if _same(xs) else _Sym(matcher.find(tuple(xs), what))
     if isinstance(x, _compile.GraphDevice):
         return x
-    if isinstance(x, float) and not x == y == z and not (x != x and y != y):
-        return _SymF(matcher.find_float((x, y, z), what))
-    if x != y or y != z:
-        if not (isinstance(x, float) and x != x):
-            raise AOTUnsupported(f"{what} takes an argument that differs at another size ({x!r} / {y!r})")
+    if isinstance(x, float):
+        if all(y != y for y in xs) or _same(xs):
+            return x
+        return _SymF(matcher.find_float(tuple(xs), what))
+    if not _same(xs):
+        raise AOTUnsupported(f"{what} takes an argument that differs at another size ({x!r} / {xs[1]!r})")
     return x
 
 
@@ -255,22 +282,24 @@ def _exprs_in(a, out):
 
 
 def _symbolize(joints, matcher):
-    """The merged node arguments of three joint graphs (hint, probe, check) and the expressions used."""
-    jh, jp, jc = joints
-    gh, gp, gc = jh.graph, jp.graph, jc.graph
-    if not (len(gh.values) == len(gp.values) == len(gc.values) and gh.inputs == gp.inputs == gc.inputs
-            and gh.outputs == gp.outputs == gc.outputs and jh.grad_values == jp.grad_values == jc.grad_values
-            and jh.diff_outputs == jp.diff_outputs == jc.diff_outputs):
-        raise AOTUnsupported("the joint graph has another structure at another size")
-    nh, np_, nc = gh.nodes, gp.nodes, gc.nodes
-    if not len(nh) == len(np_) == len(nc):
+    """The merged node arguments of the joint graphs of every world (the hint's first) and the
+    expressions used."""
+    j0, g0 = joints[0], joints[0].graph
+    for j in joints[1:]:
+        g = j.graph
+        if not (len(g.values) == len(g0.values) and g.inputs == g0.inputs and g.outputs == g0.outputs
+                and j.grad_values == j0.grad_values and j.diff_outputs == j0.diff_outputs):
+            raise AOTUnsupported("the joint graph has another structure at another size")
+    nodes = [j.graph.nodes for j in joints]
+    if not all(len(ns) == len(nodes[0]) for ns in nodes):
         raise AOTUnsupported("the joint graph has another number of nodes at another size")
     merged, exprs = [], []
-    for k, (a, b, c) in enumerate(zip(nh, np_, nc)):
+    for k, ns in enumerate(zip(*nodes)):
+        a = ns[0]
         what = f"joint node {k} ({a.op})"
-        if not (a.op == b.op == c.op and a.outputs == b.outputs == c.outputs):
+        if not all(n.op == a.op and n.outputs == a.outputs for n in ns[1:]):
             raise AOTUnsupported(f"{what} is another op at another size")
-        args = [_merge(x, y, z, matcher, what) for x, y, z in zip(a.args, b.args, c.args)]
+        args = [_merge(list(col), matcher, what) for col in zip(*(n.args for n in ns))]
         if any(isinstance(x, _SymF) for x in args):
             types = [t["type"] for t in _schemas()[a.op]["args"]]
             if any(isinstance(x, _SymF) and t != "Tensor" for x, t in zip(args, types)):
@@ -429,18 +458,19 @@ def aot_compile_dynamic(graph, syms, compile_fn=None):
     if any(n.autocast is not None for n in graph.nodes):
         raise AOTUnsupported("a node runs under autocast")
     tensor_pos = [i for i, vid in enumerate(graph.inputs) if graph.value(vid).kind == "tensor"]
-    joints, func = [], []
-    for which in _WORLDS:
-        g, metas = _rerecord(graph, syms, which)
+    worlds = _worlds(syms.symbols)
+    joints, func, hint = [], [], None
+    for world in worlds:
+        g, metas = _rerecord(graph, syms, world)
         fg, written, gw = maybe_functionalize(g)
         func.append((written, None if gw is None else (gw.inputs, gw.outputs)))
         joints.append(make_joint(fg, _fresh_metas(metas)))
-        if which == "hint":
+        if hint is None:
             hint = (written, gw)
-    if not func[0] == func[1] == func[2]:
+    if not _same(func):
         raise AOTUnsupported("functionalization differs at another size")
     written, gw = hint
-    merged, exprs = _symbolize(joints, _Matcher(syms))
+    merged, exprs = _symbolize(joints, _Matcher(syms, worlds))
     joint = _rebuild(joints[0], merged, exprs)
     if joint.num_tangents == 0 or all(v is None for v in joint.grad_values):
         raise AOTUnsupported("nothing to differentiate")
