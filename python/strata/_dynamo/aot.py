@@ -732,16 +732,14 @@ def _aot_compile(graph, compile_fn):
 def _aot_compile_symbolic(graph, compile_fn, syms):
     """aot_compile for a graph with symbolic sizes: with grad, the symbolic forward/backward pair of
     aot_dynamic.py (the eager backend's replay with eager autograd where it cannot be made); without
-    grad, the captured graph (compiled with compile_fn at its first such call)."""
-    from .aot_dynamic import aot_compile_dynamic
+    grad, the graph functionalized with symbolic sizes where it writes into tensors (aot_dynamic.LazyNoGrad),
+    compiled with compile_fn at its first such call."""
+    from .aot_dynamic import aot_compile_dynamic, LazyNoGrad
     plain = graph.runner()
     needs_grad = any(graph.value(v).requires_grad for v in graph.inputs)
-    if compile_fn is None:
-        no_grad_run = plain
-    else:
-        no_grad_run = _LazyCompiled(compile_fn, graph)
-        if not needs_grad:
-            return _compiled_now(no_grad_run)
+    no_grad_run = LazyNoGrad(compile_fn, graph, syms)
+    if not needs_grad:
+        return _compiled_now(no_grad_run)
     if not needs_grad or not _C._is_grad_enabled():
         if compile_fn is not None and needs_grad and any(n.grad_enabled for n in graph.nodes):
             return plain

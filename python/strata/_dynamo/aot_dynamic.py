@@ -504,3 +504,88 @@ def aot_compile_dynamic(graph, syms, compile_fn=None):
     run_grad.plan = plan
     run_grad.sym_source = src
     return run_grad
+
+
+def _tensor_picker(graph):
+    tensor_pos = [i for i, vid in enumerate(graph.inputs) if graph.value(vid).kind == "tensor"]
+    pick = ", ".join(f"I[{i}]" for i in tensor_pos)
+    ns = {}
+    exec(compile(f"def __tensors(I):\n    return ({pick}{',' if tensor_pos else ''})\n",
+                 "<strata.compile symbolic sizes>", "exec"), ns)
+    return ns["__tensors"]
+
+
+def functionalize_dynamic(graph, syms, compile_fn=None):
+    """Functionalization (functionalize.py) of a graph with symbolic sizes for calls without grad: the pass
+    runs on the graph recorded in every world and the results are made one graph with the sizes it
+    writes into its nodes (expand's size, full's shape, a reshape back) as int inputs, as for the joint
+    graph (Note [Symbolic sizes through AOT autograd]). A callable with the captured graph's calling
+    convention; None when the graph writes nothing; raises AOTUnsupported / FunctionalizeUnsupported."""
+    import strata
+    from . import config
+    from .functionalize import functionalize, mutating_nodes, aliased_inputs
+    if not config.functionalize or not mutating_nodes(graph):
+        return None
+    if any(n.autocast is not None for n in graph.nodes):
+        raise AOTUnsupported("a node runs under autocast")
+    worlds = _worlds(syms.symbols)
+    joints, writtens = [], []
+    for world in worlds:
+        g, _ = _rerecord(graph, syms, world)
+        fg, written = functionalize(g, with_written=True)
+        writtens.append(written)
+        joints.append(JointGraph(fg, len(fg.inputs), [], list(fg.outputs), [], []))
+    if not _same(writtens):
+        raise AOTUnsupported("functionalization differs at another size")
+    merged, exprs = _symbolize(joints, _Matcher(syms, worlds))
+    ng = _rebuild(joints[0], merged, exprs).graph
+    syms_fn, _ = _sym_code(syms, exprs, graph)
+    with strata.no_grad():
+        fn = ng.runner() if compile_fn is None else compile_fn(ng)
+    tensors_of = _tensor_picker(graph)
+    written = writtens[0]
+    plain = []
+    logs.aot(f"functionalized with symbolic sizes ({len(exprs)} symbolic sizes: "
+             f"{', '.join(repr(e) for e in exprs) or 'none'}): {ng.num_ops} ops")
+
+    def run(*inputs):
+        tensors = tensors_of(inputs)
+        if written and aliased_inputs(tensors, written):
+            if not plain:
+                plain.append(graph.runner())
+            return plain[0](*inputs)
+        return fn(*tensors, *syms_fn(inputs))
+    run.graph = ng
+    run.memory_plan = getattr(fn, "memory_plan", None)
+    return run
+
+
+class LazyNoGrad:
+    """The callable for calls without grad of a graph with symbolic sizes, made at its first call: the graph
+    functionalized with symbolic sizes (functionalize_dynamic) where it writes into tensors and the pass can
+    rewrite it, else the graph as captured; compiled with compile_fn when given."""
+
+    def __init__(self, compile_fn, graph, syms):
+        self.compile_fn, self.graph, self.syms = compile_fn, graph, syms
+        self.fn = None
+
+    def get(self):
+        if self.fn is None:
+            import strata
+            from .functionalize import FunctionalizeUnsupported
+            fn = None
+            try:
+                fn = functionalize_dynamic(self.graph, self.syms, self.compile_fn)
+            except (AOTUnsupported, FunctionalizeUnsupported) as e:
+                logs.aot(f"functionalization with symbolic sizes skipped, the graph runs as captured: {e}")
+            if fn is None:
+                if self.compile_fn is None:
+                    fn = self.graph.runner()
+                else:
+                    with strata.no_grad():
+                        fn = self.compile_fn(self.graph)
+            self.fn = fn
+        return self.fn
+
+    def __call__(self, *inputs):
+        return (self.fn or self.get())(*inputs)

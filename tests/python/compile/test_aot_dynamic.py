@@ -292,3 +292,29 @@ def _captured(fn, *args):
     strata.compile(fn, backend=backend)(*args)
     strata.compiler.reset()
     return seen["graph"]
+
+
+@pytest.mark.parametrize("backend", _backends())
+def test_no_grad_graph_with_writes_is_functionalized_with_symbolic_sizes(backend):
+    def f(x, buf):
+        h = x * 2
+        h[:, 0] = 1.0
+        h.add_(1).relu_()
+        buf.mul_(0.5).add_(h.sum(0))
+        return h.sigmoid() * 3
+
+    cf = strata.compile(f, backend=backend)
+    for n in BATCHES:
+        x = strata.randn(n, 4)
+        b1, b2 = strata.ones(4), strata.ones(4)
+        with strata.no_grad():
+            ref, got = f(x, b1), cf(x, b2)
+        close(got, ref, n, backend == "aot_eager")
+        assert strata.equal(b1, b2), n
+    es = entries(f)
+    assert len(es) == 2 and es[1].dynamic
+    run = es[1].run.__globals__["R"]
+    ops = [nd.op for nd in run.graph.nodes]
+    # h[:, 0] = 1.0 became a scatter into h's new value; the graph's only write is buf's, at its end.
+    assert "select_scatter" in ops
+    assert any(run.graph.value(v).kind == "int" for v in run.graph.inputs)
