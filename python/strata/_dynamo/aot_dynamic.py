@@ -413,8 +413,35 @@ def _rebuild(joint, merged, exprs):
     fwd = [vmap[v] for v in joint.fwd_values]
     grads = [None if v is None else vmap[v] for v in joint.grad_values]
     ng.set_outputs(fwd + [v for v in grads if v is not None])
-    return JointGraph(ng, joint.num_primals + len(exprs), list(joint.diff_outputs), fwd, list(joint.grad_inputs),
-                      grads)
+    out = JointGraph(ng, joint.num_primals + len(exprs), list(joint.diff_outputs), fwd, list(joint.grad_inputs),
+                     grads)
+    out.vmap = vmap
+    return out
+
+
+def _world_shapes(joints, rebuilt):
+    """Value name in the rebuilt graph -> (shape in each world) (Note [Row kernels with symbolic sizes] in
+    _inductor/fusion.py: which row groups may fuse)."""
+    g0 = joints[0].graph
+    graphs = [j.graph for j in joints]
+    ng = rebuilt.graph
+    out = {}
+    for old, new in rebuilt.vmap.items():
+        v = g0.value(old)
+        if v.kind != "tensor":
+            continue
+        out[ng.value(new).name] = tuple(tuple(g.value(old).shape) for g in graphs)
+    return out
+
+
+def _with_shapes(compile_fn, shapes):
+    """compile_fn given the world shapes (strata_cpp's takes them; others are called as they are)."""
+    if compile_fn is None or not getattr(compile_fn, "takes_world_shapes", False):
+        return compile_fn
+
+    def fn(g, inputs_die=False):
+        return compile_fn(g, inputs_die=inputs_die, world_shapes=shapes)
+    return fn
 
 
 def _sym_code(syms, exprs, graph):
@@ -474,6 +501,7 @@ def aot_compile_dynamic(graph, syms, compile_fn=None):
     joint = _rebuild(joints[0], merged, exprs)
     if joint.num_tangents == 0 or all(v is None for v in joint.grad_values):
         raise AOTUnsupported("nothing to differentiate")
+    compile_fn = _with_shapes(compile_fn, _world_shapes(joints, joint))
     part = partition(joint)
     syms_fn, src = _sym_code(syms, exprs, graph)
     if compile_fn is None:
@@ -538,7 +566,9 @@ def functionalize_dynamic(graph, syms, compile_fn=None):
     if not _same(writtens):
         raise AOTUnsupported("functionalization differs at another size")
     merged, exprs = _symbolize(joints, _Matcher(syms, worlds))
-    ng = _rebuild(joints[0], merged, exprs).graph
+    rebuilt = _rebuild(joints[0], merged, exprs)
+    ng = rebuilt.graph
+    compile_fn = _with_shapes(compile_fn, _world_shapes(joints, rebuilt))
     syms_fn, _ = _sym_code(syms, exprs, graph)
     with strata.no_grad():
         fn = ng.runner() if compile_fn is None else compile_fn(ng)
@@ -582,10 +612,42 @@ class LazyNoGrad:
                 if self.compile_fn is None:
                     fn = self.graph.runner()
                 else:
+                    compile_fn = self.compile_fn
+                    try:
+                        compile_fn = _with_shapes(compile_fn, captured_world_shapes(self.graph, self.syms))
+                    except AOTUnsupported as e:
+                        logs.aot(f"no row kernels with symbolic sizes: {e}")
                     with strata.no_grad():
-                        fn = self.compile_fn(self.graph)
+                        fn = compile_fn(self.graph)
             self.fn = fn
         return self.fn
 
     def __call__(self, *inputs):
         return (self.fn or self.get())(*inputs)
+
+
+def captured_world_shapes(graph, syms):
+    """Value name of the captured graph -> (shape in each world): the graph recorded again in every world
+    (one node per node, so values correspond by node position and output index)."""
+    worlds = _worlds(syms.symbols)
+    recs = [_rerecord(graph, syms, w)[0] for w in worlds]
+    out = {}
+    tin = [vid for vid in graph.inputs if graph.value(vid).kind == "tensor"]
+    for k, vid in enumerate(tin):
+        out[graph.value(vid).name] = tuple(tuple(r.value(r.inputs[k]).shape) for r in recs)
+    nodes = graph.nodes
+    rnodes = [r.nodes for r in recs]
+    if any(len(rn) != len(nodes) for rn in rnodes):
+        raise AOTUnsupported("the graph recorded again has another number of nodes")
+    for i, n in enumerate(nodes):
+        for j, o in enumerate(n.outputs):
+            v = graph.value(o)
+            if v.kind != "tensor":
+                continue
+            shapes = []
+            for r, rn in zip(recs, rnodes):
+                if rn[i].op != n.op or len(rn[i].outputs) != len(n.outputs):
+                    raise AOTUnsupported("the graph recorded again has other nodes")
+                shapes.append(tuple(r.value(rn[i].outputs[j]).shape))
+            out[v.name] = tuple(shapes)
+    return out

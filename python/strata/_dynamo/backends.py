@@ -80,8 +80,9 @@ def _strata_cpp(graph, out):
 
     dynamic = bool(getattr(out, "dynamic", False) and getattr(out, "symbols", None))
 
-    def compile_fn(g, inputs_die=False):
-        return _compile_cpp(g, mode, inputs_die, dynamic=dynamic)
+    def compile_fn(g, inputs_die=False, world_shapes=None):
+        return _compile_cpp(g, mode, inputs_die, dynamic=dynamic, world_shapes=world_shapes)
+    compile_fn.takes_world_shapes = True
     if dynamic:
         # Symbolic sizes: AOT autograd traces the joint graph at three sizes and makes its sizes
         # symbolic (Note [Symbolic sizes through AOT autograd] in aot_dynamic.py).
@@ -106,13 +107,14 @@ def _mode_of(out):
     return mode or "default"
 
 
-def _compile_cpp(graph, mode, inputs_die=False, dynamic=False):
+def _compile_cpp(graph, mode, inputs_die=False, dynamic=False, world_shapes=None):
     """compile_graph's fused groups as one kernel plan (Note [Kernel plans] in src/compile/executor.cpp)
     with a memory plan; what compile_graph returns when it fused nothing or the plan cannot be made.
     inputs_die: the caller hands over its inputs (a backward graph), so they count in the plan.
-    dynamic: the graph has symbolic sizes (kernels that take any size only)."""
+    dynamic: the graph has symbolic sizes (kernels that take any size only); world_shapes: its values'
+    shapes at several sizes (row kernels, Note [Row kernels with symbolic sizes] in _inductor/fusion.py)."""
     from .._inductor.fusion import compile_graph
-    fused = compile_graph(graph, None, dynamic=dynamic or None)
+    fused = compile_graph(graph, None, dynamic=dynamic or None, world_shapes=world_shapes)
     steps = getattr(fused, "steps", None)
     if steps is None:
         return fused

@@ -318,3 +318,59 @@ def test_no_grad_graph_with_writes_is_functionalized_with_symbolic_sizes(backend
     # h[:, 0] = 1.0 became a scatter into h's new value; the graph's only write is buf's, at its end.
     assert "select_scatter" in ops
     assert any(run.graph.value(v).kind == "int" for v in run.graph.inputs)
+
+
+class _RowNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1 = nn.Linear(16, 32)
+        self.l2 = nn.Linear(32, 16)
+        self.ln = nn.LayerNorm(16)
+
+    def forward(self, x):
+        h = F.gelu(self.l1(x)) * 1.5 + 0.25
+        h = self.l2(h).tanh() * x.sigmoid()
+        return self.ln(h + x).softmax(-1)
+
+
+def _row_kernel_log(fn):
+    buf = io.StringIO()
+    old = set(logs._enabled)
+    logs._enabled.add("output_code")
+    try:
+        with contextlib.redirect_stderr(buf):
+            fn()
+    finally:
+        logs._enabled.clear()
+        logs._enabled.update(old)
+    return buf.getvalue()
+
+
+@pytest.mark.skipif(not HAVE_CXX, reason="no C++ compiler")
+def test_row_kernels_fuse_with_symbolic_outer_dims_in_training_and_inference():
+    # Note [Row kernels with symbolic sizes]: layer_norm + softmax (+ the pointwise ops around them) over a
+    # static row length with a symbolic batch are one row kernel behind a flat entry point, forward and
+    # backward, and in calls without grad.
+    strata.manual_seed(0)
+    m = _RowNet()
+
+    def step(model, x):
+        return (model(x) * strata.arange(16.0)).sum()
+
+    def train():
+        sweep(m, step, lambda n: (strata.randn(n, 16),), "strata_cpp")
+    text = _row_kernel_log(train)
+    assert text.count("generated row kernel, any number of rows") >= 2, text[-2000:]
+    plan = symbolic_plan(entries(step))
+    assert plan.fwd.fallbacks == 0 and plan.bwd.fallbacks == 0 and plan.fwd.calls >= 3
+    strata.compiler.reset()
+
+    f = strata.compile(lambda x: m(x), backend="strata_cpp", dynamic=True)
+
+    def infer():
+        for n in BATCHES:
+            x = strata.randn(n, 16)
+            with strata.no_grad():
+                close(f(x), m(x), n, False)
+    text = _row_kernel_log(infer)
+    assert "generated row kernel, any number of rows" in text
