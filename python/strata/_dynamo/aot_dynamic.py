@@ -452,10 +452,12 @@ def _sym_code(syms, exprs, graph):
         if isinstance(sh, tuple):
             for d, e in enumerate(sh):
                 if isinstance(e, SymExpr) and e.op == "sym" and e.a.index not in where:
-                    where[e.a.index] = f"I[{i}].shape[{d}]"
+                    where[e.a.index] = f"I[{i}].size({d})"
     for i, sh in enumerate(syms.shapes):
         if isinstance(sh, SymExpr) and sh.op == "sym" and sh.a.index not in where:
             where[sh.a.index] = f"I[{i}]"
+
+    used = {}   # symbol index -> local name (each symbol read once per call)
 
     def py(e):
         if isinstance(e, FloatOfSize):
@@ -464,14 +466,25 @@ def _sym_code(syms, exprs, graph):
             w = where.get(e.a.index)
             if w is None:
                 raise AOTUnsupported(f"symbol s{e.a.index} is not a dim of a tensor input")
-            return w
+            return used.setdefault(e.a.index, f"s{e.a.index}")
         if e.op == "const":
             return repr(e.a)
         return f"({py(e.a)}{e.op}{py(e.b)})"
     body = ", ".join(py(e) for e in exprs)
-    src = f"def __syms(I):\n    return ({body}{',' if exprs else ''})\n"
+    reads = "".join(f"    {name} = {where[k]}\n" for k, name in used.items())
+    src = f"def __syms(I):\n{reads}    return ({body}{',' if exprs else ''})\n"
     import strata
-    ns = {"T": lambda v: strata.tensor(v, dtype=strata.float64)}
+    made = {}
+
+    def T(v):
+        # The 0-d float64 input of a number that depends on a size: one tensor per value (graphs only read it).
+        t = made.get(v)
+        if t is None:
+            if len(made) > 64:
+                made.clear()
+            t = made[v] = strata.tensor(v, dtype=strata.float64)
+        return t
+    ns = {"T": T}
     exec(compile(src, "<strata.compile symbolic sizes>", "exec"), ns)
     return ns["__syms"], src
 

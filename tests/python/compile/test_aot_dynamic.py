@@ -374,3 +374,25 @@ def test_row_kernels_fuse_with_symbolic_outer_dims_in_training_and_inference():
                 close(f(x), m(x), n, False)
     text = _row_kernel_log(infer)
     assert "generated row kernel, any number of rows" in text
+
+
+@pytest.mark.parametrize("backend", _backends())
+def test_write_with_grad_into_an_input_with_symbolic_sizes(backend):
+    def f(buf, w):
+        buf.add_(w * 2)
+        return (buf * buf).sum()
+
+    cf = strata.compile(f, backend=backend)
+    for n in BATCHES:
+        res = []
+        for g in (f, cf):
+            strata.manual_seed(n)
+            w = strata.randn(n, 4).requires_grad_(True)
+            buf = strata.ones(n, 4)
+            (g(buf, w) + buf.sum()).backward()
+            res.append((w.grad.clone(), buf.detach().clone()))
+        close(res[1][0], res[0][0], ("w.grad", n), False)
+        assert strata.equal(res[1][1], res[0][1]), n
+    es = entries(f)
+    assert len(es) == 2 and es[1].dynamic
+    symbolic_plan(es)
