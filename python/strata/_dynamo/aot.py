@@ -655,9 +655,9 @@ def aot_compile(graph, compile_fn=None, functionalize=True, syms=None):
     the captured graph for calls without grad (backend "strata_cpp": Note [Compiled training
     steps] in backends.py); it is called with grad mode off, and the graph for calls without grad
     is compiled at its first such call. Without it every graph runs through its own runner.
-    The graph is functionalized first unless functionalize=False (a graph with symbolic sizes: the pass
-    writes sizes into the nodes it makes) (Note [Functionalization] in functionalize.py); a call whose
-    written input shares storage with another input runs the graph as captured.
+    The graph is functionalized first unless functionalize=False (Note [Functionalization] in
+    functionalize.py); a call whose written input shares storage with another input runs the graph as
+    captured.
     syms: the graph has symbolic sizes (aot_dynamic.SymSizes; Note [Symbolic sizes through AOT
     autograd]); compile_fn then compiles graphs with symbolic sizes."""
     from .functionalize import maybe_functionalize, aliased_inputs
@@ -740,9 +740,9 @@ def _aot_compile_symbolic(graph, compile_fn, syms):
     no_grad_run = LazyNoGrad(compile_fn, graph, syms)
     if not needs_grad:
         return _compiled_now(no_grad_run)
-    if not needs_grad or not _C._is_grad_enabled():
-        if compile_fn is not None and needs_grad and any(n.grad_enabled for n in graph.nodes):
-            return plain
+    if not _C._is_grad_enabled():
+        if compile_fn is not None and any(n.grad_enabled for n in graph.nodes):
+            return plain  # enable_grad inside a no_grad caller: those nodes must record autograd
         return no_grad_run
     try:
         run_grad = aot_compile_dynamic(graph, syms, compile_fn)

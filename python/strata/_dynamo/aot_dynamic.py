@@ -6,32 +6,38 @@ sizes that depend on a symbol reach the graph's nodes as int graph inputs. AOT a
 cannot see those: the backward's ops are called by the autograd engine from C++ with sizes it reads off
 tensors (sum_to's target, expand's size, a view's shape, a mean's element count), so the recorder
 writes them as constants. As capture does for each op (two worlds), this module does it for the whole
-joint graph, in three worlds:
+joint graph, in four worlds (_worlds: the hint, the probe, the check and hint + 2 + 3 * index, which
+changes parity where the check does not):
 
-  1. the captured graph is replayed on Meta at the hint, at the probe and at the check sizes of its
-     symbols (Symbol.hint / probe / check), recording three graphs of the same nodes (`_rerecord`);
-     each is functionalized (functionalize.py, the same pass as for static graphs) and traced into a
-     joint graph (aot.make_joint);
-  2. the three joint graphs must have the same structure (ops, value numbering, outputs); an argument
-     that differs between them is an int (or an element of an int list, or an integral Scalar), and
-     becomes the expression over the symbols that gives all three values (symshape.candidates:
-     input dims, products of consecutive dims, sums, small multiples and quotients, and the captured
-     graph's own symbolic int inputs); anything else that differs (a float, a structure) refuses;
-  3. the joint graph is made again at the hint (`_rebuild`) with one int input per expression (after
-     the primals, before the tangents); a node with such an argument is recorded through the Python
-     binding with the int given as a SymInt, so the recorded node reads that input (Note [Symbolic ints
-     in recorded nodes]); the other nodes are copied with Graph.add_node.
+  1. the captured graph is replayed on Meta at each world's sizes, recording four graphs of the same
+     nodes (`_rerecord`); each is functionalized (functionalize.py, the same pass as for static graphs)
+     and traced into a joint graph (aot.make_joint);
+  2. the four joint graphs must have the same structure (ops, value numbering, outputs); an argument
+     that differs between them is an int (an int argument, an element of an int list, an integral
+     Scalar), which becomes the expression over the symbols that gives all four values
+     (symshape.candidates: input dims, products of consecutive dims, sums, small multiples and
+     quotients, and the captured graph's own symbolic int inputs), or a float (a mean's 1 / numel, var's
+     2 / (n - 1), passed where the schema takes a Tensor, as a wrapped number), which becomes k * e or
+     k / e over such an expression (FloatOfSize: a 0-d float64 tensor input); anything else that
+     differs refuses;
+  3. the joint graph is made again at the hint (`_rebuild`) with one input per expression (after the
+     primals, before the tangents); a node with an int argument that is an expression is recorded
+     through the Python binding with the int given as a SymInt, so the recorded node reads that input
+     (Note [Symbolic ints in recorded nodes]); the other nodes are copied with Graph.add_node.
 
-The partition (aot.partition) then works unchanged: the int inputs are primals, saved for the backward
-as numbers where a backward node reads them, so the forward graph, the backward graph and the saved
-tensors all have symbolic sizes. At run time the expressions are computed from the call's tensor
-inputs (generated Python: I[0].shape[0]*I[0].shape[1]) and passed to CompiledFunction.apply after the
+The partition (aot.partition) then works unchanged: the size inputs are primals, saved for the backward
+as numbers (or 0-d tensors) where a backward node reads them, so the forward graph, the backward graph
+and the saved tensors all have symbolic sizes. At run time the expressions are computed from the call's
+tensor inputs (generated Python: s0 = I[0].size(0); ...) and passed to CompiledFunction.apply after the
 tensors. The captured graph's own int inputs are not passed (its ints are recomputed the same way), so
-the forward and backward graphs take tensors and these ints only.
+the forward and backward graphs take tensors and these inputs only. strata_cpp compiles both graphs
+with the values' shapes in the four worlds (world_shapes: which row groups may fuse, Note [Row kernels
+with symbolic sizes] in _inductor/fusion.py).
 
-Anything this cannot express (AOTUnsupported: a structure that changes with the size, a float that
-depends on a size, a symbol no tensor input carries, autocast nodes) leaves the graph to the eager
-backend's replay with eager autograd, which is correct at every size; STRATA_LOGS=aot says why.
+Anything this cannot express (AOTUnsupported: a structure that changes with the size, a number no
+expression gives, a symbol no tensor input carries as a dim, autocast nodes) leaves the graph to the
+eager backend's replay with eager autograd, which is correct at every size; STRATA_LOGS=aot says why.
+Calls without grad use the same worlds to functionalize the graph (functionalize_dynamic).
 """
 
 from .. import _C
@@ -188,7 +194,7 @@ def _fresh_metas(metas):
 
 
 class _Matcher:
-    """Finds the expression over the symbols an int has in the three worlds."""
+    """Finds the expression over the symbols a number has in the worlds."""
 
     def __init__(self, syms, worlds):
         self.worlds = worlds
@@ -206,7 +212,8 @@ class _Matcher:
         return e
 
     def find_float(self, vals, what):
-        """k * e or k / e over an int expression e that gives the three floats (to float32 rounding)."""
+        """k * e or k / e over an int expression e that gives the floats of every world (to float32
+        rounding)."""
         self.find_table()
 
         def close(a, b):

@@ -18,8 +18,8 @@ autograd node). A training step is then the forward kernel plan, CompiledFunctio
 the backward kernel plan, and the optimizer in eager mode. Whatever cannot be fused or planned
 runs node by node (the graph's own runner, or compile_graph's own step runner when a kernel
 plan cannot be built); a graph AOT autograd cannot trace replays with eager autograd. Graphs with
-symbolic sizes skip AOT autograd (it traces at the capture sizes): with grad they replay with
-eager autograd, without grad they are fused.
+symbolic sizes go through AOT autograd with symbolic sizes (Note [Symbolic sizes through AOT autograd]
+in aot_dynamic.py), their graphs compiled with dynamic=True (kernels that take any size).
 
 Modes: "default"; "reduce-overhead" keeps the arena of kernel outputs and the tensors over it from
 the first call (later calls allocate only graph outputs and what nodes outside kernels allocate,
@@ -84,7 +84,7 @@ def _strata_cpp(graph, out):
         return _compile_cpp(g, mode, inputs_die, dynamic=dynamic, world_shapes=world_shapes)
     compile_fn.takes_world_shapes = True
     if dynamic:
-        # Symbolic sizes: AOT autograd traces the joint graph at three sizes and makes its sizes
+        # Symbolic sizes: AOT autograd traces the joint graph at four sizes and makes its sizes
         # symbolic (Note [Symbolic sizes through AOT autograd] in aot_dynamic.py).
         from .aot_dynamic import SymSizes
         return aot_compile(graph, compile_fn=compile_fn, syms=SymSizes.of(graph, out))
@@ -494,7 +494,7 @@ def kernel_runner(graph, steps, keep_arena=False, inputs_die=False, order=None):
 def _aot_eager(graph, out):
     """Forward and backward traced ahead of time, partitioned with a min-cut (aot.py)."""
     from .aot import aot_compile
-    if getattr(out, "dynamic", False):
+    if getattr(out, "dynamic", False) and getattr(out, "symbols", None):
         from .aot_dynamic import SymSizes
         return aot_compile(graph, syms=SymSizes.of(graph, out))
     return aot_compile(graph)
