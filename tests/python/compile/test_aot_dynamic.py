@@ -396,3 +396,33 @@ def test_write_with_grad_into_an_input_with_symbolic_sizes(backend):
     es = entries(f)
     assert len(es) == 2 and es[1].dynamic
     symbolic_plan(es)
+
+
+@pytest.mark.parametrize("backend", _backends())
+def test_main_job_models_train_with_symbolic_batch(backend):
+    # The char transformer (dropout, attention) and the digits CNN of examples/, training mode.
+    import os
+    import sys
+    from test_compiled_models import load_example
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    sys.path.insert(0, os.path.join(root, "examples"))
+    import train_digits
+    charlm = load_example("train_charlm")
+    strata.manual_seed(0)
+    lm = charlm.build_model(strata, 20, 16, d_model=32, n_layers=2, n_heads=4, dropout=0.1).train()
+
+    def lm_step(model, x, y):
+        return F.cross_entropy(model(x).reshape(-1, 20), y.reshape(-1))
+    es = sweep(lm, lm_step, lambda n: (strata.randint(0, 20, (n, 16)), strata.randint(0, 20, (n, 16))), backend,
+               exact=backend == "aot_eager")
+    assert len(es) == 2 and es[1].dynamic
+    symbolic_plan(es)
+
+    cnn = train_digits.build_model(strata).train()
+
+    def cnn_step(model, x, y):
+        return F.cross_entropy(model(x), y)
+    es = sweep(cnn, cnn_step, lambda n: (strata.randn(n, 1, 8, 8), strata.randint(0, 10, (n,))), backend,
+               exact=backend == "aot_eager")
+    assert len(es) == 2 and es[1].dynamic
+    symbolic_plan(es)
