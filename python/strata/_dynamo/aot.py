@@ -696,6 +696,8 @@ def _aot_compile(graph, compile_fn):
         no_grad_run = _LazyCompiled(compile_fn, graph)
         if not needs_grad:
             return _compiled_now(no_grad_run)
+    if graph.num_ops == 0:
+        return plain  # nothing to differentiate (the tensors a graph break hands on)
     if not needs_grad or not _C._is_grad_enabled():
         if compile_fn is not None and needs_grad and any(n.grad_enabled for n in graph.nodes):
             return plain  # enable_grad inside a no_grad caller: those nodes must record autograd
@@ -718,15 +720,37 @@ def _aot_compile(graph, compile_fn):
              f"{part.backward.num_ops} ops; " + part.describe())
     apply = CompiledFunction.apply
     is_grad = _C._is_grad_enabled
+    passthrough = passthrough_outputs(graph)
 
     def run(*inputs):
         if is_grad():
-            return apply(plan, *inputs)
+            outs = apply(plan, *inputs)
+            return restore_passthrough(outs, inputs, passthrough) if passthrough else outs
         return no_grad_run(*inputs)
 
     run.plan = plan
     run.no_grad_run = no_grad_run
     return run
+
+
+def passthrough_outputs(graph):
+    """[(output index, input position)] for the outputs of graph that are its inputs (the live tensors a
+    graph break hands to the rest of the frame, an input returned as it is)."""
+    pos = {v: i for i, v in enumerate(graph.inputs)}
+    return [(k, pos[o]) for k, o in enumerate(graph.outputs) if o in pos]
+
+
+def restore_passthrough(outs, inputs, passthrough):
+    """Note [Inputs returned by a compiled function]
+    CompiledFunction.apply returns an input that is also an output as a new alias with its own history
+    (autograd.Function's rule), but the caller must get the tensor itself, as eager mode and the eager
+    backend give it: at a graph break the rest of the frame writes into that tensor in place (h.mul_(w)
+    after the break), and a write into an alias would leave h's autograd history stale, so gradients
+    through h were wrong. The identity needs no backward: the caller's tensor carries its own history."""
+    outs = list(outs)
+    for k, i in passthrough:
+        outs[k] = inputs[i]
+    return tuple(outs)
 
 
 def _aot_compile_symbolic(graph, compile_fn, syms):
@@ -740,6 +764,8 @@ def _aot_compile_symbolic(graph, compile_fn, syms):
     no_grad_run = LazyNoGrad(compile_fn, graph, syms)
     if not needs_grad:
         return _compiled_now(no_grad_run)
+    if graph.num_ops == 0:
+        return plain
     if not _C._is_grad_enabled():
         if compile_fn is not None and any(n.grad_enabled for n in graph.nodes):
             return plain  # enable_grad inside a no_grad caller: those nodes must record autograd

@@ -42,7 +42,8 @@ Calls without grad use the same worlds to functionalize the graph (functionalize
 
 from .. import _C
 from . import logs
-from .aot import AOTUnsupported, JointGraph, partition, _Plan, CompiledFunction, _meta_of, make_joint
+from .aot import (AOTUnsupported, JointGraph, partition, _Plan, CompiledFunction, _meta_of, make_joint,
+                  passthrough_outputs, restore_passthrough)
 from .functionalize import _schemas
 from .symshape import SymExpr, SymInt, candidates, contiguous_strides, _OPS
 
@@ -517,6 +518,7 @@ def aot_compile_dynamic(graph, syms, compile_fn=None):
         joints.append(make_joint(fg, _fresh_metas(metas)))
         if hint is None:
             hint = (written, gw)
+            passthrough = passthrough_outputs(fg)
     if not _same(func):
         raise AOTUnsupported("functionalization differs at another size")
     written, gw = hint
@@ -551,6 +553,8 @@ def aot_compile_dynamic(graph, syms, compile_fn=None):
                 as_captured.append(graph.runner())
             return as_captured[0](*inputs)
         outs = apply(plan, *tensors, *syms_fn(inputs))
+        if passthrough:
+            outs = restore_passthrough(outs, tensors, passthrough)  # Note [Inputs returned by a compiled function]
         return outs if gw is None else gw.finish(tensors, outs)
     run_grad.plan = plan
     run_grad.sym_source = src

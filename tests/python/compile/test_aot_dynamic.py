@@ -426,3 +426,28 @@ def test_main_job_models_train_with_symbolic_batch(backend):
                exact=backend == "aot_eager")
     assert len(es) == 2 and es[1].dynamic
     symbolic_plan(es)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("backend", ["eager"] + _backends())
+def test_tensors_handed_on_at_a_graph_break_keep_their_history(backend, dynamic):
+    # Note [Inputs returned by a compiled function]: the graph before the break returns h and w for the
+    # rest of the frame, which writes into h in place; with aliases in their place h's history went stale
+    # (x.grad and w.grad were wrong under aot_eager and strata_cpp).
+    def f(h, w):
+        y = (h * 2).sum() + w.exp().sum()
+        h.mul_(w)
+        return y + (h * h).sum()
+
+    cf = strata.compile(f, backend=backend, dynamic=dynamic)
+    for n in (3, 5, 8):
+        res = []
+        for g in (f, cf):
+            strata.manual_seed(n)
+            x = strata.randn(n, requires_grad=True)
+            w = strata.randn(n, requires_grad=True)
+            h = x * 1
+            (g(h, w) + h.sum()).backward()
+            res.append((x.grad.clone(), w.grad.clone(), h.detach().clone()))
+        for a, b in zip(*res):
+            close(b, a, (backend, n), False)
