@@ -135,16 +135,19 @@ def _meta_of(v, requires_grad):
     return m
 
 
-def make_joint(graph):
-    """Traces graph's forward and backward into a joint graph (Note [The joint graph])."""
+def make_joint(graph, metas=None):
+    """Traces graph's forward and backward into a joint graph (Note [The joint graph]). metas: the Meta
+    inputs to trace with (default: the recorded geometry of graph's inputs; Note [Symbolic sizes through
+    AOT autograd] traces at other sizes)."""
     import strata
     j = _compile.Graph()
+    given = metas
     metas = []
-    for vid in graph.inputs:
+    for k, vid in enumerate(graph.inputs):
         v = graph.value(vid)
         if v.kind != "tensor":
             raise AOTUnsupported(f"input {v.name!r} is a {v.kind}; AOT autograd takes tensor inputs only")
-        m = _meta_of(v, v.requires_grad)
+        m = _meta_of(v, v.requires_grad) if given is None else given[k]
         j.add_input(v.name, m, device=v.device)
         metas.append(m)
     for vid in graph.constants:
@@ -357,6 +360,7 @@ def partition(joint, recompute=True):
         if any(v in tangent_values for v in reads[i]):
             is_bwd[i] = True
             tangent_values.update(n.outputs)
+    _check_backward_writes(nodes, is_bwd, tangent_values)
     primals = list(joint.primals)
     grads = [v for v in joint.grad_values if v is not None]
     # Forward nodes the forward outputs and side effects need; the other forward nodes
@@ -494,6 +498,28 @@ def partition(joint, recompute=True):
     return Partition(joint, forward, backward, info, recomputed)
 
 
+def _check_backward_writes(nodes, is_bwd, bwd_values):
+    """A backward node that writes into a tensor the forward side made (a derivative filling a zero
+    buffer through a view, as an in-place op's derivative may do) is a dependence the partition does not
+    follow: readers of that buffer look like forward nodes. Such a joint graph is refused (the graph then
+    runs as the eager backend) rather than partitioned into a wrong backward."""
+    from .functionalize import _writes, _view_ops
+    views = _view_ops()
+    root = {}
+    for i, n in enumerate(nodes):
+        ids = n.input_ids
+        if ids and (n.flags & _FLAGS["view"] or n.op in views):
+            for o in n.outputs:
+                root[o] = root.get(ids[0], ids[0])
+        if not is_bwd[i]:
+            continue
+        args = n.args
+        for k in _writes(n):
+            a = args[k]
+            if isinstance(a, _compile.Value) and root.get(a.id, a.id) not in bwd_values:
+                raise AOTUnsupported(f"a backward node ({n.op}) writes into a tensor the forward side made")
+
+
 def _sink_recomputed(nodes, bwd_nodes, is_bwd, producer, reads):
     """The backward graph's node order: the backward nodes in joint order, each recomputed forward
     node placed just before the first node that reads it (its own inputs first), so a recomputed
@@ -562,6 +588,7 @@ class _Plan:
             else:
                 self.grad_slots.append(None)
         self.saved_kinds = [s[1] for s in part.saved]
+        self.dynamic = False           # symbolic sizes (aot_dynamic.py): output shapes are per call
 
 
 class CompiledFunction(Function):
@@ -578,6 +605,8 @@ class CompiledFunction(Function):
         ctx.save_for_backward(*tensors)
         ctx.saved_numbers = others
         ctx.plan = plan
+        if plan.dynamic:
+            ctx.out_shapes = [tuple(o.shape) for o in fwd]
         if plan.nondiff_outputs:
             ctx.mark_non_differentiable(*[fwd[i] for i in plan.nondiff_outputs])
         return tuple(fwd)
@@ -608,7 +637,7 @@ class CompiledFunction(Function):
             if gr is None:
                 import strata
                 v = plan.joint.graph.value(plan.joint.fwd_values[i])
-                gr = strata.zeros(v.shape, dtype=v.dtype, device=v.device)
+                gr = strata.zeros(ctx.out_shapes[i] if plan.dynamic else v.shape, dtype=v.dtype, device=v.device)
             elif not gr.is_contiguous():
                 gr = gr.contiguous()
             args.append(gr)
@@ -617,7 +646,7 @@ class CompiledFunction(Function):
         return (None,) + tuple(None if k is None else res[k] for k in plan.grad_slots)
 
 
-def aot_compile(graph, compile_fn=None, functionalize=True):
+def aot_compile(graph, compile_fn=None, functionalize=True, syms=None):
     """The aot_eager backend's callable for a captured graph (Note [CompiledFunction]).
 
     compile_fn(graph, inputs_die=False) -> callable, when given, compiles the forward graph, the
@@ -626,22 +655,31 @@ def aot_compile(graph, compile_fn=None, functionalize=True):
     the captured graph for calls without grad (backend "strata_cpp": Note [Compiled training
     steps] in backends.py); it is called with grad mode off, and the graph for calls without grad
     is compiled at its first such call. Without it every graph runs through its own runner.
-    The graph is functionalized first unless functionalize=False (a graph with symbolic sizes: the pass
-    writes sizes into the nodes it makes) (Note [Functionalization] in functionalize.py); a call whose
-    written input shares storage with another input runs the graph as captured."""
+    The graph is functionalized first unless functionalize=False (Note [Functionalization] in
+    functionalize.py); a call whose written input shares storage with another input runs the graph as
+    captured.
+    syms: the graph has symbolic sizes (aot_dynamic.SymSizes; Note [Symbolic sizes through AOT
+    autograd]); compile_fn then compiles graphs with symbolic sizes."""
     from .functionalize import maybe_functionalize, aliased_inputs
-    fgraph, written = maybe_functionalize(graph) if functionalize else (graph, None)
+    if syms is not None:
+        return _aot_compile_symbolic(graph, compile_fn, syms)
+    fgraph, written, gw = maybe_functionalize(graph) if functionalize else (graph, None, None)
     fn = _aot_compile(fgraph, compile_fn)
     if not written:
         return fn
     as_captured = []
+    functional = fn
+    if gw is not None:
+        # Note [Writes with grad into inputs] in functionalize.py: the copies run here, under grad.
+        def functional(*inputs):
+            return gw.finish(inputs, fn(*inputs))
 
     def run(*inputs):
         if aliased_inputs(inputs, written):
             if not as_captured:
                 as_captured.append(_aot_compile(graph, compile_fn))
             return as_captured[0](*inputs)
-        return fn(*inputs)
+        return functional(*inputs)
     for k in ("plan", "no_grad_run", "memory_plan"):
         if hasattr(fn, k):
             setattr(run, k, getattr(fn, k))
@@ -658,6 +696,8 @@ def _aot_compile(graph, compile_fn):
         no_grad_run = _LazyCompiled(compile_fn, graph)
         if not needs_grad:
             return _compiled_now(no_grad_run)
+    if graph.num_ops == 0:
+        return plain  # nothing to differentiate (the tensors a graph break hands on)
     if not needs_grad or not _C._is_grad_enabled():
         if compile_fn is not None and needs_grad and any(n.grad_enabled for n in graph.nodes):
             return plain  # enable_grad inside a no_grad caller: those nodes must record autograd
@@ -680,13 +720,72 @@ def _aot_compile(graph, compile_fn):
              f"{part.backward.num_ops} ops; " + part.describe())
     apply = CompiledFunction.apply
     is_grad = _C._is_grad_enabled
+    passthrough = passthrough_outputs(graph)
 
     def run(*inputs):
         if is_grad():
-            return apply(plan, *inputs)
+            outs = apply(plan, *inputs)
+            return restore_passthrough(outs, inputs, passthrough) if passthrough else outs
         return no_grad_run(*inputs)
 
     run.plan = plan
+    run.no_grad_run = no_grad_run
+    return run
+
+
+def passthrough_outputs(graph):
+    """[(output index, input position)] for the outputs of graph that are its inputs (the live tensors a
+    graph break hands to the rest of the frame, an input returned as it is)."""
+    pos = {v: i for i, v in enumerate(graph.inputs)}
+    return [(k, pos[o]) for k, o in enumerate(graph.outputs) if o in pos]
+
+
+def restore_passthrough(outs, inputs, passthrough):
+    """Note [Inputs returned by a compiled function]
+    CompiledFunction.apply returns an input that is also an output as a new alias with its own history
+    (autograd.Function's rule), but the caller must get the tensor itself, as eager mode and the eager
+    backend give it: at a graph break the rest of the frame writes into that tensor in place (h.mul_(w)
+    after the break), and a write into an alias would leave h's autograd history stale, so gradients
+    through h were wrong. The identity needs no backward: the caller's tensor carries its own history."""
+    outs = list(outs)
+    for k, i in passthrough:
+        outs[k] = inputs[i]
+    return tuple(outs)
+
+
+def _aot_compile_symbolic(graph, compile_fn, syms):
+    """aot_compile for a graph with symbolic sizes: with grad, the symbolic forward/backward pair of
+    aot_dynamic.py (the eager backend's replay with eager autograd where it cannot be made); without
+    grad, the graph functionalized with symbolic sizes where it writes into tensors (aot_dynamic.LazyNoGrad),
+    compiled with compile_fn at its first such call."""
+    from .aot_dynamic import aot_compile_dynamic, LazyNoGrad
+    plain = graph.runner()
+    needs_grad = any(graph.value(v).requires_grad for v in graph.inputs)
+    no_grad_run = LazyNoGrad(compile_fn, graph, syms)
+    if not needs_grad:
+        return _compiled_now(no_grad_run)
+    if graph.num_ops == 0:
+        return plain
+    if not _C._is_grad_enabled():
+        if compile_fn is not None and any(n.grad_enabled for n in graph.nodes):
+            return plain  # enable_grad inside a no_grad caller: those nodes must record autograd
+        return no_grad_run
+    try:
+        run_grad = aot_compile_dynamic(graph, syms, compile_fn)
+    except AOTUnsupported as e:
+        logs.aot(f"the graph with symbolic sizes runs as the eager backend: {e}")
+        return plain
+    except Exception as e:  # noqa: BLE001 -- the replay with eager autograd is correct at every size
+        logs.aot(f"the graph with symbolic sizes runs as the eager backend: {type(e).__name__}: {e}")
+        return plain
+    is_grad = _C._is_grad_enabled
+
+    def run(*inputs):
+        if is_grad():
+            return run_grad(*inputs)
+        return no_grad_run(*inputs)
+
+    run.plan = run_grad.plan
     run.no_grad_run = no_grad_run
     return run
 

@@ -18,8 +18,8 @@ autograd node). A training step is then the forward kernel plan, CompiledFunctio
 the backward kernel plan, and the optimizer in eager mode. Whatever cannot be fused or planned
 runs node by node (the graph's own runner, or compile_graph's own step runner when a kernel
 plan cannot be built); a graph AOT autograd cannot trace replays with eager autograd. Graphs with
-symbolic sizes skip AOT autograd (it traces at the capture sizes): with grad they replay with
-eager autograd, without grad they are fused.
+symbolic sizes go through AOT autograd with symbolic sizes (Note [Symbolic sizes through AOT autograd]
+in aot_dynamic.py), their graphs compiled with dynamic=True (kernels that take any size).
 
 Modes: "default"; "reduce-overhead" keeps the arena of kernel outputs and the tensors over it from
 the first call (later calls allocate only graph outputs and what nodes outside kernels allocate,
@@ -78,16 +78,16 @@ def _strata_cpp(graph, out):
     from .aot import aot_compile
     mode = _mode_of(out)
 
-    def compile_fn(g, inputs_die=False):
-        return _compile_cpp(g, mode, inputs_die)
-    if getattr(out, "dynamic", False):
-        # Symbolic sizes: AOT autograd traces at the capture sizes, so a graph that needs grad
-        # replays node by node with eager autograd, as the eager backend does.
-        if _C._is_grad_enabled() and any(graph.value(v).requires_grad for v in graph.inputs):
-            return graph.runner()
-        import strata
-        with strata.no_grad():
-            return compile_fn(graph)
+    dynamic = bool(getattr(out, "dynamic", False) and getattr(out, "symbols", None))
+
+    def compile_fn(g, inputs_die=False, world_shapes=None):
+        return _compile_cpp(g, mode, inputs_die, dynamic=dynamic, world_shapes=world_shapes)
+    compile_fn.takes_world_shapes = True
+    if dynamic:
+        # Symbolic sizes: AOT autograd traces the joint graph at four sizes and makes its sizes
+        # symbolic (Note [Symbolic sizes through AOT autograd] in aot_dynamic.py).
+        from .aot_dynamic import SymSizes
+        return aot_compile(graph, compile_fn=compile_fn, syms=SymSizes.of(graph, out))
     return aot_compile(graph, compile_fn=compile_fn)
 
 
@@ -107,12 +107,14 @@ def _mode_of(out):
     return mode or "default"
 
 
-def _compile_cpp(graph, mode, inputs_die=False):
+def _compile_cpp(graph, mode, inputs_die=False, dynamic=False, world_shapes=None):
     """compile_graph's fused groups as one kernel plan (Note [Kernel plans] in src/compile/executor.cpp)
     with a memory plan; what compile_graph returns when it fused nothing or the plan cannot be made.
-    inputs_die: the caller hands over its inputs (a backward graph), so they count in the plan."""
+    inputs_die: the caller hands over its inputs (a backward graph), so they count in the plan.
+    dynamic: the graph has symbolic sizes (kernels that take any size only); world_shapes: its values'
+    shapes at several sizes (row kernels, Note [Row kernels with symbolic sizes] in _inductor/fusion.py)."""
     from .._inductor.fusion import compile_graph
-    fused = compile_graph(graph, None)
+    fused = compile_graph(graph, None, dynamic=dynamic or None, world_shapes=world_shapes)
     steps = getattr(fused, "steps", None)
     if steps is None:
         return fused
@@ -492,7 +494,10 @@ def kernel_runner(graph, steps, keep_arena=False, inputs_die=False, order=None):
 def _aot_eager(graph, out):
     """Forward and backward traced ahead of time, partitioned with a min-cut (aot.py)."""
     from .aot import aot_compile
-    return aot_compile(graph, functionalize=not getattr(out, "dynamic", False))
+    if getattr(out, "dynamic", False) and getattr(out, "symbols", None):
+        from .aot_dynamic import SymSizes
+        return aot_compile(graph, syms=SymSizes.of(graph, out))
+    return aot_compile(graph)
 
 
 def lookup_backend(backend):

@@ -284,10 +284,10 @@ def _dynamic_spec(fn, st, args, opts):
     None for static sizes: dynamic=True makes every dim of every tensor argument symbolic; with
     dynamic=None (the default), a dim that differs from the previous entry's (automatic dynamic) and
     dims marked with mark_dynamic are. dynamic=False, a frame where symbolic sizes failed once, and
-    backends other than eager and strata_cpp/inductor (aot_eager specializes sizes) keep sizes static."""
+    backends other than eager, aot_eager and strata_cpp/inductor keep sizes static."""
     mode = opts.get("dynamic")
     backend = opts.get("backend", "inductor")
-    if mode is False or st.static_only or not (backend in ("eager", "strata_cpp", "inductor") or callable(backend)):
+    if mode is False or st.static_only or not (backend in ("eager", "aot_eager", "strata_cpp", "inductor") or callable(backend)):
         return None
     if st.entries and config.automatic_dynamic_shapes and mode is None or mode is True and st.entries:
         last = st.entries[-1]

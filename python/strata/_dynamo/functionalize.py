@@ -120,7 +120,8 @@ def _contiguous(v):
 
 
 class _Base:
-    __slots__ = ("cur", "version", "is_input", "vid", "written", "grad_write", "unknown_alias", "lost_grad")
+    __slots__ = ("cur", "version", "is_input", "vid", "written", "grad_write", "unknown_alias", "lost_grad",
+                 "grad_out")
 
     def __init__(self, vid, cur, is_input):
         self.vid, self.cur, self.is_input = vid, cur, is_input
@@ -131,12 +132,19 @@ class _Base:
         # Written without grad over a value that requires grad: eager mode keeps that tensor's history
         # (autograd sees the old graph), the new value has none, so a later read under grad cannot use it.
         self.lost_grad = False
+        # An input written under grad with a value that requires grad (grad_writes mode): its final value
+        # is an extra graph output that the caller copies into it (Note [Writes with grad into inputs]).
+        self.grad_out = False
 
 
 class _Functionalizer:
-    def __init__(self, graph, ng):
+    def __init__(self, graph, ng, grad_writes=False, clone_inputs=()):
         self.g = graph
         self.ng = ng
+        self.grad_writes = grad_writes
+        self.clone_inputs = clone_inputs   # positions of inputs read through a clone made first
+        self.grad_outputs = []      # positions of the inputs whose final value is an extra output
+        self.output_inputs = {}     # output index -> position of the grad-written input it is
         self.info = {}      # old tensor value id -> (_Base, chain of (node, output index))
         self.cache = {}     # old view value id -> (new value id, base version)
         self.consts = {}
@@ -237,7 +245,11 @@ class _Functionalizer:
             base.grad_write = True
             if base.is_input and (self.g.value(base.vid).requires_grad or
                                   any(self.g.value(o).requires_grad for o in getattr(n, "outputs", ()))):
-                # eager mode gives the input an autograd history of its own (a copy at the end cannot)
+                # eager mode gives the input an autograd history of its own (a copy inside the graph
+                # cannot): with grad_writes the caller copies the final value in, under grad
+                if self.grad_writes:
+                    base.grad_out = True
+                    return
                 raise FunctionalizeUnsupported(f"{n.op} writes under grad mode into input "
                                                f"{self.g.value(base.vid).name!r} a value that requires grad")
 
@@ -290,6 +302,9 @@ class _Functionalizer:
                 raise FunctionalizeUnsupported(f"input {v.name!r} is a {v.kind}")
             nid = ng.add_input(v.name, _meta_of(v), device=v.device)
             self.info[vid] = (_Base(vid, nid, True), ())
+        for pos in self.clone_inputs:
+            base = self.info[g.inputs[pos]][0]
+            base.cur = self.add("clone", [ng.value(base.cur)], _Src(""), grad_enabled=True)[0]
         for n in g.nodes:
             if n.autocast is not None:
                 raise FunctionalizeUnsupported("a node runs under autocast")
@@ -297,8 +312,17 @@ class _Functionalizer:
             self.node(n)
         self.write_back()
         outs = []
-        for o in g.outputs:
+        for k, o in enumerate(g.outputs):
             self.grad_read = g.value(o).requires_grad
+            base, chain = self.info.get(o, (None, ()))
+            if base is not None and base.grad_out:
+                if chain:
+                    raise FunctionalizeUnsupported(f"output {g.value(o).name!r} is a view of input "
+                                                   f"{g.value(base.vid).name!r}, written under grad")
+                # The input itself, written under grad: the caller returns its tensor after the copy.
+                self.output_inputs[k] = g.inputs.index(base.vid)
+                outs.append(base.cur)
+                continue
             v = self.read(o) if o in self.info or g.value(o).is_constant else None
             if v is None:
                 raise FunctionalizeUnsupported(f"output {g.value(o).name!r} is not a tensor of the graph")
@@ -310,6 +334,8 @@ class _Functionalizer:
                 outs.append(v.id)
             else:
                 raise FunctionalizeUnsupported(f"output {g.value(o).name!r} is not a tensor value")
+        for pos in self.grad_outputs:
+            outs.append(self.info[g.inputs[pos]][0].cur)
         ng.set_outputs(outs)
         ng.eliminate_dead_code()
         return ng
@@ -344,12 +370,19 @@ class _Functionalizer:
             base = self.info[vid][0]
             if base.written:
                 self.written_inputs.append(pos)
-                bases.append((pos, base))
+                if base.grad_out:
+                    self.grad_outputs.append(pos)
+                else:
+                    bases.append((pos, base))
         self.grad_read = False
         # A final value that is (a view of) an input is copied first: the writes below change inputs.
         for pos, base in bases:
             if base.cur in alias_of:
                 base.cur = self.add("clone", [ng.value(base.cur)], _Src(""), grad_enabled=base.grad_write)[0]
+        for pos in self.grad_outputs:
+            base = self.info[g.inputs[pos]][0]
+            if base.cur in alias_of:
+                base.cur = self.add("clone", [ng.value(base.cur)], _Src(""), grad_enabled=True)[0]
         done = set()
         for pos, base in bases:
             inp = ng.inputs[pos]
@@ -562,31 +595,74 @@ def _meta_of(v):
     return m
 
 
-def functionalize(graph, with_written=False):
+class GradWrites:
+    """Note [Writes with grad into inputs]
+    Eager mode gives an input written under grad with a value that requires grad (`buf.add_(w * 2)`, buf
+    not requiring grad) an autograd history of its own: buf.grad_fn, and gradients reach w through buf.
+    A copy inside the graph cannot do that (the graph runs inside CompiledFunction, with no autograd of its
+    own), and the captured graph's write made AOT autograd's joint trace record the in-place derivative's
+    write into a zero-filled buffer, which the partition did not follow (w got a zero gradient). With
+    grad_writes the pass leaves such an input unwritten: its final value is an extra graph output
+    (after the graph's own outputs, in `inputs` order) and the caller copies it into the input under
+    grad (`buf.copy_(new)` outside the compiled function), so the input's history is the copy's and
+    gradients flow through CompiledFunctionBackward. A graph output that is that input itself
+    (`return buf`) is the new value in the graph; `outputs` maps its index to the input's position, and
+    the caller returns the input's tensor instead, as eager mode does. A view of such an input as an
+    output is not rewritten (FunctionalizeUnsupported)."""
+
+    def __init__(self, inputs, outputs):
+        self.inputs = inputs        # positions of the inputs, in the order of the extra outputs
+        self.outputs = outputs      # graph output index -> input position
+
+    def finish(self, inputs, outs):
+        """After the graph ran: the copies into the inputs, then the graph's own outputs."""
+        import strata
+        n = len(outs) - len(self.inputs)
+        with strata.enable_grad():
+            for pos, new in zip(self.inputs, outs[n:]):
+                inputs[pos].copy_(new)
+        outs = list(outs[:n])
+        for k, pos in self.outputs.items():
+            outs[k] = inputs[pos]
+        return tuple(outs)
+
+
+def functionalize(graph, with_written=False, grad_writes=False):
     """A new graph with graph's inputs and outputs and no writes (Note [Functionalization]); raises
     FunctionalizeUnsupported when a write cannot be rewritten. with_written: also the positions of the
-    inputs the graph writes into (copied back at its end)."""
+    inputs the graph writes into (copied back at its end). grad_writes: an input written under grad with
+    a value that requires grad is not written by the graph (Note [Writes with grad into inputs]); returns
+    (graph, written positions, GradWrites or None)."""
     import strata
     # Made in the caller's grad mode (as the captured graph was): nodes recorded under another mode
     # switch to it when they run.
-    f = _Functionalizer(graph, _compile.Graph())
+    f = _Functionalizer(graph, _compile.Graph(), grad_writes=grad_writes)
     with strata.no_grad():
         ng = f.run()
+    if grad_writes and f.grad_outputs:
+        # The caller writes those inputs after the graph ran, while a backward may still need their old
+        # value: the graph reads them through a clone (which the partition can save).
+        f = _Functionalizer(graph, _compile.Graph(), grad_writes=True, clone_inputs=list(f.grad_outputs))
+        with strata.no_grad():
+            ng = f.run()
+    if grad_writes:
+        gw = GradWrites(list(f.grad_outputs), dict(f.output_inputs)) if f.grad_outputs else None
+        return ng, f.written_inputs, gw
     return (ng, f.written_inputs) if with_written else ng
 
 
 def maybe_functionalize(graph):
-    """(graph functionalized, positions of the inputs it writes) when strata._dynamo.config.functionalize
-    is on and graph writes into a tensor; (graph, None) otherwise and when the pass cannot rewrite it
-    (STRATA_LOGS=aot says why)."""
+    """(graph functionalized, positions of the inputs it writes, GradWrites or None) when
+    strata._dynamo.config.functionalize is on and graph writes into a tensor; (graph, None, None)
+    otherwise and when the pass cannot rewrite it (STRATA_LOGS=aot says why)."""
     from . import config
     if not config.functionalize or not mutating_nodes(graph):
-        return graph, None
+        return graph, None, None
     try:
-        return functionalize(graph, with_written=True)
+        return functionalize(graph, grad_writes=True)
     except FunctionalizeUnsupported as e:
         logs.aot(f"functionalization skipped, the graph runs as captured: {e}")
-        return graph, None
+        return graph, None, None
 
 
 def aliased_inputs(inputs, written):

@@ -121,13 +121,22 @@ class _GraphStep:
     __slots__ = ("runner", "in_ids", "out_ids")
 
 
-def compile_graph(graph, out=None):
-    """The strata_cpp backend: a callable(*inputs) -> tuple of outputs."""
+def compile_graph(graph, out=None, dynamic=None, world_shapes=None):
+    """The strata_cpp backend: a callable(*inputs) -> tuple of outputs. dynamic: the graph has symbolic
+    sizes (default: whether it has int inputs); then only kernels that take any size are made.
+    world_shapes: for a graph with symbolic sizes, value name -> its shape at each of several sizes of the
+    symbols (Note [Row kernels with symbolic sizes]); without it such a graph has no row kernels."""
     runner = graph.runner()
     if strata.is_grad_enabled() and any(graph.value(v).requires_grad for v in graph.inputs):
         return runner
-    dynamic = any(graph.value(v).kind == "int" for v in graph.inputs)
-    row_groups = [] if dynamic else _row_groups(graph)
+    if dynamic is None:
+        dynamic = any(graph.value(v).kind == "int" for v in graph.inputs)
+    if not dynamic:
+        row_groups = _row_groups(graph)
+    elif world_shapes:
+        row_groups = [r for r in _row_groups(graph) if _dynamic_rows_ok(graph, r, world_shapes)]
+    else:
+        row_groups = []
     row_pos = {i for r in row_groups for i in r[0]}
     gemms = {} if dynamic else {i: p for i, p in _plan_gemm_epilogues(graph).items()
                                 if i not in row_pos and p["epi"] not in row_pos}
@@ -174,7 +183,7 @@ def compile_graph(graph, out=None):
         live_after = {v for v, k in last_use.items() if k > end}
         st = None
         if u.kind == "rows":
-            st = _row_step(graph, row_of[tuple(u.positions)], live_after, logs)
+            st = _row_step(graph, row_of[tuple(u.positions)], live_after, logs, dynamic)
         elif u.kind in ("pw", "pwred"):
             st = _pw_step(graph, u, plans, live_after, dynamic, logs, colreds)
         elif u.kind == "gemm":
@@ -207,7 +216,54 @@ def _segment_step(graph, seg, last_use, rank):
     return st
 
 
-def _row_step(graph, run, live_after, logs):
+"""Note [Row kernels with symbolic sizes]
+A row group fuses in a graph with symbolic sizes when its row length is static and its outer dims are
+the same symbolic dims for every value of the group's shape: compile_graph's caller gives each value's
+shape at several sizes of the symbols (world_shapes, from AOT autograd's worlds in aot_dynamic.py), and
+_dynamic_rows_ok checks every value the group's nodes read or make: the group's shape with the same
+shapes in every world, [..., 1] with the same outer dims, [cols] and 0-d static. The kernel is the same
+row kernel behind a flat entry point, `strata_kernel(bufs, n)` calling it with rows = n / cols (cols
+baked in), so a kernel plan runs it as a flat step: the outputs are allocated like the reference input
+(the call's size), which is why every output of such a kernel must have the group's full shape (a
+reduction's [..., 1] output leaves the group to its nodes)."""
+
+
+def _dynamic_rows_ok(graph, run, world_shapes):
+    positions, _, S, _ = run
+    S = tuple(S)
+    sig = None
+    vals = []
+    for p in positions:
+        n = graph.nodes[p]
+        vals.extend(n.input_ids)
+        vals.extend(n.outputs)
+    for vid in vals:
+        v = graph.value(vid)
+        if v.kind != "tensor" or v.is_constant:
+            continue
+        shape = tuple(v.shape)
+        ws = world_shapes.get(v.name)
+        if ws is None:
+            return False
+        if shape == S:
+            if ws[0] != S or any(w[-1] != S[-1] for w in ws):
+                return False
+            if sig is None:
+                sig = ws
+            elif ws != sig:
+                return False
+        elif shape == S[:-1] + (1,):
+            if sig is not None and any(w[:-1] != g[:-1] or w[-1] != 1 for w, g in zip(ws, sig)):
+                return False
+        elif len(shape) <= 1:
+            if any(w != shape for w in ws):
+                return False
+        else:
+            return False
+    return sig is not None
+
+
+def _row_step(graph, run, live_after, logs, dynamic=False):
     positions = run[0]
     lowered = _lower_row_group(graph, run, live_after)
     if lowered is None or not lowered[2]:
@@ -215,6 +271,8 @@ def _row_step(graph, run, live_after, logs):
     k, in_ids, out_ids = lowered
     comment = f"strata_cpp row kernel for nodes {positions[0]}..{positions[-1]}:\n{k}"
     source = cpp.render_rows(k, comment)
+    if dynamic:
+        return _flat_row_step(graph, run, k, in_ids, out_ids, source, positions, logs)
     if logs.enabled("output_code"):
         logs._emit("output_code", f"generated row kernel ({len(positions)} nodes):\n{source}")
     st = _RowStep()
@@ -229,6 +287,38 @@ def _row_step(graph, run, live_after, logs):
     st.name = kernel_name(graph, positions)
     st.call = _C._compile.KernelCall(_address(st.fn), True, len(in_ids), st.ref, st.numel, st.cols,
                                      graph.value(out_ids[0]).dtype, [list(sh) for sh, _ in st.outs], name=st.name)
+    return st
+
+
+def _flat_row_step(graph, run, k, in_ids, out_ids, source, positions, logs):
+    """A row kernel behind a flat entry point (Note [Row kernels with symbolic sizes])."""
+    S = tuple(run[2])
+    if any(tuple(graph.value(v).shape) != S for v in out_ids):
+        return None
+    sig = 'extern "C" void strata_kernel(void* const* bufs, int64_t rows, int64_t cols)'
+    if sig not in source:
+        return None
+    cols = S[-1]
+    source = source.replace(sig, "static void strata_row_kernel(void* const* bufs, int64_t rows, int64_t cols)")
+    source += (f'\nextern "C" void strata_kernel(void* const* bufs, int64_t n) {{\n'
+               f'  strata_row_kernel(bufs, n / {cols}, {cols});\n}}\n')
+    if logs.enabled("output_code"):
+        logs._emit("output_code", f"generated row kernel, any number of rows ({len(positions)} nodes):\n{source}")
+    st = _KernelStep()
+    st.fn = codecache.load(source)
+    st.name = kernel_name(graph, positions)
+    st.in_ids, st.out_ids = in_ids, out_ids
+    st.nbuf = len(in_ids) + len(out_ids)
+    st.source = source
+    vals = [graph.value(v) for v in out_ids]
+    st.dtype = vals[0].dtype
+    st.shape = S
+    dts = [v.dtype for v in vals]
+    st.ref = next(j for j, b in enumerate(k.inputs) if b.kind == "full")
+    st.numel = None
+    st.call = _C._compile.KernelCall(_address(st.fn), False, len(in_ids), st.ref, -1, 1, st.dtype,
+                                     [[] for _ in out_ids], dts, name=st.name)
+    st.extra = (dts, None, False)
     return st
 
 

@@ -338,9 +338,14 @@ def dropout(input, p=0.5, training=True, inplace=False):
     if _C._vmap_is_batched(input):  # inside vmap: one mask per batch entry (or shared, randomness="same")
         from ..func._vmap import _empty_batched_like
         noise = _empty_batched_like(input)
+        _ops.bernoulli_(noise, 1.0 - p)
+    elif input.is_contiguous():
+        # The same draw as empty + bernoulli_, with no size in the call: strata.compile's symbolic sizes
+        # capture it for every batch size (a size read here would be baked into the graph).
+        noise = _ops.bernoulli(input, 1.0 - p)
     else:
         noise = st._creation._empty_in_layout(input, input.shape, input.dtype, input.device)
-    _ops.bernoulli_(noise, 1.0 - p)
+        _ops.bernoulli_(noise, 1.0 - p)
     _ops.div(noise, 1.0 - p, out=noise)
     if inplace:
         _ops.mul(input, noise, out=input)
