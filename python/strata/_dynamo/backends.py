@@ -23,8 +23,9 @@ eager autograd, without grad they are fused.
 
 Modes: "default"; "reduce-overhead" keeps the arena of kernel outputs and the tensors over it from
 the first call (later calls allocate only graph outputs and what nodes outside kernels allocate,
-and run no Python per node); "max-autotune" and "max-autotune-no-cudagraphs" are accepted and
-run as "default" (no autotuning yet)."""
+and run no Python per node); "max-autotune" and "max-autotune-no-cudagraphs" (the same on the CPU)
+time each kernel's render variants and each GEMM's route on the captured shapes and keep the fastest,
+cached on disk (Note [Autotuning] in python/strata/_inductor/autotune.py)."""
 
 from .. import _C
 from . import logs
@@ -112,7 +113,7 @@ def _compile_cpp(graph, mode, inputs_die=False):
     with a memory plan; what compile_graph returns when it fused nothing or the plan cannot be made.
     inputs_die: the caller hands over its inputs (a backward graph), so they count in the plan."""
     from .._inductor.fusion import compile_graph
-    fused = compile_graph(graph, None)
+    fused = compile_graph(graph, None, autotune=mode.startswith("max-autotune"))
     steps = getattr(fused, "steps", None)
     if steps is None:
         return fused

@@ -12,6 +12,24 @@ PARALLEL_MIN = 1 << 17
 BLOCK = 1 << 15
 TILE = 64  # transposed access: 64 x 64 tiles of the two innermost dims
 
+# Note [Render parameters]
+# Every renderer takes `params`, a dict of choices that change the loops' shape but never the order in
+# which any output element's value is computed or accumulated (mode="max-autotune" times them: Note
+# [Autotuning] in autotune.py). An empty dict renders exactly the default source.
+#   parallel_min  elements at or above which the OpenMP region runs threaded (PARALLEL_MIN)
+#   threads       a num_threads clause (0: none, OpenMP's default team)
+#   block         pointwise kernels: inner elements per tile (BLOCK; a multiple of every vector width)
+#   tile          transposed pointwise kernels: the tile edge (TILE)
+#   chunk         row kernels: rows per scheduling chunk (0: one contiguous range per thread)
+#   cols_w        column reductions: columns per tile (1024 bytes of accumulators)
+
+
+def _omp_if(params, total):
+    """The num_threads and if clauses of an OpenMP parallel pragma over `total` elements."""
+    params = params or {}
+    t = params.get("threads", 0)
+    return (f" num_threads({t})" if t else "") + f" if ({total} >= {params.get('parallel_min', PARALLEL_MIN)})"
+
 
 def _literal(x, dtype):
     # Exact: a hex float literal converted to the kernel dtype, like eager's wrapped numbers.
@@ -79,7 +97,7 @@ def _bind_buffers(kernel, w, ctype):
         w(f"  {t}* __restrict {b.name} = static_cast<{t}*>(bufs[{len(kernel.inputs) + k}]);")
 
 
-def render_rows(kernel, header_comment=""):
+def render_rows(kernel, header_comment="", params=None):
     """`void strata_kernel(void* const* bufs, int64_t rows, int64_t cols)`: parallel over rows."""
     from .ir import Cast, Reduce
     T = kernel.dtype
@@ -241,12 +259,13 @@ def render_rows(kernel, header_comment=""):
             else:
                 final_stores.append(s)
     out.extend(hoisted)
-    w(f"#pragma omp parallel if (rows * cols >= {PARALLEL_MIN})")
+    w(f"#pragma omp parallel{_omp_if(params, 'rows * cols')}")
     w("  {")
     for v in cached:
         w(f"  std::unique_ptr<{ct(v)}[]> scr_{v}_row(new {ct(v)}[cols]);")
         w(f"  {ct(v)}* __restrict scr_{v} = scr_{v}_row.get();")
-    w("#pragma omp for schedule(static)")
+    chunk = (params or {}).get("chunk", 0)
+    w(f"#pragma omp for schedule(static{f', {chunk}' if chunk else ''})")
     w("  for (int64_t r = 0; r < rows; ++r) {")
     for b in kernel.inputs:
         if b.kind == "full":
@@ -295,7 +314,15 @@ def _pw_literal(value, dtype):
     return f"{t}({body})" if dtype in ("float16", "bfloat16") else f"static_cast<{t}>({body})"
 
 
-def render_pointwise(kernel, header_comment=""):
+def is_tiled(kernel):
+    """Whether render_pointwise writes the kernel's loops as tiles of its two innermost dims (an operand
+    with an inner stride other than 0 or 1, both dims at least 2 * TILE)."""
+    sizes, nd = kernel.sizes, len(kernel.sizes)
+    return (not kernel.flat and nd >= 2 and sizes[-1] >= 2 * TILE and sizes[-2] >= 2 * TILE
+            and any(b.strides[-1] not in (0, 1) for b in kernel.inputs + kernel.outputs))
+
+
+def render_pointwise(kernel, header_comment="", params=None):
     """`void strata_kernel(void* const* bufs, int64_t n)`: for a flat kernel n is the element count;
     otherwise the geometry is in the code and n is unused. The iteration space is cut into tiles (an
     outer index and a block of at most BLOCK inner elements), run by an OpenMP parallel for above
@@ -383,11 +410,12 @@ def render_pointwise(kernel, header_comment=""):
             b = kernel.outputs[s.buf]
             body.append(f"      {b.name}[{inner_index(b)}] = {s.var};")
     out.extend(hoisted)
+    blk_n = (params or {}).get("block", BLOCK)
     if kernel.flat:
-        w(f"  const int64_t nblocks = (n + {BLOCK} - 1) / {BLOCK};")
-        w(f"#pragma omp parallel for schedule(static) if (n >= {PARALLEL_MIN})")
+        w(f"  const int64_t nblocks = (n + {blk_n} - 1) / {blk_n};")
+        w(f"#pragma omp parallel for schedule(static){_omp_if(params, 'n')}")
         w("  for (int64_t blk = 0; blk < nblocks; ++blk) {")
-        w(f"    const int64_t begin = blk * {BLOCK}, end = begin + {BLOCK} < n ? begin + {BLOCK} : n;")
+        w(f"    const int64_t begin = blk * {blk_n}, end = begin + {blk_n} < n ? begin + {blk_n} : n;")
         w("    for (int64_t i = begin; i < end; ++i) {")
         out.extend(body)
         w("    }")
@@ -395,20 +423,20 @@ def render_pointwise(kernel, header_comment=""):
         w("}")
         return "\n".join(out) + "\n"
     sizes = kernel.sizes
-    if nd >= 2 and any(b.strides[-1] not in (0, 1) for b in bufs) and sizes[-1] >= 2 * TILE and sizes[-2] >= 2 * TILE:
-        _tiled_loops(w, out, body, kernel)
+    if is_tiled(kernel):
+        _tiled_loops(w, out, body, kernel, params)
         return "\n".join(out) + "\n"
     inner = sizes[-1] if nd else 1
     outer = 1
     for s in sizes[:-1]:
         outer *= s
-    nblk = max(1, -(-inner // BLOCK))
+    nblk = max(1, -(-inner // blk_n))
     total = outer * inner
     w(f"  (void)n;")
-    w(f"#pragma omp parallel for schedule(static) if ({total} >= {PARALLEL_MIN})")
+    w(f"#pragma omp parallel for schedule(static){_omp_if(params, total)}")
     w(f"  for (int64_t tile = 0; tile < {outer * nblk}; ++tile) {{")
     w(f"    const int64_t blk = tile % {nblk}, o = tile / {nblk};")
-    w(f"    const int64_t begin = blk * {BLOCK}, end = begin + {BLOCK} < {inner} ? begin + {BLOCK} : {inner};")
+    w(f"    const int64_t begin = blk * {blk_n}, end = begin + {blk_n} < {inner} ? begin + {blk_n} : {inner};")
     # Outer dims' indices from o (innermost outer dim varies fastest), then each buffer's offset.
     _outer_indices(w, sizes[:-1])
     for b in bufs:
@@ -428,7 +456,7 @@ def render_pointwise(kernel, header_comment=""):
 _COL_OPS = {"sum": "Sum", "mean": "Sum", "amax": "Max", "amin": "Min"}
 
 
-def render_columns(kernel, header_comment=""):
+def render_columns(kernel, header_comment="", params=None):
     """A flat pointwise body over [outer, R, K] whose value `var` is reduced over R, in the
     reduction engine's column order: `void strata_kernel(void* const* bufs, int64_t n)`, n unused."""
     from .ir import CTYPES, PwCompute, PwConst, PwLoad, PwStore
@@ -496,10 +524,10 @@ def render_columns(kernel, header_comment=""):
         return lines, ren(rvar)
 
     Op = f"strata::codegen::{_COL_OPS[op]}"
-    W = 1024 // (8 if A == "double" else 4)
+    W = (params or {}).get("cols_w") or 1024 // (8 if A == "double" else 4)
     nblk = -(-K // W)
     w(f"  constexpr int64_t W = {W}, R = {R}, K = {K};")
-    w(f"#pragma omp parallel for schedule(static) if ({outer * R * K} >= {PARALLEL_MIN})")
+    w(f"#pragma omp parallel for schedule(static){_omp_if(params, outer * R * K)}")
     w(f"  for (int64_t t = 0; t < {outer * nblk}; ++t) {{")
     w(f"    const int64_t oo = t / {nblk}, j0 = (t % {nblk}) * W, w = K - j0 < W ? K - j0 : W;")
     w("    const int64_t base = oo * R * K + j0;")
@@ -584,7 +612,7 @@ def _outer_indices(w, outer_sizes):
             w(f"    rem /= {outer_sizes[d]};")
 
 
-def _tiled_loops(w, out, body, kernel):
+def _tiled_loops(w, out, body, kernel, params=None):
     """The loops of a pointwise kernel with an operand whose innermost stride is not 1 (a transposed
     read or write): TILE x TILE tiles of the two innermost dims, so the lines a strided operand
     touches in one row are reused by the next rows of the tile while still in cache. (The loop
@@ -595,15 +623,16 @@ def _tiled_loops(w, out, body, kernel):
     outer = 1
     for s in sizes[:-2]:
         outer *= s
-    nrb, ncb = -(-NR // TILE), -(-NC // TILE)
+    tile = (params or {}).get("tile", TILE)
+    nrb, ncb = -(-NR // tile), -(-NC // tile)
     w(f"  (void)n;")
-    w(f"#pragma omp parallel for schedule(static) if ({outer * NR * NC} >= {PARALLEL_MIN})")
+    w(f"#pragma omp parallel for schedule(static){_omp_if(params, outer * NR * NC)}")
     w(f"  for (int64_t tile = 0; tile < {outer * nrb * ncb}; ++tile) {{")
     w(f"    const int64_t cb = tile % {ncb}, rb = (tile / {ncb}) % {nrb}, o = tile / {ncb * nrb};")
     _outer_indices(w, sizes[:-2])
-    w(f"    const int64_t col_lo = cb * {TILE}, col_hi = col_lo + {TILE} < {NC} ? col_lo + {TILE} : {NC};")
-    w(f"    const int64_t row_hi = rb * {TILE} + {TILE} < {NR} ? rb * {TILE} + {TILE} : {NR};")
-    w(f"    for (int64_t r = rb * {TILE}; r < row_hi; ++r) {{")
+    w(f"    const int64_t col_lo = cb * {tile}, col_hi = col_lo + {tile} < {NC} ? col_lo + {tile} : {NC};")
+    w(f"    const int64_t row_hi = rb * {tile} + {tile} < {NR} ? rb * {tile} + {tile} : {NR};")
+    w(f"    for (int64_t r = rb * {tile}; r < row_hi; ++r) {{")
     for b in kernel.inputs + kernel.outputs:
         terms = [f"i{d} * {b.strides[d]}" for d in range(nd - 2) if b.strides[d]]
         if b.strides[nd - 2]:
