@@ -19,8 +19,10 @@ The candidates are compiled as one translation unit (codecache.load_variants), c
 same KernelCall as the step on fresh random inputs with the captured sizes, strides and dtypes
 (indices of a gather within its table), round-robin (one call of each candidate per round, after a
 warm-up call) until the budget (STRATA_AUTOTUNE_BUDGET_MS per kernel, default 150 ms) is spent, at
-least 3 and at most 50 rounds; each candidate's time is its minimum. The fastest wins unless it is
-within TIE (3 %) of the default, which then stays: ties keep the default source.
+least 5 and at most 50 rounds; each candidate's time is its minimum. The fastest wins unless it is
+within TIE (3 %) of the default, which then stays: ties keep the default source. A winner other than
+the default must win again in a second round-robin of the two (same budget), else the default stays:
+on a loaded machine one lucky minimum does not decide.
 GEMM routes: each float32 linear / mm / matmul / addmm node that a GEMM step can run (Note [GEMM
 epilogue steps] in fusion.py, here also below GEMM_EPILOGUE_MIN_WORK, without a bias or epilogue)
 is timed as the oneDNN step and as its nodes run by eager (blas sgemm, then the epilogue node); the
@@ -47,7 +49,7 @@ from . import codecache
 
 VERSION = 1
 TIE = 0.03
-MIN_ROUNDS, MAX_ROUNDS = 3, 50
+MIN_ROUNDS, MAX_ROUNDS = 5, 50
 SERIAL = 1 << 62
 
 stats = {"benchmarks": 0, "disk_hits": 0, "memory_hits": 0, "corrupt": 0, "excluded": 0, "gemm_benchmarks": 0}
@@ -230,6 +232,13 @@ def _pick(times, default=0):
     return k
 
 
+def _confirmed(calls, k, inputs, default=0):
+    """Whether candidate k, which beat the default, beats it again (by TIE) in a second round-robin: on a
+    loaded machine one lucky minimum does not decide."""
+    again = _time_all([calls[default], calls[k]], inputs, budget_s())
+    return again[1] < again[0] * (1 - TIE)
+
+
 # ---- kernels ---------------------------------------------------------------------------------------
 
 def tune_kernel(name, kind, render, cands, make_call, make_inputs, spec, nargs=2):
@@ -269,6 +278,9 @@ def tune_kernel(name, kind, render, cands, make_call, make_inputs, spec, nargs=2
         for k, t in zip(usable, measured):
             times[names[k]] = t
         winner = usable[_pick(measured)]
+        if winner != 0 and not _confirmed(calls, winner, inputs):
+            times["confirmation"] = f"{names[winner]} not faster again: default kept"
+            winner = 0
     rec = {"version": VERSION, "key": key, "name": name, "kind": kind, "spec": spec_text(spec),
            "winner": cands[winner], "winner_name": names[winner], "times": times}
     _store(key, rec)
@@ -309,7 +321,11 @@ def gemm_route(name, desc, ops, default, step_call, eager_call, make_inputs, spe
         else:
             measured = _time_all([calls[r] for r in order], inputs, budget_s())
             times = dict(zip(order, measured))
-            winner = order[_pick(measured)]
+            k = _pick(measured)
+            if k != 0 and not _confirmed([calls[r] for r in order], k, inputs):
+                times["confirmation"] = f"{order[k]} not faster again: {default} kept"
+                k = 0
+            winner = order[k]
     rec = {"version": VERSION, "key": key, "name": name, "kind": "gemm", "spec": f"{ops} desc={desc}",
            "winner": winner, "winner_name": winner, "times": times}
     _store(key, rec)
