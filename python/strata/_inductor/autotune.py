@@ -10,6 +10,7 @@ parameters] in cpp.py) to use:
   - transposed pointwise kernels: the tile edge (32, 64 (default), 128);
   - row kernels: rows per scheduling chunk (one range per thread (default), 1, 16);
   - column sums: columns per tile (half, default, double; max/min keep theirs, see below).
+A kernel with a single candidate (one thread and no loop variant for its shape) is not timed.
 None of these changes the order in which any output element is computed or accumulated, so every
 candidate gives the default's bits; each candidate's outputs are still compared byte for byte with
 the default's on the same inputs and a candidate that differs is excluded (stats["excluded"]).
@@ -246,6 +247,8 @@ def tune_kernel(name, kind, render, cands, make_call, make_inputs, spec, nargs=2
     render(params) -> source; make_call(fn) -> the step's KernelCall for a loaded function;
     make_inputs() -> fresh input tensors; spec: the input sizes, strides and dtypes (part of the key)."""
     default_source = render({})
+    if len(cands) < 2:
+        return default_source, {}   # nothing to choose (one thread and no loop variant for this shape)
     key = _key(kind, default_source, spec)
     names = [describe(c) for c in cands]
     rec, where = _lookup(key, lambda w: isinstance(w, dict) and describe(w) in names)
