@@ -196,13 +196,28 @@ def random_input(shape, stride, dtype, high=None):
     if any(s == 0 for s in shape):
         extent = 1
     name = str(dtype).replace("strata.", "")
+    g = _generator()
     if name == "bool":
-        flat = strata.rand(extent) > 0.5
+        flat = strata.rand(extent, generator=g) > 0.5
     elif name.startswith(("int", "uint")):
-        flat = strata.randint(0 if high is not None else 1, high if high is not None else 8, (extent,)).to(dtype)
+        flat = strata.randint(0 if high is not None else 1, high if high is not None else 8, (extent,),
+                              generator=g).to(dtype)
     else:
-        flat = strata.randn(extent).to(dtype)
+        flat = strata.randn(extent, generator=g).to(dtype)
     return flat.as_strided(shape, stride)
+
+
+_gen = None
+
+
+def _generator():
+    """A generator of our own: timing must not advance the user's random stream (a compiled step with
+    dropout draws the same masks under every mode)."""
+    global _gen
+    if _gen is None:
+        _gen = strata.Generator()
+        _gen.manual_seed(0x5EED)
+    return _gen
 
 
 def _bytes(outs):
