@@ -9,7 +9,10 @@ parameters] in cpp.py) to use:
   - pointwise kernels: the inner block (4096, 32768 (default), 131072 elements);
   - transposed pointwise kernels: the tile edge (32, 64 (default), 128);
   - row kernels: rows per scheduling chunk (one range per thread (default), 1, 16);
-  - column sums: columns per tile (half, default, double; max/min keep theirs, see below).
+  - column sums: columns per tile (half, default, double; max/min keep theirs, see below);
+  - pointwise, transposed and column kernels on AVX-512: the kernel function compiled for 256-bit
+    vectors (a target pragma; the flags prefer 512). Vector math functions (libmvec) of another width
+    could round differently: the byte comparison below decides.
 A kernel with a single candidate (one thread and no loop variant for its shape) is not timed.
 None of these changes the order in which any output element is computed or accumulated, so every
 candidate gives the default's bits; each candidate's outputs are still compared byte for byte with
@@ -101,6 +104,9 @@ def candidates(kind, total, **info):
             w = info["w"]
             shapes += [{"cols_w": w // 2}, {"cols_w": w * 2}]
     out = []
+    if kind in ("pointwise", "tiled", "columns") and "-mprefer-vector-width=512" in codecache.isa_flags():
+        # 256-bit vectors on AVX-512 (row kernels' `omp simd` sums would add in another order: not offered).
+        out.append({"vec": 256})
     for t in _thread_options(total):
         for s in shapes:
             c = {**t, **s}
@@ -109,7 +115,7 @@ def candidates(kind, total, **info):
             if c.get("parallel_min") == SERIAL and s and kind != "tiled":
                 continue
             out.append(c)
-    return out
+    return sorted(out, key=lambda c: c != {})   # the default first (a stable sort)
 
 
 def describe(params):

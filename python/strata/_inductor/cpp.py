@@ -22,6 +22,20 @@ TILE = 64  # transposed access: 64 x 64 tiles of the two innermost dims
 #   tile          transposed pointwise kernels: the tile edge (TILE)
 #   chunk         row kernels: rows per scheduling chunk (0: one contiguous range per thread)
 #   cols_w        column reductions: columns per tile (1024 bytes of accumulators)
+#   vec           a vector width in bits the kernel function is compiled for (0: the flags' width)
+
+
+def _finish(out, params):
+    """The kernel's source from its lines; with params["vec"] (256) the kernel function is compiled for
+    that vector width (a target pragma around it: the flags prefer 512-bit vectors on AVX-512)."""
+    src = "\n".join(out) + "\n"
+    vec = (params or {}).get("vec")
+    if vec:
+        marker = 'extern "C" void strata_kernel('
+        src = src.replace(marker, "#pragma GCC push_options\n"
+                          f'#pragma GCC target("prefer-vector-width={int(vec)}")\n' + marker, 1)
+        src += "#pragma GCC pop_options\n"
+    return src
 
 
 def _omp_if(params, total):
@@ -289,7 +303,7 @@ def render_rows(kernel, header_comment="", params=None):
     w("  }")
     w("  }")
     w("}")
-    return "\n".join(out) + "\n"
+    return _finish(out, params)
 
 
 # ---- general pointwise kernels (Note [Pointwise kernels with index expressions] in ir.py) -----------
@@ -421,11 +435,11 @@ def render_pointwise(kernel, header_comment="", params=None):
         w("    }")
         w("  }")
         w("}")
-        return "\n".join(out) + "\n"
+        return _finish(out, params)
     sizes = kernel.sizes
     if is_tiled(kernel):
         _tiled_loops(w, out, body, kernel, params)
-        return "\n".join(out) + "\n"
+        return _finish(out, params)
     inner = sizes[-1] if nd else 1
     outer = 1
     for s in sizes[:-1]:
@@ -448,7 +462,7 @@ def render_pointwise(kernel, header_comment="", params=None):
     w("    }")
     w("  }")
     w("}")
-    return "\n".join(out) + "\n"
+    return _finish(out, params)
 
 
 # ---- column reductions (Note [Column reductions] in fusion.py) ----------------------------------------
@@ -582,7 +596,7 @@ def render_columns(kernel, header_comment="", params=None):
     w(f"    for (int64_t j = 0; j < w; ++j) {o}[oo * K + j0 + j] = {fin};")
     w("  }")
     w("}")
-    return "\n".join(out) + "\n"
+    return _finish(out, params)
 
 
 def _fill(line, args):
