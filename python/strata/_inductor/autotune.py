@@ -34,8 +34,8 @@ faster is kept, ties to the route default mode takes. The two routes agree to fl
 not bit for bit (checked: a route whose result is not close to the other's keeps the default).
 Decisions are cached in memory and on disk next to the kernels ($STRATA_CACHE_DIR/codegen/autotune/
 <key>.json, written whole and renamed), keyed by the sha256 of the default kernel source (comments
-removed), the input sizes, strides and dtypes, the thread count, the ISA flags, the compiler version
-and VERSION; a later process reads the decision and times nothing. A file that does not parse, is
+removed), the input sizes, strides and dtypes, the thread count, the ISA flags, the compiler version,
+strata's version and VERSION; a later process reads the decision and times nothing. A file that does not parse, is
 for another key or names a candidate that is not in the current set is ignored (stats["corrupt"])
 and the kernel is timed again.
 STRATA_LOGS=autotune (or output_code) prints each decision: kernel, candidates with their times,
@@ -129,7 +129,7 @@ def describe(params):
 def _key(kind, default_source, spec):
     _, version = codecache.compiler()
     h = hashlib.sha256()
-    for part in (f"autotune-{VERSION}", kind, codecache.strip_comments(default_source), repr(spec), str(_threads()),
+    for part in (f"autotune-{VERSION}", getattr(strata, "__version__", ""), kind, codecache.strip_comments(default_source), repr(spec), str(_threads()),
                  " ".join(codecache.isa_flags()), version):
         h.update(part.encode())
         h.update(b"\0")
