@@ -23,7 +23,8 @@ The candidates are compiled as one translation unit (codecache.load_variants), c
 same KernelCall as the step on fresh random inputs with the captured sizes, strides and dtypes
 (indices of a gather within its table), round-robin (one call of each candidate per round, after a
 warm-up call) until the budget (STRATA_AUTOTUNE_BUDGET_MS per kernel, default 150 ms) is spent, at
-least 5 and at most 50 rounds; each candidate's time is its minimum. The fastest wins unless it is
+least 5 and at most 50 rounds; each candidate's time is its minimum, in the calling thread's CPU time
+when strata runs one thread (other jobs' load then does not count) and in wall time otherwise. The fastest wins unless it is
 within TIE (3 %) of the default, which then stays: ties keep the default source. A winner other than
 the default must win again in a second round-robin of the two (same budget), else the default stays:
 on a loaded machine one lucky minimum does not decide.
@@ -230,18 +231,25 @@ def _bytes(outs):
     return [o.contiguous().view(strata.uint8).numpy().tobytes() if o.numel() else b"" for o in outs]
 
 
+def _clock():
+    """The calling thread's CPU time with one thread (all the work runs on it: other jobs' load does not
+    count), wall time with more (the other threads' work must count)."""
+    return time.thread_time if _threads() == 1 else time.perf_counter
+
+
 def _time_all(calls, inputs, budget):
     """[min seconds per call], round-robin (one call of each per round) after a warm-up call each."""
     best = [float("inf")] * len(calls)
     for c in calls:
         c(*inputs)
+    clock = _clock()
     end = time.perf_counter() + budget
     rounds = 0
     while rounds < MIN_ROUNDS or (rounds < MAX_ROUNDS and time.perf_counter() < end):
         for k, c in enumerate(calls):
-            t0 = time.perf_counter()
+            t0 = clock()
             c(*inputs)
-            best[k] = min(best[k], time.perf_counter() - t0)
+            best[k] = min(best[k], clock() - t0)
         rounds += 1
     return best
 
