@@ -8,7 +8,8 @@ parameters] in cpp.py) to use:
     or threaded although it is below the threshold; half the threads where there are at least 4;
   - pointwise kernels: the inner block (4096, 32768 (default), 131072 elements);
   - transposed pointwise kernels: the tile edge (32, 64 (default), 128);
-  - row kernels: rows per scheduling chunk (one range per thread (default), 1, 16);
+  - row kernels: rows per scheduling chunk (one range per thread (default), 1, 16); without the
+    prefetch of the next row;
   - column sums: columns per tile (half, default, double; max/min keep theirs, see below);
   - pointwise, transposed and column kernels on AVX-512: the kernel function compiled for 256-bit
     vectors (a target pragma; the flags prefer 512). Vector math functions (libmvec) of another width
@@ -98,6 +99,7 @@ def candidates(kind, total, **info):
     elif kind == "tiled":
         shapes += [{"tile": t} for t in (32, 128) if t != TILE]
     elif kind == "rows":
+        shapes.append({"prefetch": 0})
         if info.get("rows", 0) > 2 * _threads():
             shapes += [{"chunk": c} for c in (1, 16)]
     elif kind == "columns":

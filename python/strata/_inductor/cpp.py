@@ -21,6 +21,7 @@ TILE = 64  # transposed access: 64 x 64 tiles of the two innermost dims
 #   block         pointwise kernels: inner elements per tile (BLOCK; a multiple of every vector width)
 #   tile          transposed pointwise kernels: the tile edge (TILE)
 #   chunk         row kernels: rows per scheduling chunk (0: one contiguous range per thread)
+#   prefetch      row kernels: 0 leaves out the prefetch of each full input's next row
 #   cols_w        column reductions: columns per tile (1024 bytes of accumulators)
 #   vec           a vector width in bits the kernel function is compiled for (0: the flags' width)
 
@@ -282,7 +283,7 @@ def render_rows(kernel, header_comment="", params=None):
     w(f"#pragma omp for schedule(static{f', {chunk}' if chunk else ''})")
     w("  for (int64_t r = 0; r < rows; ++r) {")
     for b in kernel.inputs:
-        if b.kind == "full":
+        if b.kind == "full" and (params or {}).get("prefetch", 1):
             step = 64 // (8 if b.dtype == "double" else 4 if b.dtype == "float" else 1)
             w(f"    if (r + 1 < rows) for (int64_t j = 0; j < cols; j += {step}) __builtin_prefetch({b.name} + (r + 1) * cols + j);")
     out.extend(rowb)
