@@ -226,8 +226,8 @@ def mode_table(quick, cases, modes, rounds=5):
 
 def print_mode_table(rows, modes):
     clock = "thread CPU" if st.get_num_threads() == 1 else "wall"
-    print(f"strata_cpp by mode, {clock} ms per call (min over interleaved rounds); first call (compile incl.) in brackets; "
-          f"ratio = {modes[0]} / {modes[-1]}")
+    print(f"strata_cpp by mode, {clock} ms per call (min over interleaved rounds); first call (compile incl.) in "
+          f"brackets; ratio = {modes[0]} / {modes[-1]}")
     for name, r in rows:
         cells = "  ".join(f"{m}: {r[m][0] * 1e3:8.3f} [{r[m][1]:.2f} s]" for m in modes)
         print(f"    {name:46} {cells}  {r[modes[0]][0] / r[modes[-1]][0]:.3f}x")

@@ -25,10 +25,10 @@ same KernelCall as the step on fresh random inputs with the captured sizes, stri
 (indices of a gather within its table), round-robin (one call of each candidate per round, after a
 warm-up call) until the budget (STRATA_AUTOTUNE_BUDGET_MS per kernel, default 150 ms) is spent, at
 least 5 and at most 50 rounds; each candidate's time is its minimum, in the calling thread's CPU time
-when strata runs one thread (other jobs' load then does not count) and in wall time otherwise. The fastest wins unless it is
-within TIE (3 %) of the default, which then stays: ties keep the default source. A winner other than
-the default must win again in a second round-robin of the two (same budget), else the default stays:
-on a loaded machine one lucky minimum does not decide.
+when strata runs one thread (other jobs' load then does not count) and in wall time otherwise. The
+fastest wins unless it is within TIE (3 %) of the default, which then stays: ties keep the default
+source. A winner other than the default must win again in a second round-robin of the two (same
+budget), else the default stays: on a loaded machine one lucky minimum does not decide.
 GEMM routes: each float32 linear / mm / matmul / addmm node that a GEMM step can run (Note [GEMM
 epilogue steps] in fusion.py, here also below GEMM_EPILOGUE_MIN_WORK, without a bias or epilogue)
 is timed as the oneDNN step and as its nodes run by eager (blas sgemm, then the epilogue node); the
@@ -37,9 +37,9 @@ not bit for bit (checked: a route whose result is not close to the other's keeps
 Decisions are cached in memory and on disk next to the kernels ($STRATA_CACHE_DIR/codegen/autotune/
 <key>.json, written whole and renamed), keyed by the sha256 of the default kernel source (comments
 removed), the input sizes, strides and dtypes, the thread count, the ISA flags, the compiler version,
-strata's version and VERSION; a later process reads the decision and times nothing. A file that does not parse, is
-for another key or names a candidate that is not in the current set is ignored (stats["corrupt"])
-and the kernel is timed again.
+strata's version and VERSION; a later process reads the decision and times nothing. A file that
+does not parse, is for another key or names a candidate that is not in the current set is ignored
+(stats["corrupt"]) and the kernel is timed again.
 STRATA_LOGS=autotune (or output_code) prints each decision: kernel, candidates with their times,
 winner, and whether it came from the cache."""
 
@@ -132,7 +132,8 @@ def describe(params):
 def _key(kind, default_source, spec):
     _, version = codecache.compiler()
     h = hashlib.sha256()
-    for part in (f"autotune-{VERSION}", getattr(strata, "__version__", ""), kind, codecache.strip_comments(default_source), repr(spec), str(_threads()),
+    for part in (f"autotune-{VERSION}", getattr(strata, "__version__", ""), kind,
+                 codecache.strip_comments(default_source), repr(spec), str(_threads()),
                  " ".join(codecache.isa_flags()), version):
         h.update(part.encode())
         h.update(b"\0")

@@ -1322,7 +1322,8 @@ def _tune_gemm_routes(graph, gemms):
             return runner(*[xs[k] for k in pick])
         ops = "+".join(nodes[q].op for q in positions)
         route = _autotune.gemm_route(st.name, p["desc"], ops, "dnnl" if p["default"] else "eager", st.call,
-                                     eager_call, lambda: _sample_inputs(graph, in_ids), _spec(graph, in_ids, [p["out"]]))
+                                     eager_call, lambda: _sample_inputs(graph, in_ids),
+                                     _spec(graph, in_ids, [p["out"]]))
         if route == "dnnl":
             kept[i] = p
     return kept
