@@ -88,7 +88,8 @@ def _strata_cpp(graph, out):
             return graph.runner()
         import strata
         with strata.no_grad():
-            return compile_fn(graph)
+            # Not tuned: the kernels serve every size, and the capture's is no better to time than another.
+            return _compile_cpp(graph, mode, tune=False)
     return aot_compile(graph, compile_fn=compile_fn)
 
 
@@ -108,12 +109,12 @@ def _mode_of(out):
     return mode or "default"
 
 
-def _compile_cpp(graph, mode, inputs_die=False):
+def _compile_cpp(graph, mode, inputs_die=False, tune=True):
     """compile_graph's fused groups as one kernel plan (Note [Kernel plans] in src/compile/executor.cpp)
     with a memory plan; what compile_graph returns when it fused nothing or the plan cannot be made.
     inputs_die: the caller hands over its inputs (a backward graph), so they count in the plan."""
     from .._inductor.fusion import compile_graph
-    fused = compile_graph(graph, None, autotune=mode.startswith("max-autotune"))
+    fused = compile_graph(graph, None, autotune=tune and mode.startswith("max-autotune"))
     steps = getattr(fused, "steps", None)
     if steps is None:
         return fused

@@ -14,7 +14,8 @@ parameters] in cpp.py) to use:
   - pointwise, transposed and column kernels on AVX-512: the kernel function compiled for 256-bit
     vectors (a target pragma; the flags prefer 512). Vector math functions (libmvec) of another width
     could round differently: the byte comparison below decides.
-A kernel with a single candidate (one thread and no loop variant for its shape) is not timed.
+A kernel with a single candidate (one thread and no loop variant for its shape) is not timed, nor
+is a graph captured with symbolic sizes (its kernels serve every size: backends.py passes tune=False).
 None of these changes the order in which any output element is computed or accumulated, so every
 candidate gives the default's bits; each candidate's outputs are still compared byte for byte with
 the default's on the same inputs and a candidate that differs is excluded (stats["excluded"]).

@@ -297,3 +297,16 @@ def test_tuning_leaves_the_random_stream_alone():
         outs.append((c(x), strata.rand(4)))
     assert _bits(outs[0][0]) == _bits(outs[1][0])
     assert _bits(outs[0][1]) == _bits(outs[1][1])
+
+
+def test_symbolic_sizes_are_not_tuned():
+    """A graph with symbolic sizes runs one kernel for every size: nothing to time it on, so no tuning."""
+    def f(x, y):
+        return ((x * y + 1).relu() > 0.5).float() * x
+
+    before = autotune.stats["benchmarks"] + autotune.stats["memory_hits"] + autotune.stats["disk_hits"]
+    c = strata.compile(f, backend="strata_cpp", mode="max-autotune", dynamic=True)
+    for n in (1000, 37, 5000):
+        x, y = strata.randn(n, 300), strata.randn(n, 300)
+        assert _bits(c(x, y)) == _bits(f(x, y))
+    assert autotune.stats["benchmarks"] + autotune.stats["memory_hits"] + autotune.stats["disk_hits"] == before
