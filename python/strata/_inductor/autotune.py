@@ -4,8 +4,8 @@ Note [Autotuning]
 Under mode="max-autotune" (and "max-autotune-no-cudagraphs", the same on the CPU) compile_graph
 (fusion.py) asks this module, for each kernel it generates, which render parameters (Note [Render
 parameters] in cpp.py) to use:
-  - every kernel: the OpenMP region threaded at its default threshold (the default), run serially,
-    or threaded although it is below the threshold; half the threads where there are at least 4;
+  - every kernel: the OpenMP region threaded at its default threshold (the default), run serially
+    (a kernel above the threshold) or threaded (below it); half the threads where there are at least 4;
   - pointwise kernels: the inner block (4096, 32768 (default), 131072 elements);
   - transposed pointwise kernels: the tile edge (32, 64 (default), 128);
   - row kernels: rows per scheduling chunk (one range per thread (default), 1, 16); without the
@@ -82,9 +82,8 @@ def _thread_options(total):
     n = _threads()
     opts = [{}]
     if n > 1:
-        opts.append({"parallel_min": SERIAL})
-        if total < PARALLEL_MIN:
-            opts.append({"parallel_min": 0})
+        # Below the threshold the default is already serial: the other choice is threading it anyway.
+        opts.append({"parallel_min": SERIAL} if total >= PARALLEL_MIN else {"parallel_min": 0})
         if n >= 4:
             opts.append({"parallel_min": 0, "threads": n // 2})
     return opts
