@@ -195,22 +195,27 @@ def main_section(args):
 def strata_section(args):
     strata.set_num_threads(args.threads)
     name = "char transformer (2 layers, d=128, 32x64)"
-    labels = ("strata eager", "aot_eager", "strata_cpp")
+    labels = ("strata eager", "aot_eager", "strata_cpp") + (("max-autotune",) if args.autotune else ())
     steps, mem = {}, {}
     for label in labels:
         strata.compiler.reset()
-        step = main_job_steps(strata, None if label == "strata eager" else {"backend": label})[name]
+        opts = None if label == "strata eager" else \
+            {"backend": "strata_cpp", "mode": label} if label == "max-autotune" else {"backend": label}
+        step = main_job_steps(strata, opts)[name]
         mem[label] = strata_peak(step)
         for _ in range(3):
             step()
         steps[label] = step
     times = {label: [] for label in labels}
+    # Thread CPU time ignores other jobs' load but not the work of OpenMP's other threads: --wall with threads > 1.
+    clock = time.perf_counter if args.wall else time.thread_time
     for _ in range(args.steps):
         for label in labels:
-            t0 = time.thread_time()
+            t0 = clock()
             steps[label]()
-            times[label].append((time.thread_time() - t0) * 1e3)
-    print(f"{name}: full training step, thread CPU ms over {args.steps} interleaved steps, threads={args.threads}")
+            times[label].append((clock() - t0) * 1e3)
+    print(f"{name}: full training step, {'wall' if args.wall else 'thread CPU'} ms over {args.steps} interleaved "
+          f"steps, threads={args.threads}")
     base = sorted(times["strata eager"])
     for label in labels:
         t = sorted(times[label])
@@ -303,6 +308,8 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--section", choices=["partition", "main", "strata", "latency", "all"], default="all")
     ap.add_argument("--latency-child", choices=["strata", "torch"])
+    ap.add_argument("--autotune", action="store_true", help="strata: also strata_cpp with mode='max-autotune'")
+    ap.add_argument("--wall", action="store_true", help="strata: wall-clock time instead of the thread's CPU time")
     ap.add_argument("--warm-runs", type=int, default=5, help="latency: warm compiles (new processes), min and median")
     ap.add_argument("--no-torch", action="store_true", help="latency: skip torch.compile's cold compile")
     args = ap.parse_args()

@@ -194,6 +194,45 @@ def fusion_table(torch, quick, inductor=True, cases=None):
     return out
 
 
+def mode_table(quick, cases, modes, rounds=5):
+    """strata_cpp under each mode on the fusion-table cases: rows (what, {mode: (seconds per call, first call
+    seconds incl. compile)}), the modes timed interleaved (one repeat of each per round, min over rounds)."""
+    out = []
+    words = [w for w in (cases or "").split(",") if w]
+    for name, make, reps in fusion_cases(quick):
+        if words and not any(w in name for w in words):
+            continue
+        st.manual_seed(0)
+        fn, args = make(st)
+        fns, first = {}, {}
+        for m in modes:
+            st.compiler.reset()
+            t0 = time.perf_counter()
+            fns[m] = st.compile(fn, backend="strata_cpp", mode=m)
+            fns[m](*args)
+            first[m] = time.perf_counter() - t0
+        best = {m: float("inf") for m in modes}
+        # One thread: the thread's CPU time (other jobs' load does not count); more: wall time.
+        clock = time.thread_time if st.get_num_threads() == 1 else time.perf_counter
+        for _ in range(rounds):
+            for m in modes:
+                for _ in range(max(1, reps // 2)):
+                    t0 = clock()
+                    fns[m](*args)
+                    best[m] = min(best[m], clock() - t0)
+        out.append((name, {m: (best[m], first[m]) for m in modes}))
+    return out
+
+
+def print_mode_table(rows, modes):
+    clock = "thread CPU" if st.get_num_threads() == 1 else "wall"
+    print(f"strata_cpp by mode, {clock} ms per call (min over interleaved rounds); first call (compile incl.) in "
+          f"brackets; ratio = {modes[0]} / {modes[-1]}")
+    for name, r in rows:
+        cells = "  ".join(f"{m}: {r[m][0] * 1e3:8.3f} [{r[m][1]:.2f} s]" for m in modes)
+        print(f"    {name:46} {cells}  {r[modes[0]][0] / r[modes[-1]][0]:.3f}x")
+
+
 def print_fusion_table(rows):
     def ms(t):
         return "n/a" if t != t else f"{t * 1e3:.3f}"
@@ -214,7 +253,14 @@ def main():
     ap.add_argument("--cases", default=None,
                     help="with --table-only: only the fusion-table cases whose name contains one of these "
                          "comma-separated words (e.g. 'linear,SwiGLU')")
+    ap.add_argument("--modes", default=None,
+                    help="with --table-only: compare strata_cpp under these comma-separated modes instead "
+                         "(e.g. 'default,max-autotune'), timed interleaved")
     a = ap.parse_args()
+    if a.table_only and a.modes:
+        modes = [m for m in a.modes.split(",") if m]
+        print_mode_table(mode_table(a.quick, a.cases, modes), modes)
+        return
     if a.table_only:
         torch = None
         if not a.no_torch:

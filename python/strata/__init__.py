@@ -109,7 +109,8 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mo
     through AOT autograd, anything else runs node by node), "eager" (the graph's node-by-node C++
     runner), "aot_eager", or a callable (graph_module, example_inputs) -> callable. mode: None /
     "default", "reduce-overhead" (the kernel outputs' arena is made once and reused),
-    "max-autotune" and "max-autotune-no-cudagraphs" (accepted; the same as "default" today);
+    "max-autotune" and "max-autotune-no-cudagraphs" (each kernel's loop variants and each GEMM's route are
+    timed on the captured shapes and the fastest kept, cached on disk; results as "default");
     options is accepted and ignored. dynamic: None (sizes that change become symbolic on the second compile), True
     (every dim of every tensor argument symbolic from the first call), False (sizes specialized);
     see docs/COMPILE.md, "Symbolic sizes"."""

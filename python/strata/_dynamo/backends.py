@@ -23,8 +23,9 @@ in aot_dynamic.py), their graphs compiled with dynamic=True (kernels that take a
 
 Modes: "default"; "reduce-overhead" keeps the arena of kernel outputs and the tensors over it from
 the first call (later calls allocate only graph outputs and what nodes outside kernels allocate,
-and run no Python per node); "max-autotune" and "max-autotune-no-cudagraphs" are accepted and
-run as "default" (no autotuning yet)."""
+and run no Python per node); "max-autotune" and "max-autotune-no-cudagraphs" (the same on the CPU)
+time each kernel's render variants and each GEMM's route on the captured shapes and keep the fastest,
+cached on disk (Note [Autotuning] in python/strata/_inductor/autotune.py)."""
 
 from .. import _C
 from . import logs
@@ -107,14 +108,15 @@ def _mode_of(out):
     return mode or "default"
 
 
-def _compile_cpp(graph, mode, inputs_die=False, dynamic=False, world_shapes=None):
+def _compile_cpp(graph, mode, inputs_die=False, dynamic=False, world_shapes=None, tune=True):
     """compile_graph's fused groups as one kernel plan (Note [Kernel plans] in src/compile/executor.cpp)
     with a memory plan; what compile_graph returns when it fused nothing or the plan cannot be made.
     inputs_die: the caller hands over its inputs (a backward graph), so they count in the plan.
     dynamic: the graph has symbolic sizes (kernels that take any size only); world_shapes: its values'
     shapes at several sizes (row kernels, Note [Row kernels with symbolic sizes] in _inductor/fusion.py)."""
     from .._inductor.fusion import compile_graph
-    fused = compile_graph(graph, None, dynamic=dynamic or None, world_shapes=world_shapes)
+    fused = compile_graph(graph, None, dynamic=dynamic or None, world_shapes=world_shapes,
+                          autotune=tune and not dynamic and mode.startswith("max-autotune"))
     steps = getattr(fused, "steps", None)
     if steps is None:
         return fused

@@ -1,13 +1,13 @@
 """STRATA_LOGS: what strata.compile prints as it works, like TORCH_LOGS.
 
-STRATA_LOGS=graph_breaks,recompiles,guards,graph_code,output_code,aot (a comma list; "all" for
+STRATA_LOGS=graph_breaks,recompiles,guards,graph_code,output_code,aot,autotune (a comma list; "all" for
 every one; a leading "+" on a name is accepted and ignored). Messages go to stderr and name
 the user's file and line. Also settable from Python with strata._logging.set_logs(...)."""
 
 import os
 import sys
 
-KINDS = ("graph_breaks", "recompiles", "guards", "graph_code", "output_code", "aot")
+KINDS = ("graph_breaks", "recompiles", "guards", "graph_code", "output_code", "aot", "autotune")
 _enabled = set()
 
 

@@ -141,19 +141,22 @@ def key_of(source):
     return h.hexdigest()
 
 
-def _try_load(so, want, nargs=2):
+def _try_load(so, want, nargs=2, symbols=None):
+    """The kernel function (or, with symbols, the list of those functions) of a cached .so whose
+    key matches want; None for a file that does not load or is not that kernel's."""
     try:
         lib = ctypes.CDLL(str(so))
         got = (ctypes.c_char * 65).in_dll(lib, "strata_kernel_key").value.decode()
-    except (OSError, ValueError, UnicodeDecodeError):
+        fns = [getattr(lib, name) for name in (symbols or ["strata_kernel"])]
+    except (OSError, ValueError, UnicodeDecodeError, AttributeError):
         return None
     if got != want:
         return None
-    fn = lib.strata_kernel
-    fn.argtypes = (ctypes.c_void_p,) + (ctypes.c_int64,) * (nargs - 1)
-    fn.restype = None
-    fn._lib = lib  # keeps the handle alive
-    return fn
+    for fn in fns:
+        fn.argtypes = (ctypes.c_void_p,) + (ctypes.c_int64,) * (nargs - 1)
+        fn.restype = None
+        fn._lib = lib  # keeps the handle alive
+    return fns if symbols else fns[0]
 
 
 def strip_comments(source):
@@ -187,7 +190,42 @@ def load(source, nargs=2):
         return fn
 
 
-def _compile(source, src_hash, d, so, nargs=2):
+def load_variants(sources, nargs=2):
+    """[strata_kernel of each source] from one shared object: the sources (kernels of one signature,
+    each defining `extern "C" void strata_kernel(`) are renamed strata_kernel_v<i> and compiled as one
+    translation unit, cached like a single kernel (mode="max-autotune" times the candidates of a
+    kernel this way: one compiler call per kernel, not one per candidate)."""
+    marker = 'extern "C" void strata_kernel('
+    parts = []
+    for i, src in enumerate(sources):
+        src = strip_comments(src)
+        if src.count(marker) != 1:
+            raise ValueError("load_variants: each source must define strata_kernel once")
+        parts.append(src.replace(marker, f'extern "C" void strata_kernel_v{i}('))
+    source = "".join(parts)
+    symbols = [f"strata_kernel_v{i}" for i in range(len(sources))]
+    key = key_of(source)
+    with _lock:
+        fns = _memory.get(key)
+        if fns is not None:
+            stats["memory_hits"] += 1
+            return fns
+        src_hash = _source_hash(source)
+        d = cache_dir()
+        so = d / f"{key}.so"
+        if so.exists():
+            fns = _try_load(so, src_hash, nargs, symbols)
+            if fns is not None:
+                stats["disk_hits"] += 1
+                _memory[key] = fns
+                return fns
+            stats["corrupt"] += 1
+        fns = _compile(source, src_hash, d, so, nargs, symbols)
+        _memory[key] = fns
+        return fns
+
+
+def _compile(source, src_hash, d, so, nargs=2, symbols=None):
     path, _ = compiler()
     full = source + f'\nextern "C" const char strata_kernel_key[] = "{src_hash}";\n'
     fd, tmp_cpp = tempfile.mkstemp(prefix=".k-", suffix=".cpp", dir=d)
@@ -208,7 +246,7 @@ def _compile(source, src_hash, d, so, nargs=2):
                 os.unlink(p)
             except FileNotFoundError:
                 pass
-    fn = _try_load(so, src_hash, nargs)
+    fn = _try_load(so, src_hash, nargs, symbols)
     if fn is None:
         raise RuntimeError(f"strata_cpp: the freshly compiled kernel {so} does not load")
     return fn

@@ -12,6 +12,39 @@ PARALLEL_MIN = 1 << 17
 BLOCK = 1 << 15
 TILE = 64  # transposed access: 64 x 64 tiles of the two innermost dims
 
+# Note [Render parameters]
+# Every renderer takes `params`, a dict of choices that change the loops' shape but never the order in
+# which any output element's value is computed or accumulated (mode="max-autotune" times them: Note
+# [Autotuning] in autotune.py). An empty dict renders exactly the default source.
+#   parallel_min  elements at or above which the OpenMP region runs threaded (PARALLEL_MIN)
+#   threads       a num_threads clause (0: none, OpenMP's default team)
+#   block         pointwise kernels: inner elements per tile (BLOCK; a multiple of every vector width)
+#   tile          transposed pointwise kernels: the tile edge (TILE)
+#   chunk         row kernels: rows per scheduling chunk (0: one contiguous range per thread)
+#   prefetch      row kernels: 0 leaves out the prefetch of each full input's next row
+#   cols_w        column reductions: columns per tile (1024 bytes of accumulators)
+#   vec           a vector width in bits the kernel function is compiled for (0: the flags' width)
+
+
+def _finish(out, params):
+    """The kernel's source from its lines; with params["vec"] (256) the kernel function is compiled for
+    that vector width (a target pragma around it: the flags prefer 512-bit vectors on AVX-512)."""
+    src = "\n".join(out) + "\n"
+    vec = (params or {}).get("vec")
+    if vec:
+        marker = 'extern "C" void strata_kernel('
+        src = src.replace(marker, "#pragma GCC push_options\n"
+                          f'#pragma GCC target("prefer-vector-width={int(vec)}")\n' + marker, 1)
+        src += "#pragma GCC pop_options\n"
+    return src
+
+
+def _omp_if(params, total):
+    """The num_threads and if clauses of an OpenMP parallel pragma over `total` elements."""
+    params = params or {}
+    t = params.get("threads", 0)
+    return (f" num_threads({t})" if t else "") + f" if ({total} >= {params.get('parallel_min', PARALLEL_MIN)})"
+
 
 def _literal(x, dtype):
     # Exact: a hex float literal converted to the kernel dtype, like eager's wrapped numbers.
@@ -79,7 +112,7 @@ def _bind_buffers(kernel, w, ctype):
         w(f"  {t}* __restrict {b.name} = static_cast<{t}*>(bufs[{len(kernel.inputs) + k}]);")
 
 
-def render_rows(kernel, header_comment=""):
+def render_rows(kernel, header_comment="", params=None):
     """`void strata_kernel(void* const* bufs, int64_t rows, int64_t cols)`: parallel over rows."""
     from .ir import Cast, Reduce
     T = kernel.dtype
@@ -241,15 +274,16 @@ def render_rows(kernel, header_comment=""):
             else:
                 final_stores.append(s)
     out.extend(hoisted)
-    w(f"#pragma omp parallel if (rows * cols >= {PARALLEL_MIN})")
+    w(f"#pragma omp parallel{_omp_if(params, 'rows * cols')}")
     w("  {")
     for v in cached:
         w(f"  std::unique_ptr<{ct(v)}[]> scr_{v}_row(new {ct(v)}[cols]);")
         w(f"  {ct(v)}* __restrict scr_{v} = scr_{v}_row.get();")
-    w("#pragma omp for schedule(static)")
+    chunk = (params or {}).get("chunk", 0)
+    w(f"#pragma omp for schedule(static{f', {chunk}' if chunk else ''})")
     w("  for (int64_t r = 0; r < rows; ++r) {")
     for b in kernel.inputs:
-        if b.kind == "full":
+        if b.kind == "full" and (params or {}).get("prefetch", 1):
             step = 64 // (8 if b.dtype == "double" else 4 if b.dtype == "float" else 1)
             w(f"    if (r + 1 < rows) for (int64_t j = 0; j < cols; j += {step}) __builtin_prefetch({b.name} + (r + 1) * cols + j);")
     out.extend(rowb)
@@ -270,7 +304,7 @@ def render_rows(kernel, header_comment=""):
     w("  }")
     w("  }")
     w("}")
-    return "\n".join(out) + "\n"
+    return _finish(out, params)
 
 
 # ---- general pointwise kernels (Note [Pointwise kernels with index expressions] in ir.py) -----------
@@ -295,7 +329,15 @@ def _pw_literal(value, dtype):
     return f"{t}({body})" if dtype in ("float16", "bfloat16") else f"static_cast<{t}>({body})"
 
 
-def render_pointwise(kernel, header_comment=""):
+def is_tiled(kernel):
+    """Whether render_pointwise writes the kernel's loops as tiles of its two innermost dims (an operand
+    with an inner stride other than 0 or 1, both dims at least 2 * TILE)."""
+    sizes, nd = kernel.sizes, len(kernel.sizes)
+    return (not kernel.flat and nd >= 2 and sizes[-1] >= 2 * TILE and sizes[-2] >= 2 * TILE
+            and any(b.strides[-1] not in (0, 1) for b in kernel.inputs + kernel.outputs))
+
+
+def render_pointwise(kernel, header_comment="", params=None):
     """`void strata_kernel(void* const* bufs, int64_t n)`: for a flat kernel n is the element count;
     otherwise the geometry is in the code and n is unused. The iteration space is cut into tiles (an
     outer index and a block of at most BLOCK inner elements), run by an OpenMP parallel for above
@@ -383,32 +425,33 @@ def render_pointwise(kernel, header_comment=""):
             b = kernel.outputs[s.buf]
             body.append(f"      {b.name}[{inner_index(b)}] = {s.var};")
     out.extend(hoisted)
+    blk_n = (params or {}).get("block", BLOCK)
     if kernel.flat:
-        w(f"  const int64_t nblocks = (n + {BLOCK} - 1) / {BLOCK};")
-        w(f"#pragma omp parallel for schedule(static) if (n >= {PARALLEL_MIN})")
+        w(f"  const int64_t nblocks = (n + {blk_n} - 1) / {blk_n};")
+        w(f"#pragma omp parallel for schedule(static){_omp_if(params, 'n')}")
         w("  for (int64_t blk = 0; blk < nblocks; ++blk) {")
-        w(f"    const int64_t begin = blk * {BLOCK}, end = begin + {BLOCK} < n ? begin + {BLOCK} : n;")
+        w(f"    const int64_t begin = blk * {blk_n}, end = begin + {blk_n} < n ? begin + {blk_n} : n;")
         w("    for (int64_t i = begin; i < end; ++i) {")
         out.extend(body)
         w("    }")
         w("  }")
         w("}")
-        return "\n".join(out) + "\n"
+        return _finish(out, params)
     sizes = kernel.sizes
-    if nd >= 2 and any(b.strides[-1] not in (0, 1) for b in bufs) and sizes[-1] >= 2 * TILE and sizes[-2] >= 2 * TILE:
-        _tiled_loops(w, out, body, kernel)
-        return "\n".join(out) + "\n"
+    if is_tiled(kernel):
+        _tiled_loops(w, out, body, kernel, params)
+        return _finish(out, params)
     inner = sizes[-1] if nd else 1
     outer = 1
     for s in sizes[:-1]:
         outer *= s
-    nblk = max(1, -(-inner // BLOCK))
+    nblk = max(1, -(-inner // blk_n))
     total = outer * inner
     w(f"  (void)n;")
-    w(f"#pragma omp parallel for schedule(static) if ({total} >= {PARALLEL_MIN})")
+    w(f"#pragma omp parallel for schedule(static){_omp_if(params, total)}")
     w(f"  for (int64_t tile = 0; tile < {outer * nblk}; ++tile) {{")
     w(f"    const int64_t blk = tile % {nblk}, o = tile / {nblk};")
-    w(f"    const int64_t begin = blk * {BLOCK}, end = begin + {BLOCK} < {inner} ? begin + {BLOCK} : {inner};")
+    w(f"    const int64_t begin = blk * {blk_n}, end = begin + {blk_n} < {inner} ? begin + {blk_n} : {inner};")
     # Outer dims' indices from o (innermost outer dim varies fastest), then each buffer's offset.
     _outer_indices(w, sizes[:-1])
     for b in bufs:
@@ -420,7 +463,7 @@ def render_pointwise(kernel, header_comment=""):
     w("    }")
     w("  }")
     w("}")
-    return "\n".join(out) + "\n"
+    return _finish(out, params)
 
 
 # ---- column reductions (Note [Column reductions] in fusion.py) ----------------------------------------
@@ -428,7 +471,7 @@ def render_pointwise(kernel, header_comment=""):
 _COL_OPS = {"sum": "Sum", "mean": "Sum", "amax": "Max", "amin": "Min"}
 
 
-def render_columns(kernel, header_comment=""):
+def render_columns(kernel, header_comment="", params=None):
     """A flat pointwise body over [outer, R, K] whose value `var` is reduced over R, in the
     reduction engine's column order: `void strata_kernel(void* const* bufs, int64_t n)`, n unused."""
     from .ir import CTYPES, PwCompute, PwConst, PwLoad, PwStore
@@ -496,10 +539,10 @@ def render_columns(kernel, header_comment=""):
         return lines, ren(rvar)
 
     Op = f"strata::codegen::{_COL_OPS[op]}"
-    W = 1024 // (8 if A == "double" else 4)
+    W = (params or {}).get("cols_w") or 1024 // (8 if A == "double" else 4)
     nblk = -(-K // W)
     w(f"  constexpr int64_t W = {W}, R = {R}, K = {K};")
-    w(f"#pragma omp parallel for schedule(static) if ({outer * R * K} >= {PARALLEL_MIN})")
+    w(f"#pragma omp parallel for schedule(static){_omp_if(params, outer * R * K)}")
     w(f"  for (int64_t t = 0; t < {outer * nblk}; ++t) {{")
     w(f"    const int64_t oo = t / {nblk}, j0 = (t % {nblk}) * W, w = K - j0 < W ? K - j0 : W;")
     w("    const int64_t base = oo * R * K + j0;")
@@ -554,7 +597,7 @@ def render_columns(kernel, header_comment=""):
     w(f"    for (int64_t j = 0; j < w; ++j) {o}[oo * K + j0 + j] = {fin};")
     w("  }")
     w("}")
-    return "\n".join(out) + "\n"
+    return _finish(out, params)
 
 
 def _fill(line, args):
@@ -584,7 +627,7 @@ def _outer_indices(w, outer_sizes):
             w(f"    rem /= {outer_sizes[d]};")
 
 
-def _tiled_loops(w, out, body, kernel):
+def _tiled_loops(w, out, body, kernel, params=None):
     """The loops of a pointwise kernel with an operand whose innermost stride is not 1 (a transposed
     read or write): TILE x TILE tiles of the two innermost dims, so the lines a strided operand
     touches in one row are reused by the next rows of the tile while still in cache. (The loop
@@ -595,15 +638,16 @@ def _tiled_loops(w, out, body, kernel):
     outer = 1
     for s in sizes[:-2]:
         outer *= s
-    nrb, ncb = -(-NR // TILE), -(-NC // TILE)
+    tile = (params or {}).get("tile", TILE)
+    nrb, ncb = -(-NR // tile), -(-NC // tile)
     w(f"  (void)n;")
-    w(f"#pragma omp parallel for schedule(static) if ({outer * NR * NC} >= {PARALLEL_MIN})")
+    w(f"#pragma omp parallel for schedule(static){_omp_if(params, outer * NR * NC)}")
     w(f"  for (int64_t tile = 0; tile < {outer * nrb * ncb}; ++tile) {{")
     w(f"    const int64_t cb = tile % {ncb}, rb = (tile / {ncb}) % {nrb}, o = tile / {ncb * nrb};")
     _outer_indices(w, sizes[:-2])
-    w(f"    const int64_t col_lo = cb * {TILE}, col_hi = col_lo + {TILE} < {NC} ? col_lo + {TILE} : {NC};")
-    w(f"    const int64_t row_hi = rb * {TILE} + {TILE} < {NR} ? rb * {TILE} + {TILE} : {NR};")
-    w(f"    for (int64_t r = rb * {TILE}; r < row_hi; ++r) {{")
+    w(f"    const int64_t col_lo = cb * {tile}, col_hi = col_lo + {tile} < {NC} ? col_lo + {tile} : {NC};")
+    w(f"    const int64_t row_hi = rb * {tile} + {tile} < {NR} ? rb * {tile} + {tile} : {NR};")
+    w(f"    for (int64_t r = rb * {tile}; r < row_hi; ++r) {{")
     for b in kernel.inputs + kernel.outputs:
         terms = [f"i{d} * {b.strides[d]}" for d in range(nd - 2) if b.strides[d]]
         if b.strides[nd - 2]:

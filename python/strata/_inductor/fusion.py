@@ -19,6 +19,7 @@ import warnings
 import strata
 
 from .. import _C
+from . import autotune as _autotune
 from . import codecache, cpp
 from .ir import LOWERINGS, Buffer, Compute, Const, Load, Store
 
@@ -121,16 +122,19 @@ class _GraphStep:
     __slots__ = ("runner", "in_ids", "out_ids")
 
 
-def compile_graph(graph, out=None, dynamic=None, world_shapes=None):
+def compile_graph(graph, out=None, dynamic=None, world_shapes=None, autotune=False):
     """The strata_cpp backend: a callable(*inputs) -> tuple of outputs. dynamic: the graph has symbolic
     sizes (default: whether it has int inputs); then only kernels that take any size are made.
     world_shapes: for a graph with symbolic sizes, value name -> its shape at each of several sizes of the
-    symbols (Note [Row kernels with symbolic sizes]); without it such a graph has no row kernels."""
+    symbols (Note [Row kernels with symbolic sizes]); without it such a graph has no row kernels.
+    autotune: time render variants and GEMM routes on the captured shapes (mode="max-autotune", Note
+    [Autotuning]); never for a graph with symbolic sizes."""
     runner = graph.runner()
     if strata.is_grad_enabled() and any(graph.value(v).requires_grad for v in graph.inputs):
         return runner
     if dynamic is None:
         dynamic = any(graph.value(v).kind == "int" for v in graph.inputs)
+    tune = autotune and not dynamic
     if not dynamic:
         row_groups = _row_groups(graph)
     elif world_shapes:
@@ -138,8 +142,14 @@ def compile_graph(graph, out=None, dynamic=None, world_shapes=None):
     else:
         row_groups = []
     row_pos = {i for r in row_groups for i in r[0]}
-    gemms = {} if dynamic else {i: p for i, p in _plan_gemm_epilogues(graph).items()
+    gemms = {} if dynamic else {i: p for i, p in _plan_gemm_epilogues(graph, extra=tune).items()
                                 if i not in row_pos and p["epi"] not in row_pos}
+    if tune and gemms:
+        try:
+            codecache.compiler()
+            gemms = _tune_gemm_routes(graph, gemms)
+        except codecache.CompilerMissing:
+            pass
     gemm_pos = {q for i, p in gemms.items() for q in (i, p["epi"]) if q is not None}
     plans = {}
     for i, n in enumerate(graph.nodes):
@@ -183,9 +193,9 @@ def compile_graph(graph, out=None, dynamic=None, world_shapes=None):
         live_after = {v for v, k in last_use.items() if k > end}
         st = None
         if u.kind == "rows":
-            st = _row_step(graph, row_of[tuple(u.positions)], live_after, logs, dynamic)
+            st = _row_step(graph, row_of[tuple(u.positions)], live_after, logs, dynamic, tune)
         elif u.kind in ("pw", "pwred"):
-            st = _pw_step(graph, u, plans, live_after, dynamic, logs, colreds)
+            st = _pw_step(graph, u, plans, live_after, dynamic, logs, colreds, tune)
         elif u.kind == "gemm":
             st = _gemm_step(graph, u.positions, gemms[u.positions[0]], logs)
         if st is None:
@@ -196,6 +206,7 @@ def compile_graph(graph, out=None, dynamic=None, world_shapes=None):
             steps.append(st)
     flush()
     r = _Runner(graph, runner, steps)
+    r.autotuned = tune
     r.order = order   # every node position in the scheduled order (a kernel plan runs them so)
     return r
 
@@ -263,30 +274,39 @@ def _dynamic_rows_ok(graph, run, world_shapes):
     return sig is not None
 
 
-def _row_step(graph, run, live_after, logs, dynamic=False):
+def _row_step(graph, run, live_after, logs, dynamic=False, tune=False):
     positions = run[0]
     lowered = _lower_row_group(graph, run, live_after)
     if lowered is None or not lowered[2]:
         return None
     k, in_ids, out_ids = lowered
     comment = f"strata_cpp row kernel for nodes {positions[0]}..{positions[-1]}:\n{k}"
-    source = cpp.render_rows(k, comment)
     if dynamic:
-        return _flat_row_step(graph, run, k, in_ids, out_ids, source, positions, logs)
-    if logs.enabled("output_code"):
-        logs._emit("output_code", f"generated row kernel ({len(positions)} nodes):\n{source}")
+        return _flat_row_step(graph, run, k, in_ids, out_ids, cpp.render_rows(k, comment), positions, logs)
     st = _RowStep()
-    st.fn = codecache.load(source, nargs=3)
     st.in_ids, st.out_ids = in_ids, out_ids
     st.ref = next(j for j, b in enumerate(k.inputs) if b.kind == "full")
     st.cols = run[2][-1]
     st.numel = _prod(run[2])
     st.outs = [(tuple(graph.value(v).shape), graph.value(v).dtype) for v in out_ids]
     st.nbuf = len(in_ids) + len(out_ids)
-    st.source = source
     st.name = kernel_name(graph, positions)
-    st.call = _C._compile.KernelCall(_address(st.fn), True, len(in_ids), st.ref, st.numel, st.cols,
-                                     graph.value(out_ids[0]).dtype, [list(sh) for sh, _ in st.outs], name=st.name)
+
+    def make_call(fn):
+        return _C._compile.KernelCall(_address(fn), True, len(in_ids), st.ref, st.numel, st.cols,
+                                      graph.value(out_ids[0]).dtype, [list(sh) for sh, _ in st.outs], name=st.name)
+    if tune:
+        source, _ = _autotune.tune_kernel(
+            st.name, "rows", lambda p: cpp.render_rows(k, comment, p),
+            _autotune.candidates("rows", st.numel, rows=st.numel // max(st.cols, 1)), make_call,
+            lambda: _sample_inputs(graph, in_ids), _spec(graph, in_ids, out_ids), nargs=3)
+    else:
+        source = cpp.render_rows(k, comment)
+    if logs.enabled("output_code"):
+        logs._emit("output_code", f"generated row kernel ({len(positions)} nodes):\n{source}")
+    st.fn = codecache.load(source, nargs=3)
+    st.source = source
+    st.call = make_call(st.fn)
     return st
 
 
@@ -322,7 +342,21 @@ def _flat_row_step(graph, run, k, in_ids, out_ids, source, positions, logs):
     return st
 
 
-def _pw_step(graph, unit, plans, live_after, dynamic, logs, colreds=None):
+def _spec(graph, in_ids, out_ids):
+    """The sizes, strides and dtypes of a kernel's inputs and outputs (part of an autotune key)."""
+    return [(tuple(graph.value(v).shape), tuple(graph.value(v).stride), graph.value(v).dtype)
+            for v in list(in_ids) + list(out_ids)]
+
+
+def _sample_inputs(graph, in_ids, bounds=None):
+    """Fresh random tensors with the sizes, strides and dtypes of in_ids (bounds: input position ->
+    exclusive upper bound of the integer values, for gather indices)."""
+    bounds = bounds or {}
+    return [_autotune.random_input(graph.value(v).shape, graph.value(v).stride, graph.value(v).dtype, bounds.get(j))
+            for j, v in enumerate(in_ids)]
+
+
+def _pw_step(graph, unit, plans, live_after, dynamic, logs, colreds=None, tune=False):
     positions = sorted(unit.positions)
     red = None
     if unit.kind == "pwred":
@@ -346,15 +380,12 @@ def _pw_step(graph, unit, plans, live_after, dynamic, logs, colreds=None):
     if not out_ids:
         return False  # nothing it computes is read: the nodes are dead
     comment = f"strata_cpp kernel for nodes {', '.join(map(str, positions))}:\n{k}"
-    source = cpp.render_columns(k, comment) if red is not None else cpp.render_pointwise(k, comment)
-    if logs.enabled("output_code"):
-        logs._emit("output_code", f"generated kernel ({len(positions)} nodes):\n{source}")
+    render = (lambda p: cpp.render_columns(k, comment, p)) if red is not None else \
+        (lambda p: cpp.render_pointwise(k, comment, p))
     st = _KernelStep()
-    st.fn = codecache.load(source)
     st.name = kernel_name(graph, positions)
     st.in_ids, st.out_ids = in_ids, out_ids
     st.nbuf = len(in_ids) + len(out_ids)
-    st.source = source
     vals = [graph.value(v) for v in out_ids]
     st.dtype = vals[0].dtype
     st.shape = tuple(vals[0].shape)
@@ -363,9 +394,11 @@ def _pw_step(graph, unit, plans, live_after, dynamic, logs, colreds=None):
         # The input whose sizes the outputs take; with only 0-d inputs the outputs are 0-d too (input 0).
         st.ref = next((j for j, b in enumerate(k.inputs) if any(b.strides)), 0)
         st.numel = None if dynamic else _prod(st.shape)
-        st.call = _C._compile.KernelCall(_address(st.fn), False, len(in_ids), st.ref,
-                                         -1 if st.numel is None else st.numel, 1, st.dtype,
-                                         [[] for _ in out_ids], dts, name=st.name)
+
+        def make_call(fn):
+            return _C._compile.KernelCall(_address(fn), False, len(in_ids), st.ref,
+                                          -1 if st.numel is None else st.numel, 1, st.dtype,
+                                          [[] for _ in out_ids], dts, name=st.name)
         st.extra = (dts, None, False)
     else:
         ins = [graph.value(v) for v in in_ids]
@@ -374,10 +407,32 @@ def _pw_step(graph, unit, plans, live_after, dynamic, logs, colreds=None):
         geometry = ([list(v.shape) for v in vals], [list(v.shape) for v in ins], [list(v.stride) for v in ins],
                     [list(v.stride) for v in vals])
         status = any(b.rows for b in k.inputs)
-        st.call = _C._compile.KernelCall(_address(st.fn), False, len(in_ids), 0, st.numel, 1, st.dtype,
-                                         geometry[0], dts, geometry[1], geometry[2], geometry[3], status,
-                                         name=st.name)
+
+        def make_call(fn):
+            return _C._compile.KernelCall(_address(fn), False, len(in_ids), 0, st.numel, 1, st.dtype,
+                                          geometry[0], dts, geometry[1], geometry[2], geometry[3], status,
+                                          name=st.name)
         st.extra = (dts, geometry, status)
+    if tune and st.numel is not None:
+        if red is not None:
+            kind, info = "columns", {"op": red["op"], "w": 1024 // (8 if k.outputs[-1].dtype == "float64" else 4)}
+        elif cpp.is_tiled(k):
+            kind, info = "tiled", {}
+        else:
+            kind, info = "pointwise", {"inner": st.numel if k.flat else k.sizes[-1] if k.sizes else 1}
+        # Gather indices: random values inside the table.
+        loads = {s.var: s.buf for s in k.body if isinstance(s, PwLoad)}
+        bounds = {loads[s.index]: k.inputs[s.buf].rows for s in k.body if isinstance(s, PwGather)}
+        source, _ = _autotune.tune_kernel(st.name, kind, render, _autotune.candidates(kind, st.numel, **info),
+                                          make_call, lambda: _sample_inputs(graph, in_ids, bounds),
+                                          _spec(graph, in_ids, out_ids))
+    else:
+        source = render(None)
+    if logs.enabled("output_code"):
+        logs._emit("output_code", f"generated kernel ({len(positions)} nodes):\n{source}")
+    st.fn = codecache.load(source)
+    st.source = source
+    st.call = make_call(st.fn)
     return st
 
 
@@ -1251,8 +1306,10 @@ def _gemm_operands(node):
     return None
 
 
-def _plan_gemm_epilogues(g):
-    """{gemm position: {"epi", "desc", "in_ids", "act"}} (Note [GEMM epilogue steps])."""
+def _plan_gemm_epilogues(g, extra=False):
+    """{gemm position: {"epi", "desc", "in_ids", "out", "default"}} (Note [GEMM epilogue steps]). extra (mode
+    "max-autotune"): also the GEMMs default mode leaves to eager (below GEMM_EPILOGUE_MIN_WORK, or without a bias
+    or an epilogue), with "default" False, for _tune_gemm_routes to time."""
     nodes = g.nodes
     if not any(n.op in _GEMM_OPS for n in nodes):
         return {}
@@ -1273,10 +1330,15 @@ def _plan_gemm_epilogues(g):
         if not (_f32_cpu(x) and _f32_cpu(w) and h.kind == "tensor" and _f32_cpu(h)) or len(w.shape) != 2:
             continue
         epi = _epilogue_of(g, nodes, readers, outs, i, h)
+        default = True
         if epi is None:
             # Note [Bias GEMM steps]: linear with a bias and no epilogue to take.
-            if n.op != "linear" or bias is None or not _contiguous(h.shape, h.stride):
+            if not _contiguous(h.shape, h.stride):
                 continue
+            if n.op != "linear" or bias is None:
+                if not extra:
+                    continue
+                default = False
             j, act, other, y = None, 0, None, h
         else:
             j, act, other, y = epi
@@ -1299,15 +1361,19 @@ def _plan_gemm_epilogues(g):
             if tuple(w.shape) != (K, N):
                 continue
             b_rs, b_cs = w.stride
-        if min(a_rs, a_cs, b_rs, b_cs) <= 0 or min(M, N, K) <= 0 or M * N * K < GEMM_EPILOGUE_MIN_WORK:
+        if min(a_rs, a_cs, b_rs, b_cs) <= 0 or min(M, N, K) <= 0:
             continue
+        if M * N * K < GEMM_EPILOGUE_MIN_WORK:
+            if not extra:
+                continue
+            default = False
         if bias is not None and not (_f32_cpu(bias) and tuple(bias.shape) == (N,) and _contiguous(bias.shape, bias.stride)):
             continue
         desc = [M, N, K, a_rs, a_cs, b_rs, b_cs, int(bias is not None), act, int(other is not None)]
         if not _C._compile.gemm_epilogue_supported(desc):
             continue
         in_ids = [x.id, w.id] + ([bias.id] if bias is not None else []) + ([other.id] if other is not None else [])
-        plans[i] = {"epi": j, "desc": desc, "in_ids": in_ids, "out": y.id}
+        plans[i] = {"epi": j, "desc": desc, "in_ids": in_ids, "out": y.id, "default": default}
     # A node is the epilogue of at most one GEMM (mul of two GEMM outputs: the first claims it).
     seen = set()
     for i in sorted(plans):
@@ -1318,6 +1384,40 @@ def _plan_gemm_epilogues(g):
         else:
             seen.add(plans[i]["epi"])
     return plans
+
+
+def _tune_gemm_routes(graph, gemms):
+    """The GEMM plans whose oneDNN step beats running their nodes through eager on the captured shapes
+    (Note [Autotuning] in autotune.py); ties keep what default mode does."""
+    from .. import _dynamo
+    nodes = graph.nodes
+    kept = {}
+    for i, p in gemms.items():
+        positions = [i] if p["epi"] is None else [i, p["epi"]]
+        in_ids = list(p["in_ids"])
+        produced = {v for q in positions for v in nodes[q].outputs}
+        reads = []
+        for q in positions:
+            for v in nodes[q].input_ids:
+                if v not in produced and v not in reads and not graph.value(v).is_constant:
+                    reads.append(v)
+        if not set(reads) <= set(in_ids):
+            if p["default"]:
+                kept[i] = p
+            continue
+        st = _gemm_step(graph, positions, p, _dynamo.logs)
+        runner = graph.extract(reads, positions, [p["out"]]).runner()
+        pick = [in_ids.index(v) for v in reads]
+
+        def eager_call(*xs, runner=runner, pick=pick):
+            return runner(*[xs[k] for k in pick])
+        ops = "+".join(nodes[q].op for q in positions)
+        route = _autotune.gemm_route(st.name, p["desc"], ops, "dnnl" if p["default"] else "eager", st.call,
+                                     eager_call, lambda: _sample_inputs(graph, in_ids),
+                                     _spec(graph, in_ids, [p["out"]]))
+        if route == "dnnl":
+            kept[i] = p
+    return kept
 
 
 def _epilogue_of(g, nodes, readers, outs, i, h):
