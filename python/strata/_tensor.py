@@ -94,7 +94,7 @@ def _to(self, *args, **kwargs):
     dtype = kwargs.pop("dtype", None)
     device = kwargs.pop("device", None)
     copy = kwargs.pop("copy", False)
-    kwargs.pop("non_blocking", None)
+    non_blocking = bool(kwargs.pop("non_blocking", False))
     # A memory format other than preserve_format asks for a dense result in that layout (python/strata/
     # _channels_last.py); preserve_format keeps a channels-last layout through a copy.
     mf = kwargs.pop("memory_format", None)
@@ -117,9 +117,12 @@ def _to(self, *args, **kwargs):
     if same_dtype and same_device and not copy:
         return _channels_last().convert(self, mf, "to") if dense else self
     if not same_device and device.type == "cuda":
-        from ._tensor_compat import no_cuda_device
+        from . import cuda
 
-        raise no_cuda_device(device, "Tensor.to()")
+        if not cuda.is_available():
+            from ._tensor_compat import no_cuda_device
+
+            raise no_cuda_device(device, "Tensor.to()")
     if not same_device and device.type == "mps":  # torch's CPU-only builds say the same
         raise RuntimeError("Strata is not linked with support for mps devices")
     if not same_dtype and self.dtype.is_complex and not dtype.is_complex:

@@ -24,8 +24,11 @@ _TYPE_NAMES.update({dt: n + "Tensor" for dt, n in (
 
 
 def no_cuda_device(device, what):
-    return AssertionError(f"Strata not compiled with CUDA enabled: {what} asked for device '{device}', and this "
-                          "build has no CUDA backend (strata.cuda.is_available() is False)")
+    # The exception type torch's CPU-only build raises; the reason is why this process has no usable CUDA.
+    from . import cuda
+
+    return AssertionError(f"CUDA unavailable: {what} asked for device '{device}', and this process has no CUDA "
+                          f"backend (strata.cuda.is_available() is False: {cuda.is_available_reason()})")
 
 
 def _format(self, spec):
@@ -66,7 +69,11 @@ def _cuda(self, device=None, non_blocking=False, memory_format=None):
         device = "cuda"
     elif not isinstance(device, (str, _C.device)):
         device = f"cuda:{int(device)}"
-    raise no_cuda_device(device, "Tensor.cuda()")
+    from . import cuda
+
+    if not cuda.is_available():
+        raise no_cuda_device(device, "Tensor.cuda()")
+    return self.to(device, non_blocking=non_blocking)
 
 
 def _pin_memory(self, device=None):
