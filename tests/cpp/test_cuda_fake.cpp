@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
+#include <thread>
 #include <vector>
 
 #include "backends/cuda/caching_allocator.h"
@@ -303,4 +305,80 @@ TEST_F(CudaFake, TensorsMoveBetweenHostAndDevice) {
   EXPECT_EQ(got[9], -1.0f);
   EXPECT_EQ(got[2], 2.0f);
   EXPECT_EQ(got[4], 4.0f);
+}
+
+namespace {
+// A host "kernel" for the fake driver: adds params[1] (an int) to every int of the device buffer params[0] (n ints,
+// n = grid x block).
+std::function<void()> add_kernel(void** params, unsigned gx, unsigned bx) {
+  int* p = *static_cast<int**>(params[0]);
+  const int v = *static_cast<int*>(params[1]);
+  const size_t n = size_t(gx) * bx;
+  return [p, v, n] {
+    for (size_t i = 0; i < n; ++i) p[i] += v;
+  };
+}
+}  // namespace
+
+TEST_F(CudaFake, LaunchedKernelsRunInStreamOrderWithTheirLaunchParameters) {
+  fake::register_kernel("add_ints", &add_kernel);
+  fake::set_manual_progress(true);
+  Stream s = new_stream(0);
+  DeviceGuard g(0);
+  CUmodule mod = nullptr;
+  CUfunction fn = nullptr;
+  ASSERT_EQ(driver().cuModuleLoadData(&mod, "image"), CUDA_SUCCESS);
+  ASSERT_EQ(driver().cuModuleGetFunction(&fn, mod, "add_ints"), CUDA_SUCCESS);
+  EXPECT_EQ(driver().cuModuleGetFunction(&fn, mod, "missing"), CUDA_ERROR_NOT_FOUND);
+  ASSERT_EQ(driver().cuModuleGetFunction(&fn, mod, "add_ints"), CUDA_SUCCESS);
+  DataPtr buf = alloc().allocate_on(8 * sizeof(int), 0, s);
+  ASSERT_EQ(driver().cuMemsetD8Async(addr(buf), 0, 8 * sizeof(int), s.handle), CUDA_SUCCESS);
+  int* dev = static_cast<int*>(buf.get());
+  int v = 3;
+  void* params[] = {&dev, &v};
+  ASSERT_EQ(driver().cuLaunchKernel(fn, 2, 1, 1, 4, 1, 1, 0, s.handle, params, nullptr), CUDA_SUCCESS);
+  v = 10;  // the launch took its parameters already
+  ASSERT_EQ(driver().cuLaunchKernel(fn, 2, 1, 1, 4, 1, 1, 0, s.handle, params, nullptr), CUDA_SUCCESS);
+  int host[8] = {};
+  ASSERT_EQ(driver().cuMemcpyDtoHAsync(host, addr(buf), sizeof host, s.handle), CUDA_SUCCESS);
+  EXPECT_EQ(fake::run_pending(s.handle, 2), 2u);  // memset and the first launch
+  EXPECT_EQ(host[7], 0);
+  s.synchronize();
+  for (int x : host) EXPECT_EQ(x, 13);
+  EXPECT_EQ(driver().cuModuleUnload(mod), CUDA_SUCCESS);
+}
+
+TEST_F(CudaFake, DevicesKeepSeparatePoolsAndFigures) {
+  caching_allocator().reset_accumulated_stats(1);
+  DataPtr a = alloc().allocate_on(4096, 1, default_stream(1));
+  Device d(DeviceType::CUDA, 1);
+  Tensor t = empty_tensor(std::vector<int64_t>{16}, ScalarType::Float32, d);
+  EXPECT_EQ(t.device(), d);
+  EXPECT_EQ(alloc().stats(1).allocation.s[kAll].current, 2);
+  EXPECT_EQ(alloc().stats(0).allocation.s[kAll].current, 0);
+  EXPECT_EQ(current_device(), 0);  // allocating on cuda:1 leaves the current device alone
+  EXPECT_GT(fake::used_memory(1), 0u);
+}
+
+TEST_F(CudaFake, ConcurrentAllocationsKeepTheFiguresExact) {
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([t] {
+      set_device(0);
+      std::vector<DataPtr> live;
+      for (int i = 0; i < 200; ++i) {
+        live.push_back(caching_allocator().allocate(size_t(512) * (1 + (i * 7 + t) % 40)));
+        if (i % 3 == 0) live.erase(live.begin());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  DeviceStats s = st();
+  EXPECT_EQ(s.allocation.s[kAll].current, 0);
+  EXPECT_EQ(s.allocated_bytes.s[kAll].current, 0);
+  EXPECT_EQ(s.active_bytes.s[kAll].current, 0);
+  EXPECT_EQ(s.allocation.s[kAll].allocated, 800);
+  EXPECT_EQ(s.inactive_split.s[kAll].current, 0);  // every split block merged back
+  alloc().empty_cache();
+  EXPECT_EQ(st().reserved_bytes.s[kAll].current, 0);
 }

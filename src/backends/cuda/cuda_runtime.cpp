@@ -54,6 +54,8 @@ const Devices& devices() {
 }
 
 thread_local int t_device = 0;
+// The device whose primary context is current on this thread (-1: none made current by Strata yet).
+thread_local int t_ctx_device = -1;
 // Current stream per device of this thread; a null entry means the default stream.
 thread_local std::vector<CUstream> t_streams;
 thread_local std::vector<bool> t_stream_set;
@@ -61,12 +63,15 @@ thread_local std::vector<bool> t_stream_set;
 DeviceState& dstate(int device) { return devices().state[static_cast<size_t>(device)]; }
 
 // Makes the primary context of `device` current on this thread (retained once per process).
+// Always calls the driver (cheap): libraries on the runtime API (cuBLAS, NVRTC users) may have switched the
+// current context since, so t_ctx_device is a record, not a cache.
 void make_current(int device) {
   DeviceState& s = dstate(device);
   const DriverApi& api = driver();
   std::call_once(s.ctx_once, [&] { s.ctx_result = api.cuDevicePrimaryCtxRetain(&s.ctx, device); });
   check(s.ctx_result, "cuDevicePrimaryCtxRetain");
   check(api.cuCtxSetCurrent(s.ctx), "cuCtxSetCurrent");
+  t_ctx_device = device;
 }
 
 }  // namespace
@@ -105,6 +110,7 @@ DeviceGuard::DeviceGuard(int device) {
   if (device < 0) return;
   check_device(device, "DeviceGuard");
   prev_ = t_device;
+  prev_ctx_ = t_ctx_device;
   make_current(device);
   t_device = device;
 }
@@ -112,9 +118,12 @@ DeviceGuard::DeviceGuard(int device) {
 DeviceGuard::~DeviceGuard() {
   if (prev_ < 0) return;
   t_device = prev_;
+  // Only a context that was current before comes back: restoring "device 0" must not create its context on a
+  // thread (or a process) that never used that device.
+  if (prev_ctx_ < 0) return;
   try {
-    make_current(prev_);
-  } catch (...) {  // the previous device was current a moment ago; nothing to report from a destructor
+    make_current(prev_ctx_);
+  } catch (...) {  // that context was current a moment ago; nothing to report from a destructor
   }
 }
 

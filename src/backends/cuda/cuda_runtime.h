@@ -38,6 +38,7 @@ class DeviceGuard {
 
  private:
   int prev_ = -1;
+  int prev_ctx_ = -1;
 };
 
 struct DeviceProperties {
