@@ -382,3 +382,20 @@ TEST_F(CudaFake, ConcurrentAllocationsKeepTheFiguresExact) {
   alloc().empty_cache();
   EXPECT_EQ(st().reserved_bytes.s[kAll].current, 0);
 }
+
+TEST_F(CudaFake, AStalledStreamDoesNotHoldBackBlocksWaitingOnAnother) {
+  fake::set_manual_progress(true);
+  Stream slow = new_stream(0), quick = new_stream(0);
+  DataPtr a = alloc().allocate(4096), b = alloc().allocate(4096);
+  const uintptr_t pa = addr(a), pb = addr(b);
+  alloc().record_stream(a.get(), slow);
+  alloc().record_stream(b.get(), quick);
+  a.reset();  // its event waits on `slow`, queued first
+  b.reset();
+  EXPECT_EQ(fake::run_pending(quick.handle), 1u);
+  DataPtr c = alloc().allocate(4096);
+  EXPECT_EQ(addr(c), pb);  // b's block is back though a's event (on slow) has not completed
+  DataPtr d = alloc().allocate(4096);
+  EXPECT_NE(addr(d), pa);
+  slow.synchronize();
+}

@@ -112,8 +112,9 @@ struct DeviceAllocator {
   std::optional<MempoolId> active_pool;
   bool filter_stream = false;
   CUstream pool_stream = nullptr;
-  // Events recorded at the free of blocks used on other streams, oldest first.
-  std::deque<std::pair<CUevent, Block*>> events;
+  // Events recorded at the free of blocks used on other streams, oldest first per stream (a stream's events
+  // complete in order; one stalled stream does not hold back the blocks waiting on another).
+  std::map<CUstream, std::deque<std::pair<CUevent, Block*>>> events;
 };
 
 struct State {
@@ -201,14 +202,18 @@ void free_block(DeviceAllocator& da, Block* b) {
 
 // Returns to their pools the freed blocks whose events have completed, in order.
 void process_events(State& st, DeviceAllocator& da, bool wait) {
-  while (!da.events.empty()) {
-    auto [e, b] = da.events.front();
-    CUresult r = wait ? driver().cuEventSynchronize(e) : driver().cuEventQuery(e);
-    if (r == CUDA_ERROR_NOT_READY) break;
-    check(r, wait ? "cuEventSynchronize (caching allocator)" : "cuEventQuery (caching allocator)");
-    st.spare_events.push_back(e);
-    da.events.pop_front();
-    if (--b->event_count == 0) free_block(da, b);
+  for (auto it = da.events.begin(); it != da.events.end();) {
+    auto& q = it->second;
+    while (!q.empty()) {
+      auto [e, b] = q.front();
+      CUresult r = wait ? driver().cuEventSynchronize(e) : driver().cuEventQuery(e);
+      if (r == CUDA_ERROR_NOT_READY) break;
+      check(r, wait ? "cuEventSynchronize (caching allocator)" : "cuEventQuery (caching allocator)");
+      st.spare_events.push_back(e);
+      q.pop_front();
+      if (--b->event_count == 0) free_block(da, b);
+    }
+    it = q.empty() ? da.events.erase(it) : std::next(it);
   }
 }
 
@@ -317,8 +322,8 @@ DataPtr CachingAllocator::allocate_on(size_t nbytes, int device, const Stream& s
   Block* b = find_free(da, pool, stream.handle, rounded);
   if (!b) b = new_segment(da, pool, stream.handle, allocation_size(rounded));
   if (!b) {
-    // Give the cached segments back to the driver and try once more (not while a private pool is being filled:
-    // its blocks must keep their addresses).
+    // Give the cached segments back to the driver and try once more (a live private pool keeps its segments: its
+    // blocks must keep their addresses).
     release_cached(st, da);
     ++da.stats.num_alloc_retries;
     b = new_segment(da, pool, stream.handle, allocation_size(rounded));
@@ -387,7 +392,7 @@ void free_fn(void* ctx) {
       CUevent e = take_event(st);
       check(driver().cuEventRecord(e, s), "cuEventRecord (caching allocator)");
       ++b->event_count;
-      da.events.emplace_back(e, b);
+      da.events[s].emplace_back(e, b);
     }
   } catch (...) {
     // A deleter cannot throw: without the events, wait for the device instead.
