@@ -10,6 +10,7 @@
 #include "backends/cuda/caching_allocator.h"
 #include "backends/cuda/cuda_runtime.h"
 #include "backends/cuda/fake_driver.h"
+#include "backends/cuda/pinned_memory.h"
 #include "bind.h"
 
 namespace strata::py {
@@ -124,6 +125,17 @@ void bind_cuda(nb::module_& parent) {
         [](int d, std::pair<uint64_t, uint64_t> id) { cuda::caching_allocator().end_allocate_to_pool(d, id); });
   m.def("release_pool",
         [](int d, std::pair<uint64_t, uint64_t> id) { cuda::caching_allocator().release_pool(d, id); });
+  m.def("pin_memory", [](const Tensor& t) { return cuda::pin_memory(t); });
+  m.def("is_pinned", [](const Tensor& t) {
+    if (!t.device().is_cpu() || !cuda::available()) return false;
+    const size_t n = std::max<size_t>(1, static_cast<size_t>(t.numel()) * t.element_size());
+    return cuda::is_pinned(t.data_ptr(), n);
+  });
+  m.def("empty_pinned_cache", [] { cuda::empty_pinned_cache(); });
+  m.def("pinned_stats", [] {
+    cuda::PinnedStats s = cuda::pinned_stats();
+    return std::make_tuple(s.allocated_bytes, s.cached_bytes, s.host_alloc_calls);
+  });
   m.def("data_address", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); });
 
   // The fake driver's hooks (tests only).

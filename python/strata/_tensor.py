@@ -129,7 +129,12 @@ def _to(self, *args, **kwargs):
         import warnings
 
         warnings.warn("Casting complex values to real discards the imaginary part", UserWarning, stacklevel=2)
-    r = _ops._to_copy(self, dtype=dtype, device=device)
+    if non_blocking and device is not None and device.type == "cuda" and self.device.type == "cpu":
+        # An asynchronous copy from the host (it is one when the source is pinned): no wait at the end.
+        r = _ops.empty(list(self.shape), dtype=self.dtype if dtype is None else dtype, device=device)
+        r.copy_(self, non_blocking=True)
+    else:
+        r = _ops._to_copy(self, dtype=dtype, device=device)
     if not dense:
         mf = None if self.is_contiguous() else _channels_last().suggest(self)
     return _channels_last().convert(r, mf, "to") if mf is not None else r

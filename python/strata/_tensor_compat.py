@@ -77,13 +77,19 @@ def _cuda(self, device=None, non_blocking=False, memory_format=None):
 
 
 def _pin_memory(self, device=None):
-    # Pinned (page-locked) host memory only exists for copies to an accelerator.
-    raise RuntimeError("Cannot access accelerator device when none is available: Tensor.pin_memory() needs one, "
-                       "and this build of Strata runs on the CPU only")
+    # Pinned (page-locked) host memory only exists for copies to an accelerator (src/backends/cuda/pinned_memory.h).
+    from . import cuda
+
+    if not cuda.is_available():
+        raise RuntimeError("Cannot access accelerator device when none is available: Tensor.pin_memory() needs one "
+                           f"(strata.cuda.is_available() is False: {cuda.is_available_reason()})")
+    if _C._cuda.is_pinned(self):
+        return self
+    return _C._cuda.pin_memory(self)
 
 
 def _is_pinned(self, device=None):
-    return False
+    return _C._cuda.is_pinned(self)
 
 
 def _new(self, *args, **kwargs):

@@ -11,6 +11,7 @@
 #include "backends/cuda/caching_allocator.h"
 #include "backends/cuda/cuda_runtime.h"
 #include "backends/cuda/fake_driver.h"
+#include "backends/cuda/pinned_memory.h"
 #include "ops/ops.h"
 
 using namespace strata;
@@ -398,4 +399,30 @@ TEST_F(CudaFake, AStalledStreamDoesNotHoldBackBlocksWaitingOnAnother) {
   DataPtr d = alloc().allocate(4096);
   EXPECT_NE(addr(d), pa);
   slow.synchronize();
+}
+
+TEST_F(CudaFake, PinnedCopiesAreAsynchronousAndKeepTheirHostBlock) {
+  fake::set_manual_progress(true);
+  Tensor host = pin_memory(full(std::vector<int64_t>{256}, Scalar(2.0), ScalarType::Float32));
+  const void* hp = host.data_ptr();
+  EXPECT_TRUE(is_pinned(hp, 1024));
+  EXPECT_FALSE(is_pinned(hp, 1 << 20));
+  Tensor dev = empty_tensor(std::vector<int64_t>{256}, ScalarType::Float32, Device(DeviceType::CUDA));
+  Stream s = current_stream(0);
+  copy_(dev, host, /*non_blocking=*/true);
+  EXPECT_EQ(fake::pending(s.handle), 2u);  // the copy and the pinned block's event; nothing waited
+  fill_(host, Scalar(5.0));                // a copy from pinned memory reads it when it runs
+  host = Tensor();                         // freed while the copy is queued
+  Tensor other = pin_memory(full(std::vector<int64_t>{256}, Scalar(1.0), ScalarType::Float32));
+  EXPECT_NE(other.data_ptr(), hp);  // the block waits for the copy's event
+  s.synchronize();
+  std::vector<float> got = values(to_device(dev, Device()));
+  EXPECT_EQ(got[0], 5.0f);
+  Tensor again = pin_memory(other);
+  EXPECT_EQ(again.data_ptr(), hp);  // now it is handed out again
+  // device -> pinned host, asynchronous with non_blocking
+  copy_(again, dev, /*non_blocking=*/true);
+  EXPECT_EQ(again.data_ptr<float>()[0], 1.0f);  // not run yet
+  s.synchronize();
+  EXPECT_EQ(again.data_ptr<float>()[0], 5.0f);
 }

@@ -223,3 +223,21 @@ def test_private_pool_keeps_addresses():
         strata.cuda._release_pool(0, pool)
         assert strata.cuda.memory_reserved() == reserved - (2 << 20)
     """)
+
+
+def test_pinned_memory_and_non_blocking_copies():
+    run_fake("""
+        fake.set_manual_progress(True)
+        t = strata.arange(8.0).pin_memory()
+        assert t.is_pinned() and not strata.arange(8.0).is_pinned() and t.pin_memory() is t
+        d = t.to("cuda", non_blocking=True)
+        assert fake.pending() == 2                     # queued (the copy and its event), not waited for
+        blocking = t.to("cuda")                        # non_blocking=False waits, as torch
+        assert fake.pending() == 0
+        h = strata.zeros(8).pin_memory()
+        h.copy_(d, non_blocking=True)
+        assert h.tolist() == [0.0] * 8                 # the copy back has not run yet
+        strata.cuda.current_stream().synchronize()
+        assert h.tolist() == list(range(8)) and blocking.cpu().tolist() == list(range(8))
+        assert cc.pinned_stats()[0] > 0
+    """)

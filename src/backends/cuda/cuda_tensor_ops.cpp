@@ -10,6 +10,7 @@
 // not belong to the destination keep their values). Correct, and slow; named in docs/CUDA.md.
 #include "backends/cuda/caching_allocator.h"
 #include "backends/cuda/cuda_runtime.h"
+#include "backends/cuda/pinned_memory.h"
 #include "ops/api/core.h"
 #include "ops/creation_common.h"
 #include "ops/op_list.h"
@@ -71,6 +72,20 @@ Tensor copy_cuda(const Tensor& self, const Tensor& src, bool non_blocking) {
   if (!is_cuda(self)) {  // device -> host
     STRATA_CHECK(self.device().is_cpu(), "copy_: no copy routine from ", src.device().str(), " to ",
                  self.device().str());
+    const size_t bytes = static_cast<size_t>(self.numel()) * self.element_size();
+    if (self.numel() > 0 && self.dtype() == src.dtype() && self.is_contiguous() && src.is_contiguous() &&
+        std::equal(self.sizes().begin(), self.sizes().end(), src.sizes().begin(), src.sizes().end()) &&
+        is_pinned(self.data_ptr(), bytes)) {
+      // Into page-locked memory: one asynchronous copy (Note [Pinned host memory]).
+      const int dev = src.device().index;
+      DeviceGuard g(dev);
+      Stream s = current_stream(dev);
+      check(driver().cuMemcpyDtoHAsync(self.data_ptr(), dptr(src), bytes, s.handle), "cuMemcpyDtoHAsync");
+      pinned_record_use(self.data_ptr(), s);
+      if (!non_blocking) s.synchronize();
+      self.bump_version();
+      return self;
+    }
     auto [base, view] = read_span(src);
     copy_(self, view, false);
     return self;
@@ -87,6 +102,11 @@ Tensor copy_cuda(const Tensor& self, const Tensor& src, bool non_blocking) {
   if (same_layout && is_cuda(src) && src.device().index == dev) {
     check(driver().cuMemcpyDtoDAsync(dptr(self), dptr(src), bytes, current_stream(dev).handle),
           "cuMemcpyDtoDAsync");
+  } else if (same_layout && src.device().is_cpu() && is_pinned(src.data_ptr(), bytes)) {
+    // From page-locked memory: asynchronous (Note [Pinned host memory]); non_blocking=False waits below.
+    Stream s = current_stream(dev);
+    check(driver().cuMemcpyHtoDAsync(dptr(self), src.data_ptr(), bytes, s.handle), "cuMemcpyHtoDAsync");
+    pinned_record_use(src.data_ptr(), s);
   } else if (src.device().is_cpu() && self.is_contiguous()) {
     // Host -> device: convert and broadcast on the host, then one copy.
     Tensor h = src;
@@ -201,6 +221,15 @@ Tensor clone_cuda(const Tensor& self) {
 STRATA_IMPL(clone, CUDA, clone_cuda);
 
 }  // namespace
+
+Tensor pin_memory(const Tensor& t) {
+  STRATA_CHECK(t.device().is_cpu(), "pin_memory: only CPU tensors can be pinned, got a ", t.describe());
+  const size_t nbytes = static_cast<size_t>(t.numel()) * t.element_size();
+  auto storage = make_intrusive<StorageImpl>(pinned_allocate(nbytes), nbytes, Device());
+  Tensor out(make_intrusive<TensorImpl>(std::move(storage), 0, t.sizes(), t.dtype()));
+  copy_(out, t, false);
+  return out;
+}
 
 // Views only compute geometry: their CPU kernels (device-generic, shared with Meta) serve CUDA tensors as they
 // are. Copied onto the CUDA key at the first use of CUDA, when every static registration has run.

@@ -59,6 +59,7 @@ enum : int {
 constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
 constexpr unsigned CU_EVENT_DEFAULT = 0x0;
 constexpr unsigned CU_EVENT_DISABLE_TIMING = 0x2;
+constexpr unsigned CU_MEMHOSTALLOC_PORTABLE = 0x1;
 
 // X(name, symbol, return, parameters): every function of the table, with the symbol it has in libcuda.so.1 (the
 // versioned names that cuda.h's macros select).
@@ -81,6 +82,8 @@ constexpr unsigned CU_EVENT_DISABLE_TIMING = 0x2;
   X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", CUresult, (void* dst, CUdeviceptr src, size_t bytes, CUstream stream)) \
   X(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", CUresult,                                                           \
     (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream))                                             \
+  X(cuMemHostAlloc, "cuMemHostAlloc", CUresult, (void** ptr, size_t bytes, unsigned flags))                        \
+  X(cuMemFreeHost, "cuMemFreeHost", CUresult, (void* ptr))                                                         \
   X(cuMemsetD8Async, "cuMemsetD8Async", CUresult, (CUdeviceptr dst, unsigned char value, size_t n, CUstream stream)) \
   X(cuStreamCreate, "cuStreamCreate", CUresult, (CUstream * stream, unsigned flags))                               \
   X(cuStreamDestroy, "cuStreamDestroy_v2", CUresult, (CUstream stream))                                            \

@@ -58,6 +58,7 @@ struct State {
   std::recursive_mutex mu;
   std::vector<Device> devices;
   std::map<uintptr_t, Allocation> allocations;  // base -> allocation
+  std::map<uintptr_t, size_t> pinned;            // page-locked host blocks: base -> size
   std::unordered_map<FakeStream*, std::unique_ptr<FakeStream>> streams;
   std::unordered_map<FakeEvent*, std::unique_ptr<FakeEvent>> events;
   std::vector<std::unique_ptr<FakeEvent>> destroyed_events;
@@ -293,6 +294,36 @@ CUresult f_cuMemFree(CUdeviceptr p) {
   return CUDA_SUCCESS;
 }
 
+CUresult f_cuMemHostAlloc(void** p, size_t bytes, unsigned) {
+  State& st = state();
+  std::lock_guard g(st.mu);
+  if (!st.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  void* mem = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+  if (!mem) return CUDA_ERROR_OUT_OF_MEMORY;
+  *p = mem;
+  st.pinned[reinterpret_cast<uintptr_t>(mem)] = bytes;
+  return CUDA_SUCCESS;
+}
+CUresult f_cuMemFreeHost(void* p) {
+  State& st = state();
+  std::lock_guard g(st.mu);
+  auto it = st.pinned.find(reinterpret_cast<uintptr_t>(p));
+  if (it == st.pinned.end()) return CUDA_ERROR_INVALID_VALUE;
+  std::memset(p, kFreePoison, it->second);
+  st.pinned.erase(it);
+  std::free(p);
+  return CUDA_SUCCESS;
+}
+bool is_pinned_range(const void* p, size_t n) {
+  auto& pinned = state().pinned;
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  auto it = pinned.upper_bound(a);
+  if (it == pinned.begin()) return false;
+  --it;
+  return a >= it->first && a + n <= it->first + it->second;
+}
+
 // Queues `work` on `s` after checking the device ranges it touches now; it checks them again when it runs.
 CUresult enqueue(CUstream s, std::vector<std::pair<uintptr_t, size_t>> ranges, std::function<void()> work) {
   State& st = state();
@@ -316,7 +347,15 @@ CUresult enqueue(CUstream s, std::vector<std::pair<uintptr_t, size_t>> ranges, s
 }
 
 CUresult f_cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
-  // From pageable memory the driver copies the source before returning (the caller may reuse it at once).
+  // From page-locked memory the copy reads the source when it runs (truly asynchronous: the caller must keep it
+  // intact until then, which the fake lets tests see); from pageable memory the driver copies the source before
+  // returning (the caller may reuse it at once).
+  bool pinned;
+  {
+    std::lock_guard g(state().mu);
+    pinned = is_pinned_range(src, n);
+  }
+  if (pinned) return enqueue(s, {{dst, n}}, [=] { std::memcpy(reinterpret_cast<void*>(dst), src, n); });
   auto staged = std::make_shared<std::vector<unsigned char>>(static_cast<const unsigned char*>(src),
                                                              static_cast<const unsigned char*>(src) + n);
   return enqueue(s, {{dst, n}}, [=] { std::memcpy(reinterpret_cast<void*>(dst), staged->data(), n); });
