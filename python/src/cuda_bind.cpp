@@ -136,6 +136,13 @@ void bind_cuda(nb::module_& parent) {
     cuda::PinnedStats s = cuda::pinned_stats();
     return std::make_tuple(s.allocated_bytes, s.cached_bytes, s.host_alloc_calls);
   });
+  m.def("set_sync_debug_mode", [](int mode) { cuda::set_sync_debug_mode(mode); });
+  m.def("get_sync_debug_mode", [] { return cuda::sync_debug_mode(); });
+  // "warn": a UserWarning attributed to the Python line running (the user's, or strata's own wrapper around it).
+  cuda::set_sync_warn_handler([](const std::string& msg) {
+    nb::gil_scoped_acquire gil;
+    if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) < 0) throw nb::python_error();
+  });
   m.def("data_address", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); });
 
   // The fake driver's hooks (tests only).

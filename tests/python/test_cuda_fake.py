@@ -241,3 +241,36 @@ def test_pinned_memory_and_non_blocking_copies():
         assert h.tolist() == list(range(8)) and blocking.cpu().tolist() == list(range(8))
         assert cc.pinned_stats()[0] > 0
     """)
+
+
+def test_sync_debug_mode_reports_implicit_synchronizations():
+    run_fake("""
+        import warnings
+        x = strata.ones(4, device="cuda")
+        assert strata.cuda.get_sync_debug_mode() == 0
+        strata.cuda.set_sync_debug_mode("warn")
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            v = x[1].item()
+            strata.cuda.synchronize()                      # asked for: not reported
+        assert v == 1.0 and len(w) == 1, [str(m.message) for m in w]
+        assert "called a synchronizing CUDA operation" in str(w[0].message) and w[0].category is UserWarning
+        strata.cuda.set_sync_debug_mode(2)
+        try:
+            x.cpu()
+            raise SystemExit("no error")
+        except RuntimeError as e:
+            assert "synchronizing CUDA operation" in str(e)
+        try:
+            strata.zeros(2, device="cuda").copy_(strata.ones(2))
+            raise SystemExit("no error for a blocking host copy")
+        except RuntimeError as e:
+            assert "non_blocking=False" in str(e)
+        strata.cuda.set_sync_debug_mode("default")
+        assert x.cpu().tolist() == [1.0] * 4
+        try:
+            strata.cuda.set_sync_debug_mode("loud")
+            raise SystemExit("no error for a bad mode")
+        except RuntimeError:
+            pass
+    """)

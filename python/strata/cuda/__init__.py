@@ -17,7 +17,7 @@ __all__ = [
     "max_memory_reserved", "memory_stats", "memory_summary", "reset_peak_memory_stats",
     "reset_max_memory_allocated", "reset_accumulated_memory_stats", "mem_get_info", "get_arch_list", "Event",
     "Stream", "current_stream", "default_stream", "stream", "device", "device_of", "amp", "is_available_reason",
-    "set_stream", "StreamContext", "graph_pool_handle",
+    "set_stream", "StreamContext", "graph_pool_handle", "set_sync_debug_mode", "get_sync_debug_mode",
 ]
 
 
@@ -233,6 +233,24 @@ def reset_max_memory_allocated(device=None):
 
 def reset_accumulated_memory_stats(device=None):
     _cc.reset_accumulated_memory_stats(_device_index(device, "reset_accumulated_memory_stats"))
+
+
+_SYNC_MODES = {"default": 0, "warn": 1, "error": 2}
+
+
+def set_sync_debug_mode(debug_mode):
+    """Reports each implicit host-device synchronization (a copy to the host: .cpu(), .item(), .tolist(), print,
+    bool(); a blocking copy from the host): 0/"default" silent, 1/"warn" a UserWarning, 2/"error" a
+    RuntimeError. Explicit waits (synchronize(), Stream/Event.synchronize) are not reported."""
+    if isinstance(debug_mode, str):
+        if debug_mode not in _SYNC_MODES:
+            raise RuntimeError('invalid value of debug_mode, expected one of "default", "warn", "error"')
+        debug_mode = _SYNC_MODES[debug_mode]
+    _cc.set_sync_debug_mode(int(debug_mode))
+
+
+def get_sync_debug_mode():
+    return _cc.get_sync_debug_mode()
 
 
 def graph_pool_handle():

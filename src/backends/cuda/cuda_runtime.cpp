@@ -290,6 +290,28 @@ float Event::elapsed_time(const Event& end) const {
   return ms;
 }
 
+namespace {
+std::atomic<int> g_sync_debug{0};
+std::atomic<SyncWarnHandler> g_sync_warn{nullptr};
+}  // namespace
+
+void set_sync_debug_mode(int mode) {
+  STRATA_CHECK_VALUE(mode >= 0 && mode <= 2, "set_sync_debug_mode: expected 0 (default), 1 (warn) or 2 (error), got ",
+                     mode);
+  g_sync_debug.store(mode);
+}
+int sync_debug_mode() { return g_sync_debug.load(std::memory_order_relaxed); }
+void set_sync_warn_handler(SyncWarnHandler h) { g_sync_warn.store(h); }
+
+void sync_point(const char* what) {
+  const int mode = g_sync_debug.load(std::memory_order_relaxed);
+  if (mode == 0) [[likely]]
+    return;
+  std::string msg = str("called a synchronizing CUDA operation: ", what);
+  if (mode == 2) throw Error(msg);
+  if (SyncWarnHandler h = g_sync_warn.load()) h(msg);
+}
+
 void stream_wait_stream(const Stream& waiter, const Stream& waitee) {
   if (waiter == waitee) return;
   Event e(false);

@@ -107,6 +107,17 @@ class Event {
   bool recorded_ = false;
 };
 
+// Note [Sync debug mode]
+// strata.cuda.set_sync_debug_mode: 0 off, 1 warn, 2 error at each implicit synchronization of the host with a
+// device (a copy to the host: .cpu(), .item(), .tolist(), print, bool(); a blocking copy from the host). Explicit
+// waits (synchronize(), Stream/Event.synchronize) are what the user asked for and are not reported. "warn" goes
+// through a handler the Python binding installs (a UserWarning at the user's line); "error" throws.
+void set_sync_debug_mode(int mode);
+int sync_debug_mode();
+using SyncWarnHandler = void (*)(const std::string& message);
+void set_sync_warn_handler(SyncWarnHandler h);
+void sync_point(const char* what);
+
 // Makes `waiter` wait for all work queued on `waitee` so far (an event in between).
 void stream_wait_stream(const Stream& waiter, const Stream& waitee);
 

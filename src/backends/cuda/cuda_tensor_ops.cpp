@@ -42,6 +42,7 @@ std::pair<Tensor, Tensor> read_span(const Tensor& t) {
   Tensor base = empty_tensor(std::vector<int64_t>{n}, t.dtype(), Device());
   if (n > 0) {
     const int dev = t.device().index;
+    sync_point("a copy from a cuda device to the host (.cpu(), .item(), .tolist(), print, bool(), copy_)");
     DeviceGuard g(dev);
     Stream s = current_stream(dev);
     check(driver().cuMemcpyDtoHAsync(base.data_ptr(), dptr(t), static_cast<size_t>(n) * t.element_size(), s.handle),
@@ -82,7 +83,10 @@ Tensor copy_cuda(const Tensor& self, const Tensor& src, bool non_blocking) {
       Stream s = current_stream(dev);
       check(driver().cuMemcpyDtoHAsync(self.data_ptr(), dptr(src), bytes, s.handle), "cuMemcpyDtoHAsync");
       pinned_record_use(self.data_ptr(), s);
-      if (!non_blocking) s.synchronize();
+      if (!non_blocking) {
+        sync_point("copy_ from a cuda device to pinned host memory with non_blocking=False");
+        s.synchronize();
+      }
       self.bump_version();
       return self;
     }
@@ -122,7 +126,10 @@ Tensor copy_cuda(const Tensor& self, const Tensor& src, bool non_blocking) {
     copy_(view, host_src, false);
     write_span(self, base);
   }
-  if (!non_blocking && src.device().is_cpu()) current_stream(dev).synchronize();
+  if (!non_blocking && src.device().is_cpu()) {
+    sync_point("copy_ from the host to a cuda device with non_blocking=False");
+    current_stream(dev).synchronize();
+  }
   self.bump_version();
   return self;
 }
