@@ -124,14 +124,18 @@ bool drain_until(FakeStream* s, const FakeEvent* target, uint64_t gen, size_t ma
 
 // Runs the head of `s`; returns false when it is a wait that cannot proceed without running another stream
 // (`follow` says whether to run that stream up to the event).
+thread_local int t_follow_depth = 0;  // nested runs of other streams (a cycle of waits would recurse forever)
+
 bool step(FakeStream* s, bool follow) {
   Op& op = s->ops.front();
   if (op.waits_for) {
     FakeEvent* e = op.waits_for;
     if (e->completed < op.wait_generation) {
-      if (!follow || !e->stream || e->stream == s) return false;
+      if (!follow || !e->stream || e->stream == s || t_follow_depth > 64) return false;
       size_t ran = 0;
+      ++t_follow_depth;
       drain_until(e->stream, e, op.wait_generation, SIZE_MAX, &ran);
+      --t_follow_depth;
       if (e->completed < op.wait_generation) return false;
     }
   } else if (op.completes) {
@@ -163,6 +167,9 @@ CUresult sync_stream(FakeStream* s) {
   drain_until(s, nullptr, 0, SIZE_MAX, &ran);
   CUresult r = s->sticky;
   s->sticky = CUDA_SUCCESS;
+  // Work left means a wait that can never be satisfied (a cycle of waits, or an event re-recorded behind its
+  // waiter): a GPU would hang; the fake says so.
+  if (r == CUDA_SUCCESS && !s->ops.empty()) r = CUDA_ERROR_NOT_READY;
   return r;
 }
 
@@ -242,15 +249,19 @@ CUresult f_cuCtxSynchronize() {
   std::lock_guard g(st.mu);
   if (CUresult r = need_context()) return r;
   CUresult first = sync_stream(st.devices[t_device].legacy.get());
-  // Streams may wait on each other: run them all until none has work left.
+  // Streams may wait on each other: run them all while any makes progress.
   for (bool again = true; again;) {
     again = false;
     for (auto& [k, s] : st.streams) {
       if (s->device != t_device || s->ops.empty()) continue;
+      const size_t before = s->ops.size();
       CUresult r = sync_stream(s.get());
-      if (first == CUDA_SUCCESS) first = r;
-      again = true;
+      if (r != CUDA_ERROR_NOT_READY && first == CUDA_SUCCESS) first = r;
+      again = again || s->ops.size() < before;
     }
+  }
+  for (auto& [k, s] : st.streams) {
+    if (s->device == t_device && !s->ops.empty() && first == CUDA_SUCCESS) first = CUDA_ERROR_NOT_READY;
   }
   return first;
 }
