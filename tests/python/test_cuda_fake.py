@@ -274,3 +274,49 @@ def test_sync_debug_mode_reports_implicit_synchronizations():
         except RuntimeError:
             pass
     """)
+
+
+def _stub_driver(tmp_path, symbols, init_result):
+    """Builds a libcuda.so.1 exporting `symbols` (each returning 0, cuInit returning init_result)."""
+    import shutil
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build a stub driver")
+    src = tmp_path / "stub.c"
+    lines = [f"int {name}(void) {{ return {init_result if name == 'cuInit' else 0}; }}" for name in symbols]
+    src.write_text("\n".join(lines) + "\n")
+    lib = tmp_path / "libcuda.so.1"
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib), str(src)], check=True, capture_output=True)
+    return tmp_path
+
+
+def _driver_symbols():
+    import re
+
+    header = open(os.path.join(ROOT, "src", "backends", "cuda", "driver_api.h")).read()
+    return re.findall(r'X\(\w+, "(\w+)"', header)
+
+
+def _reason_with(libdir):
+    e = {k: v for k, v in os.environ.items() if k != "STRATA_CUDA_DRIVER"}
+    e["LD_LIBRARY_PATH"] = str(libdir) + os.pathsep + e.get("LD_LIBRARY_PATH", "")
+    e["PYTHONPATH"] = os.path.join(ROOT, "python")
+    code = "import strata; print(strata.cuda.is_available(), strata.cuda.is_available_reason())"
+    r = subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+@pytest.mark.skipif(strata.cuda.is_available(), reason="a real driver is installed")
+def test_a_driver_lacking_functions_or_devices_is_refused_with_the_reason(tmp_path):
+    syms = _driver_symbols()
+    assert "cuMemAlloc_v2" in syms and "cuLaunchKernel" in syms and len(syms) > 30
+    (tmp_path / "old").mkdir()
+    old = _stub_driver(tmp_path / "old", ["cuInit", "cuDeviceGetCount"], 0)  # a driver from before these functions
+    out = _reason_with(old)
+    assert out.startswith("False libcuda.so.1 lacks functions Strata needs") and "cuMemAlloc_v2" in out, out
+    (tmp_path / "nodev").mkdir()
+    nodev = _stub_driver(tmp_path / "nodev", syms, 100)  # CUDA_ERROR_NO_DEVICE
+    out = _reason_with(nodev)
+    assert out.startswith("False cuInit failed: CUresult 100") and "no GPU is visible" in out, out
