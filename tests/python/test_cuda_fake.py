@@ -320,3 +320,6 @@ def test_a_driver_lacking_functions_or_devices_is_refused_with_the_reason(tmp_pa
     nodev = _stub_driver(tmp_path / "nodev", syms, 100)  # CUDA_ERROR_NO_DEVICE
     out = _reason_with(nodev)
     assert out.startswith("False cuInit failed: CUresult 100") and "no GPU is visible" in out, out
+    (tmp_path / "zero").mkdir()
+    zero = _stub_driver(tmp_path / "zero", syms, 0)  # initializes, counts no device
+    assert _reason_with(zero) == "False the NVIDIA driver sees no CUDA device"
