@@ -114,6 +114,10 @@ def _to(self, *args, **kwargs):
         device = _C.device(device)
     same_dtype = dtype is None or dtype is self.dtype
     same_device = device is None or device == self.device
+    if not same_device and device.type == "cuda" == self.device.type and device.index is None:
+        from . import cuda  # "cuda" names the current device
+
+        same_device = self.device.index == cuda.current_device()
     if same_dtype and same_device and not copy:
         return _channels_last().convert(self, mf, "to") if dense else self
     if not same_device and device.type == "cuda":

@@ -95,6 +95,11 @@ def test_tensors_move_between_host_and_devices():
         assert o.cpu().tolist() == [1, 1] and strata.full((2,), 7.5, device="cuda").cpu().tolist() == [7.5, 7.5]
         assert "device='cuda:0'" in repr(y) and "11." in repr(y)
         assert y.clone().cpu().tolist() == a.tolist()
+        assert y.cuda() is y and y.to("cuda") is y and y.to("cuda:0") is y and y.get_device() == 0
+        y1 = y.to("cuda:1", dtype=strata.float64)                  # across devices, converting on the way
+        assert y1.device == strata.device("cuda:1") and y1.cpu().tolist() == a.tolist()
+        assert y.to(strata.int32).cpu().tolist() == a.astype(np.int32).tolist()
+        assert strata.empty(0, device="cuda").cpu().shape == (0,) and strata.zeros((), device="cuda").item() == 0.0
         try:
             y + y
             raise SystemExit("add ran on cuda")
