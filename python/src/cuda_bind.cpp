@@ -99,11 +99,23 @@ void bind_cuda(nb::module_& parent) {
       .def_prop_ro("recorded", &cuda::Event::recorded);
 
   // The caching allocator.
-  m.def("memory_stats", [](int d) { return cuda::caching_allocator().memory_stats(d); });
-  m.def("memory_summary", [](int d) { return cuda::caching_allocator().memory_summary(d); });
+  m.def("memory_stats", [](int d) {
+    cuda::check_device(d, "memory_stats");
+    return cuda::caching_allocator().memory_stats(d);
+  });
+  m.def("memory_summary", [](int d) {
+    cuda::check_device(d, "memory_summary");
+    return cuda::caching_allocator().memory_summary(d);
+  });
   m.def("empty_cache", [] { cuda::caching_allocator().empty_cache(); });
-  m.def("reset_peak_memory_stats", [](int d) { cuda::caching_allocator().reset_peak_stats(d); });
-  m.def("reset_accumulated_memory_stats", [](int d) { cuda::caching_allocator().reset_accumulated_stats(d); });
+  m.def("reset_peak_memory_stats", [](int d) {
+    cuda::check_device(d, "reset_peak_memory_stats");
+    cuda::caching_allocator().reset_peak_stats(d);
+  });
+  m.def("reset_accumulated_memory_stats", [](int d) {
+    cuda::check_device(d, "reset_accumulated_memory_stats");
+    cuda::caching_allocator().reset_accumulated_stats(d);
+  });
   m.def("record_stream", [](const Tensor& t, uintptr_t h, int d) {
     STRATA_CHECK(t.device().type == DeviceType::CUDA, "record_stream: expected a CUDA tensor, got a ",
                  t.describe());

@@ -125,6 +125,11 @@ def test_caching_allocator_figures_and_out_of_memory():
         assert s["segment.small_pool.current"] == 1 and s["requested_bytes.all.current"] == 400
         assert list(s) == sorted(s) and "num_alloc_retries" in s and "inactive_split_bytes.all.peak" in s
         assert "Allocated memory" in strata.cuda.memory_summary()
+        try:
+            strata.cuda.memory_stats(5)
+            raise SystemExit("no error for device 5")
+        except IndexError as e:
+            assert "memory_stats" in str(e) and "invalid CUDA device index 5" in str(e)
         del a
         strata.cuda.empty_cache()
         assert strata.cuda.memory_reserved() == 0 and fake.used_memory(0) == 0
