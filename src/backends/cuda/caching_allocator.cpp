@@ -310,17 +310,27 @@ DataPtr CachingAllocator::allocate_on_device(size_t nbytes, Device* device) {
 
 DataPtr CachingAllocator::allocate_on(size_t nbytes, int device, const Stream& stream) {
   if (nbytes == 0) return DataPtr();
-  DeviceGuard guard(device);
+  // The device's context is made current only for driver calls: a cached block costs none.
+  std::optional<DeviceGuard> guard;
+  auto context = [&] {
+    if (!guard) guard.emplace(device);
+  };
   State& st = state();
   std::lock_guard lk(st.mu);
   DeviceAllocator& da = st.dev(device);
-  process_events(st, da, /*wait=*/false);
+  if (!da.events.empty()) {
+    context();
+    process_events(st, da, /*wait=*/false);
+  }
   STRATA_CHECK_T(OutOfMemoryError, nbytes <= (size_t(1) << 56), "CUDA out of memory. Tried to allocate ",
                  format_size(nbytes), " on GPU ", device, ", more than any device has");
   const size_t rounded = round_size(nbytes);
   BlockPool& pool = pool_for(da, rounded, stream.handle);
   Block* b = find_free(da, pool, stream.handle, rounded);
-  if (!b) b = new_segment(da, pool, stream.handle, allocation_size(rounded));
+  if (!b) {
+    context();
+    b = new_segment(da, pool, stream.handle, allocation_size(rounded));
+  }
   if (!b) {
     // Give the cached segments back to the driver and try once more (a live private pool keeps its segments: its
     // blocks must keep their addresses).
