@@ -13,11 +13,13 @@ import pytest
 import strata
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The subprocesses import the same strata as this process (the in-place build, or a sanitizer build's copy).
+PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(strata.__file__)))
 
 
 def run_fake(code, **env):
     e = dict(os.environ)
-    e.update({"STRATA_CUDA_DRIVER": "fake", "PYTHONPATH": os.path.join(ROOT, "python")})
+    e.update({"STRATA_CUDA_DRIVER": "fake", "PYTHONPATH": PKG_PARENT})
     e.update({k: str(v) for k, v in env.items()})
     prelude = "import strata\nfrom strata import _C\ncc = _C._cuda\nfake = strata.cuda._fake\n"
     r = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)], env=e, capture_output=True,
@@ -311,7 +313,7 @@ def _driver_symbols():
 def _reason_with(libdir):
     e = {k: v for k, v in os.environ.items() if k != "STRATA_CUDA_DRIVER"}
     e["LD_LIBRARY_PATH"] = str(libdir) + os.pathsep + e.get("LD_LIBRARY_PATH", "")
-    e["PYTHONPATH"] = os.path.join(ROOT, "python")
+    e["PYTHONPATH"] = PKG_PARENT
     code = "import strata; print(strata.cuda.is_available(), strata.cuda.is_available_reason())"
     r = subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
