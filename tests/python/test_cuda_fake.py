@@ -65,6 +65,11 @@ def test_devices_and_properties():
             raise SystemExit("no error for device 7")
         except IndexError as e:
             assert "invalid CUDA device index 7" in str(e) and "3 devices" in str(e)
+        acc = strata.accelerator
+        assert acc.is_available() and acc.current_accelerator() == strata.device("cuda") and acc.device_count() == 3
+        with acc.device_index(2):
+            assert acc.current_device_index() == 2
+        assert acc.current_device_index() == 1 and acc.memory_allocated() == 0
         free, total = strata.cuda.mem_get_info(0)
         assert total == 1 << 30 and free == total
     """, STRATA_CUDA_FAKE_DEVICES=3, STRATA_CUDA_FAKE_MEMORY=1 << 30)
