@@ -11,6 +11,7 @@
 #include "backends/cuda/caching_allocator.h"
 #include "backends/cuda/cuda_runtime.h"
 #include "backends/cuda/fake_driver.h"
+#include "backends/cuda/kernel_module.h"
 #include "backends/cuda/pinned_memory.h"
 #include "ops/ops.h"
 
@@ -425,4 +426,32 @@ TEST_F(CudaFake, PinnedCopiesAreAsynchronousAndKeepTheirHostBlock) {
   EXPECT_EQ(again.data_ptr<float>()[0], 1.0f);  // not run yet
   s.synchronize();
   EXPECT_EQ(again.data_ptr<float>()[0], 5.0f);
+}
+
+TEST_F(CudaFake, KernelModulesFindKernelsAndLaunchesAreChecked) {
+  fake::register_kernel("add_ints", &add_kernel);
+  fake::set_manual_progress(true);
+  KernelModule mod("fake image", 0, "test module");
+  CUfunction fn = mod.function("add_ints");
+  EXPECT_EQ(mod.function("add_ints"), fn);
+  try {
+    mod.function("absent");
+    FAIL() << "no error for a missing kernel";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("kernel 'absent' is not in test module"), std::string::npos) << e.what();
+  }
+  Stream s = current_stream(0);
+  Tensor t = zeros(std::vector<int64_t>{64}, ScalarType::Int32, Device(DeviceType::CUDA));
+  int* p = static_cast<int*>(t.data_ptr());
+  int v = 2;
+  void* args[] = {&p, &v};
+  launch_kernel(fn, "add_ints", {2, 1, 1}, {32, 1, 1}, 0, s, args);
+  EXPECT_EQ(fake::pending(s.handle), 2u);  // zeros' memset, then the launch
+  s.synchronize();
+  Tensor back = to_device(t, Device());
+  EXPECT_EQ(back.data_ptr<int>()[63], 2);
+  EXPECT_THROW(launch_kernel(fn, "add_ints", {1, 1, 1}, {2048, 1, 1}, 0, s, args), Error);
+  EXPECT_THROW(launch_kernel(fn, "add_ints", {0, 1, 1}, {32, 1, 1}, 0, s, args), Error);
+  EXPECT_THROW(launch_kernel(fn, "add_ints", {1, 1, 1}, {32, 1, 1}, 1 << 20, s, args), Error);
+  EXPECT_EQ(fake::pending(s.handle), 0u);  // nothing queued by the refused launches
 }
