@@ -340,3 +340,64 @@ def test_a_driver_lacking_functions_or_devices_is_refused_with_the_reason(tmp_pa
     (tmp_path / "zero").mkdir()
     zero = _stub_driver(tmp_path / "zero", syms, 0)  # initializes, counts no device
     assert _reason_with(zero) == "False the NVIDIA driver sees no CUDA device"
+
+
+# ---- the same runtime on a real GPU (skipped where there is none) ----------------------------------------------
+REAL_CHECKS = """
+    import numpy as np
+    assert strata.cuda.is_available() and cc.is_fake() == EXPECT_FAKE, strata.cuda.is_available_reason()
+    n = strata.cuda.device_count()
+    p = strata.cuda.get_device_properties(0)
+    assert n >= 1 and p.total_memory > 0 and p.major >= 7
+    a = np.random.default_rng(0).standard_normal((64, 33)).astype(np.float32)
+    x = strata.tensor(a).cuda()
+    np.testing.assert_array_equal(x.cpu().numpy(), a)
+    np.testing.assert_array_equal(x.t().cpu().numpy(), a.T)
+    np.testing.assert_array_equal(x.to(strata.float64).cpu().numpy(), a.astype(np.float64))
+    pinned = strata.tensor(a).pin_memory()
+    y = pinned.to("cuda", non_blocking=True)
+    s = strata.cuda.Stream()
+    s.wait_stream(strata.cuda.current_stream())
+    start, end = strata.cuda.Event(enable_timing=True), strata.cuda.Event(enable_timing=True)
+    with strata.cuda.stream(s):
+        start.record()
+        z = strata.empty(64, 33, device="cuda")
+        z.copy_(y)
+        end.record()
+    y.record_stream(s)
+    end.synchronize()
+    assert start.elapsed_time(end) >= 0
+    np.testing.assert_array_equal(z.cpu().numpy(), a)
+    before = strata.cuda.memory_allocated()
+    big = strata.empty(1 << 20, device="cuda")
+    assert strata.cuda.memory_allocated() == before + (4 << 20)
+    del big
+    strata.cuda.empty_cache()
+    free, total = strata.cuda.mem_get_info()
+    assert 0 < free <= total
+    try:
+        strata.empty(1 << 46, device="cuda")
+        raise SystemExit("no out-of-memory error")
+    except strata.cuda.OutOfMemoryError as e:
+        assert "CUDA out of memory" in str(e)
+    strata.cuda.synchronize()
+    print("REAL-GPU-OK", p.name)
+"""
+
+
+def test_real_gpu_runtime():
+    e = {k: v for k, v in os.environ.items() if k != "STRATA_CUDA_DRIVER"}
+    e["PYTHONPATH"] = PKG_PARENT
+    probe = subprocess.run([sys.executable, "-c", "import strata; print(strata.cuda.is_available())"], env=e,
+                           capture_output=True, text=True, timeout=300)
+    if probe.stdout.strip() != "True":
+        pytest.skip("no GPU with a driver on this machine (the checks above ran on the fake driver)")
+    prelude = "import strata\nfrom strata import _C\ncc = _C._cuda\nEXPECT_FAKE = False\n"
+    r = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(REAL_CHECKS)], env=e, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0 and "REAL-GPU-OK" in r.stdout, r.stdout + r.stderr
+
+
+def test_the_real_gpu_checks_pass_on_the_fake_driver():
+    # Keeps REAL_CHECKS honest on machines without a GPU.
+    assert "REAL-GPU-OK" in run_fake("EXPECT_FAKE = True\n" + textwrap.dedent(REAL_CHECKS))
