@@ -1,8 +1,8 @@
 // The CUDA caching allocator.
 //
 // Note [CUDA caching allocator]
-// The driver's cuMemAlloc/cuMemFree synchronize the device and cost tens of microseconds, so memory is taken in
-// segments and kept. The rules are torch's, so that memory figures and fragmentation behave the same:
+// The driver's cuMemFree synchronizes the device, and cuMemAlloc/cuMemFree cost tens of microseconds, so memory is
+// taken in segments and kept. The rules are torch's, so that memory figures and fragmentation behave the same:
 // - Sizes: a request is rounded up to a multiple of 512 bytes (kMinBlockSize). Rounded requests up to 1 MiB are
 //   small and come from 2 MiB segments; larger ones come from 20 MiB segments when below 10 MiB, else from a
 //   segment of their own rounded up to 2 MiB.
@@ -170,7 +170,7 @@ CUevent take_event(State& st) {
 
 void free_block(DeviceAllocator& da, Block* b);
 
-// Merges `b` (free, not in a pool) with its free neighbour `n`; returns the bytes merged in.
+// Merges `b` (free, not in a pool) with its neighbour `n` when `n` is free and in its pool.
 void try_merge(DeviceAllocator& da, Block* b, Block* n) {
   if (!n || n->allocated || n->event_count > 0 || !n->in_pool) return;
   pool_erase(da, n);
