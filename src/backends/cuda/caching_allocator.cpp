@@ -516,8 +516,9 @@ std::string CachingAllocator::memory_summary(int device) {
                                                        std::to_string(device)).c_str());
   out += line;
   out += thin;
-  std::snprintf(line, sizeof line, "|            CUDA OOMs: %-13" PRId64 "|        cudaMalloc retries: %-10" PRId64 "|\n",
-                s.num_ooms, s.num_alloc_retries);
+  std::snprintf(line, sizeof line,
+                "|            CUDA OOMs: %-13" PRId64 "|        cudaMalloc retries: %-10" PRId64 "|\n", s.num_ooms,
+                s.num_alloc_retries);
   out += line;
   out += rule;
   out += "|        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  |\n";
@@ -610,7 +611,9 @@ CachingAllocator& caching_allocator() {
 void install_caching_allocator() {
   set_allocator(DeviceType::CUDA, &caching_allocator());
   set_indexed_allocate(DeviceType::CUDA,
-                       [](size_t nbytes, Device* device) { return caching_allocator().allocate_on_device(nbytes, device); });
+                       [](size_t nbytes, Device* device) {
+                         return caching_allocator().allocate_on_device(nbytes, device);
+                       });
 }
 
 }  // namespace strata::cuda

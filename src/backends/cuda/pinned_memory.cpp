@@ -118,7 +118,8 @@ DataPtr pinned_allocate(size_t nbytes) {
       ++st.stats.host_alloc_calls;
     }
     if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-      throw OutOfMemoryError(str("CUDA out of memory: pin_memory could not page-lock ", nbytes, " bytes of host memory"));
+      throw OutOfMemoryError(
+          str("CUDA out of memory: pin_memory could not page-lock ", nbytes, " bytes of host memory"));
     }
     check(r, "cuMemHostAlloc");
     b = new HostBlock();
