@@ -266,7 +266,8 @@ def tensor_repr(t, prefix="tensor("):
             suffixes.append("size=" + str(tuple(t.shape)))
         if t.dtype not in (default, default.to_complex(), _C.int64, _C.bool):
             suffixes.append(f"dtype={t.dtype!r}")
-        body = _tensor_str(t, indent)
+        # A CUDA tensor's values are read back to the host (a sync point, as in torch).
+        body = _tensor_str(t.cpu() if t.device.type == "cuda" else t, indent)
     grad_fn = getattr(t, "grad_fn", None)
     if grad_fn is not None:
         name = type(grad_fn).__name__ if not hasattr(grad_fn, "name") else grad_fn.name()

@@ -94,7 +94,7 @@ def _to(self, *args, **kwargs):
     dtype = kwargs.pop("dtype", None)
     device = kwargs.pop("device", None)
     copy = kwargs.pop("copy", False)
-    kwargs.pop("non_blocking", None)
+    non_blocking = bool(kwargs.pop("non_blocking", False))
     # A memory format other than preserve_format asks for a dense result in that layout (python/strata/
     # _channels_last.py); preserve_format keeps a channels-last layout through a copy.
     mf = kwargs.pop("memory_format", None)
@@ -114,19 +114,31 @@ def _to(self, *args, **kwargs):
         device = _C.device(device)
     same_dtype = dtype is None or dtype is self.dtype
     same_device = device is None or device == self.device
+    if not same_device and device.type == "cuda" == self.device.type and device.index is None:
+        from . import cuda  # "cuda" names the current device
+
+        same_device = self.device.index == cuda.current_device()
     if same_dtype and same_device and not copy:
         return _channels_last().convert(self, mf, "to") if dense else self
     if not same_device and device.type == "cuda":
-        from ._tensor_compat import no_cuda_device
+        from . import cuda
 
-        raise no_cuda_device(device, "Tensor.to()")
+        if not cuda.is_available():
+            from ._tensor_compat import no_cuda_device
+
+            raise no_cuda_device(device, "Tensor.to()")
     if not same_device and device.type == "mps":  # torch's CPU-only builds say the same
         raise RuntimeError("Strata is not linked with support for mps devices")
     if not same_dtype and self.dtype.is_complex and not dtype.is_complex:
         import warnings
 
         warnings.warn("Casting complex values to real discards the imaginary part", UserWarning, stacklevel=2)
-    r = _ops._to_copy(self, dtype=dtype, device=device)
+    if non_blocking and device is not None and device.type == "cuda" and self.device.type == "cpu":
+        # An asynchronous copy from the host (it is one when the source is pinned): no wait at the end.
+        r = _ops.empty(list(self.shape), dtype=self.dtype if dtype is None else dtype, device=device)
+        r.copy_(self, non_blocking=True)
+    else:
+        r = _ops._to_copy(self, dtype=dtype, device=device)
     if not dense:
         mf = None if self.is_contiguous() else _channels_last().suggest(self)
     return _channels_last().convert(r, mf, "to") if mf is not None else r

@@ -24,8 +24,11 @@ _TYPE_NAMES.update({dt: n + "Tensor" for dt, n in (
 
 
 def no_cuda_device(device, what):
-    return AssertionError(f"Strata not compiled with CUDA enabled: {what} asked for device '{device}', and this "
-                          "build has no CUDA backend (strata.cuda.is_available() is False)")
+    # The exception type torch's CPU-only build raises; the reason is why this process has no usable CUDA.
+    from . import cuda
+
+    return AssertionError(f"CUDA unavailable: {what} asked for device '{device}', and this process has no CUDA "
+                          f"backend (strata.cuda.is_available() is False: {cuda.is_available_reason()})")
 
 
 def _format(self, spec):
@@ -66,17 +69,27 @@ def _cuda(self, device=None, non_blocking=False, memory_format=None):
         device = "cuda"
     elif not isinstance(device, (str, _C.device)):
         device = f"cuda:{int(device)}"
-    raise no_cuda_device(device, "Tensor.cuda()")
+    from . import cuda
+
+    if not cuda.is_available():
+        raise no_cuda_device(device, "Tensor.cuda()")
+    return self.to(device, non_blocking=non_blocking)
 
 
 def _pin_memory(self, device=None):
-    # Pinned (page-locked) host memory only exists for copies to an accelerator.
-    raise RuntimeError("Cannot access accelerator device when none is available: Tensor.pin_memory() needs one, "
-                       "and this build of Strata runs on the CPU only")
+    # Pinned (page-locked) host memory only exists for copies to an accelerator (src/backends/cuda/pinned_memory.h).
+    from . import cuda
+
+    if not cuda.is_available():
+        raise RuntimeError("Cannot access accelerator device when none is available: Tensor.pin_memory() needs one "
+                           f"(strata.cuda.is_available() is False: {cuda.is_available_reason()})")
+    if _C._cuda.is_pinned(self):
+        return self
+    return _C._cuda.pin_memory(self)
 
 
 def _is_pinned(self, device=None):
-    return False
+    return _C._cuda.is_pinned(self)
 
 
 def _new(self, *args, **kwargs):

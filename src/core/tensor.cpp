@@ -1,6 +1,9 @@
 #include "core/tensor.h"
 
 #include "core/shape.h"
+#include "core/indexed_allocator.h"
+
+#include <atomic>
 
 #include <algorithm>
 
@@ -31,7 +34,20 @@ void check_saveable_not_inference(const TensorImpl& t) {
                "tensor and use it in autograd, or use `strata.no_grad()` instead of `strata.inference_mode()`.");
 }
 
+namespace {
+std::atomic<IndexedAllocateFn> g_indexed_allocate[kNumDeviceTypes] = {};
+}  // namespace
+
+void set_indexed_allocate(DeviceType t, IndexedAllocateFn fn) { g_indexed_allocate[static_cast<int>(t)].store(fn); }
+
 STRATA_HOT intrusive_ptr<StorageImpl> make_storage(size_t nbytes, Device device) {
+  if (device.type == DeviceType::CUDA) [[unlikely]] {
+    IndexedAllocateFn fn = g_indexed_allocate[static_cast<int>(device.type)].load(std::memory_order_acquire);
+    if (fn) {
+      DataPtr p = fn(nbytes, &device);
+      return make_intrusive<StorageImpl>(std::move(p), nbytes, device);
+    }
+  }
   return make_intrusive<StorageImpl>(get_allocator(device.type)->allocate(nbytes), nbytes, device);
 }
 

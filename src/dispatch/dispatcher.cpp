@@ -186,6 +186,11 @@ void OperatorEntry::report_missing(DispatchKeySet ks) const {
     }
   }
   ss << "]";
+  if (k == DispatchKey::CUDA) {
+    ss << ". Strata's CUDA backend has no kernel for '" << schema_.full_name()
+       << "' yet (only factories, copies and views run on cuda devices): compute on the CPU with .cpu(), or see "
+          "docs/CUDA.md";
+  }
   throw NotImplementedError(ss.str());
 }
 
