@@ -1,0 +1,414 @@
+"""Reinplacing: results of a functionalized graph written into buffers whose old value is dead.
+
+Note [Reinplacing]
+Functionalization (Note [Functionalization] in _dynamo/functionalize.py) turns every in-place write
+into a functional op that makes a new tensor, and writes each written input once at the end. That
+frees fusion but costs memory traffic where eager mode worked in place: a fresh result per op and a
+copy back into the input. This pass gives results the storage of a value that dies where they are
+made, in two places of the strata_cpp backend (backends.py):
+
+  * before fusion, on the graph (reinplace_graph): a node that no kernel will hold (an op without a
+    lowering, such as addcmul / addcdiv / lerp) gets out= a donor, and slice_scatter /
+    select_scatter / diagonal_scatter into a base whose old value is dead become a view of the
+    base and a copy_ of the source into it (the base is then the result). A pointwise node's donor
+    is an argument with the result's dtype, sizes and strides or, when its result is the final
+    value of a written input, that input (whose copy_ at the end then copies a tensor onto itself,
+    which copy_ skips). Lowered ops are left alone: out= would keep them out of kernels.
+  * after fusion, on the kernel plan (plan_kernel_donations): an output of a flat pointwise kernel
+    is written into one of the kernel's full-size inputs of the same dtype and sizes whose value
+    dies there. The kernel is rendered again storing that output through the input's pointer
+    (cpp.render_pointwise(into=)), every element loaded before it is stored in the same iteration,
+    and the plan's spec says so (KernelSpec::out_into): at run time the output is the input tensor
+    itself, its version bumped as an in-place op bumps it; when the input's dtype or sizes differ,
+    or another input of the kernel shares its storage, the kernel's nodes run instead.
+
+When a donation is allowed (_Storage.can_donate). Values are grouped by storage: views, ops that
+may return their input, out= results and in-place results belong to the storage of their source;
+every other result starts a storage of its own. A storage is owned by the graph when it is such a
+fresh result (not a constant), or when it is a graph input that the graph itself overwrites whole
+later (a functionalized graph's write-back of a written input; an input nobody writes is the
+caller's and never reinplaced). Putting result o into storage R at step d is allowed when
+
+  1. nothing reads R's current value after d, except past a later full overwrite of R: the maker
+     at d reads only the donor itself (elementwise, same geometry), and no other value of R (an
+     overlapping view, as in x[1:] = x[:-1] * 2) at d or later; graph outputs count as reads at
+     the end, so an input that another output aliases, or a value autograd saves (a forward
+     graph's output), is never overwritten early;
+  2. when R is overwritten again later (the write-back at the end), o is not read after that
+     write, except by that write itself reading o elementwise (copy_(X, o), or out=X with o of the
+     same geometry as an argument): then the write is in place too.
+
+Steps are the node order for the graph pass (the fusion schedule keeps readers of a written
+storage on their side of the write) and the kernel plan's steps for the kernel pass (each kernel
+at its last node in the schedule's order). A graph that writes anything but whole inputs (one not
+functionalized, graphs with symbolic sizes or autocast nodes) is left as it is. Kernel outputs and
+donors involved in a donation leave the arena (Note [Memory plans] in _dynamo/backends.py), whose
+liveness counts a donated output as its donor's storage held longer.
+strata._dynamo.config.reinplace = False turns the pass off (for comparison)."""
+
+import strata
+
+from .. import _C
+
+_compile = _C._compile
+_FLAGS = _C._op_flags()
+_VIEW, _INPLACE, _POINTWISE = _FLAGS["view"], _FLAGS["inplace"], _FLAGS["pointwise"]
+_END = 1 << 60
+
+# Ops that may return (a view of) an input although their schema or flags do not say so.
+_MAY_ALIAS = {"contiguous", "reshape", "to", "to.dtype", "to.device", "type_as", "flatten.using_ints", "unflatten.int",
+              "view_as", "reshape_as", "expand_as", "alias", "detach", "squeeze", "unsqueeze", "t", "numpy_T", "real",
+              "imag", "conj", "resolve_conj", "resolve_neg", "split.Tensor", "split.sizes", "split_with_sizes", "chunk",
+              "unbind.int", "narrow", "select.int", "slice.Tensor", "view_as_real", "view_as_complex"}
+_SCATTER_VIEW = {"slice_scatter": "slice.Tensor", "select_scatter": "select.int", "diagonal_scatter": "diagonal"}
+
+
+def enabled():
+    from .._dynamo import config
+    return getattr(config, "reinplace", True)
+
+
+def _schemas():
+    from .._dynamo.functionalize import _schemas as s
+    return s()
+
+
+def _writes(n):
+    from .._dynamo.functionalize import _writes as w
+    return w(n)
+
+
+def _is_tensor(a):
+    return isinstance(a, _compile.Value) and a.kind == "tensor"
+
+
+def _geometry(v):
+    return (v.dtype, tuple(v.shape), tuple(v.stride), str(v.device))
+
+
+def _contiguous(v):
+    expect = 1
+    for s, st in zip(reversed(v.shape), reversed(v.stride)):
+        if s != 1 and st != expect:
+            return False
+        expect *= s
+    return True
+
+
+def _aliases(n):
+    """Whether node n's outputs may share storage with its first tensor argument (views, ops that may
+    return their input) or with the tensor it writes (out=, in-place)."""
+    from .._dynamo.functionalize import _view_ops
+    return bool(n.flags & (_VIEW | _INPLACE)) or n.op in _view_ops() or n.op in _MAY_ALIAS or bool(_writes(n))
+
+
+def rewritable(graph):
+    """True when the only writes of graph are copy_ and out= writes (a functionalized graph's write-backs,
+    and what this pass makes) and it has no symbolic sizes nor autocast nodes: the graphs this pass
+    understands. In-place ops (a graph as captured) and writes a schema does not declare (BatchNorm's
+    running statistics) are left alone."""
+    for v in graph.inputs:
+        if graph.value(v).kind != "tensor":
+            return False
+    for n in graph.nodes:
+        if n.autocast is not None:
+            return False
+        w = _writes(n)
+        if not w:
+            if n.op == "batch_norm" and n.args[5] and (n.args[3] is not None or n.args[4] is not None):
+                return False
+            continue
+        names = [a["name"] for a in _schemas()[n.op]["args"]]
+        for i in w:
+            if not (n.op == "copy_" or names[i] == "out") or not _is_tensor(n.args[i]):
+                return False
+    return True
+
+
+class _Storage:
+    """Which values share storage, who reads and writes each storage at which step (Note [Reinplacing]).
+    step_of: node position -> step; kernels: [(step, in_vids, out_vids)] of kernel steps (their nodes map
+    to their step and are not readers themselves)."""
+
+    def __init__(self, graph, step_of, kernels=(), kernel_of=None):
+        self.g = graph
+        kernel_of = kernel_of or {}
+        self.parent = {}
+        self.inputs = set(graph.inputs)
+        self.reads = []      # (step, reader, vid); reader: ("n", pos) / ("k", k) / "out"
+        self.writes = []     # (step, pos, target vid, full)
+        self.producer = {}   # vid -> ("n", pos) / ("k", k)
+        nodes = graph.nodes
+        for pos, n in enumerate(nodes):
+            k = kernel_of.get(pos)
+            if k is not None:
+                continue
+            w = _writes(n)
+            names = [a["name"] for a in _schemas()[n.op]["args"]] if w else []
+            for o in n.outputs:
+                self.producer[o] = ("n", pos)
+            src = None
+            if w:
+                src = n.args[w[0]]
+            elif _aliases(n):
+                src = next((a for a in n.args if _is_tensor(a)), None)
+            if src is not None:
+                for o in n.outputs:
+                    self.parent[o] = src.id
+            st = step_of[pos]
+            for i, a in enumerate(n.args):
+                elems = a if isinstance(a, (list, tuple)) else (a,)
+                for e in elems:
+                    if not _is_tensor(e):
+                        continue
+                    pure_write = i in w and (names[i] == "out" or n.op == "copy_")
+                    if not pure_write:
+                        self.reads.append((st, ("n", pos), e.id))
+                    if i in w:
+                        # full: the target is a whole storage (an input or a fresh result), not a view of one
+                        self.writes.append((st, pos, e.id, self.find(e.id) == e.id))
+        for k, (st, ins, outs) in enumerate(kernels):
+            for v in ins:
+                self.reads.append((st, ("k", k), v))
+            for o in outs:
+                self.producer[o] = ("k", k)
+        for o in graph.outputs:
+            self.reads.append((_END, "out", o))
+
+    def find(self, v):
+        while v in self.parent:
+            v = self.parent[v]
+        return v
+
+    def family(self, root):
+        return {v for v in self._all() if self.find(v) == root}
+
+    def _all(self):
+        seen = set(self.inputs)
+        seen.update(self.producer)
+        seen.update(self.parent)
+        return seen
+
+    def owned(self, root, d):
+        """Whether the graph may overwrite storage root's elements at step d."""
+        v = self.g.value(root)
+        if v.is_constant:
+            return False
+        if root in self.inputs:
+            later = sorted((w for w in self.writes if self.find(w[2]) == root and w[0] > d), key=lambda w: w[0])
+            return bool(later) and later[-1][3]
+        return root in self.producer
+
+    def next_write(self, root, d):
+        later = [w for w in self.writes if self.find(w[2]) == root and w[0] > d]
+        return min(later, key=lambda w: w[0]) if later else None
+
+    def can_donate(self, d, maker, donor, o, elementwise=True):
+        """Whether o, made at step d by maker (("n", pos) or ("k", k)), may take donor's storage. elementwise:
+        maker reads donor only at the element it writes (donor an argument of o's geometry), or
+        donor=None-like use for a donor the maker does not read."""
+        R = self.find(donor)
+        if not self.owned(R, d) or o in self.inputs or self.find(o) == R:
+            return False
+        W = self.next_write(R, d)
+        fam = self.family(R)
+        ofam = self.family(self.find(o))
+        for s, reader, v in self.reads:
+            if v in fam:
+                if s < d:
+                    continue
+                if s == d and reader == maker and v == donor and elementwise:
+                    continue
+                if W is not None and W[3] and s > W[0]:
+                    continue
+                return False
+            elif v in ofam and W is not None:
+                if s < W[0]:
+                    continue
+                if s == W[0] and v == o and self._in_place_write(W, o):
+                    continue
+                return False
+        return True
+
+    def _in_place_write(self, W, o):
+        """Whether write W reads o only at the elements it writes (copy_ of o onto a full target of o's
+        geometry, or out= a full target with o as an argument of the same geometry)."""
+        g = self.g
+        if W[1] < 0:
+            return False
+        n = g.nodes[W[1]]
+        target = g.value(W[2])
+        if not W[3] or _geometry(target) != _geometry(g.value(o)):
+            return False
+        if n.op == "copy_":
+            return n.args[1].id == o
+        return bool(n.flags & _POINTWISE) and any(_is_tensor(a) and a.id == o for a in n.args)
+
+    def donate(self, d, maker, donor, o, full):
+        """Record that o now lives in donor's storage (written at step d)."""
+        self.parent[o] = donor
+        self.writes.append((d, maker[1] if maker[0] == "n" else -1, o, full))
+
+
+# ---- before fusion: the graph -------------------------------------------------------------------
+
+def _fusable_op(n):
+    from .ir import GENERAL_LOWERINGS, LOWERINGS
+    return n.op in GENERAL_LOWERINGS or n.op in LOWERINGS or n.op == "embedding"
+
+
+def _final_writes(graph):
+    """{value: input} for each write-back copy_(input, value) of a functionalized graph."""
+    inputs = set(graph.inputs)
+    out = {}
+    for n in graph.nodes:
+        if n.op == "copy_" and _is_tensor(n.args[0]) and n.args[0].id in inputs and _is_tensor(n.args[1]):
+            out.setdefault(n.args[1].id, n.args[0].id)
+    return out
+
+
+def plan_graph(graph):
+    """{position: ("out", donor vid) or ("scatter", base vid)}: the nodes reinplace_graph rewrites."""
+    nodes = graph.nodes
+    S = _Storage(graph, {p: p for p in range(len(nodes))})
+    finals = _final_writes(graph)
+    plan = {}
+    for pos, n in enumerate(nodes):
+        if len(n.outputs) != 1 or n.list_return or n.has_side_effects:
+            continue
+        o = n.outputs[0]
+        ov = graph.value(o)
+        if ov.kind != "tensor" or not _contiguous(ov):
+            continue
+        maker = ("n", pos)
+        if n.op in _SCATTER_VIEW:
+            base = n.args[0]
+            if _is_tensor(base) and _geometry(graph.value(base.id)) == _geometry(ov) and \
+                    S.can_donate(pos, maker, base.id, o):
+                plan[pos] = ("scatter", base.id)
+                S.donate(pos, maker, base.id, o, False)
+            continue
+        if not n.flags & _POINTWISE or _fusable_op(n):
+            continue
+        names = [a["name"] for a in _schemas()[n.op]["args"]]
+        if "out" not in names or n.args[names.index("out")] is not None:
+            continue
+        cands = []
+        if o in finals and _geometry(graph.value(finals[o])) == _geometry(ov):
+            X = finals[o]
+            # The input is read by n only as an argument of o's geometry, if at all.
+            cands.append((X, any(_is_tensor(a) and a.id == X for a in n.args)))
+        for a in n.args:
+            if _is_tensor(a) and _geometry(a) == _geometry(ov) and (a.id, True) not in cands:
+                cands.append((a.id, True))
+        for donor, reads in cands:
+            if S.can_donate(pos, maker, donor, o, elementwise=True):
+                plan[pos] = ("out", donor)
+                S.donate(pos, maker, donor, o, S.find(donor) == donor)
+                break
+    return plan
+
+
+def reinplace_graph(graph):
+    """graph with the rewrites of plan_graph (Note [Reinplacing]), or graph itself when there are none or
+    the graph is not one this pass understands."""
+    if not enabled() or not rewritable(graph):
+        return graph
+    plan = plan_graph(graph)
+    if not plan:
+        return graph
+    with strata.no_grad():
+        return _rebuild(graph, plan)
+
+
+def _rebuild(graph, plan):
+    # The strata_cpp backend compiles and runs its graphs with grad mode off (Note [Compiled training
+    # steps] in _dynamo/backends.py): the inputs are recorded without requires_grad, so that the writes
+    # this pass adds are not refused as writes into tensors autograd would track.
+    ng = _compile.Graph()
+    vmap = {}
+    for vid in graph.inputs:
+        v = graph.value(vid)
+        meta = strata.empty_strided(tuple(v.shape), tuple(v.stride), dtype=v.dtype, device="meta")
+        vmap[vid] = ng.add_input(v.name, meta, device=v.device)
+    for vid in graph.constants:
+        v = graph.value(vid)
+        vmap[vid] = ng.add_constant(v.constant, v.name)
+
+    def arg(a):
+        if isinstance(a, _compile.Value):
+            return ng.value(vmap[a.id]) if a.id in vmap else a
+        if isinstance(a, (list, tuple)):
+            return [arg(e) for e in a]
+        return a
+
+    for pos, n in enumerate(graph.nodes):
+        args = [arg(a) for a in n.args]
+        p = plan.get(pos)
+        if p is not None and p[0] == "scatter":
+            base = args[0]
+            src = args[1]
+            if n.op == "slice_scatter":
+                vargs = [base] + args[2:6]
+            elif n.op == "select_scatter":
+                vargs = [base] + args[2:4]
+            else:
+                vargs = [base] + args[2:5]
+            view = ng.add_node(_SCATTER_VIEW[n.op], vargs, source=n.source, grad_enabled=n.grad_enabled)[0]
+            ng.add_node("copy_", [ng.value(view), src, False], source=n.source, grad_enabled=n.grad_enabled)
+            vmap[n.outputs[0]] = base.id
+            continue
+        if p is not None:
+            names = [a["name"] for a in _schemas()[n.op]["args"]]
+            args[names.index("out")] = ng.value(vmap[p[1]])
+        outs = ng.add_node(n.op, args, source=n.source, grad_enabled=n.grad_enabled)
+        for o, no in zip(n.outputs, outs):
+            vmap[o] = no
+    ng.set_outputs([vmap[o] for o in graph.outputs])
+    return ng
+
+
+# ---- after fusion: the kernel plan --------------------------------------------------------------
+
+def plan_kernel_donations(graph, specs, steps_of_kernels, step_of, kernel_of):
+    """{kernel index: {output index: input index}} for the flat pointwise kernels of a kernel plan
+    (specs as backends._kernel_specs makes them, each with its _KernelStep last) whose outputs may be
+    written into an input (Note [Reinplacing]); also {donated output vid: donor vid}."""
+    if not enabled() or not rewritable(graph):
+        return {}, {}
+    kernels = [(steps_of_kernels[k], list(sp[6]), list(sp[7])) for k, sp in enumerate(specs)]
+    S = _Storage(graph, step_of, kernels, kernel_of)
+    order = sorted(range(len(specs)), key=lambda k: kernels[k][0])
+    into, donated = {}, {}
+    for k in order:
+        sp = specs[k]
+        st = sp[-1]
+        if sp[1] or sp[10][1] is not None or getattr(st, "kernel", None) is None:
+            continue
+        kir = st.kernel
+        d, ins, outs = kernels[k]
+        used = set()
+        for j, o in enumerate(outs):
+            ov = graph.value(o)
+            for i, a in enumerate(ins):
+                av = graph.value(a)
+                if i in used or not any(kir.inputs[i].strides) or _geometry(av) != _geometry(ov) \
+                        or not _contiguous(av) or ins.count(a) != 1:
+                    continue
+                if S.can_donate(d, ("k", k), a, o):
+                    into.setdefault(k, {})[j] = i
+                    donated[o] = a
+                    used.add(i)
+                    S.donate(d, ("k", k), a, o, S.find(a) == a)
+                    break
+    return into, donated
+
+
+def render_into(st, into):
+    """st's kernel rendered with outputs stored into inputs (into: {output index: input index}): the
+    loaded function, which the caller keeps alive as long as a plan holds its address, and its source."""
+    from . import codecache, cpp
+    comment = (st.comment or "") + "\noutputs written into inputs: " + \
+        ", ".join(f"out{j} -> in{i}" for j, i in sorted(into.items()))
+    source = cpp.render_pointwise(st.kernel, comment, into=into)
+    return codecache.load(source), source
