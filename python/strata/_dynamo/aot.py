@@ -79,6 +79,7 @@ without a derivative, an in-place write autograd must clone) runs as the eager b
 says why once (STRATA_LOGS=aot).
 """
 
+import functools
 from collections import deque
 
 from .. import _C
@@ -628,9 +629,14 @@ def aot_compile(graph, compile_fn=None, functionalize=True):
     is compiled at its first such call. Without it every graph runs through its own runner.
     The graph is functionalized first unless functionalize=False (a graph with symbolic sizes: the pass
     writes sizes into the nodes it makes) (Note [Functionalization] in functionalize.py); a call whose
-    written input shares storage with another input runs the graph as captured."""
+    written input shares storage with another input runs the graph as captured, so the functional
+    graph's compile_fn is called with inputs_distinct=True (Note [Reinplacing] in _inductor/reinplace.py)."""
     from .functionalize import maybe_functionalize, aliased_inputs
     fgraph, written = maybe_functionalize(graph) if functionalize else (graph, None)
+    if written and compile_fn is not None:
+        # the run below sends calls whose inputs share storage to the captured graph, so the functional
+        # graph's inputs are distinct tensors (what reinplacing into written inputs relies on)
+        compile_fn = functools.partial(compile_fn, inputs_distinct=True)
     fn = _aot_compile(fgraph, compile_fn)
     if not written:
         return fn
@@ -639,7 +645,7 @@ def aot_compile(graph, compile_fn=None, functionalize=True):
     def run(*inputs):
         if aliased_inputs(inputs, written):
             if not as_captured:
-                as_captured.append(_aot_compile(graph, compile_fn))
+                as_captured.append(_aot_compile(graph, getattr(compile_fn, "func", compile_fn)))
             return as_captured[0](*inputs)
         return fn(*inputs)
     for k in ("plan", "no_grad_run", "memory_plan"):

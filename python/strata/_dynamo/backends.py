@@ -78,8 +78,8 @@ def _strata_cpp(graph, out):
     from .aot import aot_compile
     mode = _mode_of(out)
 
-    def compile_fn(g, inputs_die=False):
-        return _compile_cpp(g, mode, inputs_die)
+    def compile_fn(g, inputs_die=False, inputs_distinct=False):
+        return _compile_cpp(g, mode, inputs_die, inputs_distinct)
     if getattr(out, "dynamic", False):
         # Symbolic sizes: AOT autograd traces at the capture sizes, so a graph that needs grad
         # replays node by node with eager autograd, as the eager backend does.
@@ -107,19 +107,35 @@ def _mode_of(out):
     return mode or "default"
 
 
-def _compile_cpp(graph, mode, inputs_die=False):
+def _compile_cpp(graph, mode, inputs_die=False, inputs_distinct=False):
     """compile_graph's fused groups as one kernel plan (Note [Kernel plans] in src/compile/executor.cpp)
     with a memory plan; what compile_graph returns when it fused nothing or the plan cannot be made.
-    inputs_die: the caller hands over its inputs (a backward graph), so they count in the plan."""
+    inputs_die: the caller hands over its inputs (a backward graph), so they count in the plan.
+    inputs_distinct: the caller runs the graph only on inputs that share no storage (a functionalized
+    graph behind aot_compile's check), so inputs it overwrites may be written early (Note [Reinplacing])."""
     from .._inductor.fusion import compile_graph
-    from .._inductor.reinplace import reinplace_graph
-    graph = reinplace_graph(graph)  # Note [Reinplacing] in _inductor/reinplace.py
+    from .._inductor import reinplace
+    graph = reinplace.reinplace_graph(graph, inputs_distinct=inputs_distinct)  # Note [Reinplacing]
     fused = compile_graph(graph, None)
     steps = getattr(fused, "steps", None)
+    if reinplace.enabled() and (steps is not None or fused is not None):
+        # Lowered pointwise nodes that no kernel took may write in place too (out= would have kept them
+        # out of kernels, so they are only known now); the graph is then fused again.
+        try:
+            positions = {p for sp in _kernel_specs(graph, steps) for p in sp[9]} if steps is not None else set()
+        except _NoPlan:
+            positions = None
+        lone = reinplace.lone_nodes(graph, positions) if positions is not None else []
+        if lone:
+            g2 = reinplace.reinplace_graph(graph, lone, inputs_distinct)
+            if g2 is not graph:
+                graph, fused = g2, compile_graph(g2, None)
+                steps = getattr(fused, "steps", None)
     if steps is None:
         return fused
     try:
         return kernel_runner(graph, steps, keep_arena=mode == "reduce-overhead", inputs_die=inputs_die,
+                             inputs_distinct=inputs_distinct,
                              order=getattr(fused, "order", None))
     except _NoPlan as e:
         logs.aot(f"strata_cpp: the fused graph runs step by step from Python: {e}")
@@ -497,7 +513,7 @@ def memory_plans(fn):
     return out
 
 
-def kernel_runner(graph, steps, keep_arena=False, inputs_die=False, order=None):
+def kernel_runner(graph, steps, keep_arena=False, inputs_die=False, order=None, inputs_distinct=False):
     """A GraphRunner of graph with compile_graph's kernel steps in place of their nodes, and its
     MemoryPlan as .memory_plan."""
     specs = _kernel_specs(graph, steps)
@@ -509,7 +525,8 @@ def kernel_runner(graph, steps, keep_arena=False, inputs_die=False, order=None):
     # Note [Reinplacing] in _inductor/reinplace.py: outputs written into inputs that die in their kernel.
     from .._inductor import reinplace
     lv = _Liveness(graph, specs, order)
-    into, donated = reinplace.plan_kernel_donations(graph, specs, lv.k_step, lv.step_of, lv.kernel_of)
+    into, donated = reinplace.plan_kernel_donations(graph, specs, lv.k_step, lv.step_of, lv.kernel_of,
+                                                    inputs_distinct)
     keep, sources = [], []
     for k, m in into.items():
         fn, src = reinplace.render_into(specs[k][12], m)

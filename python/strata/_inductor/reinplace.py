@@ -130,8 +130,9 @@ class _Storage:
     step_of: node position -> step; kernels: [(step, in_vids, out_vids)] of kernel steps (their nodes map
     to their step and are not readers themselves)."""
 
-    def __init__(self, graph, step_of, kernels=(), kernel_of=None):
+    def __init__(self, graph, step_of, kernels=(), kernel_of=None, inputs_distinct=False):
         self.g = graph
+        self.inputs_distinct = inputs_distinct
         kernel_of = kernel_of or {}
         self.parent = {}
         self.inputs = set(graph.inputs)
@@ -195,6 +196,8 @@ class _Storage:
         if v.is_constant:
             return False
         if root in self.inputs:
+            if not self.inputs_distinct:
+                return False  # another input may share its storage and still be read
             later = sorted((w for w in self.writes if self.find(w[2]) == root and w[0] > d), key=lambda w: w[0])
             return bool(later) and later[-1][3]
         return root in self.producer
@@ -267,10 +270,11 @@ def _final_writes(graph):
     return out
 
 
-def plan_graph(graph):
-    """{position: ("out", donor vid) or ("scatter", base vid)}: the nodes reinplace_graph rewrites."""
+def plan_graph(graph, lone=(), inputs_distinct=False):
+    """{position: ("out", donor vid) or ("scatter", base vid)}: the nodes reinplace_graph rewrites. lone:
+    positions of lowered pointwise nodes that fusion left out of every kernel (they may take out= too)."""
     nodes = graph.nodes
-    S = _Storage(graph, {p: p for p in range(len(nodes))})
+    S = _Storage(graph, {p: p for p in range(len(nodes))}, inputs_distinct=inputs_distinct)
     finals = _final_writes(graph)
     plan = {}
     for pos, n in enumerate(nodes):
@@ -288,7 +292,7 @@ def plan_graph(graph):
                 plan[pos] = ("scatter", base.id)
                 S.donate(pos, maker, base.id, o, False)
             continue
-        if not n.flags & _POINTWISE or _fusable_op(n):
+        if not n.flags & _POINTWISE or (_fusable_op(n) and pos not in lone):
             continue
         names = [a["name"] for a in _schemas()[n.op]["args"]]
         if "out" not in names or n.args[names.index("out")] is not None:
@@ -309,12 +313,15 @@ def plan_graph(graph):
     return plan
 
 
-def reinplace_graph(graph):
+def reinplace_graph(graph, lone=(), inputs_distinct=False):
     """graph with the rewrites of plan_graph (Note [Reinplacing]), or graph itself when there are none or
-    the graph is not one this pass understands."""
+    the graph is not one this pass understands. inputs_distinct: the caller never passes inputs that share
+    storage (only then may an input the graph overwrites be written early)."""
     if not enabled() or not rewritable(graph):
         return graph
-    plan = plan_graph(graph)
+    plan = plan_graph(graph, lone, inputs_distinct)
+    if lone:
+        plan = {p: d for p, d in plan.items() if p in lone}
     if not plan:
         return graph
     with strata.no_grad():
@@ -368,16 +375,29 @@ def _rebuild(graph, plan):
     return ng
 
 
+def lone_nodes(graph, kernel_positions):
+    """Positions of lowered pointwise nodes with an out= argument outside kernel_positions (the nodes the
+    kernels replace): fusion left them alone, so out= costs them nothing."""
+    out = []
+    for pos, n in enumerate(graph.nodes):
+        if pos in kernel_positions or not n.flags & _POINTWISE or not _fusable_op(n) or len(n.outputs) != 1:
+            continue
+        names = n.arg_names
+        if "out" in names and n.args[names.index("out")] is None:
+            out.append(pos)
+    return out
+
+
 # ---- after fusion: the kernel plan --------------------------------------------------------------
 
-def plan_kernel_donations(graph, specs, steps_of_kernels, step_of, kernel_of):
+def plan_kernel_donations(graph, specs, steps_of_kernels, step_of, kernel_of, inputs_distinct=False):
     """{kernel index: {output index: input index}} for the flat pointwise kernels of a kernel plan
     (specs as backends._kernel_specs makes them, each with its _KernelStep last) whose outputs may be
     written into an input (Note [Reinplacing]); also {donated output vid: donor vid}."""
     if not enabled() or not rewritable(graph):
         return {}, {}
     kernels = [(steps_of_kernels[k], list(sp[6]), list(sp[7])) for k, sp in enumerate(specs)]
-    S = _Storage(graph, step_of, kernels, kernel_of)
+    S = _Storage(graph, step_of, kernels, kernel_of, inputs_distinct)
     order = sorted(range(len(specs)), key=lambda k: kernels[k][0])
     into, donated = {}, {}
     for k in order:

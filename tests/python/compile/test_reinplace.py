@@ -318,3 +318,35 @@ def test_graph_pass_refuses_a_graph_with_in_place_ops():
     g = tf.captured(fn, strata.randn(4))
     assert not reinplace.rewritable(g)
     assert reinplace.reinplace_graph(g) is g
+
+
+def lerp_then_copy(x, y, buf):
+    f = strata.lerp(x, y, 0.5)
+    t = x.exp()
+    buf.copy_(f)
+    return t
+
+
+def test_no_early_write_into_an_input_that_may_alias_another():
+    # as captured (functionalization off) nothing checks that buf and x are distinct tensors: buf is not
+    # written before the end even though lerp's result is its final value
+    config.functionalize = False
+    cf = strata.compile(lerp_then_copy)
+    x, y = strata.randn(16), strata.randn(16)
+    ref_x = x.clone()
+    ref = lerp_then_copy(ref_x, y, ref_x)
+    got_x = x.clone()
+    tf.close(cf(got_x, y, got_x), ref)
+    tf.close(got_x, ref_x)
+    # functionalized, distinct inputs: lerp writes buf itself; buf aliasing x runs the captured graph
+    config.functionalize = True
+    strata.compiler.reset()
+    args = (x, y, strata.zeros(16))
+    r, _ = compiled_runner(lerp_then_copy, args)
+    g = graph_of(r)
+    [lp] = [n for n in g.nodes if n.op == "lerp"]
+    assert lp.args[lp.arg_names.index("out")].id == g.inputs[2]
+    cf = strata.compile(lerp_then_copy)
+    got_x = x.clone()
+    tf.close(cf(got_x, y, got_x), ref)
+    tf.close(got_x, ref_x)
