@@ -139,7 +139,7 @@ class _Storage:
         self.reads = []      # (step, reader, vid); reader: ("n", pos) / ("k", k) / "out"
         self.writes = []     # (step, pos, target vid, full)
         self.producer = {}   # vid -> ("n", pos) / ("k", k)
-        nodes = graph.nodes
+        self.nodes = nodes = graph.nodes
         for pos, n in enumerate(nodes):
             k = kernel_of.get(pos)
             if k is not None:
@@ -175,6 +175,12 @@ class _Storage:
                 self.producer[o] = ("k", k)
         for o in graph.outputs:
             self.reads.append((_END, "out", o))
+        self.reads_of = {}
+        for s, reader, v in self.reads:
+            self.reads_of.setdefault(v, []).append((s, reader))
+        self.members = {}    # storage root -> the values in it
+        for v in set(self.inputs) | set(self.producer) | set(self.parent):
+            self.members.setdefault(self.find(v), set()).add(v)
 
     def find(self, v):
         while v in self.parent:
@@ -182,13 +188,7 @@ class _Storage:
         return v
 
     def family(self, root):
-        return {v for v in self._all() if self.find(v) == root}
-
-    def _all(self):
-        seen = set(self.inputs)
-        seen.update(self.producer)
-        seen.update(self.parent)
-        return seen
+        return self.members.get(root, {root})
 
     def owned(self, root, d):
         """Whether the graph may overwrite storage root's elements at step d."""
@@ -214,10 +214,8 @@ class _Storage:
         if not self.owned(R, d) or o in self.inputs or self.find(o) == R:
             return False
         W = self.next_write(R, d)
-        fam = self.family(R)
-        ofam = self.family(self.find(o))
-        for s, reader, v in self.reads:
-            if v in fam:
+        for v in self.family(R):
+            for s, reader in self.reads_of.get(v, ()):
                 if s < d:
                     continue
                 if s == d and reader == maker and v == donor and elementwise:
@@ -225,7 +223,10 @@ class _Storage:
                 if W is not None and W[3] and s > W[0]:
                     continue
                 return False
-            elif v in ofam and W is not None:
+        if W is None:
+            return True
+        for v in self.family(self.find(o)):
+            for s, reader in self.reads_of.get(v, ()):
                 if s < W[0]:
                     continue
                 if s == W[0] and v == o and self._in_place_write(W, o):
@@ -239,7 +240,7 @@ class _Storage:
         g = self.g
         if W[1] < 0:
             return False
-        n = g.nodes[W[1]]
+        n = self.nodes[W[1]]
         target = g.value(W[2])
         if not W[3] or _geometry(target) != _geometry(g.value(o)):
             return False
@@ -249,6 +250,8 @@ class _Storage:
 
     def donate(self, d, maker, donor, o, full):
         """Record that o now lives in donor's storage (written at step d)."""
+        R, old = self.find(donor), self.find(o)
+        self.members.setdefault(R, {R}).update(self.members.pop(old, {old}))
         self.parent[o] = donor
         self.writes.append((d, maker[1] if maker[0] == "n" else -1, o, full))
 
@@ -270,16 +273,30 @@ def _final_writes(graph):
     return out
 
 
+def _candidate(graph, pos, n, lone):
+    """Whether node n at pos is one plan_graph may rewrite (before the storage analysis)."""
+    if len(n.outputs) != 1 or n.list_return or n.has_side_effects:
+        return False
+    if n.op in _SCATTER_VIEW:
+        return True
+    if not n.flags & _POINTWISE or (_fusable_op(n) and pos not in lone):
+        return False
+    names = n.arg_names
+    return "out" in names and n.args[names.index("out")] is None
+
+
 def plan_graph(graph, lone=(), inputs_distinct=False):
     """{position: ("out", donor vid) or ("scatter", base vid)}: the nodes reinplace_graph rewrites. lone:
     positions of lowered pointwise nodes that fusion left out of every kernel (they may take out= too)."""
     nodes = graph.nodes
+    cands = [pos for pos, n in enumerate(nodes) if _candidate(graph, pos, n, lone)]
+    if not cands:
+        return {}
     S = _Storage(graph, {p: p for p in range(len(nodes))}, inputs_distinct=inputs_distinct)
     finals = _final_writes(graph)
     plan = {}
-    for pos, n in enumerate(nodes):
-        if len(n.outputs) != 1 or n.list_return or n.has_side_effects:
-            continue
+    for pos in cands:
+        n = nodes[pos]
         o = n.outputs[0]
         ov = graph.value(o)
         if ov.kind != "tensor" or not _contiguous(ov):
@@ -292,20 +309,15 @@ def plan_graph(graph, lone=(), inputs_distinct=False):
                 plan[pos] = ("scatter", base.id)
                 S.donate(pos, maker, base.id, o, False)
             continue
-        if not n.flags & _POINTWISE or (_fusable_op(n) and pos not in lone):
-            continue
-        names = [a["name"] for a in _schemas()[n.op]["args"]]
-        if "out" not in names or n.args[names.index("out")] is not None:
-            continue
-        cands = []
+        cands_o = []
         if o in finals and _geometry(graph.value(finals[o])) == _geometry(ov):
             X = finals[o]
             # The input is read by n only as an argument of o's geometry, if at all.
-            cands.append((X, any(_is_tensor(a) and a.id == X for a in n.args)))
+            cands_o.append(X)
         for a in n.args:
-            if _is_tensor(a) and _geometry(a) == _geometry(ov) and (a.id, True) not in cands:
-                cands.append((a.id, True))
-        for donor, reads in cands:
+            if _is_tensor(a) and _geometry(a) == _geometry(ov) and a.id not in cands_o:
+                cands_o.append(a.id)
+        for donor in cands_o:
             if S.can_donate(pos, maker, donor, o, elementwise=True):
                 plan[pos] = ("out", donor)
                 S.donate(pos, maker, donor, o, S.find(donor) == donor)
@@ -375,15 +387,27 @@ def _rebuild(graph, plan):
     return ng
 
 
+# A fresh result this large comes from new pages (glibc's default mmap threshold), whose first touch
+# costs more than the op; smaller ones are recycled by the allocator and not worth a second fusion.
+LONE_MIN_BYTES = 128 * 1024
+
+
 def lone_nodes(graph, kernel_positions):
     """Positions of lowered pointwise nodes with an out= argument outside kernel_positions (the nodes the
-    kernels replace): fusion left them alone, so out= costs them nothing."""
+    kernels replace) whose result has at least LONE_MIN_BYTES: fusion left them alone, so out= costs them
+    nothing (the graph is fused again when one of them is rewritten)."""
     out = []
     for pos, n in enumerate(graph.nodes):
         if pos in kernel_positions or not n.flags & _POINTWISE or not _fusable_op(n) or len(n.outputs) != 1:
             continue
+        v = graph.value(n.outputs[0])
+        if v.kind != "tensor" or v.dtype is None:
+            continue
+        nbytes = v.dtype.itemsize
+        for d in v.shape:
+            nbytes *= d
         names = n.arg_names
-        if "out" in names and n.args[names.index("out")] is None:
+        if nbytes >= LONE_MIN_BYTES and "out" in names and n.args[names.index("out")] is None:
             out.append(pos)
     return out
 
@@ -394,7 +418,12 @@ def plan_kernel_donations(graph, specs, steps_of_kernels, step_of, kernel_of, in
     """{kernel index: {output index: input index}} for the flat pointwise kernels of a kernel plan
     (specs as backends._kernel_specs makes them, each with its _KernelStep last) whose outputs may be
     written into an input (Note [Reinplacing]); also {donated output vid: donor vid}."""
-    if not enabled() or not rewritable(graph):
+    if not enabled():
+        return {}, {}
+    # a kernel output needs a full-size input of its geometry to go into
+    if not any(not sp[1] and sp[10][1] is None and getattr(sp[-1], "kernel", None) is not None and
+               {_geometry(graph.value(v)) for v in sp[6]} & {_geometry(graph.value(v)) for v in sp[7]}
+               for sp in specs) or not rewritable(graph):
         return {}, {}
     kernels = [(steps_of_kernels[k], list(sp[6]), list(sp[7])) for k, sp in enumerate(specs)]
     S = _Storage(graph, step_of, kernels, kernel_of, inputs_distinct)

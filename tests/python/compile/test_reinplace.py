@@ -350,3 +350,16 @@ def test_no_early_write_into_an_input_that_may_alias_another():
     got_x = x.clone()
     tf.close(cf(got_x, y, got_x), ref)
     tf.close(got_x, ref_x)
+
+
+def test_a_lone_lowered_node_writes_in_place_when_large():
+    # out.mul_(2) is a lowered op that no kernel took: out= its dying input once its result is large
+    # (LONE_MIN_BYTES); a small one keeps its fresh result (not worth fusing the graph again)
+    for n, in_place in ((8, False), (256, True)):
+        args = (strata.randn(n, 256), strata.randn(n, 256))
+        r, out = compiled_runner(slice_writes, args)
+        g = graph_of(r)
+        [m] = [x for x in g.nodes if x.op == "mul" and x.args[1] == 2]
+        target = m.args[m.arg_names.index("out")]
+        assert (target is not None) == in_place
+        tf.close(out, slice_writes(*args))
