@@ -118,17 +118,30 @@ def _compile_cpp(graph, mode, inputs_die=False, inputs_distinct=False):
     graph = reinplace.reinplace_graph(graph, inputs_distinct=inputs_distinct)  # Note [Reinplacing]
     fused = compile_graph(graph, None)
     steps = getattr(fused, "steps", None)
-    if reinplace.enabled() and (steps is not None or fused is not None):
+    if reinplace.enabled():
         # Lowered pointwise nodes that no kernel took may write in place too (out= would have kept them
-        # out of kernels, so they are only known now); the graph is then fused again.
-        try:
-            positions = {p for sp in _kernel_specs(graph, steps) for p in sp[9]} if steps is not None else set()
-        except _NoPlan:
-            positions = None
-        lone = reinplace.lone_nodes(graph, positions) if positions is not None else []
+        # out of kernels, so they are only known now). Checked against the order the kernel plan runs
+        # in, the rewrite keeps every node and value, so the kernel steps still hold; otherwise (nothing
+        # fused) the graph is fused again.
+        schedule, positions = None, set()
+        if steps is not None:
+            try:
+                specs = _kernel_specs(graph, steps)
+            except _NoPlan:
+                specs = None
+            if specs is not None:
+                order = getattr(fused, "order", None)
+                lv = _Liveness(graph, specs, order if order is not None and sorted(order) == list(
+                    range(len(graph.nodes))) else None)
+                positions = set(lv.kernel_of)
+                schedule = (lv.step_of, [(lv.k_step[k], list(sp[6]), list(sp[7])) for k, sp in enumerate(specs)],
+                            lv.kernel_of)
+        lone = reinplace.lone_nodes(graph, positions) if (schedule is not None or steps is None) else []
         if lone:
-            g2 = reinplace.reinplace_graph(graph, lone, inputs_distinct)
-            if g2 is not graph:
+            g2 = reinplace.reinplace_graph(graph, lone, inputs_distinct, schedule)
+            if g2 is not graph and schedule is not None and reinplace.same_values(graph, g2):
+                graph = g2  # the same nodes and values, some with out=: the kernel steps still hold
+            elif g2 is not graph and steps is None:
                 graph, fused = g2, compile_graph(g2, None)
                 steps = getattr(fused, "steps", None)
     if steps is None:

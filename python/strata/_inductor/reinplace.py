@@ -132,6 +132,7 @@ class _Storage:
 
     def __init__(self, graph, step_of, kernels=(), kernel_of=None, inputs_distinct=False):
         self.g = graph
+        self.step_of = step_of
         self.inputs_distinct = inputs_distinct
         kernel_of = kernel_of or {}
         self.parent = {}
@@ -285,14 +286,21 @@ def _candidate(graph, pos, n, lone):
     return "out" in names and n.args[names.index("out")] is None
 
 
-def plan_graph(graph, lone=(), inputs_distinct=False):
+def plan_graph(graph, lone=(), inputs_distinct=False, schedule=None):
     """{position: ("out", donor vid) or ("scatter", base vid)}: the nodes reinplace_graph rewrites. lone:
-    positions of lowered pointwise nodes that fusion left out of every kernel (they may take out= too)."""
+    positions of lowered pointwise nodes that fusion left out of every kernel (they may take out= too).
+    schedule: (step of each position, [(step, input ids, output ids)] of the kernels, position -> kernel)
+    when the graph runs in a kernel plan already made (default: graph order, no kernels)."""
     nodes = graph.nodes
     cands = [pos for pos, n in enumerate(nodes) if _candidate(graph, pos, n, lone)]
     if not cands:
         return {}
-    S = _Storage(graph, {p: p for p in range(len(nodes))}, inputs_distinct=inputs_distinct)
+    if schedule is None:
+        S = _Storage(graph, {p: p for p in range(len(nodes))}, inputs_distinct=inputs_distinct)
+    else:
+        step_of, kernels, kernel_of = schedule
+        S = _Storage(graph, step_of, kernels, kernel_of, inputs_distinct)
+        cands = [p for p in cands if p not in kernel_of]
     finals = _final_writes(graph)
     plan = {}
     for pos in cands:
@@ -302,12 +310,13 @@ def plan_graph(graph, lone=(), inputs_distinct=False):
         if ov.kind != "tensor" or not _contiguous(ov):
             continue
         maker = ("n", pos)
+        d = S.step_of[pos]
         if n.op in _SCATTER_VIEW:
             base = n.args[0]
             if _is_tensor(base) and _geometry(graph.value(base.id)) == _geometry(ov) and \
-                    S.can_donate(pos, maker, base.id, o):
+                    S.can_donate(d, maker, base.id, o):
                 plan[pos] = ("scatter", base.id)
-                S.donate(pos, maker, base.id, o, False)
+                S.donate(d, maker, base.id, o, False)
             continue
         cands_o = []
         if o in finals and _geometry(graph.value(finals[o])) == _geometry(ov):
@@ -318,20 +327,20 @@ def plan_graph(graph, lone=(), inputs_distinct=False):
             if _is_tensor(a) and _geometry(a) == _geometry(ov) and a.id not in cands_o:
                 cands_o.append(a.id)
         for donor in cands_o:
-            if S.can_donate(pos, maker, donor, o, elementwise=True):
+            if S.can_donate(d, maker, donor, o, elementwise=True):
                 plan[pos] = ("out", donor)
-                S.donate(pos, maker, donor, o, S.find(donor) == donor)
+                S.donate(d, maker, donor, o, S.find(donor) == donor)
                 break
     return plan
 
 
-def reinplace_graph(graph, lone=(), inputs_distinct=False):
+def reinplace_graph(graph, lone=(), inputs_distinct=False, schedule=None):
     """graph with the rewrites of plan_graph (Note [Reinplacing]), or graph itself when there are none or
     the graph is not one this pass understands. inputs_distinct: the caller never passes inputs that share
-    storage (only then may an input the graph overwrites be written early)."""
+    storage (only then may an input the graph overwrites be written early). schedule: see plan_graph."""
     if not enabled() or not rewritable(graph):
         return graph
-    plan = plan_graph(graph, lone, inputs_distinct)
+    plan = plan_graph(graph, lone, inputs_distinct, schedule)
     if lone:
         plan = {p: d for p, d in plan.items() if p in lone}
     if not plan:
@@ -350,9 +359,15 @@ def _rebuild(graph, plan):
         v = graph.value(vid)
         meta = strata.empty_strided(tuple(v.shape), tuple(v.stride), dtype=v.dtype, device="meta")
         vmap[vid] = ng.add_input(v.name, meta, device=v.device)
-    for vid in graph.constants:
-        v = graph.value(vid)
-        vmap[vid] = ng.add_constant(v.constant, v.name)
+    # Constants are added where their ids fall among the nodes' outputs, so that a rebuild that maps nodes
+    # one to one gives every value its old id (same_values).
+    pending = sorted(graph.constants)
+
+    def constants_before(limit):
+        while pending and pending[0] < limit:
+            vid = pending.pop(0)
+            v = graph.value(vid)
+            vmap[vid] = ng.add_constant(v.constant, v.name)
 
     def arg(a):
         if isinstance(a, _compile.Value):
@@ -362,6 +377,7 @@ def _rebuild(graph, plan):
         return a
 
     for pos, n in enumerate(graph.nodes):
+        constants_before(min(n.outputs, default=1 << 62))
         args = [arg(a) for a in n.args]
         p = plan.get(pos)
         if p is not None and p[0] == "scatter":
@@ -383,8 +399,18 @@ def _rebuild(graph, plan):
         outs = ng.add_node(n.op, args, source=n.source, grad_enabled=n.grad_enabled)
         for o, no in zip(n.outputs, outs):
             vmap[o] = no
+    constants_before(1 << 62)
     ng.set_outputs([vmap[o] for o in graph.outputs])
     return ng
+
+
+def same_values(a, b):
+    """Whether graphs a and b have the same inputs, constants and node outputs by id (a rebuild that
+    mapped nodes one to one): then fusion steps made for a hold for b."""
+    if list(a.inputs) != list(b.inputs) or sorted(a.constants) != sorted(b.constants):
+        return False
+    na, nb = a.nodes, b.nodes
+    return len(na) == len(nb) and all(list(x.outputs) == list(y.outputs) and x.op == y.op for x, y in zip(na, nb))
 
 
 # A fresh result this large comes from new pages (glibc's default mmap threshold), whose first touch
