@@ -5,7 +5,7 @@ Functionalization (Note [Functionalization] in _dynamo/functionalize.py) turns e
 into a functional op that makes a new tensor, and writes each written input once at the end. That
 frees fusion but costs memory traffic where eager mode worked in place: a fresh result per op and a
 copy back into the input. This pass gives results the storage of a value that dies where they are
-made, in two places of the strata_cpp backend (backends.py):
+made, in three places of the strata_cpp backend (_compile_cpp and kernel_runner in backends.py):
 
   * before fusion, on the graph (reinplace_graph): a node that no kernel will hold (an op without a
     lowering, such as addcmul / addcdiv / lerp) gets out= a donor, and slice_scatter /
@@ -13,21 +13,26 @@ made, in two places of the strata_cpp backend (backends.py):
     base and a copy_ of the source into it (the base is then the result). A pointwise node's donor
     is an argument with the result's dtype, sizes and strides or, when its result is the final
     value of a written input, that input (whose copy_ at the end then copies a tensor onto itself,
-    which copy_ skips). Lowered ops are left alone: out= would keep them out of kernels.
+    which copy_ skips). Lowered ops are left alone here: out= would keep them out of kernels.
+  * after fusion, lone nodes (lone_nodes): lowered pointwise nodes the schedule left out of every
+    kernel, with results of LONE_MIN_BYTES or more, get out= the same way, checked against the
+    kernel plan's order; the rewrite keeps every node and value id, so the fusion steps still hold.
   * after fusion, on the kernel plan (plan_kernel_donations): an output of a flat pointwise kernel
     is written into one of the kernel's full-size inputs of the same dtype and sizes whose value
     dies there. The kernel is rendered again storing that output through the input's pointer
-    (cpp.render_pointwise(into=)), every element loaded before it is stored in the same iteration,
-    and the plan's spec says so (KernelSpec::out_into): at run time the output is the input tensor
-    itself, its version bumped as an in-place op bumps it; when the input's dtype or sizes differ,
-    or another input of the kernel shares its storage, the kernel's nodes run instead.
+    (cpp.render_pointwise(into=): one restrict pointer per storage, every element loaded before it
+    is stored in the same iteration), and the plan's spec says so (KernelSpec::out_into): at run
+    time the output is the input tensor itself, its version bumped as an in-place op bumps it; when
+    the input's dtype or sizes differ, or another input of the kernel shares its storage, the
+    kernel's nodes run instead.
 
 When a donation is allowed (_Storage.can_donate). Values are grouped by storage: views, ops that
 may return their input, out= results and in-place results belong to the storage of their source;
 every other result starts a storage of its own. A storage is owned by the graph when it is such a
 fresh result (not a constant), or when it is a graph input that the graph itself overwrites whole
-later (a functionalized graph's write-back of a written input; an input nobody writes is the
-caller's and never reinplaced). Putting result o into storage R at step d is allowed when
+later (a functionalized graph's write-back of a written input) and the caller runs the graph only on
+inputs that share no storage (inputs_distinct: aot_compile sends other calls to the captured graph);
+an input nobody writes is the caller's and never reinplaced. Putting result o into storage R at step d is allowed when
 
   1. nothing reads R's current value after d, except past a later full overwrite of R: the maker
      at d reads only the donor itself (elementwise, same geometry), and no other value of R (an
@@ -38,10 +43,11 @@ caller's and never reinplaced). Putting result o into storage R at step d is all
      write, except by that write itself reading o elementwise (copy_(X, o), or out=X with o of the
      same geometry as an argument): then the write is in place too.
 
-Steps are the node order for the graph pass (the fusion schedule keeps readers of a written
-storage on their side of the write) and the kernel plan's steps for the kernel pass (each kernel
-at its last node in the schedule's order). A graph that writes anything but whole inputs (one not
-functionalized, graphs with symbolic sizes or autocast nodes) is left as it is. Kernel outputs and
+Steps are the node order before fusion (the fusion schedule keeps readers of a written storage on
+their side of the write, and never sinks a node past one) and the kernel plan's steps after it
+(each kernel at its last node in the schedule's order). A graph with in-place ops other than copy_
+and out= writes (one as captured), writes its schemas do not declare (BatchNorm's running
+statistics), symbolic sizes or autocast nodes is left as it is. Kernel outputs and
 donors involved in a donation leave the arena (Note [Memory plans] in _dynamo/backends.py), whose
 liveness counts a donated output as its donor's storage held longer.
 strata._dynamo.config.reinplace = False turns the pass off (for comparison)."""
