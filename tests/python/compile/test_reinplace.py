@@ -363,3 +363,14 @@ def test_a_lone_lowered_node_writes_in_place_when_large():
         target = m.args[m.arg_names.index("out")]
         assert (target is not None) == in_place
         tf.close(out, slice_writes(*args))
+
+
+def saved_value(x, w, w2):
+    a = x @ w               # the product a * w2 saves a for w2's gradient: a forward output
+    c = (a * w2).sin() * 3  # a kernel reading a, where a dies in the forward graph
+    return c.sum()
+
+
+def test_a_value_autograd_saves_is_not_overwritten():
+    tf.check(saved_value, (tf.leaf(8, 8), tf.leaf(8, 8, seed=1), tf.leaf(8, 8, seed=2)), "strata_cpp",
+             functional=False)
