@@ -964,7 +964,8 @@ void bind_compile(nb::module_& parent) {
           "src/compile/executor.cpp). kernels: (fn address, rows, ref, numel, cols, dtype, input ids, output ids, "
           "row-kernel output shapes, replaced node positions, arena byte offset per output or -1, the sizes the "
           "ref input must have or None, (output dtypes, strided geometry (output shapes, input sizes, input "
-          "strides, output strides) or None, status word)[, the profiler's name[, per output the input index it is written into or -1]]); keep_arena: "
+          "strides, output strides) or None, status word)[, the profiler's name[, per output the index of the "
+          "input it is written into or -1 (Note [Reinplacing])]]); keep_arena: "
           "the arena and the tensors over it are made at the first call and reused (mode reduce-overhead); order: "
           "every node position in the order to run them (empty: graph order).")
       .def("runner", [](std::shared_ptr<Graph> g) {
