@@ -844,6 +844,9 @@ void bind_compile(nb::module_& parent) {
       .def_prop_ro("inputs", [](const Graph& g) { return g.inputs(); })
       .def_prop_ro("constants", [](const Graph& g) { return g.constants(); })
       .def_prop_ro("num_ops", &Graph::num_ops)
+      .def_prop_ro("base_grad_enabled", &Graph::base_grad_enabled,
+                   "The grad mode the graph was made in: nodes recorded in it follow the caller's mode when "
+                   "the graph runs, the others run in their own.")
       .def_prop_ro("nodes",
                    [](std::shared_ptr<Graph> g) {
                      nb::list l;

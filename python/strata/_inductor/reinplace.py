@@ -323,6 +323,11 @@ def plan_graph(graph, lone=(), inputs_distinct=False, schedule=None):
                     S.can_donate(d, maker, base.id, o):
                 plan[pos] = ("scatter", base.id)
                 S.donate(d, maker, base.id, o, False)
+                if schedule is None:
+                    q = _producer_into_view(graph, nodes, pos, n, S, plan)
+                    if q is not None:
+                        plan[q] = ("view", pos)
+                        plan[pos] = ("scatter_made", base.id)
             continue
         cands_o = []
         if o in finals and _geometry(graph.value(finals[o])) == _geometry(ov):
@@ -340,6 +345,66 @@ def plan_graph(graph, lone=(), inputs_distinct=False, schedule=None):
     return plan
 
 
+def _producer_into_view(graph, nodes, pos, n, S, plan):
+    """The position of the node that makes scatter n's source when it can write straight into the view of
+    the base instead (out= that view; the scatter then writes nothing), else None. The source's only use
+    is the scatter (through a no-op expand at most); its maker is pointwise with an out= argument and no
+    kernel would take it with its own producers (no lowering, or no operand made by a lowered op); the base
+    exists already and nothing reads or writes its storage between the maker and the scatter."""
+    if not hasattr(S, "readers"):
+        S.readers = {}
+        for p, m in enumerate(nodes):
+            for v in m.input_ids:
+                S.readers.setdefault(v, set()).add(p)
+        for v in graph.outputs:
+            S.readers.setdefault(v, set()).add(-1)
+    src = n.args[1]
+    if not _is_tensor(src):
+        return None
+    o, use = src.id, pos
+    p = S.producer.get(o)
+    if p is None or p[0] != "n":
+        return None
+    p = p[1]
+    if nodes[p].op == "expand" and tuple(graph.value(nodes[p].args[0].id).shape) == tuple(graph.value(o).shape):
+        if S.readers.get(o) != {pos}:
+            return None
+        o, use = nodes[p].args[0].id, p
+        p = S.producer.get(o)
+        if p is None or p[0] != "n":
+            return None
+        p = p[1]
+    m = nodes[p]
+    if S.readers.get(o) != {use} or p in plan or len(m.outputs) != 1 or m.has_side_effects or \
+            not m.flags & _POINTWISE or "out" not in m.arg_names or m.args[m.arg_names.index("out")] is not None:
+        return None
+    ov, bv = graph.value(o), graph.value(n.args[0].id)
+    if ov.dtype != bv.dtype or str(ov.device) != str(bv.device) or not _contiguous(ov):
+        return None
+    if _fusable_op(m):
+        for a in m.args:
+            if _is_tensor(a):
+                ap = S.producer.get(a.id)
+                if ap is not None and ap[0] == "n" and _fusable_op(nodes[ap[1]]):
+                    return None
+    R = S.find(n.args[0].id)
+    bp = S.producer.get(R)
+    if bp is not None and (bp[0] != "n" or bp[1] >= p):
+        return None
+    dp, d = S.step_of[p], S.step_of[pos]
+    for v in S.family(R):
+        if v == n.outputs[0]:
+            continue
+        if any(dp <= s < d for s, _ in S.reads_of.get(v, ())):
+            return None
+    if any(dp <= w[0] < d for w in S.writes if S.find(w[2]) == R and w[1] != pos):
+        return None
+    S.parent[o] = R
+    S.members.setdefault(R, {R}).add(o)
+    S.writes.append((dp, p, o, False))
+    return p
+
+
 def reinplace_graph(graph, lone=(), inputs_distinct=False, schedule=None):
     """graph with the rewrites of plan_graph (Note [Reinplacing]), or graph itself when there are none or
     the graph is not one this pass understands. inputs_distinct: the caller never passes inputs that share
@@ -351,15 +416,19 @@ def reinplace_graph(graph, lone=(), inputs_distinct=False, schedule=None):
         plan = {p: d for p, d in plan.items() if p in lone}
     if not plan:
         return graph
+    # Made in the graph's own base grad mode (nodes recorded in it follow the caller's mode), filled
+    # without grad.
+    with strata.set_grad_enabled(graph.base_grad_enabled):
+        ng = _compile.Graph()
     with strata.no_grad():
-        return _rebuild(graph, plan)
+        return _rebuild(graph, plan, ng)
 
 
-def _rebuild(graph, plan):
+def _rebuild(graph, plan, ng):
     # The strata_cpp backend compiles and runs its graphs with grad mode off (Note [Compiled training
-    # steps] in _dynamo/backends.py): the inputs are recorded without requires_grad, so that the writes
-    # this pass adds are not refused as writes into tensors autograd would track.
-    ng = _compile.Graph()
+    # steps] in _dynamo/backends.py): the inputs are recorded without requires_grad, and the writes this
+    # pass adds run without grad whatever the caller's mode, so that they are never refused as writes
+    # into tensors autograd tracks.
     vmap = {}
     for vid in graph.inputs:
         v = graph.value(vid)
@@ -382,27 +451,44 @@ def _rebuild(graph, plan):
             return [arg(e) for e in a]
         return a
 
-    for pos, n in enumerate(graph.nodes):
+    nodes = graph.nodes
+
+    def scatter_view(n, args):
+        base = args[0]
+        if n.op == "slice_scatter":
+            vargs = [base] + args[2:6]
+        elif n.op == "select_scatter":
+            vargs = [base] + args[2:4]
+        else:
+            vargs = [base] + args[2:5]
+        return ng.add_node(_SCATTER_VIEW[n.op], vargs, source=n.source, grad_enabled=False)[0]
+
+    for pos, n in enumerate(nodes):
         constants_before(min(n.outputs, default=1 << 62))
         args = [arg(a) for a in n.args]
         p = plan.get(pos)
-        if p is not None and p[0] == "scatter":
-            base = args[0]
-            src = args[1]
-            if n.op == "slice_scatter":
-                vargs = [base] + args[2:6]
-            elif n.op == "select_scatter":
-                vargs = [base] + args[2:4]
-            else:
-                vargs = [base] + args[2:5]
-            view = ng.add_node(_SCATTER_VIEW[n.op], vargs, source=n.source, grad_enabled=n.grad_enabled)[0]
-            ng.add_node("copy_", [ng.value(view), src, False], source=n.source, grad_enabled=n.grad_enabled)
-            vmap[n.outputs[0]] = base.id
+        if p is not None and p[0] == "view":
+            # the scatter at p[1] made here: this node writes the view of its base
+            sc = nodes[p[1]]
+            view = scatter_view(sc, [arg(a) for a in sc.args[:1]] + [None] + list(sc.args[2:]))
+            args[n.arg_names.index("out")] = ng.value(view)
+            outs = ng.add_node(n.op, args, source=n.source, grad_enabled=False)
+            vmap[n.outputs[0]] = outs[0]
             continue
+        if p is not None and p[0] == "scatter_made":
+            vmap[n.outputs[0]] = args[0].id
+            continue
+        if p is not None and p[0] == "scatter":
+            view = scatter_view(n, args)
+            ng.add_node("copy_", [ng.value(view), args[1], False], source=n.source, grad_enabled=False)
+            vmap[n.outputs[0]] = args[0].id
+            continue
+        grad = n.grad_enabled
         if p is not None:
             names = [a["name"] for a in _schemas()[n.op]["args"]]
             args[names.index("out")] = ng.value(vmap[p[1]])
-        outs = ng.add_node(n.op, args, source=n.source, grad_enabled=n.grad_enabled)
+            grad = False
+        outs = ng.add_node(n.op, args, source=n.source, grad_enabled=grad)
         for o, no in zip(n.outputs, outs):
             vmap[o] = no
     constants_before(1 << 62)
