@@ -10,7 +10,9 @@ made, in three places of the strata_cpp backend (_compile_cpp and kernel_runner 
   * before fusion, on the graph (reinplace_graph): a node that no kernel will hold (an op without a
     lowering, such as addcmul / addcdiv / lerp) gets out= a donor, and slice_scatter /
     select_scatter / diagonal_scatter into a base whose old value is dead become a view of the
-    base and a copy_ of the source into it (the base is then the result). A pointwise node's donor
+    base and a copy_ of the source into it (the base is then the result); when the source is made
+    only for the scatter by a pointwise node no kernel would take with its producers, that node
+    writes the view itself (out= the view, made before it; no copy). A pointwise node's donor
     is an argument with the result's dtype, sizes and strides or, when its result is the final
     value of a written input, that input (whose copy_ at the end then copies a tensor onto itself,
     which copy_ skips). Lowered ops are left alone here: out= would keep them out of kernels.
