@@ -390,9 +390,10 @@ def _producer_into_view(graph, nodes, pos, n, S, plan):
                 if ap is not None and ap[0] == "n" and _fusable_op(nodes[ap[1]]):
                     return None
     R = S.find(n.args[0].id)
-    bp = S.producer.get(R)
-    if bp is not None and (bp[0] != "n" or bp[1] >= p):
-        return None
+    for b in (R, n.args[0].id):  # the base (and its storage) must exist where the view is made
+        bp = S.producer.get(b)
+        if bp is not None and (bp[0] != "n" or bp[1] >= p):
+            return None
     dp, d = S.step_of[p], S.step_of[pos]
     for v in S.family(R):
         if v == n.outputs[0]:
