@@ -844,6 +844,9 @@ void bind_compile(nb::module_& parent) {
       .def_prop_ro("inputs", [](const Graph& g) { return g.inputs(); })
       .def_prop_ro("constants", [](const Graph& g) { return g.constants(); })
       .def_prop_ro("num_ops", &Graph::num_ops)
+      .def_prop_ro("base_grad_enabled", &Graph::base_grad_enabled,
+                   "The grad mode the graph was made in: nodes recorded in it follow the caller's mode when "
+                   "the graph runs, the others run in their own.")
       .def_prop_ro("nodes",
                    [](std::shared_ptr<Graph> g) {
                      nb::list l;
@@ -907,10 +910,11 @@ void bind_compile(nb::module_& parent) {
             std::vector<compile::KernelSpec> ks;
             for (nb::handle h : specs) {
               auto t = nb::cast<nb::tuple>(h);
-              STRATA_CHECK(t.size() == 13 || t.size() == 14, "Graph.kernel_runner: a kernel spec has 13 or 14 fields, got ",
-                           t.size());
+              STRATA_CHECK(t.size() >= 13 && t.size() <= 15,
+                           "Graph.kernel_runner: a kernel spec has 13 to 15 fields, got ", t.size());
               compile::KernelSpec s;
-              if (t.size() == 14) s.name = nb::cast<std::string>(t[13]);
+              if (t.size() >= 14) s.name = nb::cast<std::string>(t[13]);
+              if (t.size() == 15 && !t[14].is_none()) s.out_into = nb::cast<std::vector<int>>(t[14]);
               s.fn = nb::cast<uintptr_t>(t[0]);
               s.rows = nb::cast<bool>(t[1]);
               s.ref = nb::cast<int64_t>(t[2]);
@@ -963,7 +967,8 @@ void bind_compile(nb::module_& parent) {
           "src/compile/executor.cpp). kernels: (fn address, rows, ref, numel, cols, dtype, input ids, output ids, "
           "row-kernel output shapes, replaced node positions, arena byte offset per output or -1, the sizes the "
           "ref input must have or None, (output dtypes, strided geometry (output shapes, input sizes, input "
-          "strides, output strides) or None, status word)[, the profiler's name]); keep_arena: "
+          "strides, output strides) or None, status word)[, the profiler's name[, per output the index of the "
+          "input it is written into or -1 (Note [Reinplacing])]]); keep_arena: "
           "the arena and the tensors over it are made at the first call and reused (mode reduce-overhead); order: "
           "every node position in the order to run them (empty: graph order).")
       .def("runner", [](std::shared_ptr<Graph> g) {

@@ -319,6 +319,17 @@ std::shared_ptr<const Plan> build_kernel_plan(const Graph& g, const std::vector<
                  "compile: strided kernel ", k, ": one geometry per input and output");
     STRATA_CHECK(s.out_dtypes.empty() || s.out_dtypes.size() == s.out_vids.size(), "compile: kernel ", k,
                  ": one dtype per output");
+    STRATA_CHECK(s.out_into.empty() || s.out_into.size() == s.out_vids.size(), "compile: kernel ", k,
+                 ": one in-place input index (or -1) per output");
+    for (size_t j = 0; j < s.out_into.size(); ++j) {
+      const int i = s.out_into[j];
+      STRATA_CHECK(i >= -1 && i < static_cast<int>(s.in_vids.size()), "compile: kernel ", k, ": output ", j,
+                   " is written into input ", i, ", out of range");
+      STRATA_CHECK(i < 0 || (!s.rows && !s.strided), "compile: kernel ", k,
+                   ": only flat pointwise kernels write an output into an input");
+      for (size_t q = 0; q < j; ++q)
+        STRATA_CHECK(i < 0 || s.out_into[q] != i, "compile: kernel ", k, ": two outputs written into input ", i);
+    }
     for (int v : s.in_vids) STRATA_CHECK(v >= 0 && v < num_values, "compile: kernel ", k, ": bad input value ", v);
     for (size_t j = 0; j < s.out_vids.size(); ++j) {
       STRATA_CHECK(s.out_vids[j] >= 0 && s.out_vids[j] < num_values, "compile: kernel ", k, ": bad output value");
@@ -498,6 +509,20 @@ void run_kernel(const Plan& p, const PlanStep& st, std::vector<IValue>& env, Sta
     for (int v : ks.internal) env[v] = IValue();
     if (arena) ++arena->fallbacks;
   };
+  // Outputs written into an input (Note [Reinplacing] in python/strata/_inductor/reinplace.py): that
+  // input must hold exactly the output's elements (dtype, sizes; contiguity was checked above) and no
+  // other input may share its storage, else the nodes run.
+  for (size_t j = 0; ok && j < s.out_into.size(); ++j) {
+    const int i = s.out_into[j];
+    if (i < 0) continue;
+    const Tensor& t = env[s.in_vids[i]].to_tensor();
+    const ScalarType dt = s.out_dtypes.empty() ? s.dtype : s.out_dtypes[j];
+    const Tensor& r = env[s.in_vids[s.ref]].to_tensor();
+    ok = t.dtype() == dt && std::ranges::equal(t.sizes(), r.sizes());
+    for (size_t q = 0; ok && q < n_in; ++q)
+      if (q != static_cast<size_t>(i) && env[s.in_vids[q]].to_tensor().impl()->storage() == t.impl()->storage())
+        ok = false;
+  }
   if (!ok) {
     run_nodes();
     return;
@@ -505,6 +530,13 @@ void run_kernel(const Plan& p, const PlanStep& st, std::vector<IValue>& env, Sta
   const Tensor& r = env[s.in_vids[s.ref]].to_tensor();
   const bool keep = arena && arena->keep;
   for (size_t j = 0; j < s.out_vids.size(); ++j) {
+    if (!s.out_into.empty() && s.out_into[j] >= 0) {
+      Tensor out = env[s.in_vids[s.out_into[j]]].to_tensor();
+      out.bump_version();  // an in-place write, as eager's in-place ops count it
+      bufs[n_in + j] = out.data_ptr();
+      env[s.out_vids[j]] = IValue(std::move(out));
+      continue;
+    }
     Tensor out;
     const int64_t off = s.arena_offsets[j];
     const ScalarType dt = s.out_dtypes.empty() ? s.dtype : s.out_dtypes[j];

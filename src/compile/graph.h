@@ -296,6 +296,12 @@ struct KernelSpec {
   bool status = false;
   // The profiler's name for it (Note [Kernel names in the profiler] in python/strata/_inductor/fusion.py).
   std::string name = "strata_kernel";
+  // Per output: the index of the input whose storage it is written into (Note [Reinplacing] in
+  // python/strata/_inductor/reinplace.py), or -1 for a new tensor; empty: none. The kernel writes
+  // that input's elements in place, so such an output is that input's tensor itself (its version
+  // bumped); when the input's dtype or sizes differ at run time, or another input shares its storage,
+  // the kernel's nodes run instead.
+  std::vector<int> out_into;
 };
 
 // The graph's plan with each spec's nodes replaced by one kernel step placed at its last node.

@@ -79,6 +79,7 @@ without a derivative, an in-place write autograd must clone) runs as the eager b
 says why once (STRATA_LOGS=aot).
 """
 
+import functools
 from collections import deque
 
 from .. import _C
@@ -657,13 +658,20 @@ def aot_compile(graph, compile_fn=None, functionalize=True, syms=None):
     is compiled at its first such call. Without it every graph runs through its own runner.
     The graph is functionalized first unless functionalize=False (Note [Functionalization] in
     functionalize.py); a call whose written input shares storage with another input runs the graph as
-    captured.
+    captured, so the functional graph's compile_fn is called with inputs_distinct=True (Note
+    [Reinplacing] in _inductor/reinplace.py).
     syms: the graph has symbolic sizes (aot_dynamic.SymSizes; Note [Symbolic sizes through AOT
     autograd]); compile_fn then compiles graphs with symbolic sizes."""
     from .functionalize import maybe_functionalize, aliased_inputs
     if syms is not None:
         return _aot_compile_symbolic(graph, compile_fn, syms)
     fgraph, written, gw = maybe_functionalize(graph) if functionalize else (graph, None, None)
+    if written and compile_fn is not None:
+        # the run below sends calls whose inputs share storage to the captured graph, so the functional
+        # graph's inputs are distinct tensors (what reinplacing into written inputs relies on)
+        base_fn = compile_fn
+        compile_fn = functools.partial(base_fn, inputs_distinct=True)
+        compile_fn.takes_world_shapes = getattr(base_fn, "takes_world_shapes", False)
     fn = _aot_compile(fgraph, compile_fn)
     if not written:
         return fn
@@ -677,7 +685,7 @@ def aot_compile(graph, compile_fn=None, functionalize=True, syms=None):
     def run(*inputs):
         if aliased_inputs(inputs, written):
             if not as_captured:
-                as_captured.append(_aot_compile(graph, compile_fn))
+                as_captured.append(_aot_compile(graph, getattr(compile_fn, "func", compile_fn)))
             return as_captured[0](*inputs)
         return functional(*inputs)
     for k in ("plan", "no_grad_run", "memory_plan"):

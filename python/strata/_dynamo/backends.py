@@ -81,8 +81,9 @@ def _strata_cpp(graph, out):
 
     dynamic = bool(getattr(out, "dynamic", False) and getattr(out, "symbols", None))
 
-    def compile_fn(g, inputs_die=False, world_shapes=None):
-        return _compile_cpp(g, mode, inputs_die, dynamic=dynamic, world_shapes=world_shapes)
+    def compile_fn(g, inputs_die=False, world_shapes=None, inputs_distinct=False):
+        return _compile_cpp(g, mode, inputs_die, dynamic=dynamic, world_shapes=world_shapes,
+                            inputs_distinct=inputs_distinct)
     compile_fn.takes_world_shapes = True
     if dynamic:
         # Symbolic sizes: AOT autograd traces the joint graph at four sizes and makes its sizes
@@ -108,20 +109,54 @@ def _mode_of(out):
     return mode or "default"
 
 
-def _compile_cpp(graph, mode, inputs_die=False, dynamic=False, world_shapes=None, tune=True):
+def _compile_cpp(graph, mode, inputs_die=False, dynamic=False, world_shapes=None, tune=True, inputs_distinct=False):
     """compile_graph's fused groups as one kernel plan (Note [Kernel plans] in src/compile/executor.cpp)
     with a memory plan; what compile_graph returns when it fused nothing or the plan cannot be made.
     inputs_die: the caller hands over its inputs (a backward graph), so they count in the plan.
     dynamic: the graph has symbolic sizes (kernels that take any size only); world_shapes: its values'
-    shapes at several sizes (row kernels, Note [Row kernels with symbolic sizes] in _inductor/fusion.py)."""
+    shapes at several sizes (row kernels, Note [Row kernels with symbolic sizes] in _inductor/fusion.py).
+    inputs_distinct: the caller runs the graph only on inputs that share no storage (a functionalized
+    graph behind aot_compile's check), so inputs it overwrites may be written early (Note [Reinplacing])."""
     from .._inductor.fusion import compile_graph
-    fused = compile_graph(graph, None, dynamic=dynamic or None, world_shapes=world_shapes,
-                          autotune=tune and not dynamic and mode.startswith("max-autotune"))
+    from .._inductor import reinplace
+
+    def fuse(g):
+        return compile_graph(g, None, dynamic=dynamic or None, world_shapes=world_shapes,
+                             autotune=tune and not dynamic and mode.startswith("max-autotune"))
+    graph = reinplace.reinplace_graph(graph, inputs_distinct=inputs_distinct)  # Note [Reinplacing]
+    fused = fuse(graph)
     steps = getattr(fused, "steps", None)
+    if reinplace.enabled():
+        # Lowered pointwise nodes that no kernel took may write in place too (out= would have kept them
+        # out of kernels, so they are only known now). Checked against the order the kernel plan runs
+        # in, the rewrite keeps every node and value, so the kernel steps still hold; otherwise (nothing
+        # fused) the graph is fused again.
+        schedule, positions = None, set()
+        if steps is not None:
+            try:
+                specs = _kernel_specs(graph, steps)
+            except _NoPlan:
+                specs = None
+            if specs is not None:
+                order = getattr(fused, "order", None)
+                lv = _Liveness(graph, specs, order if order is not None and sorted(order) == list(
+                    range(len(graph.nodes))) else None)
+                positions = set(lv.kernel_of)
+                schedule = (lv.step_of, [(lv.k_step[k], list(sp[6]), list(sp[7])) for k, sp in enumerate(specs)],
+                            lv.kernel_of)
+        lone = reinplace.lone_nodes(graph, positions) if (schedule is not None or steps is None) else []
+        if lone:
+            g2 = reinplace.reinplace_graph(graph, lone, inputs_distinct, schedule)
+            if g2 is not graph and schedule is not None and reinplace.same_values(graph, g2):
+                graph = g2  # the same nodes and values, some with out=: the kernel steps still hold
+            elif g2 is not graph and steps is None:
+                graph, fused = g2, fuse(g2)
+                steps = getattr(fused, "steps", None)
     if steps is None:
         return fused
     try:
         return kernel_runner(graph, steps, keep_arena=mode == "reduce-overhead", inputs_die=inputs_die,
+                             inputs_distinct=inputs_distinct,
                              order=getattr(fused, "order", None))
     except _NoPlan as e:
         logs.aot(f"strata_cpp: the fused graph runs step by step from Python: {e}")
@@ -194,7 +229,7 @@ def _kernel_specs(graph, steps):
         if extra is None:
             raise _NoPlan("a kernel step without its call geometry")
         specs.append([ctypes_address(st.fn), rows, st.ref, numel, cols, dtype, list(st.in_ids), list(st.out_ids),
-                      out_shapes, sorted(pos), extra, getattr(st, "name", "") or ""])
+                      out_shapes, sorted(pos), extra, getattr(st, "name", "") or "", st])
     return specs
 
 
@@ -214,13 +249,22 @@ class _Liveness:
     """Steps of a kernel plan (node steps in the schedule's order, graph order without one; each kernel
     at its last node in that order) and the last step that reads each value."""
 
-    def __init__(self, graph, specs, order=None):
+    def __init__(self, graph, specs, order=None, donated=None):
         global _ALIAS_FLAGS
         if _ALIAS_FLAGS is None:
             f = _C._op_flags()
             _ALIAS_FLAGS = f["view"] | f["inplace"]
         nodes = graph.nodes
         self.graph, self.specs = graph, specs
+        # Kernel outputs written into a dying input (Note [Reinplacing]): each lives in its donor's storage,
+        # so the storage's first value is held until the last of them dies and they take no bytes.
+        self.donated = donated or {}
+        self.held = {}
+        for o in self.donated:
+            r = o
+            while r in self.donated:
+                r = self.donated[r]
+            self.held.setdefault(r, []).append(o)
         self.kernel_of = kernel_of = {}
         for k, sp in enumerate(specs):
             for p in sp[9]:
@@ -247,6 +291,13 @@ class _Liveness:
             ids = n.input_ids
             # copy_(dst, src) only reads src (a functionalized graph's write-back of a kernel output).
             dst_only = n.op == "copy_" and ids and ids[0] != ids[-1]
+            if i not in kernel_of and n.has_side_effects:
+                # a tensor an out= or in-place node outside the kernels writes (as in a reinplaced graph) is
+                # the node's to write: never arena memory
+                args = n.args
+                for w in _writes(n):
+                    if isinstance(args[w], _C._compile.Value):
+                        self.unsafe.add(args[w].id)
             for k, v in enumerate(ids):
                 self.last[v] = max(self.last.get(v, -1), st)
                 if i not in kernel_of and ((n.flags & _ALIAS_FLAGS) or n.op in _MAY_ALIAS or n.list_return):
@@ -264,9 +315,11 @@ class _Liveness:
 
         def live(v, d):
             val = graph.value(v)
-            if val.kind != "tensor":
+            if val.kind != "tensor" or v in self.donated:
                 return
             u = steps if v in self.outputs else max(self.last.get(v, d), d)
+            for m in self.held.get(v, ()):
+                u = max(u, steps if m in self.outputs else self.last.get(m, d))
             out.append((v, _nbytes(val), d, min(u, steps)))
         if inputs_die:
             for v in graph.inputs:
@@ -295,6 +348,11 @@ class _Liveness:
     def peak(self, in_arena=(), inputs_die=False):
         """The most bytes live at once (timeline's maximum)."""
         return max(self.timeline(in_arena, inputs_die), default=0)
+
+
+def _writes(n):
+    from .functionalize import _writes as w
+    return w(n)
 
 
 def _choose_kernels(graph, specs, inputs_die, order=None):
@@ -365,8 +423,11 @@ class MemoryPlan:
     peak_bytes: the planned peak, arena included; graph inputs are the caller's and not counted
     (except with inputs_die)."""
 
-    def __init__(self, graph, specs, keep_arena=False, inputs_die=False, dropped=(), node_peak=None, order=None):
-        lv = _Liveness(graph, specs, order)
+    def __init__(self, graph, specs, keep_arena=False, inputs_die=False, dropped=(), node_peak=None, order=None,
+                 donated=None):
+        lv = _Liveness(graph, specs, order, donated)
+        donors = set((donated or {}).values())
+        self.reinplaced = len(donated or {})
         self.num_steps = lv.steps
         self.kernels = len(specs)
         self.dropped_kernels = len(dropped)
@@ -378,7 +439,8 @@ class MemoryPlan:
             d = lv.k_step[k]
             for v in sp[7]:
                 val = graph.value(v)
-                if v in lv.outputs or v in lv.unsafe or sp[3] < 0 or val.kind != "tensor":
+                if v in lv.outputs or v in lv.unsafe or sp[3] < 0 or val.kind != "tensor" or v in lv.donated \
+                        or v in donors:
                     continue
                 intervals.append((d, max(lv.last.get(v, d), d), _nbytes(val), v))
         intervals.sort()
@@ -435,6 +497,8 @@ class MemoryPlan:
             s += "; arena per call dropped (it would raise the peak)"
         if self.dropped_kernels:
             s += f"; {self.dropped_kernels} kernels left out (they would raise the peak)"
+        if self.reinplaced:
+            s += f"; {self.reinplaced} kernel outputs written into their inputs"
         return s
 
 
@@ -470,7 +534,7 @@ def memory_plans(fn):
     return out
 
 
-def kernel_runner(graph, steps, keep_arena=False, inputs_die=False, order=None):
+def kernel_runner(graph, steps, keep_arena=False, inputs_die=False, order=None, inputs_distinct=False):
     """A GraphRunner of graph with compile_graph's kernel steps in place of their nodes, and its
     MemoryPlan as .memory_plan."""
     specs = _kernel_specs(graph, steps)
@@ -479,16 +543,32 @@ def kernel_runner(graph, steps, keep_arena=False, inputs_die=False, order=None):
     if order is not None and sorted(order) != list(range(len(graph.nodes))):
         order = None
     specs, dropped, node_peak, order = _choose_kernels(graph, specs, inputs_die, order)
-    plan = MemoryPlan(graph, specs, keep_arena, inputs_die, dropped, node_peak, order)
+    # Note [Reinplacing] in _inductor/reinplace.py: outputs written into inputs that die in their kernel.
+    from .._inductor import reinplace
+    lv = _Liveness(graph, specs, order)
+    into, donated = reinplace.plan_kernel_donations(graph, specs, lv.k_step, lv.step_of, lv.kernel_of,
+                                                    inputs_distinct)
+    keep, sources = [], []
+    for k, m in into.items():
+        fn, src = reinplace.render_into(specs[k][12], m)
+        keep.append(fn)
+        sources.append(src)
+        specs[k] = list(specs[k])
+        specs[k][0] = ctypes_address(fn)
+    plan = MemoryPlan(graph, specs, keep_arena, inputs_die, dropped, node_peak, order, donated)
     full = []
-    for sp in specs:
+    for k, sp in enumerate(specs):
         ref_sizes = list(graph.value(sp[6][sp[2]]).shape) if sp[3] >= 0 else None
-        full.append(tuple(sp[:10]) + ([plan.offsets.get(v, -1) for v in sp[7]], ref_sizes, sp[10], sp[11]))
+        out_into = [into[k].get(j, -1) for j in range(len(sp[7]))] if k in into else None
+        full.append(tuple(sp[:10]) + ([plan.offsets.get(v, -1) for v in sp[7]], ref_sizes, sp[10], sp[11], out_into))
     try:
         r = graph.kernel_runner(full, plan.arena_bytes, keep_arena, list(order or ()))
     except Exception as e:
         raise _NoPlan(str(e)) from e
     r.memory_plan = plan
+    if keep:
+        r.reinplaced_kernels = keep  # the variants' code stays loaded while the runner lives
+        r.reinplaced_sources = sources
     return r
 
 

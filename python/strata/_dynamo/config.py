@@ -22,3 +22,7 @@ assume_static_by_default = True
 # functional ops, written inputs get one copy_ at the end. False: graphs run as captured (the
 # behaviour before the pass, kept for comparison).
 functionalize = True
+# After functionalization the strata_cpp backend writes results into buffers whose old value is dead
+# (Note [Reinplacing] in _inductor/reinplace.py): out= for ops outside kernels, kernel outputs into their
+# dying inputs, scatters into their base. False: every result is a new tensor (for comparison).
+reinplace = True

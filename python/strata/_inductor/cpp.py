@@ -101,13 +101,21 @@ def _gelu_erf_defines(kernel, w):
     w("#endif")
 
 
-def _bind_buffers(kernel, w, ctype):
+def _bind_buffers(kernel, w, ctype, into=None):
     """The kernel's typed, restrict pointers into `bufs`: its inputs (const) then its outputs;
-    ctype maps a buffer's dtype to its C type."""
+    ctype maps a buffer's dtype to its C type. into {output index: input index}: those outputs are
+    stored through their input's pointer, which is then not const, and get no pointer of their own
+    (one restrict pointer per storage; Note [Reinplacing] in reinplace.py)."""
+    written = set((into or {}).values())
     for k, b in enumerate(kernel.inputs):
         t = ctype(b.dtype)
-        w(f"  const {t}* __restrict {b.name} = static_cast<const {t}*>(bufs[{k}]);")
+        if k in written:
+            w(f"  {t}* __restrict {b.name} = static_cast<{t}*>(bufs[{k}]);")
+        else:
+            w(f"  const {t}* __restrict {b.name} = static_cast<const {t}*>(bufs[{k}]);")
     for k, b in enumerate(kernel.outputs):
+        if into and k in into:
+            continue
         t = ctype(b.dtype)
         w(f"  {t}* __restrict {b.name} = static_cast<{t}*>(bufs[{len(kernel.inputs) + k}]);")
 
@@ -337,11 +345,14 @@ def is_tiled(kernel):
             and any(b.strides[-1] not in (0, 1) for b in kernel.inputs + kernel.outputs))
 
 
-def render_pointwise(kernel, header_comment="", params=None):
+def render_pointwise(kernel, header_comment="", params=None, into=None):
     """`void strata_kernel(void* const* bufs, int64_t n)`: for a flat kernel n is the element count;
     otherwise the geometry is in the code and n is unused. The iteration space is cut into tiles (an
     outer index and a block of at most BLOCK inner elements), run by an OpenMP parallel for above
-    PARALLEL_MIN elements; the inner loop has constant strides (1, 0 or k) so GCC vectorises it."""
+    PARALLEL_MIN elements; the inner loop has constant strides (1, 0 or k) so GCC vectorises it.
+    into {output index: input index} (flat kernels): those outputs are stored into their input's
+    buffer (each element after it was loaded, in the same iteration)."""
+    assert not into or kernel.flat
     from .ir import CTYPES, PwCompute, PwConst, PwGather, PwLoad, PwStore
     out = _preamble(header_comment, kernel)
     w = out.append
@@ -350,7 +361,7 @@ def render_pointwise(kernel, header_comment="", params=None):
     w("")
     w('extern "C" void strata_kernel(void* const* bufs, int64_t n) {')
     bufs = kernel.inputs + kernel.outputs
-    _bind_buffers(kernel, w, CTYPES.__getitem__)
+    _bind_buffers(kernel, w, CTYPES.__getitem__, into)
     gathers = [s for s in kernel.body if isinstance(s, PwGather)]
     if gathers:
         # Every index is checked before anything is written (eager raises IndexError on a bad one): the
@@ -423,7 +434,8 @@ def render_pointwise(kernel, header_comment="", params=None):
                         f"{b.name}[static_cast<int64_t>({s.index}) * {b.row_stride} + {inner_index(b)}];")
         elif isinstance(s, PwStore):
             b = kernel.outputs[s.buf]
-            body.append(f"      {b.name}[{inner_index(b)}] = {s.var};")
+            name = kernel.inputs[into[s.buf]].name if into and s.buf in into else b.name
+            body.append(f"      {name}[{inner_index(b)}] = {s.var};")
     out.extend(hoisted)
     blk_n = (params or {}).get("block", BLOCK)
     if kernel.flat:

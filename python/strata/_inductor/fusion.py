@@ -90,7 +90,7 @@ def _address(fn):
 
 class _KernelStep:
     __slots__ = ("fn", "in_ids", "out_ids", "ref", "numel", "shape", "dtype", "nbuf", "source", "call", "extra",
-                 "name")
+                 "name", "kernel", "comment")
 
 
 class _RowStep:
@@ -383,6 +383,8 @@ def _pw_step(graph, unit, plans, live_after, dynamic, logs, colreds=None, tune=F
     render = (lambda p: cpp.render_columns(k, comment, p)) if red is not None else \
         (lambda p: cpp.render_pointwise(k, comment, p))
     st = _KernelStep()
+    # The kernel's IR, for a variant that writes outputs into inputs (reinplace.py); flat kernels only.
+    st.kernel, st.comment = (k, comment) if k.flat and red is None else (None, None)
     st.name = kernel_name(graph, positions)
     st.in_ids, st.out_ids = in_ids, out_ids
     st.nbuf = len(in_ids) + len(out_ids)
