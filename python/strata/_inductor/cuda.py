@@ -212,6 +212,7 @@ def render_pointwise(kernel, header_comment="", n=None, vectorize=True):
         return lines
 
     def scalar_loop(first, ind):
+        w("#pragma unroll 1")
         w(f"{ind}for (index_t i = {first}; i < total; i += step) {{")
         if kernel.flat:
             out.extend(scalar_body(ind + "  ", lambda b: "i"))
@@ -234,6 +235,7 @@ def render_pointwise(kernel, header_comment="", n=None, vectorize=True):
     w("  index_t done = 0;")
     w("  if (aligned) {")
     w("    const index_t groups = total / VEC;")
+    w("#pragma unroll 1")
     w("    for (index_t g = start; g < groups; g += step) {")
     ind = "      "
     if not kernel.flat:
