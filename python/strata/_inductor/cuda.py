@@ -290,6 +290,7 @@ def launch_config(numel, vec=1, sm_count=132, block=BLOCK):
 
 # ---- row kernels (Note [Row kernels] in ir.py) -----------------------------------------------------------
 
+_CSIZE = {"float": 4, "double": 8}
 _ROW_OPS = {"sum": "Sum", "mean": "Sum", "simd_sum": "Sum", "simd_sqdev": "Sum", "amax": "Max", "amin": "Min",
             "softmax_max": "Max"}
 
@@ -332,9 +333,11 @@ def render_rows(kernel, header_comment=""):
         if isinstance(s, (Load, Const, Compute, Cast)):
             deps[s.var] = list(s.args) if isinstance(s, Compute) else [s.arg] if isinstance(s, Cast) else []
 
-    def elem_line(s, ind):
+    def elem_line(s, ind, vector=False):
         if isinstance(s, Load):
             b = kernel.inputs[s.buf]
+            if vector:
+                return [f"{ind}const {b.dtype} {s.var} = v_{s.var}.v[k];"]
             i = "j" if b.kind == "col" else "r * cols + j"
             return [f"{ind}const {b.dtype} {s.var} = {b.name}[{i}];"]
         if isinstance(s, Cast):
@@ -353,6 +356,62 @@ def render_rows(kernel, header_comment=""):
             stack.extend(deps.get(v, []))
         return [s for s in kernel.body if getattr(s, "var", None) in need and not isinstance(s, (Reduce, Store))]
 
+    # 16-byte accesses along the row when every full/col buffer's element size allows (Note [Generated CUDA
+    # kernels]); the kernel takes them only when cols is a multiple of VEC and the pointers are aligned.
+    vbufs = [b for b in kernel.inputs + kernel.outputs if b.kind in ("full", "col")]
+    sizes = [_CSIZE.get(b.dtype) for b in vbufs]
+    rvec = 16 // max(sizes) if vbufs and all(sizes) else 1
+    if rvec > 1:
+        checks = " && ".join(f"reinterpret_cast<uintptr_t>({b.name}) % 16 == 0" for b in vbufs)
+        w(f"  constexpr int VEC = {rvec};")
+        w(f"  const bool vec_ok = cols % VEC == 0 && {checks};")
+
+    def row_loop(roots, body_end, stores=()):
+        """The loops over one row for the elem values `roots` need; body_end(ind) gives the lines that use them
+        (an accumulation); stores: Store statements of full outputs."""
+        need = closure(roots)
+
+        def scalar(ind):
+            w("#pragma unroll 1")
+            w(f"{ind}for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {{")
+            for d in need:
+                out.extend(elem_line(d, ind + "  "))
+            out.extend(body_end(ind + "  "))
+            for st in stores:
+                w(f"{ind}  {kernel.outputs[st.buf].name}[r * cols + j] = {st.var};")
+            w(f"{ind}}}")
+        if rvec == 1:
+            scalar("  ")
+            return
+        w("  if (vec_ok) {")
+        w("#pragma unroll 1")
+        w("    for (int64_t jv = threadIdx.x; jv < cols / VEC; jv += blockDim.x) {")
+        for d in need:
+            if isinstance(d, Load):
+                b = kernel.inputs[d.buf]
+                base = b.name if b.kind == "col" else f"({b.name} + r * cols)"
+                w(f"      const StrataVec<{b.dtype}, VEC> v_{d.var} = "
+                  f"reinterpret_cast<const StrataVec<{b.dtype}, VEC>*>({base})[jv];")
+        for st in stores:
+            w(f"      StrataVec<{kernel.outputs[st.buf].dtype}, VEC> s_{kernel.outputs[st.buf].name};")
+        w("#pragma unroll")
+        w("      for (int k = 0; k < VEC; ++k) {")
+        w("        const int64_t j = jv * VEC + k;")
+        w("        (void)j;")
+        for d in need:
+            out.extend(elem_line(d, "        ", vector=True))
+        out.extend(body_end("        "))
+        for st in stores:
+            w(f"        s_{kernel.outputs[st.buf].name}.v[k] = {st.var};")
+        w("      }")
+        for st in stores:
+            o = kernel.outputs[st.buf]
+            w(f"      reinterpret_cast<StrataVec<{o.dtype}, VEC>*>({o.name} + r * cols)[jv] = s_{o.name};")
+        w("    }")
+        w("  } else {")
+        scalar("    ")
+        w("  }")
+
     final = []
     for s in kernel.body:
         lvl = kernel.level.get(getattr(s, "var", None))
@@ -369,15 +428,14 @@ def render_rows(kernel, header_comment=""):
             op = f"strata::codegen::{_ROW_OPS[s.op]}"
             w(f"  // {s.node}")
             w(f"  {A} {v}_acc = {op}::identity<{A}>();")
-            w("  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {")
-            for d in closure([s.arg]):
-                out.extend(elem_line(d, "    "))
             if s.op == "simd_sqdev":
-                w(f"    const {A} c_ = static_cast<{A}>({s.arg}) - {s.extra};")
-                w(f"    {v}_acc = strata::codegen::Fma{{}}(c_, c_, {v}_acc);")
+                def acc_lines(ind, s=s, A=A, v=v):
+                    return [f"{ind}const {A} c_ = static_cast<{A}>({s.arg}) - {s.extra};",
+                            f"{ind}{v}_acc = strata::codegen::Fma{{}}(c_, c_, {v}_acc);"]
             else:
-                w(f"    {v}_acc = {op}::combine({v}_acc, static_cast<{A}>({s.arg}));")
-            w("  }")
+                def acc_lines(ind, s=s, A=A, v=v, op=op):
+                    return [f"{ind}{v}_acc = {op}::combine({v}_acc, static_cast<{A}>({s.arg}));"]
+            row_loop([s.arg], acc_lines)
             tail = f" / static_cast<{A}>(cols)" if s.op == "mean" else ""
             w(f"  const {A} {v} = strata_block_reduce<{op}, {A}>({v}_acc, red_{A}){tail};")
         elif isinstance(s, (Compute, Cast)) and lvl == "row":
@@ -389,14 +447,9 @@ def render_rows(kernel, header_comment=""):
             else:
                 final.append(s)
     if final:
-        w("  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {")
-        for d in closure([s.var for s in final]):
-            out.extend(elem_line(d, "    "))
-        for s in final:
-            w(f"    {kernel.outputs[s.buf].name}[r * cols + j] = {s.var};")
-        w("  }")
+        row_loop([s.var for s in final], lambda ind: [], final)
     w("}")
-    return CudaSource("\n".join(out) + "\n", "strata_row_kernel", params, "rows", 1, "int64_t")
+    return CudaSource("\n".join(out) + "\n", "strata_row_kernel", params, "rows", rvec, "int64_t")
 
 
 def row_block(cols):

@@ -363,6 +363,8 @@ def test_row_kernels_match_eager(block, monkeypatch):
         if cs.kind == "rows":
             assert ops.get("SHFL.BFLY", 0) >= 5 and any(o.startswith("BAR.SYNC") for o in ops), ops
             assert c.info["smem"] > 0
+            # 300 columns: a multiple of 4, so the rows are read and written as float4.
+            assert cs.vec == 4 and _vector(ops, "LDG") >= 1 and _vector(ops, "STG") >= 1, ops
 
 
 def test_rms_norm_like_row_kernel(monkeypatch):
