@@ -54,12 +54,16 @@ class CudaSource:
         return self.source
 
 
-def _header(comment):
+def _header(comment, kernel):
+    from .ir import SPECIAL_HEADER_FUNCTORS
     out = []
     if comment:
         out.append("\n".join("// " + line for line in comment.splitlines()))
     out += ["#include <cstdint>", '#include "ops/pointwise_functors.h"', '#include "ops/nn_functors.h"',
-            '#include "compile/codegen_pointwise.h"',
+            '#include "compile/codegen_pointwise.h"']
+    if any(getattr(getattr(s, "functor", None), "name", None) in SPECIAL_HEADER_FUNCTORS for s in kernel.body):
+        out.append('#include "ops/special_functors.h"')  # large: only where used, as cpp.py does
+    out += [
             # The float32 erf-GELU: cpp.py uses eager's AVX-512 variant where the CPU has it; a GPU runs the
             # scalar functor (the same formula as eager's non-AVX-512 kernels).
             "#define STRATA_GELU_ERF_F32 strata::fn::GeluErf",
@@ -71,15 +75,10 @@ def _header(comment):
 
 
 def _unsupported(kernel):
-    from .ir import SPECIAL_HEADER_FUNCTORS
     for s in kernel.body:
         if isinstance(s, PwGather):
             raise NotImplementedError("CUDA renderer: embedding gathers inside a pointwise kernel are not rendered "
                                       "yet (the kernel runs on the C++ renderer only)")
-        name = getattr(getattr(s, "functor", None), "name", None)
-        if name in SPECIAL_HEADER_FUNCTORS:
-            raise NotImplementedError(f"CUDA renderer: the special function {name} (ops/special_functors.h) is "
-                                      "not rendered for CUDA yet")
     if getattr(kernel, "reduce", None):
         raise NotImplementedError("CUDA renderer: column reductions (PwKernel.reduce) are not rendered yet")
 
@@ -133,7 +132,7 @@ def render_pointwise(kernel, header_comment="", n=None, vectorize=True):
     idx = pointwise_index_type(kernel, n)
     vec, vbufs = _vector_plan(kernel) if vectorize else (1, [])
     vnames = {b.name for b in vbufs}
-    out = _header(header_comment)
+    out = _header(header_comment, kernel)
     w = out.append
     params = [(f"const {CTYPES[b.dtype]}* __restrict__", b.name) for b in kernel.inputs] + \
              [(f"{CTYPES[b.dtype]}* __restrict__", b.name) for b in kernel.outputs] + [("int64_t", "n")]
@@ -299,7 +298,7 @@ def render_rows(kernel, header_comment=""):
     """A CudaSource for a RowKernel: one block per row (see the module note)."""
     _unsupported(kernel)
     T = kernel.dtype
-    out = _header(header_comment)
+    out = _header(header_comment, kernel)
     w = out.append
     w('#include "compile/codegen_rows.h"')
     w("")

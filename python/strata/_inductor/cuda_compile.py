@@ -13,7 +13,7 @@ Note [Kernel compile options]
 --gpu-architecture=sm_90a (PTX for compute_90a plus the sm_90a cubin), -std=c++20, -default-device (the
 functors' helpers without __device__ become device functions), --fmad=false (cpp.py's -ffp-contract=off:
 no FMA joins two rounded ops), --ptxas-options=-v (registers, spills and stack in the log, parsed into
-Compiled.info). The include path: src/backends/cuda/nvrtc_include (std headers and core/dtype.h for NVRTC),
+Compiled.info), -diag-suppress=161 (GCC's unroll pragmas in the functor headers). The include path: src/backends/cuda/nvrtc_include (std headers and core/dtype.h for NVRTC),
 src/, libcu++, the CUDA headers.
 
 Note [Checking generated CUDA kernels without a GPU]
@@ -38,7 +38,8 @@ from pathlib import Path
 from . import codecache
 
 ARCH = "sm_90a"
-OPTIONS = ["-std=c++20", "-default-device", "--fmad=false", "--ptxas-options=-v"]
+OPTIONS = ["-std=c++20", "-default-device", "--fmad=false", "--ptxas-options=-v",
+           "-diag-suppress=161"]  # 161: the functors' `#pragma GCC unroll`, which NVRTC does not know
 _lock = threading.Lock()
 _memory = {}
 _emulated = {}
