@@ -137,7 +137,13 @@ def render_pointwise(kernel, header_comment="", n=None, vectorize=True):
     params = [(f"const {CTYPES[b.dtype]}* __restrict__", b.name) for b in kernel.inputs] + \
              [(f"{CTYPES[b.dtype]}* __restrict__", b.name) for b in kernel.outputs] + [("int64_t", "n")]
     w("")
-    w(f'extern "C" __global__ void __launch_bounds__({BLOCK}) strata_kernel('
+    # __launch_bounds__(256) lets ptxas use at most 128 registers, and it keeps small kernels near 32 (full
+    # occupancy: the bias kernel of the tests uses 30). A kernel calling ops/special_functors.h (long series) gets
+    # (256, 1) instead, a 255-register ceiling: measured, 24 fused special functions spilled 292 bytes at 128
+    # registers and use 170 with no spill, while (256, 1) on the small kernels raised them to 40-52 registers.
+    from .ir import SPECIAL_HEADER_FUNCTORS
+    heavy = any(getattr(getattr(s, "functor", None), "name", None) in SPECIAL_HEADER_FUNCTORS for s in kernel.body)
+    w(f'extern "C" __global__ void __launch_bounds__({BLOCK}{", 1" if heavy else ""}) strata_kernel('
       + ", ".join(f"{t} {nm}" for t, nm in params) + ") {")
     w(f"  using index_t = {idx};")
     w("  const index_t start = static_cast<index_t>(blockIdx.x) * static_cast<index_t>(blockDim.x) + "

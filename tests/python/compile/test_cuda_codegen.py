@@ -242,6 +242,21 @@ def test_every_lowered_op_compiles_vectorizes_and_matches_eager(dtype, monkeypat
             assert _vector(ops, "LDG") >= 1 and _vector(ops, "STG") >= 1, ops
 
 
+def test_a_kernel_of_many_special_functions_does_not_spill(monkeypatch):
+    # Every special function of ops/special_functors.h fused into one float32 kernel (compile only): with
+    # __launch_bounds__(256) alone ptxas stopped at 128 registers and spilled (440 bytes); heavy kernels get
+    # (256, 1).
+    names = sorted(n for n in OPS if n in SPECIAL_BINARY or SPECIAL_UNARY.get(n) in SPECIAL_HEADER_FUNCTORS)
+
+    def fn(x, z, c):
+        y = x * 1
+        return tuple(OPS[n](y, z, c) for n in names)
+    (graph, kind, k, *_), = _lowered(fn, _op_inputs(strata.float32, n=64), monkeypatch)
+    cs = _render(kind, k)
+    assert "__launch_bounds__(256, 1)" in cs.source and len(k.outputs) == len(names) >= 20
+    c, ops = _checked(cs, k)
+
+
 @pytest.mark.parametrize("dtype", [strata.int32, strata.int64, strata.uint8])
 def test_integer_bool_and_cast_semantics(dtype, monkeypatch):
     def ints(a, b, f):
