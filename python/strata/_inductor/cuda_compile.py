@@ -121,6 +121,37 @@ class Compiled:
             self._sass = disassemble(self.cubin)
         return self._sass
 
+    def occupancy(self, block):
+        """Resident warps per SM / 64 on an H100 (sm_90) for `block` threads a block, from the registers
+        and static shared memory ptxas reported (occupancy() below)."""
+        return occupancy(self.info["registers"], block, self.info["smem"])
+
+    def report(self, block):
+        """What a reader of the kernel wants first: registers, spills, stack, shared memory, occupancy, and
+        the counts of the memory, MUFU and shuffle instructions in its SASS."""
+        ops = sass_opcodes(self.sass())
+        keep = sorted((o, n) for o, n in ops.items() if o.startswith(("LDG", "STG", "LDS", "STS", "LDL", "STL",
+                                                                       "MUFU", "SHFL", "BAR", "CALL")))
+        i = self.info
+        return (f"{self.name} ({ARCH}): {i['registers']} registers, {i['spill_stores']} B spill stores, "
+                f"{i['spill_loads']} B spill loads, {i['stack']} B stack, {i['smem']} B shared; occupancy at "
+                f"{block} threads {self.occupancy(block):.0%}\n" + " ".join(f"{o}:{n}" for o, n in keep))
+
+
+# sm_90 (H100/H200) limits per SM: 64K 32-bit registers allocated per warp in units of 256, 64 warps, 32 blocks,
+# 228 KB of shared memory of which each block also takes 1 KB reserved (CUDA occupancy calculator's figures).
+SM90 = {"regs": 65536, "reg_unit": 256, "warps": 64, "blocks": 32, "smem": 228 * 1024, "smem_reserved": 1024}
+
+
+def occupancy(registers, block, smem=0, sm=SM90):
+    """Fraction of the SM's warps resident for a kernel using `registers` per thread and `smem` static bytes."""
+    wpb = -(-block // 32)
+    per_warp = -(-max(1, registers) * 32 // sm["reg_unit"]) * sm["reg_unit"]
+    by_regs = (sm["regs"] // per_warp) // wpb
+    by_smem = sm["smem"] // (smem + sm["smem_reserved"])
+    blocks = min(by_regs, by_smem, sm["warps"] // wpb, sm["blocks"])
+    return blocks * wpb / sm["warps"]
+
 
 _INFO = {
     "registers": re.compile(r"Used (\d+) registers"),

@@ -356,6 +356,23 @@ def test_index_width_follows_the_sizes(monkeypatch):
     assert "setp.lt.s64" in big_ptx and "setp.lt.s64" not in small
 
 
+def test_occupancy_and_report(monkeypatch):
+    # The calculator's arithmetic: 32 registers fill an SM with 256-thread blocks, 40 leave 6 blocks of 8 warps,
+    # 170 leave one block.
+    assert cuda_compile.occupancy(32, 256) == 1.0
+    assert cuda_compile.occupancy(40, 256) == 0.75
+    assert cuda_compile.occupancy(170, 256) == 0.125
+    assert cuda_compile.occupancy(16, 1024, smem=200 * 1024) == 0.5     # one 1024-thread block by shared memory
+
+    def f(x, b):
+        return (x * b).sigmoid()
+    (graph, kind, k, *_), = _lowered(f, (strata.randn(8, 64), strata.randn(64)), monkeypatch)
+    c, ops = _checked(_render(kind, k), k)
+    text = c.report(256)
+    assert text.startswith("strata_kernel (sm_90a): ") and f"{c.info['registers']} registers" in text
+    assert "0 B spill stores" in text and "LDG.E.128" in text and "MUFU.EX2" in text
+
+
 def test_launch_config_caps_the_grid():
     assert cuda.launch_config(10, 4) == (1, 256)
     g, b = cuda.launch_config(1 << 30, 4, sm_count=132)
