@@ -373,6 +373,28 @@ def test_occupancy_and_report(monkeypatch):
     assert "0 B spill stores" in text and "LDG.E.128" in text and "MUFU.EX2" in text
 
 
+def test_the_ptx_is_the_version_the_lent_machines_take(monkeypatch, tmp_path):
+    # PTX ISA 9.0 (CUDA 13.0): what driver 580 and ptxas 13.0 accept; NVRTC 13.5's newer PTX they reject. Where
+    # the CUDA 13.0 toolkit is installed (/usr/local/cuda here and on the lent machines) its ptxas assembles it.
+    import os
+    import shutil
+    import subprocess
+
+    def f(x, b):
+        return (x * b).exp()
+    (graph, kind, k, *_), = _lowered(f, (strata.randn(8, 64), strata.randn(64)), monkeypatch)
+    c, _ = _checked(_render(kind, k), k)
+    assert ".version 9.0" in c.ptx.splitlines()
+    ptxas = shutil.which("ptxas") or next((p for p in ["/usr/local/cuda/bin/ptxas"] if os.path.exists(p)), None)
+    if ptxas is None:
+        pytest.skip("no ptxas (CUDA 13.0 toolkit) on this machine")
+    (tmp_path / "k.ptx").write_text(c.ptx)
+    r = subprocess.run([ptxas, "-arch=sm_90a", "-v", str(tmp_path / "k.ptx"), "-o", str(tmp_path / "k.cubin")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "0 bytes spill stores" in r.stderr + r.stdout
+
+
 def test_launch_config_caps_the_grid():
     assert cuda.launch_config(10, 4) == (1, 256)
     g, b = cuda.launch_config(1 << 30, 4, sm_count=132)
