@@ -42,6 +42,17 @@ if [ "${STRATA_SKIP_TORCH:-0}" != "1" ] && ! .venv/bin/python -c "import torch" 
   echo "[setup] installing torch==2.13.0 (reference for tests and benchmarks)"
   .venv/bin/pip install -q --disable-pip-version-check torch==2.13.0 || echo "[setup] torch unavailable: parity tests will skip"
 fi
+# NVRTC and the CUDA 13.0 headers for the generated CUDA kernels (python/strata/_inductor/cuda_compile.py),
+# pinned to the 13.0 line of the lent GPU machines (driver 580): a newer NVRTC emits PTX they reject. nvdisasm and
+# cuobjdump have no 13.0 wheel; 13.2.51 is the oldest and reads sm_90a cubins. Without them the CUDA codegen
+# tests skip.
+if ! ls .venv/lib/python3*/site-packages/nvidia/cu13/lib/libnvrtc.so.13 >/dev/null 2>&1 \
+   || ! ls .venv/lib/python3*/site-packages/nvidia/cu13/bin/nvdisasm >/dev/null 2>&1; then
+  echo "[setup] installing NVRTC 13.0 and the CUDA headers (generated CUDA kernels)"
+  .venv/bin/pip install -q --disable-pip-version-check --no-deps nvidia-cuda-nvrtc==13.0.88 nvidia-cuda-crt==13.0.88 \
+    nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85 nvidia-cuda-nvdisasm==13.2.51 nvidia-cuda-cuobjdump==13.2.51 \
+    || echo "[setup] CUDA 13.0 wheels unavailable: the CUDA codegen tests will skip"
+fi
 
 # --- Build ----------------------------------------------------------------------
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/strata-ccache}

@@ -20,6 +20,7 @@ void bind_vmap(nb::module_& m);  // vmap_bind.cpp
 void bind_sparse(nb::module_& m);  // sparse_bind.cpp
 void bind_nested(nb::module_& m);  // nested_bind.cpp
 void bind_cuda(nb::module_& m);    // cuda_bind.cpp: strata._C._cuda
+void bind_cuda_nvrtc(nb::module_& m);  // cuda_nvrtc_bind.cpp: strata._C._cuda_nvrtc
 
 void bind_extras(nb::module_& m) {
   m.def("set_num_threads", [](int n) { set_num_threads(n); });
@@ -132,4 +133,5 @@ NB_MODULE(_C, m) {
   py::bind_sparse(m);
   py::bind_nested(m);
   py::bind_cuda(m);
+  py::bind_cuda_nvrtc(m);
 }
