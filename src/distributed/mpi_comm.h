@@ -75,8 +75,16 @@ std::shared_ptr<Work> submit(Job job);
 // flight), the caller makes the MPI call itself, under the engine's token (mpi_comm.cpp: Engine), saving the
 // hand-off to the thread and back; otherwise the job is queued behind the others, as submit() does. Throws
 // std::runtime_error with the messages of wait_work(). STRATA_DISTRIBUTED_FAST_PATH=0 turns the fast path off.
-// A fast-path call that runs past its timeout ends the process (see mpi_comm.cpp: Watchdog).
-int run_sync(Job job, double timeout_s);
+// A fast-path call waits with a deadline (mpi_comm.cpp: run_small): past the timeout it raises like the thread path.
+// `hook` (optional): called once, on the calling thread, before the call first has to wait (a collective that did
+// not complete at its first test, or one handed to the thread): the binding releases the GIL there, so a small
+// collective that completes at once never pays for releasing and taking it again.
+struct BlockingHook {
+  virtual void before_block() = 0;
+ protected:
+  ~BlockingHook() = default;
+};
+int run_sync(Job job, double timeout_s, BlockingHook* hook = nullptr);
 bool fast_path_enabled();
 int64_t fast_path_max_bytes();  // larger messages (bytes per rank) take the thread path
 int64_t fast_path_calls();  // how many calls took the fast path (tests)
