@@ -179,6 +179,7 @@ void bind_distributed(nb::module_& parent) {
     return sync_tensors(0, comm, group_size, t, nb::none(), op, 0, "all_reduce", timeout);
   });
   m.def("fast_path_calls", [] { return fast_path_calls(); });
+  m.def("fast_path_backoffs", [] { return fast_path_backoffs(); });
   m.def("fast_path_enabled", [] { return fast_path_enabled(); });
   // Each of these is collective (or a call of MPI's) on the communication thread: the GIL is released meanwhile.
 #define STRATA_NOGIL(expr)            \

@@ -134,6 +134,7 @@ double bench_raw_allreduce(int, void*, int64_t, DataType, int, double) { no_mpi(
 int connect_and_merge(const std::string&, double) { no_mpi(); }
 int run_sync(Job, double, BlockingHook*) { no_mpi(); }
 int64_t fast_path_calls() { return 0; }
+int64_t fast_path_backoffs() { return 0; }
 void finalize(double) {}
 
 #else
@@ -236,6 +237,10 @@ struct Engine {
   std::atomic<bool> finalized{false};
   int thread_level = -1;       // MPI's thread support as started (MPI_THREAD_*)
   std::atomic<int64_t> fast_calls{0};
+  // The fast path backs off (run_here): calls of the last window that had to nap, and until when it is off.
+  int window_calls = 0, window_naps = 0, backoff_level = 0;  // touched by the token's holder only
+  std::atomic<int64_t> fast_off_until{0};  // steady_clock ticks; 0: on
+  std::atomic<int64_t> fast_backoffs{0};
   std::mutex broken_mu;
   std::string broken;
   std::atomic<bool> is_broken{false};  // !broken.empty(), readable without the mutex (checked on every call)
@@ -441,6 +446,7 @@ using Clock = std::chrono::steady_clock;
 struct Deadline {
   double timeout_s;  // negative: none
   BlockingHook* hook = nullptr;  // called before the first wait that does not end at once
+  bool napped = false;           // a wait went past its polling time (the peer was late)
   bool set = false;
   Clock::time_point at;
   bool passed(Clock::time_point now) {
@@ -474,6 +480,7 @@ bool wait_requests(int n, MPI_Request* reqs, Deadline* deadline) {
     auto now = Clock::now();
     if (deadline && deadline->passed(now)) return false;
     if (now > poll_end) {
+      if (deadline) deadline->napped = true;
       std::this_thread::sleep_for(nap);
       nap = std::min(nap * 2, std::chrono::microseconds(100));
     }
@@ -806,6 +813,10 @@ bool run_here(const Job& j, double timeout_s, BlockingHook* hook) {
   if (!fast_path_enabled() || e.thread_level < MPI_THREAD_SERIALIZED) return false;
   if (j.async_op || !small_route(j)) return false;
   if (profiler::is_recording()) return false;  // profiled collectives are recorded on the thread's own track
+  if (int64_t until = e.fast_off_until.load(std::memory_order_relaxed)) {
+    if (Clock::now().time_since_epoch().count() < until) return false;
+    e.fast_off_until.store(0, std::memory_order_relaxed);  // try the fast path again
+  }
   {
     std::lock_guard<std::mutex> lk(e.mu);
     if (e.busy || !e.queue.empty() || !e.pending.empty()) return false;
@@ -825,6 +836,26 @@ bool run_here(const Job& j, double timeout_s, BlockingHook* hook) {
       }
     } catch (const std::exception& ex) {
       err = ex.what();
+    }
+    // Back-off: when peers keep arriving late (more than kBackoffNaps of the last kWindow calls napped), the
+    // fast path is off for a while. On an over-subscribed machine a rank that polls without pause is soon
+    // preempted, and its peer then waits for it for a time slice; calls handed to the communication thread (the
+    // caller sleeping in between) stayed at ~9 us where fast-path calls drifted to 15-40 us (docs/DISTRIBUTED.md).
+    // Where each rank has a core, calls complete at their first tests and the fast path stays on.
+    // The time doubles (0.1 s to 3.2 s) while the window after each try backs off again, and falls back to 0.1 s
+    // after a window that does not.
+    constexpr int kWindow = 32, kBackoffNaps = 4;
+    e.window_naps += deadline.napped;
+    if (++e.window_calls == kWindow) {
+      if (e.window_naps >= kBackoffNaps) {
+        auto t = std::chrono::milliseconds(100) * (1 << e.backoff_level);
+        e.backoff_level = std::min(e.backoff_level + 1, 5);
+        e.fast_off_until.store((Clock::now() + t).time_since_epoch().count(), std::memory_order_relaxed);
+        e.fast_backoffs.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        e.backoff_level = 0;
+      }
+      e.window_calls = e.window_naps = 0;
     }
   }
   bool more;
@@ -851,6 +882,7 @@ int run_sync(Job job, double timeout_s, BlockingHook* hook) {
 }
 
 int64_t fast_path_calls() { return engine().fast_calls.load(); }
+int64_t fast_path_backoffs() { return engine().fast_backoffs.load(); }
 
 int comm_split(int parent, int color, int key, double timeout_s) {
   ensure_usable();

@@ -88,6 +88,7 @@ int run_sync(Job job, double timeout_s, BlockingHook* hook = nullptr);
 bool fast_path_enabled();
 int64_t fast_path_max_bytes();  // larger messages (bytes per rank) take the thread path
 int64_t fast_path_calls();  // how many calls took the fast path (tests)
+int64_t fast_path_backoffs();  // how often the fast path turned itself off for a while (mpi_comm.cpp: run_here)
 // Waits for a submitted job; on timeout marks the engine broken. Throws with "strata.distributed: " + message.
 int wait_work(Work& w, double timeout_s, const std::string& what);
 std::string timeout_message(const std::string& what, double timeout_s);

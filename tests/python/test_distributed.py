@@ -685,3 +685,36 @@ def test_a_hung_rank_times_out_in_other_small_collectives(tmp_path, what):
     p = launch(tmp_path, code, 2, timeout=60)
     assert p.returncode == 1, p.stderr
     assert "CAUGHT on the fast path: True" in p.stderr and "did not complete within 2" in p.stderr, p.stderr
+
+
+def test_the_fast_path_backs_off_while_peers_arrive_late(tmp_path):
+    # Rank 1 comes 2 ms late to each of 32 all_reduces: rank 0's waits go past their polling time, so its fast path
+    # turns itself off for a while (the next call queues on the communication thread) and comes back afterwards.
+    code = r'''
+    import os, time, strata, strata.distributed as dist
+    dist.init_process_group("gloo")
+    C = strata._C._distributed
+    r = dist.get_rank()
+    x = strata.ones(4)
+    dist.barrier()
+    for i in range(32):
+        if r == 1:
+            time.sleep(0.002)
+        dist.all_reduce(x)
+    if r == 0:
+        assert C.fast_path_backoffs() == 1, C.fast_path_backoffs()
+        n0 = C.fast_path_calls()
+        dist.all_reduce(x)
+        assert C.fast_path_calls() == n0, "backed off: the thread path"
+        time.sleep(0.3)
+        dist.all_reduce(x)
+        assert C.fast_path_calls() == n0 + 1, "the fast path again"
+    else:
+        dist.all_reduce(x)
+        dist.all_reduce(x)
+    assert x.tolist() == [2.0 ** 34] * 4, x
+    open(os.path.join(os.environ["OK_DIR"], f"ok{r}"), "w").close()
+    '''
+    p = launch(tmp_path, code, 2, timeout=90, env={"OK_DIR": str(tmp_path)})
+    assert p.returncode == 0, p.stdout + p.stderr[-4000:]
+    assert (tmp_path / "ok0").exists() and (tmp_path / "ok1").exists(), p.stdout + p.stderr[-4000:]
