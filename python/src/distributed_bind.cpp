@@ -202,6 +202,9 @@ void bind_distributed(nb::module_& parent) {
   m.def("bench_raw_allreduce", [rethrow](int c, uintptr_t buf, int64_t count, int dtype, int iters, double t)
             STRATA_NOGIL(bench_raw_allreduce(c, reinterpret_cast<void*>(buf), count, static_cast<DataType>(dtype),
                                              iters, t)));
+  m.def("bench_engine_allreduce", [rethrow](int c, uintptr_t buf, int64_t count, int dtype, int iters, double t)
+            STRATA_NOGIL(bench_engine_allreduce(c, reinterpret_cast<void*>(buf), count, static_cast<DataType>(dtype),
+                                                iters, t)));
 #undef STRATA_NOGIL
 }
 

@@ -76,9 +76,9 @@ std::shared_ptr<Work> submit(Job job);
 // hand-off to the thread and back; otherwise the job is queued behind the others, as submit() does. Throws
 // std::runtime_error with the messages of wait_work(). STRATA_DISTRIBUTED_FAST_PATH=0 turns the fast path off.
 // A fast-path call waits with a deadline (mpi_comm.cpp: run_small): past the timeout it raises like the thread path.
-// `hook` (optional): called once, on the calling thread, before the call first has to wait (a collective that did
-// not complete at its first test, or one handed to the thread): the binding releases the GIL there, so a small
-// collective that completes at once never pays for releasing and taking it again.
+// `hook` (optional): called once, on the calling thread, before the call first has to sleep (a fast-path collective
+// still not done after its polling time, or one handed to the thread): the binding releases the GIL there, so a
+// small collective that completes while polling never pays for releasing and taking it again.
 struct BlockingHook {
   virtual void before_block() = 0;
  protected:
@@ -110,6 +110,10 @@ int connect_and_merge(const std::string& port, double timeout_s);
 // `iters` back-to-back MPI_Allreduce (sum, in place) calls on the communication thread, timed there: the library's
 // own speed with none of ours (bench/distributed.py's reference). Returns seconds for all of them.
 double bench_raw_allreduce(int comm, void* buf, int64_t count, DataType dtype, int iters, double timeout_s);
+
+// `iters` synchronous all_reduces (sum, in place) through run_sync from the calling thread, timed there: the engine
+// (fast path or thread hand-off, our small all-reduce or MPI's) with no Python (bench/distributed.py --small).
+double bench_engine_allreduce(int comm, void* buf, int64_t count, DataType dtype, int iters, double timeout_s);
 
 // MPI_Finalize (on the thread), once, at exit; skipped if the engine is broken.
 void finalize(double timeout_s);
