@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <deque>
 #include <map>
+#include <set>
 #include <optional>
 #include <stdexcept>
 #include <thread>
@@ -249,6 +250,10 @@ struct Engine {
   // A duplicate of each communicator (same id) for the point-to-point messages of our own small all-reduce
   // (run_small): its messages can never match the user's send/recv or another collective's.
   std::map<int, MPI_Comm> shadows;  // touched by the token's holder only
+  // Communicators of ranks joined with connect/accept (and those split from them): their messages go over TCP,
+  // whose eager limit (64 KiB) makes run_small's pieces pointless (16 KiB in 4000-byte pieces: 0.73-0.77x of
+  // MPI_Allreduce over TCP, docs/DISTRIBUTED.md). Known alike on every member.
+  std::set<int> joined;  // touched by the token's holder only
   // Where small collectives work (run_small): the caller's buffers are copied in and out, so that a request left
   // behind by a timed-out call never writes into memory the caller has freed (the block is then leaked).
   std::unique_ptr<char[]> scratch;  // touched by the token's holder only
@@ -595,7 +600,7 @@ bool run_small(Engine& e, const Job& j, Deadline* deadline) {
         // (4 KiB with its header) a message is copied out at once; above it a rendezvous costs a round trip. At
         // most 32 pieces.
         const int64_t es = kElemSize[static_cast<int>(j.dtype)];
-        int64_t per = std::max<int64_t>(chunk_bytes() / es, 1);
+        int64_t per = e.joined.count(j.comm) ? n : std::max<int64_t>(chunk_bytes() / es, 1);
         per = std::max<int64_t>(per, (n + 31) / 32);
         const int pieces = static_cast<int>((n + per - 1) / per);
         MPI_Request reqs[64];
@@ -900,6 +905,7 @@ int comm_split(int parent, int color, int key, double timeout_s) {
           id = e.next_id++;
           e.comms[id] = out;
           e.add_shadow(id);
+          if (e.joined.count(parent)) e.joined.insert(id);
         }
       },
       timeout_s, "new_group (MPI_Comm_split)");
@@ -916,6 +922,7 @@ void comm_free(int comm) {
           if (it == e.comms.end()) return;
           api().MPI_Comm_free(&it->second);
           e.comms.erase(it);
+          e.joined.erase(comm);
           auto sh = e.shadows.find(comm);
           if (sh != e.shadows.end()) {
             api().MPI_Comm_free(&sh->second);
@@ -968,6 +975,7 @@ static int merge_into_new(Engine& e, MPI_Comm inter, bool high) {
   int id = e.next_id++;
   e.comms[id] = merged;
   e.add_shadow(id);
+  e.joined.insert(id);
   return id;
 }
 

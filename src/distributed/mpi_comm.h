@@ -6,6 +6,8 @@
 // rank). The caller hands a Job to the thread and sleeps on the Work's condition variable (no busy polling of its
 // own; MPI itself is asked to yield when idle, see mpi_comm.cpp), with the group's timeout. A Job that times out
 // leaves the thread stuck inside MPI: the engine is then marked broken and every later call fails at once.
+// Exception: a small synchronous collective may run on the caller's own thread when the engine is idle (run_sync,
+// the fast path); it is started non-blocking and tested until the group's deadline, so it can give up as well.
 //
 // The header needs no MPI headers: buffers are raw pointers, datatypes and reduction ops small integers.
 #pragma once
@@ -72,7 +74,8 @@ void mark_broken(const std::string& why);
 std::shared_ptr<Work> submit(Job job);
 // Runs a synchronous collective and waits for it (up to `timeout_s`; negative: forever); returns Work::source.
 // The fast path: when the communication thread has nothing queued or running (and no point-to-point message in
-// flight), the caller makes the MPI call itself, under the engine's token (mpi_comm.cpp: Engine), saving the
+// flight) and the job is small (mpi_comm.cpp: small_route), the caller makes the MPI calls itself, under the
+// engine's token (mpi_comm.cpp: Engine) and with the deadline, saving the
 // hand-off to the thread and back; otherwise the job is queued behind the others, as submit() does. Throws
 // std::runtime_error with the messages of wait_work(). STRATA_DISTRIBUTED_FAST_PATH=0 turns the fast path off.
 // A fast-path call waits with a deadline (mpi_comm.cpp: run_small): past the timeout it raises like the thread path.
