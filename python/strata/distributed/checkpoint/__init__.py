@@ -6,6 +6,7 @@ replicas, as torch's default planner dedups them), each rank into its own data f
 metadata after gathering every rank's entries. `load` reads, on each rank, the keys of the given state dict and
 loads them in place: tensors are copied into (shape must match; dtype is converted, as copy_), other values are
 replaced in their dict or list. Without a process group (or with no_dist=True) one process does it all.
+`load` also reads a checkpoint written by torch.distributed.checkpoint.save (_torch_format.py).
 """
 
 
@@ -149,15 +150,22 @@ def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, p
     r = _reader(storage_reader, checkpoint_id, what)
     entries = r._raw_metadata()["entries"]
     leaves = _leaves(state_dict, what)
+    found = {key: _find_entry(entries, key) for key, _, _ in leaves}
     for key, c, i in leaves:
-        if key not in entries and not partial:
+        if found[key] is None and not partial:
             raise RuntimeError(f"{what}: Missing key in checkpoint state_dict: {key}.")
+    whole = {}  # values saved whole (torch keeps lists of non-tensors, e.g. param_groups, as one item)
     with strata.no_grad():
         for key, c, i in leaves:
-            e = entries.get(key)
-            if e is None:
+            if found[key] is None:
                 continue
-            v = r._read(e)
+            prefix, rest = found[key]
+            if not rest:
+                v = r._read(entries[prefix])
+            else:
+                if prefix not in whole:
+                    whole[prefix] = r._read(entries[prefix])
+                v = _descend(whole[prefix], rest, key, what)
             cur = c[i]
             if getattr(cur, "_strata_dtensor", False) and isinstance(v, strata.Tensor):
                 # a sharded tensor: copy this rank's piece of the saved whole tensor (any sharding)
@@ -174,6 +182,33 @@ def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, p
                 cur.copy_(v)
             else:
                 c[i] = v
+
+
+def _find_entry(entries, key):
+    """(saved key, remaining path) for the leaf `key`: the key itself, or the longest dotted prefix saved as one
+    value (a torch checkpoint keeps a list or dict without tensors as one item), or None."""
+    if key in entries:
+        return key, []
+    parts = key.split(".")
+    for n in range(len(parts) - 1, 0, -1):
+        prefix = ".".join(parts[:n])
+        if prefix in entries and entries[prefix]["kind"] not in ("tensor", "torch-tensor"):
+            return prefix, parts[n:]
+    return None
+
+
+def _descend(value, rest, key, what):
+    for p in rest:
+        try:
+            if isinstance(value, (list, tuple)):
+                value = value[int(p)]
+            elif isinstance(value, dict):
+                value = value[p] if p in value else value[int(p)]
+            else:
+                raise KeyError(p)
+        except (KeyError, IndexError, ValueError):
+            raise RuntimeError(f"{what}: Missing key in checkpoint state_dict: {key}.") from None
+    return value
 
 
 def save_state_dict(state_dict, storage_writer, process_group=None, coordinator_rank=0, no_dist=False, planner=None):

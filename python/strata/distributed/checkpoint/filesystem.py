@@ -113,11 +113,16 @@ class FileSystemReader:
             if not os.path.exists(p):
                 raise FileNotFoundError(f"checkpoint: no {METADATA} in {self.path!r} (not a checkpoint directory, or "
                                         "its save did not finish)")
-            with open(p) as f:
-                m = json.load(f)
+            with open(p, "rb") as f:
+                data = f.read()
+            from . import _torch_format
+            if _torch_format.is_torch_metadata(data):  # written by torch.distributed.checkpoint.save
+                self._meta = _torch_format.read_metadata(data, p)
+                return self._meta
+            m = json.loads(data)
             if m.get("format") != FORMAT:
-                raise RuntimeError(f"checkpoint: {p} is not a Strata checkpoint (format {m.get('format')!r}); "
-                                   "torch's own DCP format is not read")
+                raise RuntimeError(f"checkpoint: {p} is neither a Strata checkpoint (format {m.get('format')!r}) "
+                                   "nor torch's")
             if m.get("version") != VERSION:
                 raise RuntimeError(f"checkpoint: {p} has format version {m.get('version')}, this Strata reads "
                                    f"{VERSION}")
@@ -125,6 +130,9 @@ class FileSystemReader:
         return self._meta
 
     def _read(self, entry):
+        if entry["kind"] in ("torch-tensor", "torch-bytes"):
+            from . import _torch_format
+            return _torch_format.read_entry(self.path, entry)
         with open(os.path.join(self.path, entry["file"]), "rb") as f:
             f.seek(entry["offset"])
             b = f.read(entry["nbytes"])
