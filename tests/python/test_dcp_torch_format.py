@@ -111,3 +111,74 @@ def test_a_hostile_metadata_pickle_runs_no_code(tmp_path, capfd):
     with pytest.raises(pickle.UnpicklingError, match="posix.system|os.system"):
         sdcp.load({"w": strata.zeros(2)}, checkpoint_id=tmp_path)
     assert "unpickled-code-ran" not in capfd.readouterr().out
+
+
+# ---- the other way: strata writes torch's format (FileSystemWriter(torch_format=True)), torch reads it ------------
+
+
+def test_torch_reads_what_strata_writes_in_torch_format(tmp_path):
+    strata.manual_seed(0)
+    sm = strata.nn.Linear(3, 2)
+    sopt = strata.optim.Adam(sm.parameters(), lr=0.05)
+    for _ in range(2):
+        sopt.zero_grad()
+        sm(strata.ones(4, 3)).pow(2).sum().backward()
+        sopt.step()
+    src = {"model": sm.state_dict(), "optim": sopt.state_dict(),
+           "extra": {"epoch": 3, "name": "x", "t": strata.arange(5, dtype=strata.int32),
+                     "h": strata.tensor([1.5, -2.0]).to(strata.bfloat16), "pair": (1, 2), "empty": {}}}
+    md = sdcp.save(src, storage_writer=sdcp.FileSystemWriter(tmp_path, torch_format=True))
+    assert "model.weight" in md.state_dict_metadata and "optim.param_groups.0.params" in md.state_dict_metadata
+
+    tm = torch.nn.Linear(3, 2)
+    topt = torch.optim.Adam(tm.parameters(), lr=0.5)
+    tm(torch.ones(1, 3)).sum().backward()
+    topt.step()
+    dst = {"model": tm.state_dict(), "optim": topt.state_dict(),
+           "extra": {"epoch": 0, "name": "", "t": torch.zeros(5, dtype=torch.int32),
+                     "h": torch.zeros(2, dtype=torch.bfloat16), "pair": (0, 0), "empty": {}}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tdcp.load(dst, checkpoint_id=str(tmp_path))
+    tm.load_state_dict(dst["model"])
+    topt.load_state_dict(dst["optim"])
+    np.testing.assert_array_equal(tm.weight.detach().numpy(), sm.weight.detach().numpy())
+    np.testing.assert_array_equal(dst["optim"]["state"][0]["exp_avg_sq"].numpy(),
+                                  sopt.state_dict()["state"][0]["exp_avg_sq"].numpy())
+    assert topt.param_groups[0]["lr"] == 0.05
+    assert dst["extra"]["epoch"] == 3 and dst["extra"]["name"] == "x" and dst["extra"]["pair"] == (1, 2)
+    assert dst["extra"]["t"].tolist() == [0, 1, 2, 3, 4] and dst["extra"]["h"].float().tolist() == [1.5, -2.0]
+
+    # and strata reads its own torch-format checkpoint back
+    back = {"model": {"weight": strata.zeros(2, 3), "bias": strata.zeros(2)}, "extra": {"pair": None, "empty": {}}}
+    sdcp.load(back, checkpoint_id=tmp_path)
+    np.testing.assert_array_equal(back["model"]["weight"].numpy(), sm.weight.detach().numpy())
+    assert back["extra"]["pair"] == (1, 2)
+
+
+WORKER = r'''
+import os, strata, strata.distributed as dist, strata.distributed.checkpoint as dcp
+dist.init_process_group("gloo")
+r = dist.get_rank()
+sd = {"shared": strata.ones(3) * (r + 1), f"only{r}": strata.arange(4) + 10 * r, "step": 5}
+dcp.save(sd, storage_writer=dcp.FileSystemWriter(os.environ["OUT"] + "/ckpt", torch_format=True))
+back = {"shared": strata.zeros(3), "only0": strata.zeros(4, dtype=strata.int64), "only1": strata.zeros(4, dtype=strata.int64)}
+dcp.load(back, checkpoint_id=os.environ["OUT"] + "/ckpt")
+assert back["shared"].tolist() == [1.0] * 3 and back["only1"].tolist() == [10, 11, 12, 13], back
+dist.barrier()
+'''
+
+
+def test_two_ranks_write_torch_format_and_torch_reads_it(tmp_path):
+    from _ranks import run_worker
+
+    run_worker(tmp_path, WORKER, "strata", 2, timeout=120)
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == [".metadata", "__0_0.distcp", "__1_0.distcp"]
+    dst = {"shared": torch.zeros(3), "only0": torch.zeros(4, dtype=torch.int64),
+           "only1": torch.zeros(4, dtype=torch.int64), "step": 0}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tdcp.load(dst, checkpoint_id=str(tmp_path / "ckpt"))
+    assert dst["shared"].tolist() == [1.0] * 3  # a replica: written once, by rank 0
+    assert dst["only0"].tolist() == [0, 1, 2, 3] and dst["only1"].tolist() == [10, 11, 12, 13]
+    assert dst["step"] == 5

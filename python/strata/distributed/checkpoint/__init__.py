@@ -47,10 +47,31 @@ def _flatten(obj, prefix, out):
     return out
 
 
-def _leaves(state_dict, what):
+def _flatten_like_torch(obj, prefix, out):
+    """_flatten with torch's rule (torch.distributed.checkpoint's traversal), for checkpoints in torch's format:
+    dicts are always walked (an empty one has no leaves), a list only when it holds a tensor, a dict or such a list,
+    a tuple never."""
+    def terminal(v):
+        if isinstance(v, dict):
+            return False
+        if not isinstance(v, list):
+            return True
+        return not any(isinstance(x, strata.Tensor) or (isinstance(x, (dict, list)) and not terminal(x)) for x in v)
+
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj)
+    for k, v in items:
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) or not terminal(v):
+            _flatten_like_torch(v, key + ".", out)
+        else:
+            out.append((key, obj, k))
+    return out
+
+
+def _leaves(state_dict, what, torch_rule=False):
     if not isinstance(state_dict, dict):
         raise TypeError(f"{what}: state_dict must be a dict, got {type(state_dict).__name__}")
-    leaves = _flatten(state_dict, "", [])
+    leaves = (_flatten_like_torch if torch_rule else _flatten)(state_dict, "", [])
     keys = [k for k, _, _ in leaves]
     if len(set(keys)) != len(keys):
         dup = sorted({k for k in keys if keys.count(k) > 1})
@@ -100,7 +121,7 @@ def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, p
     if planner is not None and not isinstance(planner, DefaultSavePlanner):
         raise NotImplementedError(f"{what}: custom planners are not supported (got {type(planner).__name__})")
     w = _writer(storage_writer, checkpoint_id, what)
-    leaves = _leaves(state_dict, what)
+    leaves = _leaves(state_dict, what, torch_rule=w.torch_format)
     g = _process_group(process_group, no_dist)
     rank, world = (g.rank(), g.size()) if g is not None else (0, 1)
     # DTensors (sharded parameters, their optimizer state) are written whole: gathered here, collectively, in the
@@ -152,7 +173,8 @@ def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, p
     leaves = _leaves(state_dict, what)
     found = {key: _find_entry(entries, key) for key, _, _ in leaves}
     for key, c, i in leaves:
-        if found[key] is None and not partial:
+        if found[key] is None and not partial and not (isinstance(c[i], dict) and not c[i]):
+            # (an empty dict has no leaves in torch's format: nothing to load)
             raise RuntimeError(f"{what}: Missing key in checkpoint state_dict: {key}.")
     whole = {}  # values saved whole (torch keeps lists of non-tensors, e.g. param_groups, as one item)
     with strata.no_grad():

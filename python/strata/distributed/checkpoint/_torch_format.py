@@ -163,3 +163,135 @@ def read_entry(directory, entry):
             view = view.narrow(d, o, n)
         view.copy_(t.reshape(tuple(c["sizes"])))
     return full
+
+
+# ---- writing torch's format -------------------------------------------------------------------------------------
+# The metadata pickle is written opcode by opcode (torch need not be installed to write it): the classes are named by
+# module and name, as torch's own pickle of its Metadata names them, and torch reads it with pickle.load.
+
+_MD = "torch.distributed.checkpoint.metadata"
+
+
+class _Global:
+    def __init__(self, module, name):
+        self.module, self.name = module, name
+
+
+class _Obj:
+    """NEWOBJ of a global with no arguments, then BUILD with `state` (None: no BUILD)."""
+
+    def __init__(self, cls, state=None):
+        self.cls, self.state = cls, state
+
+
+class _Call:
+    """REDUCE: global(*args)."""
+
+    def __init__(self, func, *args):
+        self.func, self.args = func, args
+
+
+def _size_obj(dims):
+    return _Call(_Global("torch", "Size"), tuple(int(d) for d in dims))
+
+
+class _PickleWriter:
+    def __init__(self):
+        self.out = bytearray(b"\x80\x02")  # PROTO 2
+
+    def dump(self, obj):
+        self.w(obj)
+        self.out += b"."
+        return bytes(self.out)
+
+    def w(self, o):
+        out = self.out
+        if o is None:
+            out += b"N"
+        elif o is True:
+            out += b"\x88"
+        elif o is False:
+            out += b"\x89"
+        elif isinstance(o, int):
+            n = (o.bit_length() + 8) // 8
+            out += b"\x8a" + bytes([n]) + o.to_bytes(n, "little", signed=True)  # LONG1
+        elif isinstance(o, float):
+            import struct
+            out += b"G" + struct.pack(">d", o)
+        elif isinstance(o, str):
+            b = o.encode("utf-8")
+            out += b"X" + len(b).to_bytes(4, "little") + b
+        elif isinstance(o, tuple):
+            out += b"("
+            for x in o:
+                self.w(x)
+            out += b"t"
+        elif isinstance(o, list):
+            out += b"]("
+            for x in o:
+                self.w(x)
+            out += b"e"
+        elif isinstance(o, dict):
+            out += b"}("
+            for k, v in o.items():
+                self.w(k)
+                self.w(v)
+            out += b"u"
+        elif isinstance(o, _Global):
+            out += b"c" + o.module.encode() + b"\n" + o.name.encode() + b"\n"
+        elif isinstance(o, _Obj):
+            self.w(o.cls)
+            out += b")\x81"  # EMPTY_TUPLE NEWOBJ
+            if o.state is not None:
+                self.w(o.state)
+                out += b"b"  # BUILD
+        elif isinstance(o, _Call):
+            self.w(o.func)
+            self.w(tuple(o.args))
+            out += b"R"
+        else:
+            raise TypeError(f"checkpoint: cannot write {type(o).__name__} into torch's metadata")
+
+
+def item_bytes(value):
+    """One item of a torch-format data file: a torch.save archive (strata.save writes torch's format)."""
+    buf = io.BytesIO()
+    strata.save(value.detach().contiguous() if isinstance(value, strata.Tensor) else value, buf)
+    return buf.getvalue()
+
+
+def entry_for(key, value, file, offset, nbytes):
+    if isinstance(value, strata.Tensor):
+        shape = list(value.shape)
+        return dict(kind="torch-tensor", dtype=str(value.dtype).replace("strata.", ""), shape=shape,
+                    chunks=[dict(file=file, offset=offset, nbytes=nbytes, offsets=[0] * len(shape), sizes=shape)])
+    return dict(kind="torch-bytes", file=file, offset=offset, nbytes=nbytes)
+
+
+def metadata_bytes(entries):
+    """torch's pickled Metadata for Strata's entries (entry_for)."""
+    sdm, planner, storage = {}, {}, {}
+    for key, e in entries.items():
+        planner[key] = tuple(int(p) if p.isdigit() else p for p in key.split("."))
+        if e["kind"] == "torch-tensor":
+            props = _Obj(_Global(_MD, "TensorProperties"),
+                         (_Global("torch", e["dtype"]), _Call(_Global("torch.serialization", "_get_layout"),
+                                                              "torch.strided"),
+                          False, _Call(_Global(_MD, "_MEM_FORMAT_ENCODING"), 0), False))
+            chunks = [_Obj(_Global(_MD, "ChunkStorageMetadata"),
+                           {"offsets": _size_obj(c["offsets"]), "sizes": _size_obj(c["sizes"])}) for c in e["chunks"]]
+            sdm[key] = _Obj(_Global(_MD, "TensorStorageMetadata"),
+                            {"properties": props, "size": _size_obj(e["shape"]), "chunks": chunks})
+            for i, c in enumerate(e["chunks"]):
+                idx = _Obj(_Global(_MD, "MetadataIndex"), {"fqn": key, "offset": _size_obj(c["offsets"]), "index": i})
+                storage[idx] = c
+        else:
+            sdm[key] = _Obj(_Global(_MD, "BytesStorageMetadata"))
+            storage[_Obj(_Global(_MD, "MetadataIndex"), {"fqn": key, "index": None})] = e
+    storage = {idx: _Obj(_Global("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
+                         {"relative_path": c["file"], "offset": int(c["offset"]), "length": int(c["nbytes"]),
+                          "transform_descriptors": None})
+               for idx, c in storage.items()}
+    md = _Obj(_Global(_MD, "Metadata"), {"state_dict_metadata": sdm, "planner_data": planner,
+                                         "storage_data": storage, "storage_meta": None, "version": "1.0.0"})
+    return _PickleWriter().dump(md)

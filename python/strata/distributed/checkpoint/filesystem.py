@@ -53,8 +53,10 @@ class FileSystemWriter:
 
     def __init__(self, path, single_file_per_rank=True, sync_files=True, thread_count=1,
                  per_thread_copy_ahead=10_000_000,
-                 cache_staged_state_dict=False, overwrite=True, **kwargs):
+                 cache_staged_state_dict=False, overwrite=True, torch_format=False, **kwargs):
         self.path = os.fspath(path)
+        # torch_format=True: torch's own format (_torch_format.py), which torch.distributed.checkpoint.load reads
+        self.torch_format = torch_format
         self.sync_files = sync_files
         self.overwrite = overwrite
 
@@ -71,7 +73,11 @@ class FileSystemWriter:
         with open(tmp, "wb") as f:
             for key, v in items:
                 off = f.tell()
-                if isinstance(v, strata.Tensor):
+                if self.torch_format:
+                    from . import _torch_format
+                    b = _torch_format.item_bytes(v)
+                    entries[key] = _torch_format.entry_for(key, v, name, off, len(b))
+                elif isinstance(v, strata.Tensor):
                     b = tensor_bytes(v)
                     entries[key] = dict(kind="tensor", file=name, offset=off, nbytes=len(b), dtype=_dtype_name(v.dtype),
                                         shape=list(v.shape))
@@ -87,8 +93,13 @@ class FileSystemWriter:
 
     def _write_metadata(self, world_size, entries):
         tmp = os.path.join(self.path, METADATA + ".tmp")
-        with open(tmp, "w") as f:
-            json.dump(dict(format=FORMAT, version=VERSION, world_size=world_size, entries=entries), f)
+        if self.torch_format:
+            from . import _torch_format
+            data = _torch_format.metadata_bytes(entries)
+        else:
+            data = json.dumps(dict(format=FORMAT, version=VERSION, world_size=world_size, entries=entries)).encode()
+        with open(tmp, "wb") as f:
+            f.write(data)
             if self.sync_files:
                 f.flush()
                 os.fsync(f.fileno())
