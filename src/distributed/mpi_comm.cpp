@@ -412,15 +412,39 @@ int64_t job_bytes(const Job& j) {  // bytes per rank
   return n * kElemSize[static_cast<int>(j.dtype)];
 }
 
-bool small_route(const Job& j) {
+// Our own all-reduce (2^k ranks, a type we reduce) takes messages up to STRATA_DISTRIBUTED_ALLREDUCE_MAX_BYTES
+// (64 KiB) per rank: at 32 KiB the thread path's blocking MPI_Allreduce made 0.54-0.72x of the back-to-back
+// reference, our exchange in pieces 1.35x (whole messages 0.61x; docs/DISTRIBUTED.md). Same on every rank, like the
+// other limits.
+int64_t allreduce_max_bytes() {
+  static const int64_t n = [] {
+    const char* v = std::getenv("STRATA_DISTRIBUTED_ALLREDUCE_MAX_BYTES");
+    return v ? std::atoll(v) : int64_t{65536};
+  }();
+  return n;
+}
+
+bool own_allreduce_type(DataType t);
+
+// Whether small_route() may hold, without MPI calls (checked before the fast path takes the token).
+bool maybe_small(const Job& j) {
   switch (j.kind) {
     case Kind::Barrier: return true;
-    case Kind::Allreduce:
+    case Kind::Allreduce: return job_bytes(j) <= std::max(fast_path_max_bytes(), allreduce_max_bytes());
     case Kind::Broadcast:
     case Kind::Allgather:
     case Kind::ReduceScatter: return job_bytes(j) <= fast_path_max_bytes();
     default: return false;
   }
+}
+
+// Needs the token (asks MPI for the communicator's size).
+bool small_route(Engine& e, const Job& j) {
+  if (!maybe_small(j)) return false;
+  if (j.kind != Kind::Allreduce || job_bytes(j) <= fast_path_max_bytes()) return true;
+  int size = 1;
+  api().MPI_Comm_size(e.comm(j.comm), &size);
+  return (size & (size - 1)) == 0 && own_allreduce_type(j.dtype);
 }
 
 // How a waiting rank polls: MPI_Testall (Open MPI yields the core inside it when nothing progressed, with
@@ -665,7 +689,7 @@ bool execute(Engine& e, const Job& j, const std::shared_ptr<Work>& w) {
       }
     }
   }
-  if (small_route(j)) {
+  if (small_route(e, j)) {
     run_small(e, j, nullptr);  // on the communication thread: the caller keeps the time
     return true;
   }
@@ -819,7 +843,7 @@ namespace {
 bool run_here(const Job& j, double timeout_s, BlockingHook* hook) {
   auto& e = engine();
   if (!fast_path_enabled() || e.thread_level < MPI_THREAD_SERIALIZED) return false;
-  if (j.async_op || !small_route(j)) return false;
+  if (j.async_op || !maybe_small(j)) return false;
   if (profiler::is_recording()) return false;  // profiled collectives are recorded on the thread's own track
   if (int64_t until = e.fast_off_until.load(std::memory_order_relaxed)) {
     if (Clock::now().time_since_epoch().count() < until) return false;
@@ -829,6 +853,21 @@ bool run_here(const Job& j, double timeout_s, BlockingHook* hook) {
     std::lock_guard<std::mutex> lk(e.mu);
     if (e.busy || !e.queue.empty() || !e.pending.empty()) return false;
     e.busy = true;
+  }
+  bool small = false;
+  try {
+    small = small_route(e, j);
+  } catch (const std::exception&) {  // an unknown communicator: the thread path reports it
+  }
+  if (!small) {
+    bool more;
+    {
+      std::lock_guard<std::mutex> lk(e.mu);
+      e.busy = false;
+      more = !e.queue.empty();
+    }
+    if (more) e.cv.notify_one();
+    return false;
   }
   std::string err;
   bool timed_out = false;

@@ -605,7 +605,9 @@ def same_everywhere(t):
 
 for dt in (strata.int8, strata.uint8, strata.int16, strata.int32, strata.int64, strata.float32, strata.float64):
     esize = strata.empty(0, dtype=dt).element_size()
-    for n in (5, 1000 // esize, 16384 // esize):  # 16 KiB: several pieces of at most 4000 bytes
+    # 16 KiB and 64 KiB: several pieces of at most 4000 bytes (64 KiB: the own all-reduce's limit on 2^k ranks;
+    # on 3 ranks it is above the 16 KiB limit of the other route: the thread path's MPI_Allreduce)
+    for n in (5, 1000 // esize, 16384 // esize, 65536 // esize):
         inputs = strata.stack([data(k, dt, n) for k in range(n_ranks)])
         for op, want in ((R.SUM, inputs.sum(0)), (R.PRODUCT, inputs.prod(0)), (R.MIN, inputs.amin(0)),
                          (R.MAX, inputs.amax(0))):
