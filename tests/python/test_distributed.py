@@ -459,10 +459,14 @@ n0 = C.fast_path_calls()
 dist.all_reduce(y)
 assert C.fast_path_calls() == n0 + 1, "the engine is idle again: the fast path"
 
-# Larger messages (over STRATA_DISTRIBUTED_FAST_PATH_MAX_BYTES, 16 KiB by default) take the thread path.
-big = strata.full((4097,), float(r + 1))
+# Larger messages take the thread path: all_reduce on 2^k ranks over STRATA_DISTRIBUTED_ALLREDUCE_MAX_BYTES (64 KiB
+# by default), the other small collectives over STRATA_DISTRIBUTED_FAST_PATH_MAX_BYTES (16 KiB).
+big = strata.full((16385,), float(r + 1))
 dist.all_reduce(big)
-assert big.tolist() == [3.0] * 4097 and C.fast_path_calls() == n0 + 1
+assert big.tolist() == [3.0] * 16385 and C.fast_path_calls() == n0 + 1
+bb = strata.full((4097,), float(r))
+dist.broadcast(bb, src=1)
+assert bb.tolist() == [1.0] * 4097 and C.fast_path_calls() == n0 + 1
 # A 16 KiB all_reduce travels in 5 pieces (STRATA_DISTRIBUTED_CHUNK_BYTES: 4000); each piece lands where it belongs.
 v = strata.arange(4096, dtype=strata.float32) * (r + 1)
 dist.all_reduce(v)
