@@ -442,6 +442,7 @@ bool maybe_small(const Job& j) {
 bool small_route(Engine& e, const Job& j) {
   if (!maybe_small(j)) return false;
   if (j.kind != Kind::Allreduce || job_bytes(j) <= fast_path_max_bytes()) return true;
+  if (e.joined.count(j.comm)) return false;  // over TCP: measured at 16 KiB and below only
   int size = 1;
   api().MPI_Comm_size(e.comm(j.comm), &size);
   return (size & (size - 1)) == 0 && own_allreduce_type(j.dtype);
