@@ -657,9 +657,11 @@ open(os.path.join(os.environ["OK_DIR"], f"ok{r}"), "w").close()
 '''
 
 
-@pytest.mark.parametrize("nproc", [2, 3, 4])
-def test_small_collectives_agree_across_routes_and_ranks(tmp_path, nproc):
-    p = launch(tmp_path, SMALL, nproc, timeout=240, env={"OK_DIR": str(tmp_path)})
+@pytest.mark.parametrize("nproc,runtime", [(2, ""), (3, ""), (4, ""), (2, "--mpi-runtime"), (4, "--mpi-runtime")])
+def test_small_collectives_agree_across_routes_and_ranks(tmp_path, nproc, runtime):
+    # joined ranks (TCP: no pieces, the own all-reduce up to 16 KiB) and one mpirun job (shared memory: pieces, the
+    # own all-reduce up to 64 KiB)
+    p = launch(tmp_path, SMALL, nproc, *([runtime] if runtime else []), timeout=240, env={"OK_DIR": str(tmp_path)})
     assert p.returncode == 0, p.stdout + p.stderr[-6000:]
     for k in range(nproc):
         assert (tmp_path / f"ok{k}").exists(), p.stdout + p.stderr[-6000:]
