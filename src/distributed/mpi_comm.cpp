@@ -885,7 +885,7 @@ bool run_here(const Job& j, double timeout_s, BlockingHook* hook) {
     } catch (const std::exception& ex) {
       err = ex.what();
     }
-    // Back-off: when peers keep arriving late (more than kBackoffNaps of the last kWindow calls napped), the
+    // Back-off: when peers keep arriving late (at least kBackoffNaps of the last kWindow calls napped), the
     // fast path is off for a while. On an over-subscribed machine a rank that polls without pause is soon
     // preempted, and its peer then waits for it for a time slice; calls handed to the communication thread (the
     // caller sleeping in between) stayed at ~9 us where fast-path calls drifted to 15-40 us (docs/DISTRIBUTED.md).
