@@ -22,6 +22,10 @@ def set_float32_matmul_precision(precision):
                       "set_float32_matmul_precision call has no effect.", UserWarning, stacklevel=2)
         return
     _float32_matmul_precision = precision
+    # Strata's CUDA GEMMs (cuBLAS) read it from C++: anything but 'highest' allows TF32, as in torch.
+    from .. import _C
+
+    _C._cuda.set_allow_tf32(precision != "highest")
 
 
 def get_float32_matmul_precision():
