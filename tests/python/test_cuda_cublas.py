@@ -66,6 +66,9 @@ for dt in (strata.float32, strata.float64, strata.float16, strata.bfloat16):
           r(4, 6, 3), dt=dt)
     check("baddbmm bias bcast", strata.baddbmm, r(3), r(2, 5, 6), r(2, 6, 3), dt=dt)
     check("addbmm", lambda s, x, y: strata.addbmm(s, x, y, beta=0.5), r(5, 3), r(4, 5, 6), r(4, 6, 3), dt=dt)
+    check("addbmm no batch", lambda s, x, y: strata.addbmm(s, x, y, beta=0.5), r(5, 3), r(0, 5, 6), r(0, 6, 3),
+          dt=dt)
+    check("bmm k=0", strata.bmm, r(2, 3, 0), r(2, 0, 4), dt=dt)
     check("addmm row bias", strata.addmm, r(3), a, b, dt=dt)
     check("addmm row bias a,b", lambda s, x, y: strata.addmm(s, x, y, beta=0.25, alpha=-1.5), r(1, 3), a, b, dt=dt)
     check("addmm col bias", strata.addmm, r(5, 1), a, b, dt=dt)

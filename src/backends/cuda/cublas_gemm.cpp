@@ -250,7 +250,8 @@ void cuda_gemm(const char* op, const Tensor& c_in, const Tensor& a_in, const Ten
                                                                       : CUBLAS_COMPUTE_32F;
   const int type = cuda_type(dt);
   const size_t es = c.element_size();
-  const int m = to_int(op, "n", cm.cols), n = to_int(op, "m", cm.rows), k = to_int(op, "k", am.cols);
+  const int m = to_int(op, "n", cm.cols), n = to_int(op, "m", cm.rows);
+  int k = to_int(op, "k", am.cols);
   const int ilda = to_int(op, "lda", lda), ildb = to_int(op, "ldb", ldb), ildc = to_int(op, "ldc", ldc);
   const double al = alpha.to_double(), be = read_c ? beta.to_double() : 0.0;
   const float alf = static_cast<float>(al), bef = static_cast<float>(be);
@@ -275,6 +276,10 @@ void cuda_gemm(const char* op, const Tensor& c_in, const Tensor& a_in, const Ten
     // Every batch adds into the one C, in stream order: first with beta, then with 1.
     int64_t total = 1;
     for (int64_t v : sizes) total *= v;
+    if (total == 0) {  // no batch: C = beta C, a GEMM with k = 0 (which reads neither A nor B)
+      k = 0;
+      call(0, 0, 0, 1, 0, 0, 0, true);
+    }
     std::vector<int64_t> idx(sizes.size(), 0);
     for (int64_t i = 0; i < total; ++i) {
       int64_t oa = 0, ob = 0;
