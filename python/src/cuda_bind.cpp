@@ -195,6 +195,10 @@ void bind_cuda(nb::module_& parent) {
     require_fake("fake_cublas_calls");
     return cuda::fake::gemm_calls();
   });
+  m.def("fake_cublaslt_calls", [] {
+    require_fake("fake_cublaslt_calls");
+    return std::make_pair(cuda::fake::lt_matmul_calls(), cuda::fake::lt_bias_calls());
+  });
   m.def("fake_cublas_last_gemm", [] {
     require_fake("fake_cublas_last_gemm");
     cuda::fake::GemmCall c = cuda::fake::last_gemm_call();

@@ -134,4 +134,50 @@ TEST_F(CudaCublas, Tf32ComputeRoundsOperands) {
   }
 }
 
+TEST_F(CudaCublas, LtBiasEpilogueAndHeuristicRefusal) {
+  const CublasApi& api = cublas();
+  ASSERT_TRUE(api.lt_ok);
+  cublasLtHandle_t lt;
+  ASSERT_EQ(api.cublasLtCreate(&lt), CUBLAS_STATUS_SUCCESS);
+  // D (2 x 2) = A (2 x 3, op N, lda 2) B (3 x 2, op N, ldb 3) + bias per row.
+  std::vector<float> a{1, 4, 2, 5, 3, 6}, b{1, 0, 2, 0, 1, 1}, d{-1, -1, -1, -1}, bias{100, 200};
+  float *A = upload(a), *B = upload(b), *D = upload(d), *Bias = upload(bias);
+  cublasLtMatmulDesc_t desc;
+  ASSERT_EQ(api.cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), CUBLAS_STATUS_SUCCESS);
+  const uint32_t epi = CUBLASLT_EPILOGUE_BIAS;
+  const void* bp = Bias;
+  ASSERT_EQ(api.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)),
+            CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(api.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp)),
+            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(api.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, 2),
+            CUBLAS_STATUS_INVALID_VALUE);
+  cublasLtMatrixLayout_t la, lb, lc, bad;
+  ASSERT_EQ(api.cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, 2, 3, 2), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(api.cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, 3, 2, 3), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(api.cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, 2, 2, 2), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(api.cublasLtMatrixLayoutCreate(&bad, CUDA_R_32F, 4, 2, 4), CUBLAS_STATUS_SUCCESS);
+  cublasLtMatmulPreference_t pref;
+  ASSERT_EQ(api.cublasLtMatmulPreferenceCreate(&pref), CUBLAS_STATUS_SUCCESS);
+  cublasLtMatmulHeuristicResult_t r{};
+  int found = -1;
+  EXPECT_EQ(api.cublasLtMatmulAlgoGetHeuristic(lt, desc, la, bad, lc, lc, pref, 1, &r, &found),
+            CUBLAS_STATUS_NOT_SUPPORTED);  // k of A (3) and of B (4) differ
+  EXPECT_EQ(found, 0);
+  ASSERT_EQ(api.cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, lc, pref, 1, &r, &found), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(found, 1);
+  const float one = 1, zero = 0;
+  const int64_t before = fake::lt_bias_calls();
+  ASSERT_EQ(api.cublasLtMatmul(lt, desc, &one, A, la, B, lb, &zero, D, lc, D, lc, &r.algo, nullptr, 0,
+                               current_stream(0).handle),
+            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(fake::lt_bias_calls(), before + 1);
+  current_stream(0).synchronize();
+  // A = [[1 2 3] [4 5 6]], B columns (1,0,2), (0,1,1): A B = [[7 5] [16 11]]; + bias (100, 200) per row.
+  EXPECT_EQ(std::vector<float>(D, D + 4), (std::vector<float>{107, 216, 105, 211}));
+  for (auto l : {la, lb, lc, bad}) api.cublasLtMatrixLayoutDestroy(l);
+  api.cublasLtMatmulPreferenceDestroy(pref);
+  api.cublasLtMatmulDescDestroy(desc);
+}
+
 }  // namespace

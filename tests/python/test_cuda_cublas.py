@@ -167,6 +167,28 @@ def test_cublas_arguments_and_compute_types():
             strata.mm(a.to(dt), b.to(dt))
             g = last()
             assert (g["a_type"], g["c_type"], g["compute_type"]) == (ty, ty, comp), (dt, g)
+        # A 1-D bias: one cublasLtMatmul with the bias epilogue (linear; addmm with beta = 1); otherwise, or for a
+        # bias not 16-byte aligned, a rank-1 GEMM broadcasts it, then cuBLAS adds the product.
+        x, w, bias = strata.randn(6, 7), strata.randn(3, 7), strata.randn(9)
+        dx, dw, dbias = x.cuda(), w.cuda(), bias.cuda()
+        lt0, calls0 = cc.fake_cublaslt_calls(), cc.fake_cublas_calls()
+        y = strata.nn.functional.linear(dx, dw, dbias[:3])
+        assert cc.fake_cublaslt_calls() == (lt0[0] + 1, lt0[1] + 1) and cc.fake_cublas_calls() == calls0
+        assert strata.allclose(y.cpu(), strata.nn.functional.linear(x, w, bias[:3]), atol=1e-5)
+        y = strata.addmm(dbias[4:7], dx, dw.t(), alpha=0.5)  # offset 16 bytes: aligned
+        assert cc.fake_cublaslt_calls()[1] == lt0[1] + 2 and cc.fake_cublas_calls() == calls0
+        assert strata.allclose(y.cpu(), strata.addmm(bias[4:7], x, w.t(), alpha=0.5), atol=1e-5)
+        y = strata.addmm(dbias[1:4], dx, dw.t())  # 4 bytes in: not aligned
+        assert cc.fake_cublaslt_calls()[1] == lt0[1] + 2 and cc.fake_cublas_calls() == calls0 + 2
+        assert strata.allclose(y.cpu(), strata.addmm(bias[1:4], x, w.t()), atol=1e-5)
+        y = strata.addmm(dbias[:3], dx, dw.t(), beta=0.5)
+        assert cc.fake_cublaslt_calls()[1] == lt0[1] + 2 and cc.fake_cublas_calls() == calls0 + 4
+        assert strata.allclose(y.cpu(), strata.addmm(bias[:3], x, w.t(), beta=0.5), atol=1e-5)
+        for dt in (strata.float64, strata.float16, strata.bfloat16):
+            y = strata.nn.functional.linear(dx.to(dt), dw.to(dt), dbias[:3].to(dt))
+            want = strata.nn.functional.linear(x.to(dt), w.to(dt), bias[:3].to(dt))
+            assert (y.cpu().double() - want.double()).abs().max() <= (1e-12 if dt == strata.float64 else 2e-2), dt
+        assert cc.fake_cublaslt_calls()[1] == lt0[1] + 5
         # TF32: off by default (as torch); allowed through strata.backends.cuda.matmul.allow_tf32.
         x = strata.full((1, 4), 1 + 2 ** -20, device="cuda")
         y = strata.ones(4, 1, device="cuda")

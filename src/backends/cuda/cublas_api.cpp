@@ -37,7 +37,7 @@ void load_real(CublasApi& a, const std::vector<std::string>& dirs) {
   // libcublas.so.13 needs libcublasLt.so.13: load it first, from the same place, so that it is found even where
   // libcublas's own search path would not find it.
   std::string lt_path = dir + "libcublasLt.so.13";
-  if (dir.empty() || has_file(lt_path)) dlopen(lt_path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  void* lt = (dir.empty() || has_file(lt_path)) ? dlopen(lt_path.c_str(), RTLD_NOW | RTLD_GLOBAL) : nullptr;
   a.source = dir + "libcublas.so.13";
   void* h = dlopen(a.source.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
@@ -61,6 +61,22 @@ void load_real(CublasApi& a, const std::vector<std::string>& dirs) {
     return;
   }
   a.ok = true;
+  if (!lt) lt = dlopen("libcublasLt.so.13", RTLD_NOW | RTLD_GLOBAL);  // already loaded as libcublas's dependency
+  if (!lt) {
+    a.lt_reason = "libcublasLt.so.13 could not be loaded";
+    return;
+  }
+  std::string lt_missing;
+#define STRATA_CUBLASLT_SYM(name, sym, params)                                 \
+  a.name = reinterpret_cast<cublasStatus_t(*) params>(dlsym(lt, sym));         \
+  if (!a.name) lt_missing += std::string(lt_missing.empty() ? "" : ", ") + sym;
+  STRATA_CUBLASLT_FNS(STRATA_CUBLASLT_SYM)
+#undef STRATA_CUBLASLT_SYM
+  if (!lt_missing.empty()) {
+    a.lt_reason = "libcublasLt.so.13 lacks " + lt_missing;
+    return;
+  }
+  a.lt_ok = true;
 }
 
 }  // namespace

@@ -68,10 +68,63 @@ constexpr int CUBLAS_GEMM_DEFAULT = -1;
      const void* beta, void* C, int c_type, int ldc, long long stride_c, int batch_count, int compute_type,      \
      int algo))
 
+// cuBLASLt: opaque handles and descriptors, the algorithm and heuristic-result structs with the library's layout,
+// and the attributes Strata sets (cublasLt.h's values).
+using cublasLtHandle_t = struct cublasLtContext*;
+using cublasLtMatmulDesc_t = struct cublasLtMatmulDescOpaque*;
+using cublasLtMatrixLayout_t = struct cublasLtMatrixLayoutOpaque*;
+using cublasLtMatmulPreference_t = struct cublasLtMatmulPreferenceOpaque*;
+struct cublasLtMatmulAlgo_t {
+  uint64_t data[8];
+};
+struct cublasLtMatmulHeuristicResult_t {
+  cublasLtMatmulAlgo_t algo;
+  size_t workspaceSize;
+  cublasStatus_t state;
+  float wavesCount;
+  int reserved[4];
+};
+enum : int {
+  CUBLASLT_MATMUL_DESC_TRANSA = 3,       // int32 (cublasOperation_t)
+  CUBLASLT_MATMUL_DESC_TRANSB = 4,       // int32
+  CUBLASLT_MATMUL_DESC_EPILOGUE = 7,     // uint32
+  CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8, // const void*
+  CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,  // uint64
+};
+enum : uint32_t { CUBLASLT_EPILOGUE_DEFAULT = 1, CUBLASLT_EPILOGUE_BIAS = 4 };
+
+// X(name, symbol, parameters) for libcublasLt.so.13.
+#define STRATA_CUBLASLT_FNS(X)                                                                                    \
+  X(cublasLtCreate, "cublasLtCreate", (cublasLtHandle_t * handle))                                               \
+  X(cublasLtMatmulDescCreate, "cublasLtMatmulDescCreate",                                                        \
+    (cublasLtMatmulDesc_t * desc, int compute_type, int scale_type))                                             \
+  X(cublasLtMatmulDescDestroy, "cublasLtMatmulDescDestroy", (cublasLtMatmulDesc_t desc))                         \
+  X(cublasLtMatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute",                                            \
+    (cublasLtMatmulDesc_t desc, int attr, const void* buf, size_t bytes))                                        \
+  X(cublasLtMatrixLayoutCreate, "cublasLtMatrixLayoutCreate",                                                    \
+    (cublasLtMatrixLayout_t * layout, int type, uint64_t rows, uint64_t cols, int64_t ld))                       \
+  X(cublasLtMatrixLayoutDestroy, "cublasLtMatrixLayoutDestroy", (cublasLtMatrixLayout_t layout))                 \
+  X(cublasLtMatmulPreferenceCreate, "cublasLtMatmulPreferenceCreate", (cublasLtMatmulPreference_t * pref))       \
+  X(cublasLtMatmulPreferenceDestroy, "cublasLtMatmulPreferenceDestroy", (cublasLtMatmulPreference_t pref))       \
+  X(cublasLtMatmulPreferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute",                                \
+    (cublasLtMatmulPreference_t pref, int attr, const void* buf, size_t bytes))                                  \
+  X(cublasLtMatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic",                                            \
+    (cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,     \
+     cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d, cublasLtMatmulPreference_t pref, int requested,         \
+     cublasLtMatmulHeuristicResult_t* results, int* returned))                                                   \
+  X(cublasLtMatmul, "cublasLtMatmul",                                                                            \
+    (cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void* alpha, const void* A,                       \
+     cublasLtMatrixLayout_t a, const void* B, cublasLtMatrixLayout_t b, const void* beta, const void* C,         \
+     cublasLtMatrixLayout_t c, void* D, cublasLtMatrixLayout_t d, const cublasLtMatmulAlgo_t* algo,              \
+     void* workspace, size_t workspace_bytes, CUstream stream))
+
 struct CublasApi {
 #define STRATA_CUBLAS_FN_PTR(name, sym, params) cublasStatus_t(*name) params = nullptr;
   STRATA_CUBLAS_FNS(STRATA_CUBLAS_FN_PTR)
+  STRATA_CUBLASLT_FNS(STRATA_CUBLAS_FN_PTR)
 #undef STRATA_CUBLAS_FN_PTR
+  bool lt_ok = false;     // every cuBLASLt function is there (else GEMMs with a bias take the cuBLAS path)
+  std::string lt_reason;  // why lt_ok is false
   const char* (*cublasGetStatusString)(cublasStatus_t status) = nullptr;  // optional: names a status
   bool ok = false;
   bool is_fake = false;
@@ -111,6 +164,9 @@ struct GemmCall {
 };
 GemmCall last_gemm_call();
 int64_t gemm_calls();
+// cublasLtMatmul calls so far, and those with the bias epilogue.
+int64_t lt_matmul_calls();
+int64_t lt_bias_calls();
 }  // namespace fake
 
 }  // namespace strata::cuda

@@ -84,8 +84,9 @@ struct ThreadHandles {
   }
 };
 
-// The handle of this thread for `device` (current), set to stream `s` with its workspace.
-cublasHandle_t handle_for(int device, const Stream& s) {
+// The handle of this thread for `device` (current), set to stream `s` with its workspace (also returned, for
+// cuBLASLt, which takes it per call).
+cublasHandle_t handle_for(int device, const Stream& s, void** workspace = nullptr, size_t* workspace_size = nullptr) {
   const CublasApi& api = cublas();
   STRATA_CHECK(api.ok, "cuBLAS is not available: ", api.reason);
   thread_local ThreadHandles mine;
@@ -114,6 +115,7 @@ cublasHandle_t handle_for(int device, const Stream& s) {
     ws = it->second.get();
   }
   cublas_check(api.cublasSetWorkspace(h, ws, bytes), "cublasSetWorkspace(handle, workspace, bytes)");
+  if (workspace) *workspace = ws, *workspace_size = bytes;
   cublas_check(api.cublasSetMathMode(h, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
                "cublasSetMathMode(handle, mode)");
   return h;
@@ -311,6 +313,106 @@ void cuda_gemm(const char* op, const Tensor& c_in, const Tensor& a_in, const Ten
 
 const StubRegistrar<TensorGemmFn> g_gemm_reg(tensor_gemm_stub, DeviceType::CUDA, &cuda_gemm);
 
+// Note [cuBLASLt bias epilogue]
+// y (rows x n, unit column stride) = alpha x (rows x k) @ w (k x n) + bias (n, unit stride): one cublasLtMatmul
+// with CUBLASLT_EPILOGUE_BIAS (the bias is added per row of cuBLAS's column-major D = y^T, i.e. per output
+// feature), as torch does for addmm/linear with a 1-D bias. Returns false, having queued nothing, where cuBLASLt is
+// missing, an operand has no unit stride, or the heuristic offers no algorithm; the caller then takes the cuBLAS
+// path, as do operands not 16-byte aligned (views at odd offsets). Descriptors are created per call (host-side
+// only).
+bool lt_bias_gemm(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias, const Scalar& alpha) {
+  const CublasApi& api = cublas();
+  const ScalarType dt = y.dtype();
+  // Degenerate sizes (a single row, column or k = 1) stay with cuBLAS, as torch keeps them off cuBLASLt.
+  if (!api.ok || !api.lt_ok || y.size(0) <= 1 || y.size(1) <= 1 || x.size(1) <= 1 || bias.stride(0) != 1 ||
+      y.stride(1) != 1 ||
+      !(dt == ScalarType::Float32 || dt == ScalarType::Float64 || dt == ScalarType::Float16 ||
+        dt == ScalarType::BFloat16) ||
+      x.dtype() != dt || w.dtype() != dt || bias.dtype() != dt)
+    return false;
+  // cuBLASLt's heuristics assume 16-byte aligned pointers unless told otherwise: views at odd offsets take the
+  // cuBLAS path.
+  for (const Tensor* t : {&y, &x, &w, &bias})
+    if (reinterpret_cast<uintptr_t>(t->data_ptr()) % 16 != 0) return false;
+  Mat xm = make_mat(x, {}, false), wm = make_mat(w, {}, false), ym = make_mat(y, {}, false);
+  int64_t ldx, ldw, ldy;
+  if (!ym.row_major(&ldy)) return false;
+  const int opw = wm.row_major(&ldw) ? CUBLAS_OP_N : wm.col_major(&ldw) ? CUBLAS_OP_T : -1;
+  const int opx = xm.row_major(&ldx) ? CUBLAS_OP_N : xm.col_major(&ldx) ? CUBLAS_OP_T : -1;
+  if (opw < 0 || opx < 0 || std::max({ym.rows, ym.cols, xm.cols, ldx, ldw, ldy}) > INT_MAX) return false;
+  const int dev = y.device().index;
+  DeviceGuard guard(dev);
+  const Stream s = current_stream(dev);
+  void* ws = nullptr;
+  size_t ws_bytes = 0;
+  handle_for(dev, s, &ws, &ws_bytes);  // the workspace of this (thread, stream)
+  thread_local std::map<int, cublasLtHandle_t> lt_handles;  // never destroyed, as the cuBLAS handles
+  cublasLtHandle_t lt = lt_handles[dev];
+  if (!lt) {
+    cublas_check(api.cublasLtCreate(&lt), "cublasLtCreate");
+    lt_handles[dev] = lt;
+  }
+  const int type = cuda_type(dt);
+  const int compute = dt == ScalarType::Float64 ? CUBLAS_COMPUTE_64F
+                      : (dt == ScalarType::Float32 && allow_tf32()) ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                                      : CUBLAS_COMPUTE_32F;
+  const int scale = dt == ScalarType::Float64 ? CUDA_R_64F : CUDA_R_32F;
+  // Column-major: D (n x rows) = op(W') (n x k) op(X') (k x rows); W' is w as it lies (op N: stored n x k).
+  const uint64_t n = ym.cols, rows = ym.rows, k = xm.cols;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  struct Cleanup {
+    const CublasApi& api;
+    cublasLtMatmulDesc_t& d;
+    cublasLtMatrixLayout_t &a, &b, &c;
+    cublasLtMatmulPreference_t& p;
+    ~Cleanup() {
+      if (p) api.cublasLtMatmulPreferenceDestroy(p);
+      for (cublasLtMatrixLayout_t l : {a, b, c})
+        if (l) api.cublasLtMatrixLayoutDestroy(l);
+      if (d) api.cublasLtMatmulDescDestroy(d);
+    }
+  } cleanup{api, desc, la, lb, lc, pref};
+  const uint32_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  const void* bias_ptr = bias.data_ptr();
+  const uint64_t max_ws = ws_bytes;
+  cublas_check(api.cublasLtMatmulDescCreate(&desc, compute, scale), "cublasLtMatmulDescCreate");
+  cublas_check(api.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opw, sizeof(opw)),
+               "cublasLtMatmulDescSetAttribute(TRANSA)");
+  cublas_check(api.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opx, sizeof(opx)),
+               "cublasLtMatmulDescSetAttribute(TRANSB)");
+  cublas_check(api.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
+               "cublasLtMatmulDescSetAttribute(EPILOGUE)");
+  cublas_check(api.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr,
+                                                  sizeof(bias_ptr)),
+               "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
+  cublas_check(api.cublasLtMatrixLayoutCreate(&la, type, opw == CUBLAS_OP_N ? n : k, opw == CUBLAS_OP_N ? k : n, ldw),
+               "cublasLtMatrixLayoutCreate(A)");
+  cublas_check(api.cublasLtMatrixLayoutCreate(&lb, type, opx == CUBLAS_OP_N ? k : rows, opx == CUBLAS_OP_N ? rows : k,
+                                              ldx),
+               "cublasLtMatrixLayoutCreate(B)");
+  cublas_check(api.cublasLtMatrixLayoutCreate(&lc, type, n, rows, ldy), "cublasLtMatrixLayoutCreate(C)");
+  cublas_check(api.cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+  cublas_check(api.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws,
+                                                        sizeof(max_ws)),
+               "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)");
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  if (api.cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, lc, pref, 1, &result, &found) !=
+          CUBLAS_STATUS_SUCCESS ||
+      found < 1)
+    return false;
+  const double al = alpha.to_double(), zero_d = 0.0;
+  const float alf = static_cast<float>(al), zero_f = 0.0f;
+  const bool f64 = scale == CUDA_R_64F;
+  cublas_check(api.cublasLtMatmul(lt, desc, f64 ? static_cast<const void*>(&al) : &alf, w.data_ptr(), la,
+                                  x.data_ptr(), lb, f64 ? static_cast<const void*>(&zero_d) : &zero_f, y.data_ptr(),
+                                  lc, y.data_ptr(), lc, &result.algo, ws, ws_bytes, s.handle),
+               "cublasLtMatmul");
+  return true;
+}
+
 // ---- the ops' CUDA kernels --------------------------------------------------------------------------------------
 
 std::string describe(const Tensor& t) {
@@ -412,6 +514,11 @@ Tensor addmm_cuda(const Tensor& self, const Tensor& mat1, const Tensor& mat2, co
       beta.to_double() != 0.0 && row_bias(self, mat2.size(1)) && mat1.size(0) > 0 && mat2.size(1) > 0 &&
       (self.dtype() == ScalarType::Float32 || self.dtype() == ScalarType::Float64 ||
        self.dtype() == ScalarType::Float16 || self.dtype() == ScalarType::BFloat16)) {
+    if (beta.to_double() == 1.0 && self.stride(-1) == 1) {  // Note [cuBLASLt bias epilogue]
+      Tensor y = empty_tensor(std::vector<int64_t>{mat1.size(0), mat2.size(1)}, self.dtype(), self.device());
+      Tensor b = make_view(self, DimVector{mat2.size(1)}, DimVector{1}, self.storage_offset());
+      if (lt_bias_gemm(y, mat1, mat2, b, alpha)) return y;
+    }
     Tensor c = broadcast_bias(self, mat1.size(0), mat2.size(1), beta);
     return impl(DispatchKeySet(), c, mat1, mat2, Scalar(1.0), alpha, c);
   }
@@ -440,8 +547,11 @@ Tensor linear_cuda(const Tensor& input, const Tensor& weight, const OptT& bias) 
   Tensor wt = weight.dim() == 2 ? transpose(weight, 0, 1) : reshape(weight, std::vector<int64_t>{k, 1});
   Tensor y;
   if (has_bias && bias->dim() == 1 && bias->size(0) == n && weight.dim() == 2 && rows > 0 && n > 0) {
-    y = broadcast_bias(*bias, rows, n, Scalar(1.0));
-    cuda_gemm("linear", y, x, wt, Scalar(1.0), Scalar(1.0), false);
+    y = empty_tensor(std::vector<int64_t>{rows, n}, input.dtype(), input.device());
+    if (!lt_bias_gemm(y, x, wt, *bias, Scalar(1.0))) {  // Note [cuBLASLt bias epilogue]
+      y = broadcast_bias(*bias, rows, n, Scalar(1.0));
+      cuda_gemm("linear", y, x, wt, Scalar(1.0), Scalar(1.0), false);
+    }
   } else if (has_bias) {
     // Any other bias broadcasts to the output (torch's rule); the broadcasting copy goes through the host.
     Tensor full = empty_tensor(out_shape, input.dtype(), input.device());
