@@ -317,3 +317,22 @@ def test_real_gpu_products():
     r = subprocess.run([sys.executable, "-c", "import strata\n" + textwrap.dedent(PRODUCT_CHECKS)], env=e,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "PRODUCTS-OK" in r.stdout, r.stdout + r.stderr
+
+
+def test_products_do_not_synchronize():
+    # Operands with a unit stride, biases included, stay on the device: no read-back, no blocking copy (the sync
+    # debug mode turns any into an error). A slice with a step is copied through the host until copy kernels exist.
+    run_fake("""
+        F = strata.nn.functional
+        a, b, x = strata.randn(5, 7).cuda(), strata.randn(7, 3).cuda(), strata.randn(2, 5, 7).cuda()
+        w, bias = strata.randn(3, 7).cuda(), strata.randn(3).cuda()
+        z2, z3 = strata.zeros(5, 3, device="cuda"), strata.zeros(2, 5, 5, device="cuda")
+        strata.mm(a, b)
+        strata.cuda.set_sync_debug_mode("error")
+        strata.mm(a, b), strata.mm(b.t(), a.t()), strata.bmm(x, x.transpose(1, 2)), strata.matmul(x, b)
+        F.linear(x, w, bias), F.linear(x, w), strata.addmm(bias, a, b), strata.addmm(bias, a, b, beta=0.5)
+        strata.addmm(z2, a, b), strata.baddbmm(z3, x, x.transpose(1, 2)), strata.mv(a, b[:, 0])
+        strata.matmul(x[:, None], x.transpose(1, 2)[None]), strata.mm(a, b, out=z2)
+        strata.cuda.set_sync_debug_mode("default")
+        assert strata.allclose(z2.cpu(), a.cpu() @ b.cpu(), atol=1e-5)
+    """)
