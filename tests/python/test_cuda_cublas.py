@@ -336,3 +336,21 @@ def test_products_do_not_synchronize():
         strata.cuda.set_sync_debug_mode("default")
         assert strata.allclose(z2.cpu(), a.cpu() @ b.cpu(), atol=1e-5)
     """)
+
+
+def test_backward_of_products_runs_on_cuda():
+    # The backward formulas of mm, bmm and matmul are products too; with the output gradient given, the gradients
+    # are computed on the device and match the CPU's. (linear's bias gradient needs a sum kernel: not yet.)
+    run_fake("""
+        strata.manual_seed(3)
+        for f, shapes in ((strata.mm, [(5, 7), (7, 3)]), (strata.bmm, [(2, 5, 7), (2, 7, 3)]),
+                          (strata.matmul, [(2, 5, 7), (2, 7, 4)]), (strata.matmul, [(5, 7), (7,)])):
+            cpu = [strata.randn(*s).requires_grad_() for s in shapes]
+            dev = [t.detach().cuda().requires_grad_() for t in cpu]
+            out_cpu = f(*cpu)
+            g = strata.randn(*out_cpu.shape)
+            out_cpu.backward(g)
+            f(*dev).backward(g.cuda())
+            for c, d in zip(cpu, dev):
+                assert d.grad.device.type == "cuda" and strata.allclose(d.grad.cpu(), c.grad, atol=1e-5), f
+    """)
