@@ -354,3 +354,50 @@ def test_backward_of_products_runs_on_cuda():
             for c, d in zip(cpu, dev):
                 assert d.grad.device.type == "cuda" and strata.allclose(d.grad.cpu(), c.grad, atol=1e-5), f
     """)
+
+
+def test_random_layouts_match_the_cpu():
+    # Random sizes (1 included), transposes, steps, offsets, broadcast batches and out= layouts: every way the
+    # mapping onto cuBLAS's arguments can go wrong shows as a difference from the CPU.
+    out = run_fake("""
+        import random
+        rng = random.Random(7)
+        strata.manual_seed(7)
+
+        def operand(rows, cols, batch, dt):
+            # A (batch..., rows, cols) view: maybe stored transposed, maybe with a step or an offset.
+            step = rng.choice([1, 1, 2])
+            t = strata.randn(*batch, rows * step + 1, cols + 2, dtype=dt)
+            t = t[..., 1::step, 1:cols + 1] if step > 1 else t[..., 1:rows + 1, 2:cols + 2]
+            if rng.random() < 0.4:
+                t = t.transpose(-1, -2).contiguous().transpose(-1, -2)
+            return t
+
+        n = 0
+        for i in range(300):
+            dt = rng.choice([strata.float32, strata.float64])
+            m, k, p = rng.choice([1, 2, 3, 5, 8]), rng.choice([1, 3, 4, 9]), rng.choice([1, 2, 6, 7])
+            nb = rng.choice([0, 0, 1, 2])
+            ba = [rng.choice([1, 2, 3]) for _ in range(nb)]
+            bb = [s if rng.random() < 0.6 else 1 for s in ba] if nb else []
+            if nb and rng.random() < 0.3:
+                bb = bb[1:]
+            a, b = operand(m, k, ba, dt), operand(k, p, bb, dt)
+            want = strata.matmul(a, b)
+            got = strata.matmul(a.cuda(), b.cuda())
+            tol = 1e-4 if dt == strata.float32 else 1e-10
+            assert got.shape == want.shape and strata.allclose(got.cpu(), want, atol=tol, rtol=tol), (i, a.shape,
+                                                                                                    b.stride())
+            if nb == 0:
+                o = strata.empty(p, m, dtype=dt, device="cuda").t() if rng.random() < 0.5 else \\
+                    strata.empty(m, p, dtype=dt, device="cuda")
+                strata.mm(a.cuda(), b.cuda(), out=o)
+                assert strata.allclose(o.cpu(), want, atol=tol, rtol=tol), i
+                s = strata.randn(p, dtype=dt)
+                beta, alpha = rng.choice([1.0, 0.5]), rng.choice([1.0, -2.0])
+                r = strata.addmm(s.cuda(), a.cuda(), b.cuda(), beta=beta, alpha=alpha)
+                assert strata.allclose(r.cpu(), strata.addmm(s, a, b, beta=beta, alpha=alpha), atol=tol, rtol=tol), i
+            n += 1
+        print("RANDOM-OK", n)
+    """)
+    assert "RANDOM-OK 300" in out
