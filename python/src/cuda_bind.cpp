@@ -187,6 +187,10 @@ void bind_cuda(nb::module_& parent) {
     const cuda::CublasApi& a = cuda::cublas();
     return std::make_tuple(a.ok, a.source, a.reason);
   });
+  m.def("cublaslt_info", [] {
+    const cuda::CublasApi& a = cuda::cublas();
+    return std::make_pair(a.lt_ok, a.lt_reason);
+  });
   m.def("set_cublas_search_dirs", [](std::vector<std::string> dirs) { cuda::set_cublas_search_dirs(std::move(dirs)); });
   m.def("cublas_search_dirs", [] { return cuda::cublas_search_dirs(); });
   m.def("set_allow_tf32", [](bool on) { cuda::set_allow_tf32(on); });

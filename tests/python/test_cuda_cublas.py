@@ -401,3 +401,71 @@ def test_random_layouts_match_the_cpu():
         print("RANDOM-OK", n)
     """)
     assert "RANDOM-OK 300" in out
+
+
+def _stub_lib(path, symbols):
+    """Builds a shared library at `path` exporting `symbols`, each returning 0."""
+    import shutil
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build a stub library")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    src = path.parent / (path.name + ".c")
+    src.write_text("\n".join(f"int {s}(void) {{ return 0; }}" for s in symbols) + "\n")
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(path), str(src)], check=True, capture_output=True)
+
+
+def _symbols(macro):
+    import re
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    header = open(os.path.join(root, "src", "backends", "cuda", "cublas_api.h")).read()
+    body = header[header.index(f"#define {macro}("):]
+    body = body[:body.index("\n\n")]
+    return re.findall(r'X\(\w+, "(\w+)"', body)
+
+
+def _loader_answer(extra_env, pythonpath=()):
+    e = dict(os.environ)
+    e.pop("STRATA_CUBLAS_DIR", None)
+    e.update({"STRATA_CUDA_DRIVER": "fake", "STRATA_CUBLAS": "real",
+              "PYTHONPATH": os.pathsep.join([PKG_PARENT, *map(str, pythonpath)])})
+    e.update(extra_env)
+    code = "import strata; cc = strata._C._cuda; print(repr((cc.cublas_info(), cc.cublaslt_info())))"
+    r = subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return eval(r.stdout.strip().splitlines()[-1])
+
+
+def test_the_loader_search_order_and_missing_functions(tmp_path):
+    # Stub libraries stand in for cuBLAS (STRATA_CUBLAS=real loads them over the fake driver): the search order
+    # (STRATA_CUBLAS_DIR, then the wheel's nvidia/cu13/lib under sys.path), and the reasons for missing functions.
+    blas, lt = _symbols("STRATA_CUBLAS_FNS"), _symbols("STRATA_CUBLASLT_FNS")
+    assert "cublasGemmStridedBatchedEx" in blas and "cublasLtMatmul" in lt
+    full = tmp_path / "full"
+    _stub_lib(full / "libcublas.so.13", blas)
+    _stub_lib(full / "libcublasLt.so.13", lt)
+    (ok, src, reason), (lt_ok, lt_reason) = _loader_answer({"STRATA_CUBLAS_DIR": str(full)})
+    assert (ok, src, reason, lt_ok, lt_reason) == (True, str(full / "libcublas.so.13"), "", True, "")
+
+    wheel = tmp_path / "site"
+    _stub_lib(wheel / "nvidia" / "cu13" / "lib" / "libcublas.so.13", blas)
+    _stub_lib(wheel / "nvidia" / "cu13" / "lib" / "libcublasLt.so.13", lt[:-1])  # no cublasLtMatmul
+    (ok, src, reason), (lt_ok, lt_reason) = _loader_answer({}, pythonpath=[wheel])
+    assert ok and src == str(wheel / "nvidia" / "cu13" / "lib" / "libcublas.so.13"), src
+    assert not lt_ok and lt_reason == "libcublasLt.so.13 lacks cublasLtMatmul", lt_reason
+    # STRATA_CUBLAS_DIR comes first.
+    (ok, src, _), _ = _loader_answer({"STRATA_CUBLAS_DIR": str(full)}, pythonpath=[wheel])
+    assert ok and src == str(full / "libcublas.so.13")
+
+    partial = tmp_path / "partial"
+    _stub_lib(partial / "libcublas.so.13", [s for s in blas if s != "cublasGemmStridedBatchedEx"])
+    (ok, src, reason), _ = _loader_answer({"STRATA_CUBLAS_DIR": str(partial)})
+    assert not ok and reason == f"{partial}/libcublas.so.13 lacks functions Strata needs: cublasGemmStridedBatchedEx"
+
+    (ok, src, reason), _ = _loader_answer({"STRATA_CUBLAS_DIR": str(tmp_path / "none"),
+                                           "LD_LIBRARY_PATH": str(tmp_path / "none")})
+    if ok:
+        pytest.skip("a libcublas.so.13 is on this machine's default library path")
+    assert reason.startswith("libcublas.so.13 could not be loaded (") and str(tmp_path / "none") in reason, reason

@@ -20,6 +20,12 @@ std::mutex g_mu;
 std::vector<std::string> g_dirs;  // guarded by g_mu
 std::atomic<bool> g_allow_tf32{false};
 
+// STRATA_CUBLAS=real: load the libraries even over the fake driver (tests of the loader, with stub libraries).
+bool env_wants_real() {
+  const char* e = std::getenv("STRATA_CUBLAS");
+  return e && std::strcmp(e, "real") == 0;
+}
+
 bool has_file(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
@@ -103,7 +109,7 @@ const CublasApi& cublas() {
   auto* a = new CublasApi();  // outlives static destructors
   if (!d.ok) {
     a->reason = "no usable CUDA driver: " + d.reason;
-  } else if (d.is_fake) {
+  } else if (d.is_fake && !env_wants_real()) {
     fake::fill_cublas_table(*a);
   } else {
     load_real(*a, dirs);

@@ -8,6 +8,7 @@
 // directories the Python package named (set_cublas_search_dirs: the nvidia-cublas wheel's nvidia/cu13/lib or
 // nvidia/cublas/lib under sys.path), and the dynamic linker's default search path. The first directory holding
 // libcublas.so.13 wins; a library that loads but lacks a symbol makes the table unusable with a reason naming it.
+// STRATA_CUBLAS=real loads the libraries even over the fake driver (for tests of this loader with stub libraries).
 #pragma once
 
 #include <cstddef>
