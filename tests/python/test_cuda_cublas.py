@@ -237,12 +237,16 @@ def test_handles_per_thread_and_workspace():
             try:
                 for _ in range(3):
                     assert strata.allclose(strata.mm(a.cuda(), b.cuda()).cpu(), want, atol=1e-5)
+                    y = strata.nn.functional.linear(a.cuda(), b.t().cuda(), a[0].cuda())  # cuBLASLt
+                    assert strata.allclose(y.cpu(), want + a[0], atol=1e-5)
             except Exception as e:
                 errs.append(e)
         ts = [threading.Thread(target=work) for _ in range(3)]
+        lt0 = cc.fake_cublaslt_calls()[1]
         [t.start() for t in ts]
         [t.join() for t in ts]
         assert not errs, errs
+        assert cc.fake_cublaslt_calls()[1] == lt0 + 9
         # One workspace per (handle, stream), from the caching allocator: 32 MiB on a 9.0 device by default.
         assert strata.cuda.memory_reserved() - reserved0 >= 32 << 20
         with strata.cuda.device(1):

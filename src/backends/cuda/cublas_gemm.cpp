@@ -19,7 +19,7 @@
 //
 // Note [cuBLAS handles]
 // One handle per (device, thread), taken from a per-device pool and returned to it when the thread ends (never
-// destroyed: a handle outlives the threads that used it, as in torch). Each call sets the handle's stream to the
+// destroyed: a handle outlives the threads that used it, as in torch); cuBLASLt handles likewise. Each call sets the handle's stream to the
 // device's current stream and its workspace to the one of that (handle, stream), allocated once from the caching
 // allocator on that stream, so that the allocator's stream-ordered reuse covers it. Workspace size: the sum of
 // the SIZE_KiB:COUNT pairs of CUBLAS_WORKSPACE_CONFIG (":4096:8" = 32 MiB), else 32 MiB on compute capability 9.0
@@ -68,6 +68,7 @@ size_t workspace_bytes(int device) {
 struct HandleState {
   std::mutex mu;
   std::map<int, std::vector<cublasHandle_t>> free_handles;            // per device
+  std::map<int, std::vector<cublasLtHandle_t>> free_lt_handles;       // per device
   std::map<std::pair<cublasHandle_t, CUstream>, DataPtr> workspaces;  // per (handle, stream)
 };
 HandleState& handle_state() {
@@ -77,19 +78,37 @@ HandleState& handle_state() {
 
 struct ThreadHandles {
   std::map<int, cublasHandle_t> by_device;
+  std::map<int, cublasLtHandle_t> lt_by_device;
   ~ThreadHandles() {
     HandleState& st = handle_state();
     std::lock_guard g(st.mu);
     for (auto& [dev, h] : by_device) st.free_handles[dev].push_back(h);
+    for (auto& [dev, h] : lt_by_device) st.free_lt_handles[dev].push_back(h);
   }
 };
+thread_local ThreadHandles t_handles;
+
+// This thread's cuBLASLt handle for `device` (current), from the same kind of pool.
+cublasLtHandle_t lt_handle_for(int device) {
+  if (auto it = t_handles.lt_by_device.find(device); it != t_handles.lt_by_device.end()) return it->second;
+  HandleState& st = handle_state();
+  cublasLtHandle_t h = nullptr;
+  {
+    std::lock_guard g(st.mu);
+    auto& pool = st.free_lt_handles[device];
+    if (!pool.empty()) h = pool.back(), pool.pop_back();
+  }
+  if (!h) cublas_check(cublas().cublasLtCreate(&h), "cublasLtCreate");
+  t_handles.lt_by_device[device] = h;
+  return h;
+}
 
 // The handle of this thread for `device` (current), set to stream `s` with its workspace (also returned, for
 // cuBLASLt, which takes it per call).
 cublasHandle_t handle_for(int device, const Stream& s, void** workspace = nullptr, size_t* workspace_size = nullptr) {
   const CublasApi& api = cublas();
   STRATA_CHECK(api.ok, "cuBLAS is not available: ", api.reason);
-  thread_local ThreadHandles mine;
+  ThreadHandles& mine = t_handles;
   HandleState& st = handle_state();
   cublasHandle_t h = nullptr;
   if (auto it = mine.by_device.find(device); it != mine.by_device.end()) {
@@ -346,12 +365,7 @@ bool lt_bias_gemm(const Tensor& y, const Tensor& x, const Tensor& w, const Tenso
   void* ws = nullptr;
   size_t ws_bytes = 0;
   handle_for(dev, s, &ws, &ws_bytes);  // the workspace of this (thread, stream)
-  thread_local std::map<int, cublasLtHandle_t> lt_handles;  // never destroyed, as the cuBLAS handles
-  cublasLtHandle_t lt = lt_handles[dev];
-  if (!lt) {
-    cublas_check(api.cublasLtCreate(&lt), "cublasLtCreate");
-    lt_handles[dev] = lt;
-  }
+  cublasLtHandle_t lt = lt_handle_for(dev);
   const int type = cuda_type(dt);
   const int compute = dt == ScalarType::Float64 ? CUBLAS_COMPUTE_64F
                       : (dt == ScalarType::Float32 && allow_tf32()) ? CUBLAS_COMPUTE_32F_FAST_TF32
