@@ -12,7 +12,9 @@
 # Without a GPU, `test` and `all` print "no GPU: <why>" and exit 0 at once (exit code 2 with STRATA_GPU_REQUIRED=1).
 # Other exit codes: 1 a test failed, 3 the build failed or a tool is missing.
 # Everything is logged to $OUT/test_gpu.log (OUT: the device tool's result folder; else $BUILD_DIR/gpu-out).
-# Settings: PYTHON (python3), BUILD_DIR (build-gpu), JOBS (nproc), STRATA_GPU_BENCH=0 skips the benchmark.
+# Settings: PYTHON (python3), BUILD_DIR (build-gpu), JOBS (nproc), STRATA_GPU_BENCH=0 skips the benchmark,
+# STRATA_GPU_DRY=1 runs `test` without looking for a GPU (the real-GPU tests then skip: checks the script itself).
+# Files in $OUT: test_gpu.log, summary.txt, cpp_real.xml, pytest.xml, opdb_cuda.txt, bench_cuda.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -54,6 +56,17 @@ prepare() {
     local inc; inc=$("$py312" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
     [ -f "$inc/Python.h" ] && cp -r "$inc" "$DEPS/python3.12"
   fi
+  # nanobind at the version requirements-dev.txt pins (its package holds the sources the extension is built from),
+  # so that the image's own nanobind, of whatever version, is not what the build depends on.
+  local want; want=$(sed -n 's/^nanobind==//p' "$ROOT/requirements-dev.txt")
+  if [ ! -f "$DEPS/py/nanobind/__init__.py" ]; then
+    for cand in "$ROOT/.venv/bin/python" "$ROOT/.venv312/bin/python" /work/main/.venv/bin/python "${PYTHON:-python3}"; do
+      [ -x "$cand" ] || command -v "$cand" >/dev/null 2>&1 || continue
+      local nb; nb=$("$cand" -c "import nanobind, os; print(nanobind.__version__, os.path.dirname(nanobind.__file__))" 2>/dev/null) || continue
+      if [ "${nb%% *}" = "$want" ]; then mkdir -p "$DEPS/py" && cp -r "${nb#* }" "$DEPS/py/nanobind"; break; fi
+    done
+    [ -f "$DEPS/py/nanobind/__init__.py" ] || echo "prepare: no nanobind==$want found; the image's own nanobind will be used"
+  fi
   du -sh "$DEPS"
   echo "prepare: done; carry .gpu-deps in the device tool's run (docs/CUDA.md, GPU test suite)"
 }
@@ -91,6 +104,11 @@ build() {
   local gen=(-G Ninja -DCMAKE_MAKE_PROGRAM="$ninja")
   [ -x "$ninja" ] || gen=(-G "Unix Makefiles")
   local extra=()
+  # The carried nanobind (prepare) rather than the image's: the same version as the dev machine's.
+  if [ -f "$DEPS/py/nanobind/__init__.py" ]; then
+    export PYTHONPATH=$DEPS/py${PYTHONPATH:+:$PYTHONPATH}
+  fi
+  "$PY" -c 'import nanobind' 2>/dev/null || { log "no nanobind for $PY (scripts/test_gpu.sh prepare carries one)"; return 3; }
   [ -f "$DEPS/googletest/CMakeLists.txt" ] && extra+=(-DSTRATA_GTEST_SOURCE_DIR="$DEPS/googletest")
   if ! "$PY" -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
     if [ -f "$DEPS/python3.12/Python.h" ] && "$PY" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))'; then
@@ -98,7 +116,7 @@ build() {
       extra+=(-DPython_INCLUDE_DIR="$DEPS/python3.12")
     fi
   fi
-  log "build: $("$PY" -V 2>&1) ($PY), $("$cxx" --version | head -1), cmake $("$cmake" --version | head -1 | awk '{print $3}'), $JOBS jobs, into $BUILD"
+  log "build: $("$PY" -V 2>&1) ($PY), nanobind $("$PY" -c 'import nanobind; print(nanobind.__version__)'), $("$cxx" --version | head -1), cmake $("$cmake" --version | head -1 | awk '{print $3}'), $JOBS jobs, into $BUILD"
   if [ ! -f "$BUILD/CMakeCache.txt" ]; then
     step 300 configure "$cmake" -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$(command -v "$PY")" \
       -DSTRATA_INPLACE_PYTHON=ON -DSTRATA_BUILD_BENCH=OFF "${extra[@]}" || return 3
@@ -111,7 +129,7 @@ gpu_tests() {
   local fail=0
   step 30 gpu nvidia-smi || true
   export PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH}
-  export PYTHONUNBUFFERED=1
+  export PYTHONUNBUFFERED=1 STRATA_OPDB_CUDA_REPORT=$OUT/opdb_cuda.txt
   # C++: the runtime and allocator against the real driver, then the fake-driver tests (their own process:
   # the driver is chosen once per process).
   STRATA_CUDA_TEST_REAL=1 step 120 cpp-real "$BUILD/tests/cpp/strata_tests" --gtest_filter='CudaReal*' \
@@ -139,7 +157,9 @@ esac
 
 : >"$SUMMARY"
 log "mode $MODE on $(hostname), $(nproc) cores; log: $LOG"
-if [ "$MODE" != build ]; then
+if [ "$MODE" != build ] && [ "${STRATA_GPU_DRY:-0}" = 1 ]; then
+  log "STRATA_GPU_DRY=1: running without checking for a GPU (the real-GPU tests skip; checks the script itself)"
+elif [ "$MODE" != build ]; then
   why=$(no_gpu_reason)
   if [ -n "$why" ]; then
     log "no GPU: $why"
