@@ -16,7 +16,8 @@ no_gpu = pytest.mark.skipif(no_gpu_reason() is None, reason="this machine has a 
 
 @no_gpu
 def test_script_says_no_gpu_and_exits_at_once(tmp_path):
-    env = dict(os.environ, OUT=str(tmp_path), PYTHON=sys.executable)
+    env = {k: v for k, v in os.environ.items() if k not in ("STRATA_GPU_DRY", "STRATA_GPU_REQUIRED")}
+    env.update(OUT=str(tmp_path), PYTHON=sys.executable)
     for mode in ("all", "test"):
         r = subprocess.run(["bash", os.path.join(ROOT, "scripts", "test_gpu.sh"), mode], env=env, capture_output=True,
                            text=True, timeout=60)
