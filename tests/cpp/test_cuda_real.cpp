@@ -35,7 +35,8 @@ class CudaReal : public ::testing::Test {
   void SetUp() override {
     if (!real_requested()) GTEST_SKIP() << "real-GPU test: set STRATA_CUDA_TEST_REAL=1 (scripts/test_gpu.sh does)";
     if (!available()) GTEST_SKIP() << "no usable CUDA driver: " << unavailable_reason();
-    ASSERT_FALSE(driver().is_fake) << "STRATA_CUDA_TEST_REAL=1 but the fake driver was selected";
+    ASSERT_FALSE(driver().is_fake) << "STRATA_CUDA_TEST_REAL=1 but this process uses the fake driver: run "
+                                      "--gtest_filter='CudaReal*' in a process of its own, without STRATA_CUDA_DRIVER=fake";
     ASSERT_GE(device_count(), 1);
     set_device(0);
     synchronize(0);
