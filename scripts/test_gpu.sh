@@ -130,7 +130,7 @@ build() {
 
 gpu_tests() {
   local fail=0
-  step 30 gpu nvidia-smi || true
+  command -v nvidia-smi >/dev/null && { step 30 gpu nvidia-smi || true; }
   export PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH}
   export PYTHONUNBUFFERED=1 STRATA_OPDB_CUDA_REPORT=$OUT/opdb_cuda.txt
   # C++: the runtime and allocator against the real driver, then the fake-driver tests (their own process:
