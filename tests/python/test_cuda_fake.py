@@ -385,6 +385,7 @@ REAL_CHECKS = """
 """
 
 
+@pytest.mark.cuda
 def test_real_gpu_runtime():
     e = {k: v for k, v in os.environ.items() if k != "STRATA_CUDA_DRIVER"}
     e["PYTHONPATH"] = PKG_PARENT
