@@ -175,6 +175,11 @@ class _Classes(types.ModuleType):
         return _ClassNamespace(name)
 
 
+class _MissingClassError(RuntimeError, AttributeError):
+    """torch's RuntimeError for a class that is not registered; also an AttributeError, so that code probing
+    modules with getattr (pickle's whichmodule walks sys.modules, strata.classes included) moves on."""
+
+
 class _ClassNamespace:
     def __init__(self, name):
         self.name = name
@@ -182,7 +187,7 @@ class _ClassNamespace:
     def __getattr__(self, attr):
         if attr.startswith("__"):
             raise AttributeError(attr)
-        raise RuntimeError(f"Tried to instantiate class '{self.name}.{attr}', but it does not exist! Ensure that it "
+        raise _MissingClassError(f"Tried to instantiate class '{self.name}.{attr}', but it does not exist! Ensure that it "
                            "is registered via strata.classes.load_library (Strata extensions register ops, not "
                            "classes)")
 
