@@ -11,6 +11,7 @@ The C++ backend renders one CUDA C source per (op, dtypes, dims, index width) an
 """
 import hashlib
 import os
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -34,8 +35,9 @@ def _emulated(source, name):
     src_dir = Path(codecache.include_dir())
     header = src_dir / "backends" / "cuda" / "nvrtc_host_emulation.h"
     h = hashlib.sha256()
-    for part in (source, path, header.read_text(), (src_dir / "ops" / "pointwise_functors.h").read_text(),
-                 (src_dir / "ops" / "nn_functors.h").read_text()):
+    # The headers a kernel includes: a change to a functor rebuilds the kernels that use it.
+    deps = sorted((src_dir / "ops").glob("*functors*.h")) + [src_dir / "core" / "dtype.h"]
+    for part in [source, path, header.read_text()] + [f.read_text() for f in deps]:
         h.update(part.encode())
         h.update(b"\0")
     so = _emu_dir() / f"{h.hexdigest()}.so"
@@ -51,9 +53,10 @@ def _emulated(source, name):
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             raise RuntimeError(f"CUDA host emulation of {name}: g++ failed:\n{r.stderr[-4000:]}")
+        # Copied next to its final name, then renamed: a concurrent reader sees the whole file or none.
         fd, part = tempfile.mkstemp(prefix=".e-", dir=so.parent)
         os.close(fd)
-        os.replace(tmp, part) if Path(part).parent == tmp.parent else __import__("shutil").move(str(tmp), part)
+        shutil.copyfile(tmp, part)
         os.replace(part, so)
     stats["emulated_compiles"] += 1
     return str(so)

@@ -125,7 +125,7 @@ std::string render(const char* op, const std::string& expr, ScalarType compute, 
   s += "// Strata eager CUDA kernel: ";
   s += op;
   s += " (src/backends/cuda/eager_kernels.cpp)\n#include <cstdint>\n#include \"ops/pointwise_functors.h\"\n"
-       "#include \"ops/nn_functors.h\"\n";
+       "#include \"ops/nn_functors.h\"\n#include \"ops/activation_backward_functors.h\"\n";
   s += str("namespace strata_eager {\nstruct Params {\n  char* data[", nop, "];\n  long long sizes[", dcap,
            "];\n  long long strides[", nop, "][", dcap, "];\n  long long n;\n  double a, b, c;\n  long long ia;\n};\n}\n");
   name = str("strata_eager_", op, "_");
@@ -177,6 +177,8 @@ void set_kernel_builder(KernelBuilder b) {
 }
 
 bool eager_dtype_supported(ScalarType t) { return ctype(t) != nullptr; }
+const char* eager_ctype(ScalarType t) { return ctype(t); }
+uint64_t eager_hash(const std::string& s) { return fnv1a(s); }
 int64_t eager_kernels_built() { return g_built.load(); }
 int64_t eager_launches() { return g_launches.load(); }
 
@@ -194,9 +196,6 @@ void launch_elementwise(const char* op, const std::string& expr, ScalarType comp
   // Negative strides (flip views) would need signed offsets: int math is signed, so they work with either width.
   std::string name;
   const std::string src = render(op, expr, compute, nd, idx32, operands, name);
-  DeviceGuard g(device);
-  CUfunction fn = get_kernel(src, name, device);
-
   // Packs the kernel's Params struct (its layout: data[nop], sizes[dcap], strides[nop][dcap], n, a, b, c, ia).
   const int nop = static_cast<int>(operands.size());
   const int dcap = nd > 0 ? nd : 1;
@@ -220,7 +219,6 @@ void launch_elementwise(const char* op, const std::string& expr, ScalarType comp
   put(k++, &c);
   long long iav = ia;
   put(k++, &iav);
-  void* args[] = {buf.data()};
   const bool fake = driver().is_fake;
   // The fake driver runs each GPU thread as a host thread: a small grid keeps the emulation quick (the kernel is a
   // grid-stride loop, so any grid covers n).
@@ -228,6 +226,14 @@ void launch_elementwise(const char* op, const std::string& expr, ScalarType comp
   const int64_t want = (n + block - 1) / block;
   const int64_t cap = fake ? 2 : (int64_t(1) << 26) / block;
   const unsigned grid = static_cast<unsigned>(std::max<int64_t>(1, std::min(want, cap)));
+  launch_generated(src, name, device, grid, block, buf);
+}
+
+void launch_generated(const std::string& source, const std::string& name, int device, unsigned grid, unsigned block,
+                      std::vector<unsigned char>& params) {
+  DeviceGuard g(device);
+  CUfunction fn = get_kernel(source, name, device);
+  void* args[] = {params.data()};
   launch_kernel(fn, name.c_str(), Dim3{grid, 1, 1}, Dim3{block, 1, 1}, 0, current_stream(device), args);
   ++g_launches;
 }
@@ -333,7 +339,12 @@ void run_it(const char* op, TensorIterator& it, const std::string& expr, const P
   X(nn_gelu_stub, "gelu", "(p.a != 0 ? strata::fn::GeluTanh{}(x0) : strata::fn::GeluErf{}(x0))") \
   X(nn_silu_stub, "silu", "strata::fn::Silu{}(x0)") \
   X(nn_leaky_relu_stub, "leaky_relu", "strata::fn::LeakyRelu{p.a}(x0)") \
-  X(nn_hardtanh_stub, "hardtanh", "strata::fn::Hardtanh{p.a, p.b}(x0)")
+  X(nn_hardtanh_stub, "hardtanh", "strata::fn::Hardtanh{p.a, p.b}(x0)") \
+  X(act_threshold_backward_stub, "threshold_backward", "strata::fn::ThresholdBackward{p.a}(x0, x1)") \
+  X(act_gelu_backward_stub, "gelu_backward", "(p.a != 0 ? strata::fn::GeluTanhBackward{}(x0, x1) : strata::fn::GeluErfBackward{}(x0, x1))") \
+  X(act_silu_backward_stub, "silu_backward", "strata::fn::SiluBackward{}(x0, x1)") \
+  X(act_sigmoid_backward_stub, "sigmoid_backward", "strata::fn::SigmoidBackward{}(x0, x1)") \
+  X(act_tanh_backward_stub, "tanh_backward", "strata::fn::TanhBackward{}(x0, x1)")
 
 }  // namespace
 }  // namespace strata::cuda
@@ -358,11 +369,13 @@ void share_pointwise_kernels() {
         "floor", "ceil", "trunc", "isnan", "isinf", "isfinite", "logical_not", "bitwise_not", "add", "sub", "mul",
         "div", "floor_divide", "remainder", "fmod", "pow", "maximum", "minimum", "atan2", "eq", "ne", "lt", "le",
         "gt", "ge", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "where",
-        "masked_fill", "clamp", "clamp_min", "clamp_max", "relu", "gelu", "silu", "leaky_relu", "hardtanh"}) {
+        "masked_fill", "clamp", "clamp_min", "clamp_max", "relu", "gelu", "silu", "leaky_relu", "hardtanh", "threshold_backward",
+        "gelu_backward", "silu_backward", "sigmoid_backward", "tanh_backward"}) {
     OperatorEntry* op = d.find(name);
     if (!op || op->has_registered(DispatchKey::CUDA) || !op->has_registered(DispatchKey::CPU)) continue;
     d.register_kernel(*op, DispatchKey::CUDA, op->kernel_for(DispatchKey::CPU));
   }
+  share_reduction_kernels();
 }
 
 namespace {

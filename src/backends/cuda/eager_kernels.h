@@ -30,6 +30,14 @@ void launch_elementwise(const char* op, const std::string& expr, ScalarType comp
                         const std::vector<EwOperand>& operands, int device, double a = 0, double b = 0, double c = 0,
                         int64_t ia = 0);
 
+// Builds (once) and launches the kernel `name` of `source`, whose one parameter is a struct passed as the bytes of
+// `params`, on the current stream of `device` with a 1-d grid.
+void launch_generated(const std::string& source, const std::string& name, int device, unsigned grid, unsigned block,
+                      std::vector<unsigned char>& params);
+// The C++ type name of a dtype in generated sources (nullptr when the eager kernels do not take it).
+const char* eager_ctype(ScalarType t);
+uint64_t eager_hash(const std::string& s);
+
 // Copies src into dst (both CUDA tensors on dst's device, src broadcastable to dst), converting dtypes, in one
 // kernel on the current stream. Returns false when a dtype is not supported by the eager kernels (complex,
 // float8), so the caller falls back to the host path.
@@ -46,5 +54,7 @@ int64_t eager_launches();
 
 // Copies the device-generic CPU implementations of the ops with CUDA stubs onto the CUDA dispatch key.
 void share_pointwise_kernels();
+// The same for the reductions and softmax of eager_reductions.cpp (called by share_pointwise_kernels).
+void share_reduction_kernels();
 
 }  // namespace strata::cuda
