@@ -389,7 +389,14 @@ std::vector<int64_t> byte_strides(const Tensor& t, IntArrayRef shape) {
 }
 }  // namespace
 
+bool has_kernel_builder() {
+  std::lock_guard<std::mutex> lk(g_mu);
+  return static_cast<bool>(g_builder);
+}
+
 bool copy_kernel(const Tensor& dst, const Tensor& src) {
+  // Without a builder (a C++ program without the Python binding) copies keep the host path.
+  if (!has_kernel_builder()) return false;
   if (!eager_dtype_supported(dst.dtype()) || !eager_dtype_supported(src.dtype())) return false;
   std::vector<int64_t> shape(dst.sizes().begin(), dst.sizes().end());
   // Innermost first, as TensorIterator lays out its geometry.
@@ -406,6 +413,7 @@ bool copy_kernel(const Tensor& dst, const Tensor& src) {
 }
 
 bool fill_kernel(const Tensor& dst, const Scalar& value) {
+  if (!has_kernel_builder()) return false;
   if (!eager_dtype_supported(dst.dtype()) || value.is_complex()) return false;
   std::vector<int64_t> shape(dst.sizes().begin(), dst.sizes().end());
   std::vector<int64_t> ds = byte_strides(dst, dst.sizes());

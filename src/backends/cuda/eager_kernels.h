@@ -15,6 +15,7 @@ namespace strata::cuda {
 // Python binding (python/strata/cuda/_eager.py does the work, with its disk cache).
 using KernelBuilder = std::function<std::string(const std::string& source, const std::string& name, bool fake)>;
 void set_kernel_builder(KernelBuilder b);
+bool has_kernel_builder();
 
 // One operand of an elementwise kernel: its data, dtype and byte strides (one per dim of the launch shape).
 struct EwOperand {
