@@ -88,7 +88,15 @@ for dt in base:
 for op in ["exp", "log", "sqrt", "sin", "cos", "tanh", "sigmoid", "erf", "rsqrt", "expm1", "log1p", "atan"]:
     for dt in (S.float32, S.float64, S.int64):
         run(f"{op}[{dt}]", lambda d: getattr(S, op)(base[dt].to(d).abs()), 1e-5)
-run("floor", lambda d: S.floor(base[S.float32].to(d)))
+for op in ["exp2", "log10", "log2", "tan", "asin", "acos", "sinh", "cosh", "erfc", "reciprocal", "square"]:
+    run(f"{op}[float64]", lambda d: getattr(S, op)(base[S.float64].to(d).abs() / 5), 1e-12)
+for op in ["floor", "ceil", "trunc", "isfinite", "logical_not"]:
+    run(f"{op}[float32]", lambda d: getattr(S, op)(base[S.float32].to(d)))
+for op in ["fmod", "atan2"]:
+    run(f"{op}[float32]", lambda d: getattr(S, op)(base[S.float32].to(d), other[S.float32].to(d)), 1e-6)
+for op in ["logical_or", "bitwise_or", "bitwise_xor"]:
+    run(f"{op}[int64]", lambda d: getattr(S, op)(base[S.int64].to(d), other[S.int64].to(d)))
+run("clamp_max", lambda d: S.clamp(base[S.int32].to(d), max=2))
 run("pow", lambda d: S.pow(base[S.float64].to(d).abs(), other[S.float64].to(d)), 1e-12)
 run("isnan", lambda d: S.isnan(S.tensor([1.0, float("nan"), float("inf")], device=d)))
 run("isinf", lambda d: S.isinf(S.tensor([1.0, float("nan"), float("-inf")], device=d)))
@@ -196,6 +204,15 @@ run("sum 0-d", lambda d: S.tensor(3.5, device=d).sum())
 run("amax with nan", lambda d: S.tensor([1.0, float("nan"), 2.0], device=d).amax())
 run("sum int32 dtype", lambda d: S.arange(10, dtype=S.int32).to(d).sum())
 run("softmax with -inf", lambda d: S.tensor([[0.0, float("-inf"), 1.0]], device=d).softmax(-1), 1e-7)
+# max/min with indices, argmax/argmin: first index on ties, NaN wins
+xn = x.clone(); xn[1, 5, 2] = float("nan"); xn[0, :, 0] = 1
+for dt in (S.float32, S.float64, S.int32, S.int64, S.int16):
+    xd = xn.to(dt) if dt.is_floating_point else (xn.nan_to_num(0) * 5).to(dt)
+    run(f"max dim 1 values {dt}", lambda d: xd.to(d).max(1)[0])
+    run(f"max dim 1 indices {dt}", lambda d: xd.to(d).max(1)[1])
+    run(f"min dim 0 keepdim indices {dt}", lambda d: xd.to(d).min(0, keepdim=True)[1])
+    run(f"argmax all {dt}", lambda d: xd.to(d).argmax())
+    run(f"argmin dim 2 {dt}", lambda d: xd.to(d).argmin(2))
 # 16-bit floats: computed in float32 (opmath) and rounded, as on the CPU
 for dt in (S.float16, S.bfloat16):
     h = x.to(dt)

@@ -211,6 +211,68 @@ void softmax_cuda(const Tensor& in, const Tensor& out, int64_t outer, int64_t n,
   launch_generated(s, name, out.device().index, grid, block, buf);
 }
 
+// max/min over a dim with indices, argmax/argmin: one block per row of the contiguous [outer, n, inner] view.
+// The first index of the best value wins; NaN is better than every number (as on the CPU).
+void arg_reduce_cuda(const Tensor& in, const Tensor& values, const Tensor& indices, int64_t outer, int64_t n,
+                     int64_t inner, bool is_max) {
+  const char* op = is_max ? "argmax" : "argmin";
+  STRATA_CHECK(eager_ctype(in.dtype()), op, ": the CUDA kernels do not support ", dtype_name(in.dtype()), " yet");
+  const int64_t rows = outer * inner;
+  if (rows == 0 || n == 0) return;
+  const bool idx32 = outer * n * inner < (int64_t(1) << 30);
+  const char* acc = small_int_acc(in.dtype());
+  std::string s = str("// Strata eager CUDA ", op, " (src/backends/cuda/eager_reductions.cpp)\n#include <cstdint>\n"
+                      "#include \"ops/pointwise_functors.h\"\n",
+                      "namespace strata_eager_a {\nstruct Params {\n  const char* in;\n  char* values;\n  char* indices;\n"
+                      "  long long rows, n, inner;\n};\n}\n");
+  std::string body = str(
+      "  using I = ", idx32 ? "int" : "long long", ";\n  using T = ", eager_ctype(in.dtype()), ";\n  using A = ",
+      acc ? acc : str("strata::opmath_t<T>"), ";\n",
+      "  // (a, ia) better than (b, ib)? ib < 0 is 'nothing yet'.\n",
+      "  struct Better { __device__ bool operator()(A a, long long ia, A b, long long ib) const {\n",
+      "    if (ia < 0) return false;\n    if (ib < 0) return true;\n",
+      "    const bool na = a != a, nb = b != b;\n    if (na || nb) return na && (!nb || ia < ib);\n",
+      "    if (", is_max ? "a > b" : "a < b", ") return true;\n    return a == b && ia < ib;\n  } };\n",
+      "  __shared__ A sv[32];\n  __shared__ long long si[32];\n",
+      "  const T* in = reinterpret_cast<const T*>(p.in);\n  T* values = reinterpret_cast<T*>(p.values);\n",
+      "  long long* indices = reinterpret_cast<long long*>(p.indices);\n",
+      "  const I n = static_cast<I>(p.n), inner = static_cast<I>(p.inner);\n",
+      "  for (I row = static_cast<I>(blockIdx.x); row < static_cast<I>(p.rows); row += static_cast<I>(gridDim.x)) {\n",
+      "    const I base = (row / inner) * n * inner + row % inner;\n",
+      "    A v = A(0);\n    long long bi = -1;\n",
+      "    for (I j = static_cast<I>(threadIdx.x); j < n; j += static_cast<I>(blockDim.x)) {\n",
+      "      const A x = static_cast<A>(static_cast<strata::opmath_t<T>>(in[base + j * inner]));\n",
+      "      if (Better{}(x, j, v, bi)) { v = x; bi = j; }\n    }\n",
+      "    for (int m = 16; m > 0; m >>= 1) {\n",
+      "      const A ov = __shfl_xor_sync(0xffffffffu, v, m);\n",
+      "      const long long oi = __shfl_xor_sync(0xffffffffu, bi, m);\n",
+      "      if (Better{}(ov, oi, v, bi)) { v = ov; bi = oi; }\n    }\n",
+      "    if (threadIdx.x % 32 == 0) { sv[threadIdx.x / 32] = v; si[threadIdx.x / 32] = bi; }\n",
+      "    __syncthreads();\n",
+      "    if (threadIdx.x == 0) {\n",
+      "      for (unsigned w = 1; w < (blockDim.x + 31) / 32; ++w) if (Better{}(sv[w], si[w], v, bi)) { v = sv[w]; bi = si[w]; }\n",
+      "      indices[row] = bi;\n      if (values) values[row] = in[base + static_cast<I>(bi) * inner];\n    }\n",
+      "    __syncthreads();\n  }\n");
+  const std::string name = str("strata_eager_", op, "_", std::hex, eager_hash(s + body));
+  s += str("extern \"C\" __global__ void __launch_bounds__(256) ", name, "(strata_eager_a::Params p) {\n", body, "}\n");
+  s += emu_entry(name, "strata_eager_a::Params");
+  std::vector<unsigned char> buf;
+  const char* pin = static_cast<const char*>(in.data_ptr());
+  char* pv = values.defined() ? static_cast<char*>(values.data_ptr()) : nullptr;
+  char* pi = static_cast<char*>(indices.data_ptr());
+  put8(buf, &pin);
+  put8(buf, &pv);
+  put8(buf, &pi);
+  put_i(buf, rows);
+  put_i(buf, n);
+  put_i(buf, inner);
+  const bool fake = driver().is_fake;
+  const unsigned block = fake ? 32 : 256;
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(rows, fake ? 2 : 65536));
+  launch_generated(s, name, indices.device().index, grid, block, buf);
+}
+
+const StubRegistrar<ArgReduceFn> r_arg(arg_reduce_stub, DeviceType::CUDA, arg_reduce_cuda);
 const StubRegistrar<ReduceFn> r_sum(reduce_sum_stub, DeviceType::CUDA, sum_cuda);
 const StubRegistrar<ReduceFn> r_mean(reduce_mean_stub, DeviceType::CUDA, mean_cuda);
 const StubRegistrar<ReduceFn> r_max(reduce_max_stub, DeviceType::CUDA, max_cuda);
@@ -223,7 +285,8 @@ const StubRegistrar<SoftmaxFn> r_softmax(softmax_stub, DeviceType::CUDA, softmax
 
 void share_reduction_kernels() {
   Dispatcher& d = Dispatcher::get();
-  for (const char* name : {"sum", "mean", "amax", "amin", "max", "min", "all", "any", "softmax", "log_softmax"}) {
+  for (const char* name : {"sum", "mean", "amax", "amin", "max", "min", "max.dim", "min.dim", "argmax", "argmin", "all", "any",
+                           "softmax", "log_softmax"}) {
     OperatorEntry* op = d.find(name);
     if (!op || op->has_registered(DispatchKey::CUDA) || !op->has_registered(DispatchKey::CPU)) continue;
     d.register_kernel(*op, DispatchKey::CUDA, op->kernel_for(DispatchKey::CPU));
