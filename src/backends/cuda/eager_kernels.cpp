@@ -25,6 +25,7 @@
 
 #include <atomic>
 #include <map>
+#include <unordered_map>
 #include <memory>
 #include <mutex>
 
@@ -75,15 +76,16 @@ struct Built {
   std::map<int, std::unique_ptr<KernelModule>> modules;
   std::map<int, CUfunction> fns;
 };
-std::map<std::string, std::unique_ptr<Built>>& cache() {
-  static auto* m = new std::map<std::string, std::unique_ptr<Built>>();
+// Keyed by the kernel's name, which ends with a 64-bit hash of its source.
+std::unordered_map<std::string, std::unique_ptr<Built>>& cache() {
+  static auto* m = new std::unordered_map<std::string, std::unique_ptr<Built>>();
   return *m;
 }
 
 CUfunction get_kernel(const std::string& source, const std::string& name, int device) {
   std::unique_lock<std::mutex> lk(g_mu);
   auto& c = cache();
-  auto it = c.find(source);
+  auto it = c.find(name);
   if (it == c.end()) {
     STRATA_CHECK(g_builder, "CUDA eager kernel ", name, ": no kernel builder is installed (strata._C installs one; "
                  "C++ programs without Python cannot build eager CUDA kernels yet)");
@@ -105,7 +107,7 @@ CUfunction get_kernel(const std::string& source, const std::string& name, int de
     }
     ++g_built;
     lk.lock();
-    it = c.emplace(source, std::move(built)).first;  // a racing builder's result is dropped
+    it = c.emplace(name, std::move(built)).first;  // a racing builder's result is dropped
   }
   Built& b = *it->second;
   auto f = b.fns.find(device);
@@ -116,6 +118,10 @@ CUfunction get_kernel(const std::string& source, const std::string& name, int de
   b.fns.emplace(device, fn);
   return fn;
 }
+
+struct Rendered {
+  std::string source, name;
+};
 
 std::string render(const char* op, const std::string& expr, ScalarType compute, int nd, bool idx32,
                    const std::vector<EwOperand>& ops, std::string& name) {
@@ -194,8 +200,23 @@ void launch_elementwise(const char* op, const std::string& expr, ScalarType comp
   bool idx32 = n < (int64_t(1) << 30);
   for (const auto& o : operands) idx32 = idx32 && span_bytes(shape, o, o.dtype) < (int64_t(1) << 30);
   // Negative strides (flip views) would need signed offsets: int math is signed, so they work with either width.
-  std::string name;
-  const std::string src = render(op, expr, compute, nd, idx32, operands, name);
+  // Rendering costs more than the launch: sources are kept per (op, expr, dtypes, dims, index width).
+  std::string key = str(op, '\0', expr, '\0', static_cast<int>(compute), ':', nd, ':', idx32);
+  for (const auto& o : operands) key += static_cast<char>('A' + static_cast<int>(o.dtype));
+  const Rendered* r;
+  {
+    static auto* rendered = new std::unordered_map<std::string, Rendered>();
+    std::lock_guard<std::mutex> lk(g_mu);
+    auto it = rendered->find(key);
+    if (it == rendered->end()) {
+      Rendered x;
+      x.source = render(op, expr, compute, nd, idx32, operands, x.name);
+      it = rendered->emplace(std::move(key), std::move(x)).first;
+    }
+    r = &it->second;  // entries are never erased; unordered_map keeps element addresses on rehash
+  }
+  const std::string& src = r->source;
+  const std::string& name = r->name;
   // Packs the kernel's Params struct (its layout: data[nop], sizes[dcap], strides[nop][dcap], n, a, b, c, ia).
   const int nop = static_cast<int>(operands.size());
   const int dcap = nd > 0 ? nd : 1;
