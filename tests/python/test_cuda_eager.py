@@ -123,6 +123,13 @@ run("0-d", lambda d: S.tensor(2.0).to(d) * S.tensor(3.0).to(d))
 run("0-d int", lambda d: S.tensor(7).to(d) // 2)
 run("empty", lambda d: S.zeros(0, 3).to(d) + S.ones(3).to(d))
 run("3-d broadcast", lambda d: S.arange(3.).reshape(3, 1, 1).to(d) + S.arange(8.).reshape(2, 4).to(d))
+# the vector path: lengths around the vector width, misaligned views (scalar fallback), scalar operands, mixed widths
+for n in (1, 3, 4, 17, 64, 1001):
+    for dt in (S.float32, S.float64, S.int8, S.float16):
+        u = (S.randn(n) * 5).to(dt)
+        run(f"vec add n={n} {dt}", lambda d: u.to(d) + u.to(d) * 2)
+        run(f"vec misaligned n={n} {dt}", lambda d: u.to(d)[1:] - u.to(d)[:-1])
+        run(f"vec mixed widths n={n} {dt}", lambda d: u.to(d).double() * u.to(d).float())
 run("6-d", lambda d: S.arange(64.).reshape(2, 2, 2, 2, 2, 2).to(d).permute(5, 3, 1, 0, 2, 4) * 3)
 # copies and fills on the device
 run("to int32", lambda d: base[S.float32].to(d).to(S.int32))
@@ -288,7 +295,8 @@ if not ok:
 a = S.randn(256, 64).cuda()
 b = S.randn(64).cuda()
 (a + b).relu().cpu(); a.double().exp().cpu(); a.half().exp().cpu(); a.sum(1).cpu(); a.softmax(-1).cpu(); (a.t() * 2).cpu()
-want = {"add": 0, "relu": 0, "exp": 0, "sum": 0, "softmax": 0, "mul": 0}
+want = {"add": 0, "relu": 0, "exp": 0, "sum": 0, "softmax": 0, "mul": 0, "copy": 0}
+vec = {}
 for name, src in _eager.sources.items():
     op = name.split("_")[2]
     if op not in want: continue
@@ -306,7 +314,13 @@ for name, src in _eager.sources.items():
         fails.append(f"{name}: block reduction without SHFL.BFLY/BAR: {sorted(ops)}")
     if op == "exp" and "strata::Half" in src and "MUFU.EX2" not in ops:
         fails.append(f"{name}: float16 exp (computed in float32) without MUFU.EX2: {sorted(ops)}")
+    if "StrataVec" in src and not ("LDG.E.128" in " ".join(ops) and "STG.E.128" in " ".join(ops)):
+        fails.append(f"{name}: a contiguous kernel without 16-byte loads and stores: {sorted(ops)}")
     want[op] += 1
+    vec[op] = vec.get(op, 0) + ("StrataVec" in src)
+for op in ("relu", "exp", "copy"):
+    if not vec.get(op):
+        fails.append(f"no vectorized {op} kernel")
 missing = [o for o, n in want.items() if n == 0]
 if missing:
     fails.append(f"no kernel seen for {missing}: {list(_eager.sources)}")

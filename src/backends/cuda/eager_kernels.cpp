@@ -123,8 +123,11 @@ struct Rendered {
   std::string source, name;
 };
 
+// vec > 0: every operand is contiguous ('c' in kinds) or a single broadcast value ('s') over one dim; the kernel
+// then moves `vec` elements per access (16 bytes for the widest contiguous operand) when every contiguous pointer is
+// aligned to its vector, and finishes (or, misaligned, does everything) with the scalar loop.
 std::string render(const char* op, const std::string& expr, ScalarType compute, int nd, bool idx32,
-                   const std::vector<EwOperand>& ops, std::string& name) {
+                   const std::vector<EwOperand>& ops, std::string& name, int vec, const std::string& kinds) {
   const int nop = static_cast<int>(ops.size());
   const int dcap = nd > 0 ? nd : 1;
   std::string s;
@@ -132,14 +135,39 @@ std::string render(const char* op, const std::string& expr, ScalarType compute, 
   s += op;
   s += " (src/backends/cuda/eager_kernels.cpp)\n#include <cstdint>\n#include \"ops/pointwise_functors.h\"\n"
        "#include \"ops/nn_functors.h\"\n#include \"ops/activation_backward_functors.h\"\n";
+  if (vec > 0) s += "template <typename T, int V>\nstruct alignas(sizeof(T) * V) StrataVec {\n  T a[V];\n};\n";
   s += str("namespace strata_eager {\nstruct Params {\n  char* data[", nop, "];\n  long long sizes[", dcap,
            "];\n  long long strides[", nop, "][", dcap, "];\n  long long n;\n  double a, b, c;\n  long long ia;\n};\n}\n");
   name = str("strata_eager_", op, "_");
   std::string body;
   body += str("  using I = ", idx32 ? "int" : "long long", ";\n  using C = strata::opmath_t<", ctype(compute), ">;\n");
-  body += "  const I n = static_cast<I>(p.n);\n";
-  body += "  for (I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); i < n;\n"
-          "       i += static_cast<I>(blockDim.x) * static_cast<I>(gridDim.x)) {\n";
+  body += "  const I n = static_cast<I>(p.n);\n  I start = 0;\n";
+  body += "  const I tid = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x);\n"
+          "  const I step = static_cast<I>(blockDim.x) * static_cast<I>(gridDim.x);\n";
+  if (vec > 0) {
+    body += str("  constexpr int V = ", vec, ";\n  bool aligned = true;\n");
+    for (int o = 0; o < nop; ++o) {
+      if (kinds[o] == 'c')
+        body += str("  aligned = aligned && reinterpret_cast<unsigned long long>(p.data[", o, "]) % (sizeof(",
+                    ctype(ops[o].dtype), ") * V) == 0;\n");
+      else
+        body += str("  const C s", o, " = static_cast<C>(*reinterpret_cast<const ", ctype(ops[o].dtype), "*>(p.data[", o,
+                    "]));\n");
+    }
+    body += "  if (aligned) {\n    const I nv = n / V;\n    for (I v = tid; v < nv; v += step) {\n";
+    for (int o = 1; o < nop; ++o)
+      if (kinds[o] == 'c')
+        body += str("      const StrataVec<", ctype(ops[o].dtype), ", V> v", o, " = reinterpret_cast<const StrataVec<",
+                    ctype(ops[o].dtype), ", V>*>(p.data[", o, "])[v];\n");
+    body += str("      StrataVec<", ctype(ops[0].dtype), ", V> r;\n#pragma unroll\n      for (int l = 0; l < V; ++l) {\n");
+    for (int o = 1; o < nop; ++o)
+      body += kinds[o] == 'c' ? str("        const C x", o - 1, " = static_cast<C>(v", o, ".a[l]);\n")
+                              : str("        const C x", o - 1, " = s", o, ";\n");
+    body += str("        r.a[l] = static_cast<", ctype(ops[0].dtype), ">(", expr, ");\n      }\n");
+    body += str("      reinterpret_cast<StrataVec<", ctype(ops[0].dtype), ", V>*>(p.data[0])[v] = r;\n    }\n");
+    body += "    start = nv * V;\n  }\n";
+  }
+  body += "  for (I i = start + tid; i < n; i += step) {\n";
   for (int o = 0; o < nop; ++o) body += str("    I o", o, " = 0;\n");
   if (nd == 1) {
     for (int o = 0; o < nop; ++o) body += str("    o", o, " = i * static_cast<I>(p.strides[", o, "][0]);\n");
@@ -201,7 +229,19 @@ void launch_elementwise(const char* op, const std::string& expr, ScalarType comp
   for (const auto& o : operands) idx32 = idx32 && span_bytes(shape, o, o.dtype) < (int64_t(1) << 30);
   // Negative strides (flip views) would need signed offsets: int math is signed, so they work with either width.
   // Rendering costs more than the launch: sources are kept per (op, expr, dtypes, dims, index width).
-  std::string key = str(op, '\0', expr, '\0', static_cast<int>(compute), ':', nd, ':', idx32);
+  // Contiguity class: one dim with every operand contiguous or a broadcast value -> the vector path.
+  std::string kinds;
+  size_t widest = 0;
+  bool vec_ok = nd == 1 && n >= 2;
+  for (size_t o = 0; o < operands.size(); ++o) {
+    const int64_t es = static_cast<int64_t>(element_size(operands[o].dtype));
+    const char k = nd == 1 && operands[o].strides[0] == es ? 'c' : nd == 1 && o > 0 && operands[o].strides[0] == 0 ? 's' : 'g';
+    kinds += k;
+    vec_ok = vec_ok && k != 'g';
+    if (k == 'c') widest = std::max(widest, static_cast<size_t>(es));
+  }
+  const int vec = vec_ok && widest > 0 ? static_cast<int>(16 / widest) : 0;
+  std::string key = str(op, '\0', expr, '\0', static_cast<int>(compute), ':', nd, ':', idx32, ':', vec, kinds);
   for (const auto& o : operands) key += static_cast<char>('A' + static_cast<int>(o.dtype));
   const Rendered* r;
   {
@@ -210,7 +250,7 @@ void launch_elementwise(const char* op, const std::string& expr, ScalarType comp
     auto it = rendered->find(key);
     if (it == rendered->end()) {
       Rendered x;
-      x.source = render(op, expr, compute, nd, idx32, operands, x.name);
+      x.source = render(op, expr, compute, nd, idx32, operands, x.name, vec, kinds);
       it = rendered->emplace(std::move(key), std::move(x)).first;
     }
     r = &it->second;  // entries are never erased; unordered_map keeps element addresses on rehash
@@ -244,7 +284,7 @@ void launch_elementwise(const char* op, const std::string& expr, ScalarType comp
   // The fake driver runs each GPU thread as a host thread: a small grid keeps the emulation quick (the kernel is a
   // grid-stride loop, so any grid covers n).
   const unsigned block = fake ? 32 : 256;
-  const int64_t want = (n + block - 1) / block;
+  const int64_t want = ((vec > 0 ? n / vec + vec : n) + block - 1) / block;
   const int64_t cap = fake ? 2 : (int64_t(1) << 26) / block;
   const unsigned grid = static_cast<unsigned>(std::max<int64_t>(1, std::min(want, cap)));
   launch_generated(src, name, device, grid, block, buf);
@@ -422,6 +462,13 @@ bool copy_kernel(const Tensor& dst, const Tensor& src) {
   std::vector<int64_t> shape(dst.sizes().begin(), dst.sizes().end());
   // Innermost first, as TensorIterator lays out its geometry.
   std::vector<int64_t> ds = byte_strides(dst, dst.sizes()), ss = byte_strides(src, dst.sizes());
+  if (dst.is_contiguous() && src.is_contiguous() &&
+      std::equal(dst.sizes().begin(), dst.sizes().end(), src.sizes().begin(), src.sizes().end())) {
+    // One flat dim: the kernel's vector path (.to(dtype), .float(), ...).
+    shape = {dst.numel()};
+    ds = {static_cast<int64_t>(dst.element_size())};
+    ss = {static_cast<int64_t>(src.element_size())};
+  }
   std::reverse(shape.begin(), shape.end());
   std::reverse(ds.begin(), ds.end());
   std::reverse(ss.begin(), ss.end());
