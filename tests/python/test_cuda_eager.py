@@ -103,6 +103,13 @@ run("isinf", lambda d: S.isinf(S.tensor([1.0, float("nan"), float("-inf")], devi
 for op in ["gelu", "silu", "relu"]:
     run(op, lambda d: getattr(S.nn.functional, op)(base[S.float32].to(d)), 1e-5)
 run("gelu tanh", lambda d: S.nn.functional.gelu(base[S.float64].to(d), approximate="tanh"), 1e-12)
+for op, kw in [("mish", {}), ("softplus", {"beta": 2.0, "threshold": 3.0}), ("elu", {"alpha": 0.7}), ("hardsigmoid", {}),
+               ("hardswish", {}), ("logsigmoid", {})]:
+    run(op, lambda d: getattr(S.nn.functional, op)(base[S.float64].to(d), **kw), 1e-12)
+run("round", lambda d: S.round(base[S.float32].to(d)))
+run("round decimals", lambda d: S.round(base[S.float64].to(d), decimals=2), 1e-12)
+run("nan_to_num", lambda d: S.tensor([1.0, float("nan"), float("inf"), -float("inf")], device=d).nan_to_num(posinf=9.0))
+run("lerp", lambda d: S.lerp(base[S.float32].to(d), other[S.float32].to(d), 0.3), 1e-6)
 run("leaky_relu", lambda d: S.nn.functional.leaky_relu(base[S.float32].to(d), 0.1), 1e-6)
 run("hardtanh", lambda d: S.nn.functional.hardtanh(base[S.float32].to(d), -1.5, 2.0))
 run("nan propagation", lambda d: S.maximum(S.tensor([float("nan"), 1.0], device=d), S.tensor([0.0, float("nan")], device=d)))
@@ -206,6 +213,17 @@ for dt in (S.float32, S.float64):
     run(f"softmax dim 1 {dt}", lambda d: xd.to(d).softmax(1), 1e-6)
     run(f"log_softmax {dt}", lambda d: xd.to(d).log_softmax(-1), 1e-6)
     run(f"log_softmax dim 1 {dt}", lambda d: S.log_softmax(xd.to(d), 1), 1e-6)
+for dt in (S.float64, S.int32):
+    run(f"prod {dt}", lambda d: (x[:, :6] + 2).to(dt).to(d).prod(1), 1e-12)
+run("var", lambda d: x.to(d).var(1), 1e-5)
+run("std all", lambda d: x.to(d).std(), 1e-5)
+run("logsumexp", lambda d: x.to(d).logsumexp(1), 1e-5)
+try:
+    S.ones(3, dtype=S.int64, device="cuda").mean()
+    fails.append("mean of int64 did not raise")
+except RuntimeError as ex:
+    if "mean()" not in str(ex) or "int64" not in str(ex).lower():
+        fails.append(f"mean int64 message: {ex}")
 run("sum empty dim", lambda d: S.zeros(0, 3, device=d).sum(0))
 run("sum 0-d", lambda d: S.tensor(3.5, device=d).sum())
 run("amax with nan", lambda d: S.tensor([1.0, float("nan"), 2.0], device=d).amax())

@@ -401,6 +401,15 @@ void run_it(const char* op, TensorIterator& it, const std::string& expr, const P
   X(nn_silu_stub, "silu", "strata::fn::Silu{}(x0)") \
   X(nn_leaky_relu_stub, "leaky_relu", "strata::fn::LeakyRelu{p.a}(x0)") \
   X(nn_hardtanh_stub, "hardtanh", "strata::fn::Hardtanh{p.a, p.b}(x0)") \
+  X(nn_mish_stub, "mish", "strata::fn::Mish{}(x0)") \
+  X(nn_softplus_stub, "softplus", "strata::fn::Softplus{p.a, p.b}(x0)") \
+  X(nn_elu_stub, "elu", "strata::fn::Elu{p.a, p.b, p.c}(x0)") \
+  X(nn_hardsigmoid_stub, "hardsigmoid", "strata::fn::Hardsigmoid{}(x0)") \
+  X(nn_hardswish_stub, "hardswish", "strata::fn::Hardswish{}(x0)") \
+  X(nn_log_sigmoid_stub, "log_sigmoid", "strata::fn::LogSigmoid{}(x0)") \
+  X(round_stub, "round", "(p.a == 0 ? strata::fn::Round{}(x0) : strata::fn::RoundDecimals{std::pow(10.0, p.a)}(x0))") \
+  X(nan_to_num_stub, "nan_to_num", "strata::fn::NanToNum{p.a, p.b, p.c}(x0)") \
+  X(lerp_stub, "lerp", "strata::fn::Lerp{}(x0, x1, x2)") \
   X(act_threshold_backward_stub, "threshold_backward", "strata::fn::ThresholdBackward{p.a}(x0, x1)") \
   X(act_gelu_backward_stub, "gelu_backward", "(p.a != 0 ? strata::fn::GeluTanhBackward{}(x0, x1) : strata::fn::GeluErfBackward{}(x0, x1))") \
   X(act_silu_backward_stub, "silu_backward", "strata::fn::SiluBackward{}(x0, x1)") \
@@ -430,7 +439,8 @@ void share_pointwise_kernels() {
         "floor", "ceil", "trunc", "isnan", "isinf", "isfinite", "logical_not", "bitwise_not", "add", "sub", "mul",
         "div", "floor_divide", "remainder", "fmod", "pow", "maximum", "minimum", "atan2", "eq", "ne", "lt", "le",
         "gt", "ge", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "where",
-        "masked_fill", "clamp", "clamp_min", "clamp_max", "relu", "gelu", "silu", "leaky_relu", "hardtanh", "threshold_backward",
+        "masked_fill", "clamp", "clamp_min", "clamp_max", "relu", "gelu", "silu", "leaky_relu", "hardtanh", "mish", "softplus", "elu", "hardsigmoid", "hardswish",
+        "log_sigmoid", "round", "nan_to_num", "lerp", "threshold_backward",
         "gelu_backward", "silu_backward", "sigmoid_backward", "tanh_backward"}) {
     OperatorEntry* op = d.find(name);
     if (!op || op->has_registered(DispatchKey::CUDA) || !op->has_registered(DispatchKey::CPU)) continue;

@@ -43,7 +43,7 @@ const char* small_int_acc(ScalarType t) {
 
 std::string acc_type(const char* op, ScalarType in) {
   const std::string o = op;
-  if (o == "sum" || o == "mean") {
+  if (o == "sum" || o == "mean" || o == "prod") {
     if (is_floating_type(in)) return str("strata::opmath_t<", eager_ctype(in), ">");
     return "int64_t";
   }
@@ -141,6 +141,7 @@ void run_reduce(const RedOp& op, const Tensor& in, const Tensor& out, const Redu
 }
 
 const RedOp kSum{"sum", "A(0)", "static_cast<A>(static_cast<strata::opmath_t<T>>(v))", "a + b", "r"};
+const RedOp kProd{"prod", "A(1)", "static_cast<A>(static_cast<strata::opmath_t<T>>(v))", "a * b", "r"};
 const RedOp kMean{"mean", "A(0)", "static_cast<A>(static_cast<strata::opmath_t<T>>(v))", "a + b",
                   "r / static_cast<A>(p.nred)"};
 const RedOp kMax{"amax", "std::numeric_limits<A>::has_infinity ? -std::numeric_limits<A>::infinity() : "
@@ -155,6 +156,7 @@ const RedOp kAny{"any", "0", "(static_cast<strata::opmath_t<T>>(v) != 0 ? 1 : 0)
                  "r != 0"};
 
 void sum_cuda(const Tensor& in, const Tensor& out, const ReduceGeom& g, const ReduceArgs&) { run_reduce(kSum, in, out, g); }
+void prod_cuda(const Tensor& in, const Tensor& out, const ReduceGeom& g, const ReduceArgs&) { run_reduce(kProd, in, out, g); }
 void mean_cuda(const Tensor& in, const Tensor& out, const ReduceGeom& g, const ReduceArgs&) { run_reduce(kMean, in, out, g); }
 void max_cuda(const Tensor& in, const Tensor& out, const ReduceGeom& g, const ReduceArgs&) { run_reduce(kMax, in, out, g); }
 void min_cuda(const Tensor& in, const Tensor& out, const ReduceGeom& g, const ReduceArgs&) { run_reduce(kMin, in, out, g); }
@@ -274,6 +276,7 @@ void arg_reduce_cuda(const Tensor& in, const Tensor& values, const Tensor& indic
 
 const StubRegistrar<ArgReduceFn> r_arg(arg_reduce_stub, DeviceType::CUDA, arg_reduce_cuda);
 const StubRegistrar<ReduceFn> r_sum(reduce_sum_stub, DeviceType::CUDA, sum_cuda);
+const StubRegistrar<ReduceFn> r_prod(reduce_prod_stub, DeviceType::CUDA, prod_cuda);
 const StubRegistrar<ReduceFn> r_mean(reduce_mean_stub, DeviceType::CUDA, mean_cuda);
 const StubRegistrar<ReduceFn> r_max(reduce_max_stub, DeviceType::CUDA, max_cuda);
 const StubRegistrar<ReduceFn> r_min(reduce_min_stub, DeviceType::CUDA, min_cuda);
@@ -285,7 +288,7 @@ const StubRegistrar<SoftmaxFn> r_softmax(softmax_stub, DeviceType::CUDA, softmax
 
 void share_reduction_kernels() {
   Dispatcher& d = Dispatcher::get();
-  for (const char* name : {"sum", "mean", "amax", "amin", "max", "min", "max.dim", "min.dim", "argmax", "argmin", "all", "any",
+  for (const char* name : {"sum", "prod", "mean", "amax", "amin", "max", "min", "max.dim", "min.dim", "argmax", "argmin", "all", "any",
                            "softmax", "log_softmax"}) {
     OperatorEntry* op = d.find(name);
     if (!op || op->has_registered(DispatchKey::CUDA) || !op->has_registered(DispatchKey::CPU)) continue;
