@@ -1,12 +1,13 @@
 """strata.distributed against the MPI library underneath it and against torch's DDP (gloo), on 2 ranks.
 
     PYTHONPATH=python python bench/distributed.py [--quick] [--mpirun] [--no-torch] [--nproc 2] [--sustained]
+        [--small] [--pin]
 
 (a) all_reduce (sum, float32) of 1 KiB .. 256 MiB: strata.distributed.all_reduce called from Python, against
     MPI_Allreduce called back to back on the same communicator by the communication thread itself (the library's
     own speed, none of ours). Bandwidth = bytes / time per call; ratio = ours / MPI's (1.0: no overhead). Ours runs
-    on the calling thread up to 4 KiB (the synchronous fast path, docs/DISTRIBUTED.md), on the communication thread
-    above. The reference is itself erratic from 16 KiB to 4 MiB on a busy machine (both ranks spin in MPI with no
+    on the calling thread up to 64 KiB under mpirun, 16 KiB for joined ranks (the synchronous fast path,
+    docs/DISTRIBUTED.md), on the communication thread above. --small adds our engine called from C++ (no Python). The reference is itself erratic from 16 KiB to 4 MiB on a busy machine (both ranks spin in MPI with no
     pause between calls): compare several runs there.
 (b) a DDP training step (forward, backward, all-reduced gradients, SGD) of an MLP (4 Linear 1024x1024, ReLU;
     16 MiB of gradients; batch 64 per rank): strata DDP, strata without DDP (the same per-rank work with no
@@ -26,10 +27,18 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def worker_allreduce(quick):
+def pin():
+    """--pin: each rank (and the threads it starts later) on core rank % cores."""
+    if os.environ.get("BENCH_PIN") == "1":
+        rank = int(os.environ.get("RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
+        os.sched_setaffinity(0, {rank % os.cpu_count()})
+
+
+def worker_allreduce(quick, small=False):
     import strata
     import strata.distributed as dist
 
+    pin()
     dist.init_process_group("gloo")
     C = strata._C._distributed
     g = dist.group.WORLD
@@ -37,22 +46,27 @@ def worker_allreduce(quick):
     sizes = [1 << k for k in range(10, 29, 2)]  # 1 KiB .. 256 MiB
     if quick:
         sizes = sizes[::3]
+    if small:
+        sizes = [1 << k for k in range(10, 17)]  # 1 KiB .. 64 KiB, every power of 2
     for nbytes in sizes:
         n = nbytes // 4
         x = strata.ones(n)
         iters = max(3, min(1000, (64 << 20) // nbytes * 4))
         if nbytes >= (64 << 20):
             iters = 4
-        ours, raw = [], []
-        for _ in range(5):  # interleaved rounds, the best of each kept: the machine's load changes over seconds
+        ours, raw, engine = [], [], []
+        for _ in range(9 if small else 5):  # interleaved rounds, the best of each kept: the load changes over seconds
             dist.barrier()
             raw.append(C.bench_raw_allreduce(g._comm, x.data_ptr(), n, 5, iters, 600.0) / iters)
+            if small:  # our engine called from C++: all but Python's share
+                dist.barrier()
+                engine.append(C.bench_engine_allreduce(g._comm, x.data_ptr(), n, 5, iters, 600.0) / iters)
             dist.barrier()
             t0 = time.perf_counter()
             for _ in range(iters):
                 dist.all_reduce(x)
             ours.append((time.perf_counter() - t0) / iters)
-        rows.append((nbytes, min(ours), min(raw)))
+        rows.append((nbytes, min(ours), min(raw)) + ((min(engine),) if small else ()))
     if dist.get_rank() == 0:
         print(json.dumps({"allreduce": rows}), flush=True)
 
@@ -64,6 +78,7 @@ def worker_sustained(quick):
     import strata
     import strata.distributed as dist
 
+    pin()
     dist.init_process_group("gloo")
     x = strata.ones(256)
     batches = []
@@ -142,11 +157,16 @@ def worker_ddp(which, quick):
 def launch(args, mode):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env["PYTHONPATH"] = os.pathsep.join([os.path.join(HERE, "..", "python"), env.get("PYTHONPATH", "")])
-    me = [os.path.abspath(__file__), "--worker", mode] + (["--quick"] if args.quick else [])
+    me = [os.path.abspath(__file__), "--worker", mode] + (["--quick"] if args.quick else []) + \
+        (["--small"] if args.small else [])
+    if args.pin:
+        env["BENCH_PIN"] = "1"
     if args.mpirun:
         root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
         cmd = ["mpirun", *root, "--oversubscribe", "-np", str(args.nproc), "-x", "PYTHONPATH", "-x",
-               "OMP_NUM_THREADS", sys.executable] + me
+               "OMP_NUM_THREADS", "-x", "BENCH_PIN", "-x", "STRATA_DISTRIBUTED_FAST_PATH", sys.executable] + me
+        env.setdefault("STRATA_DISTRIBUTED_FAST_PATH", "1")
+        env.setdefault("BENCH_PIN", "0")
         if mode == "ddp-torch":
             env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29517")
             cmd[1:1] = ["-x", "MASTER_ADDR", "-x", "MASTER_PORT"]
@@ -178,9 +198,11 @@ def main():
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--nproc", type=int, default=2)
     ap.add_argument("--sustained", action="store_true", help="only the batches of 1 KiB all_reduces")
+    ap.add_argument("--small", action="store_true", help="only (a), for 1 KiB .. 64 KiB (every power of 2), 9 rounds")
+    ap.add_argument("--pin", action="store_true", help="each rank on a core of its own (rank %% cores)")
     args = ap.parse_args()
     if args.worker == "allreduce":
-        return worker_allreduce(args.quick)
+        return worker_allreduce(args.quick, args.small)
     if args.worker == "sustained":
         return worker_sustained(args.quick)
     if args.worker in ("ddp-strata", "ddp-torch"):
@@ -190,7 +212,9 @@ def main():
         return worker_ddp(args.worker.split("-")[1], args.quick)
 
     print(f"strata.distributed, {args.nproc} ranks on {os.cpu_count()} cores, started by "
-          f"{'mpirun' if args.mpirun else 'strata.distributed.run'}")
+          f"{'mpirun' if args.mpirun else 'strata.distributed.run'}; load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; STRATA_DISTRIBUTED_FAST_PATH="
+          f"{os.environ.get('STRATA_DISTRIBUTED_FAST_PATH', '(unset: on)')}{'; pinned' if args.pin else ''}")
     if args.sustained:
         res = launch(args, "sustained")
         if res:
@@ -200,10 +224,13 @@ def main():
     res = launch(args, "allreduce")
     if res:
         print(f"\n(a) all_reduce float32 sum        {'strata':>12} {'MPI_Allreduce':>14} {'ratio':>7}")
-        for nbytes, ours, raw in res["allreduce"]:
-            print(f"    {human(nbytes):>10}  time/call    {ours * 1e6:10.1f}us {raw * 1e6:12.1f}us")
+        for nbytes, ours, raw, *engine in res["allreduce"]:
+            print(f"    {human(nbytes):>10}  time/call    {ours * 1e6:10.1f}us {raw * 1e6:12.1f}us" +
+                  (f"   (engine from C++: {engine[0] * 1e6:.1f}us, {raw / engine[0]:.2f}x)" if engine else ""))
             print(f"                bandwidth    {nbytes / ours / 1e9:10.3f}GB/s {nbytes / raw / 1e9:10.3f}GB/s "
                   f"{raw / ours:7.2f}x")
+    if args.small:
+        return
     rows = []
     for which in ["strata"] + ([] if args.no_torch else ["torch"]):
         r = launch(args, f"ddp-{which}")

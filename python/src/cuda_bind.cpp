@@ -8,6 +8,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "backends/cuda/caching_allocator.h"
+#include "backends/cuda/cublas_api.h"
 #include "backends/cuda/cuda_runtime.h"
 #include "backends/cuda/eager_kernels.h"
 #include "backends/cuda/fake_driver.h"
@@ -196,6 +197,41 @@ void bind_cuda(nb::module_& parent) {
   m.def("fake_used_memory", [](int d) {
     require_fake("fake_used_memory");
     return cuda::fake::used_memory(d);
+  });
+
+  // cuBLAS (cublas_api.h): where it came from, TF32, and the fake cuBLAS's record of its last GEMM (tests only).
+  m.def("cublas_info", [] {
+    const cuda::CublasApi& a = cuda::cublas();
+    return std::make_tuple(a.ok, a.source, a.reason);
+  });
+  m.def("cublaslt_info", [] {
+    const cuda::CublasApi& a = cuda::cublas();
+    return std::make_pair(a.lt_ok, a.lt_reason);
+  });
+  m.def("set_cublas_search_dirs", [](std::vector<std::string> dirs) { cuda::set_cublas_search_dirs(std::move(dirs)); });
+  m.def("cublas_search_dirs", [] { return cuda::cublas_search_dirs(); });
+  m.def("set_allow_tf32", [](bool on) { cuda::set_allow_tf32(on); });
+  m.def("allow_tf32", [] { return cuda::allow_tf32(); });
+  m.def("fake_cublas_calls", [] {
+    require_fake("fake_cublas_calls");
+    return cuda::fake::gemm_calls();
+  });
+  m.def("fake_cublaslt_calls", [] {
+    require_fake("fake_cublaslt_calls");
+    return std::make_pair(cuda::fake::lt_matmul_calls(), cuda::fake::lt_bias_calls());
+  });
+  m.def("fake_cublas_last_gemm", [] {
+    require_fake("fake_cublas_last_gemm");
+    cuda::fake::GemmCall c = cuda::fake::last_gemm_call();
+    std::map<std::string, double> d{{"transa", c.transa}, {"transb", c.transb}, {"m", c.m}, {"n", c.n}, {"k", c.k},
+                                    {"lda", c.lda}, {"ldb", c.ldb}, {"ldc", c.ldc},
+                                    {"stride_a", static_cast<double>(c.stride_a)},
+                                    {"stride_b", static_cast<double>(c.stride_b)},
+                                    {"stride_c", static_cast<double>(c.stride_c)}, {"batch", c.batch},
+                                    {"a_type", c.a_type}, {"c_type", c.c_type}, {"compute_type", c.compute_type},
+                                    {"alpha", c.alpha}, {"beta", c.beta},
+                                    {"stream", static_cast<double>(reinterpret_cast<uintptr_t>(c.stream))}};
+    return d;
   });
 }
 

@@ -105,8 +105,8 @@ void bind_distributed(nb::module_& parent) {
   // all_reduce / broadcast (`b` None), all_gather_into_tensor / reduce_scatter_tensor (`a` the output, `b` the
   // input). Returns False, doing nothing, unless every tensor is a contiguous, non-empty CPU tensor of a dtype MPI
   // has and the sizes agree: the Python path then runs, with its checks, copies and messages.
-  m.def("sync_tensors", [](int kind, int comm, int group_size, nb::handle a, nb::handle b, int op, int root,
-                           const char* name, double timeout) {
+  auto sync_tensors = [](int kind, int comm, int group_size, nb::handle a, nb::handle b, int op, int root,
+                         const char* name, double timeout) {
     auto mpi_type = [](const Tensor& t) -> int {
       if (!t.device().is_cpu() || !t.is_contiguous() || t.numel() == 0) return -1;
       switch (t.dtype()) {
@@ -149,17 +149,37 @@ void bind_distributed(nb::module_& parent) {
     } else if (j.kind != Kind::Allreduce && j.kind != Kind::Broadcast) {
       return false;
     }
-    nb::gil_scoped_release nogil;
+    // The GIL is released only once the call has to wait (BlockingHook): most small collectives of a busy loop
+    // complete at their first test, and releasing and taking the GIL cost about as much as the rest of the call.
+    struct GilRelease final : BlockingHook {
+      PyThreadState* saved = nullptr;
+      void before_block() override {
+        if (!saved) saved = PyEval_SaveThread();
+      }
+      void restore() {
+        if (saved) PyEval_RestoreThread(saved);
+        saved = nullptr;
+      }
+      ~GilRelease() { restore(); }
+    } gil;
     try {
-      run_sync(std::move(j), timeout);
+      run_sync(std::move(j), timeout, &gil);
     } catch (const std::runtime_error& e) {
-      nb::gil_scoped_acquire gil;
+      gil.restore();
       throw Error(e.what());
     }
+    gil.restore();
     return true;
-  }, nb::arg("kind"), nb::arg("comm"), nb::arg("group_size"), nb::arg("a").none(), nb::arg("b").none(),
-     nb::arg("op"), nb::arg("root"), nb::arg("name"), nb::arg("timeout"));
+  };
+  m.def("sync_tensors", sync_tensors, nb::arg("kind"), nb::arg("comm"), nb::arg("group_size"), nb::arg("a").none(),
+        nb::arg("b").none(), nb::arg("op"), nb::arg("root"), nb::arg("name"), nb::arg("timeout"));
+  // sync_tensors(0, comm, group_size, tensor, None, op, 0, "all_reduce", timeout) with fewer arguments to convert:
+  // the hottest call (strata.distributed.all_reduce).
+  m.def("all_reduce_sync", [sync_tensors](nb::handle t, int comm, int group_size, int op, double timeout) {
+    return sync_tensors(0, comm, group_size, t, nb::none(), op, 0, "all_reduce", timeout);
+  });
   m.def("fast_path_calls", [] { return fast_path_calls(); });
+  m.def("fast_path_backoffs", [] { return fast_path_backoffs(); });
   m.def("fast_path_enabled", [] { return fast_path_enabled(); });
   // Each of these is collective (or a call of MPI's) on the communication thread: the GIL is released meanwhile.
 #define STRATA_NOGIL(expr)            \
@@ -182,6 +202,9 @@ void bind_distributed(nb::module_& parent) {
   m.def("bench_raw_allreduce", [rethrow](int c, uintptr_t buf, int64_t count, int dtype, int iters, double t)
             STRATA_NOGIL(bench_raw_allreduce(c, reinterpret_cast<void*>(buf), count, static_cast<DataType>(dtype),
                                              iters, t)));
+  m.def("bench_engine_allreduce", [rethrow](int c, uintptr_t buf, int64_t count, int dtype, int iters, double t)
+            STRATA_NOGIL(bench_engine_allreduce(c, reinterpret_cast<void*>(buf), count, static_cast<DataType>(dtype),
+                                                iters, t)));
 #undef STRATA_NOGIL
 }
 

@@ -12,12 +12,16 @@
 #include <cstdlib>
 #include <deque>
 #include <map>
+#include <set>
 #include <optional>
 #include <stdexcept>
 #include <thread>
 #include <algorithm>
 #include <cstdio>
 #include <unistd.h>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
 
 #if __has_include(<mpi.h>)
 #define OMPI_SKIP_MPICXX 1
@@ -73,10 +77,10 @@ void Work::finish(std::string err) {
 
 bool fast_path_enabled() {
   static const bool on = [] {
-    // Off unless asked for: on the fast path a timed-out call ends the process instead of raising
-    // DistError, and on over-subscribed cores long runs of small calls get slower (docs/DISTRIBUTED.md).
+    // On unless turned off (0, false, off): the fast path's calls wait with a deadline like the thread's
+    // (mpi_comm.cpp: run_small), so a timeout raises DistError on either path.
     const char* v = std::getenv("STRATA_DISTRIBUTED_FAST_PATH");
-    return v && (std::string(v) == "1" || std::string(v) == "true" || std::string(v) == "on");
+    return !(v && (std::string(v) == "0" || std::string(v) == "false" || std::string(v) == "off"));
   }();
   return on;
 }
@@ -84,7 +88,7 @@ bool fast_path_enabled() {
 int64_t fast_path_max_bytes() {
   static const int64_t n = [] {
     const char* v = std::getenv("STRATA_DISTRIBUTED_FAST_PATH_MAX_BYTES");
-    return v ? std::atoll(v) : int64_t{4096};
+    return v ? std::atoll(v) : int64_t{16384};
   }();
   return n;
 }
@@ -128,9 +132,11 @@ std::string open_port(double) { no_mpi(); }
 void close_port(const std::string&, double) { no_mpi(); }
 int accept_and_merge(int, const std::string&, double) { no_mpi(); }
 double bench_raw_allreduce(int, void*, int64_t, DataType, int, double) { no_mpi(); }
+double bench_engine_allreduce(int, void*, int64_t, DataType, int, double) { no_mpi(); }
 int connect_and_merge(const std::string&, double) { no_mpi(); }
-int run_sync(Job, double) { no_mpi(); }
+int run_sync(Job, double, BlockingHook*) { no_mpi(); }
 int64_t fast_path_calls() { return 0; }
+int64_t fast_path_backoffs() { return 0; }
 void finalize(double) {}
 
 #else
@@ -143,7 +149,8 @@ namespace {
   X(MPI_Bcast) X(MPI_Reduce) X(MPI_Allgather) X(MPI_Gather) X(MPI_Scatter) X(MPI_Reduce_scatter_block)           \
   X(MPI_Alltoall) X(MPI_Alltoallv) X(MPI_Send) X(MPI_Recv) X(MPI_Barrier) X(MPI_Open_port) X(MPI_Close_port)     \
   X(MPI_Comm_accept) X(MPI_Comm_connect) X(MPI_Intercomm_merge) X(MPI_Comm_disconnect) X(MPI_Get_library_version) X(MPI_Isend) X(MPI_Irecv) X(MPI_Test)   \
-  X(MPI_Ibarrier) X(MPI_Query_thread)
+  X(MPI_Ibarrier) X(MPI_Query_thread) X(MPI_Comm_dup) X(MPI_Iallreduce) X(MPI_Ibcast) X(MPI_Iallgather)             \
+  X(MPI_Ireduce_scatter_block) X(MPI_Testall)
 
 struct Api {
 #define STRATA_MPI_PTR(f) decltype(&::f) f = nullptr;
@@ -232,10 +239,36 @@ struct Engine {
   std::atomic<bool> finalized{false};
   int thread_level = -1;       // MPI's thread support as started (MPI_THREAD_*)
   std::atomic<int64_t> fast_calls{0};
+  // The fast path backs off (run_here): calls of the last window that had to nap, and until when it is off.
+  int window_calls = 0, window_naps = 0, backoff_level = 0;  // touched by the token's holder only
+  std::atomic<int64_t> fast_off_until{0};  // steady_clock ticks; 0: on
+  std::atomic<int64_t> fast_backoffs{0};
   std::mutex broken_mu;
   std::string broken;
   std::atomic<bool> is_broken{false};  // !broken.empty(), readable without the mutex (checked on every call)
   std::map<int, MPI_Comm> comms;  // touched by the token's holder only
+  // A duplicate of each communicator (same id) for the point-to-point messages of our own small all-reduce
+  // (run_small): its messages can never match the user's send/recv or another collective's.
+  std::map<int, MPI_Comm> shadows;  // touched by the token's holder only
+  // Communicators of ranks joined with connect/accept (and those split from them): their messages go over TCP,
+  // whose eager limit (64 KiB) makes run_small's pieces pointless (16 KiB in 4000-byte pieces: 0.73-0.77x of
+  // MPI_Allreduce over TCP, docs/DISTRIBUTED.md). Known alike on every member.
+  std::set<int> joined;  // touched by the token's holder only
+  // Where small collectives work (run_small): the caller's buffers are copied in and out, so that a request left
+  // behind by a timed-out call never writes into memory the caller has freed (the block is then leaked).
+  std::unique_ptr<char[]> scratch;  // touched by the token's holder only
+  size_t scratch_size = 0;
+  char* scratch_for(size_t n) {
+    if (n > scratch_size) {
+      scratch.reset(new char[n]);
+      scratch_size = n;
+    }
+    return scratch.get();
+  }
+  void abandon_scratch() {  // requests of a timed-out call may still use it
+    (void)scratch.release();
+    scratch_size = 0;
+  }
   int next_id = 1;
   int rank = 0, size = 1;
 
@@ -327,6 +360,18 @@ struct Engine {
     if (it == comms.end()) throw std::runtime_error("unknown or freed communicator " + std::to_string(id));
     return it->second;
   }
+  MPI_Comm shadow(int id) {
+    auto it = shadows.find(id);
+    if (it == shadows.end()) throw std::runtime_error("no duplicate of communicator " + std::to_string(id));
+    return it->second;
+  }
+  // Duplicates communicator `id` into shadows (collective over it, like the call that made it).
+  void add_shadow(int id) {
+    MPI_Comm d = nullptr;
+    check(api().MPI_Comm_dup(comm(id), &d), "MPI_Comm_dup");
+    api().MPI_Comm_set_errhandler(d, api().errors_return);
+    shadows[id] = d;
+  }
 };
 
 Engine& engine() {
@@ -342,6 +387,267 @@ void ensure_usable() {
   if (!b.empty())
     throw std::runtime_error("strata.distributed: the communication engine is unusable after an earlier failure: " +
                              b);
+}
+
+// ---- small collectives: non-blocking, waited for with a deadline ------------------------------------------------
+//
+// A collective of at most fast_path_max_bytes() per rank (all_reduce, broadcast, all_gather, reduce_scatter) and
+// every barrier is started non-blocking and then tested until done (wait_requests): on the caller's own thread (the
+// fast path, run_here) the test loop can give up at the group's timeout and raise, where a blocking MPI call could
+// only be left by ending the process. The choice of this route depends only on the job (kind, bytes, communicator
+// size), never on which thread runs it, so every rank makes matching calls (MPI does not match a blocking
+// collective with a non-blocking one). all_reduce on 2^k ranks is our own recursive doubling over MPI_Isend /
+// MPI_Irecv on the communicator's duplicate: Open MPI's MPI_Iallreduce took 1.2 us against 0.9 us for
+// MPI_Allreduce at 1 KiB and 5.1 us against 1.9 us at 4 KiB (2 ranks, one mpirun job), the exchange 0.9 us and
+// 3.0 us (docs/DISTRIBUTED.md); the other sizes and kinds use MPI's own non-blocking collectives.
+
+constexpr int64_t kElemSize[] = {1, 1, 2, 4, 8, 4, 8, 8, 16, 1, 1};
+
+int64_t job_bytes(const Job& j) {  // bytes per rank
+  int64_t n = j.count;  // Alltoallv: count is 1 and the sizes are in send_counts
+  if (j.kind == Kind::Alltoallv) {
+    n = 0;
+    for (int c : j.send_counts) n += c;
+  }
+  return n * kElemSize[static_cast<int>(j.dtype)];
+}
+
+// Our own all-reduce (2^k ranks, a type we reduce) takes messages up to STRATA_DISTRIBUTED_ALLREDUCE_MAX_BYTES
+// (64 KiB) per rank: at 32 KiB the thread path's blocking MPI_Allreduce made 0.54-0.72x of the back-to-back
+// reference, our exchange in pieces 1.35x (whole messages 0.61x; docs/DISTRIBUTED.md). Same on every rank, like the
+// other limits.
+int64_t allreduce_max_bytes() {
+  static const int64_t n = [] {
+    const char* v = std::getenv("STRATA_DISTRIBUTED_ALLREDUCE_MAX_BYTES");
+    return v ? std::atoll(v) : int64_t{65536};
+  }();
+  return n;
+}
+
+bool own_allreduce_type(DataType t);
+
+// Whether small_route() may hold, without MPI calls (checked before the fast path takes the token).
+bool maybe_small(const Job& j) {
+  switch (j.kind) {
+    case Kind::Barrier: return true;
+    case Kind::Allreduce: return job_bytes(j) <= std::max(fast_path_max_bytes(), allreduce_max_bytes());
+    case Kind::Broadcast:
+    case Kind::Allgather:
+    case Kind::ReduceScatter: return job_bytes(j) <= fast_path_max_bytes();
+    default: return false;
+  }
+}
+
+// Needs the token (asks MPI for the communicator's size).
+bool small_route(Engine& e, const Job& j) {
+  if (!maybe_small(j)) return false;
+  if (j.kind != Kind::Allreduce || job_bytes(j) <= fast_path_max_bytes()) return true;
+  if (e.joined.count(j.comm)) return false;  // over TCP: measured at 16 KiB and below only
+  int size = 1;
+  api().MPI_Comm_size(e.comm(j.comm), &size);
+  return (size & (size - 1)) == 0 && own_allreduce_type(j.dtype);
+}
+
+// How a waiting rank polls: MPI_Testall (Open MPI yields the core inside it when nothing progressed, with
+// mpi_yield_when_idle) for the first STRATA_DISTRIBUTED_POLL_US microseconds (default 50), then naps of 5 us doubling
+// to 100 us between tests: a rank whose peer is late (still computing, or preempted on an over-subscribed machine)
+// stops competing for the core.
+std::chrono::microseconds poll_time() {
+  static const std::chrono::microseconds t{[] {
+    const char* v = std::getenv("STRATA_DISTRIBUTED_POLL_US");
+    return v ? std::atol(v) : 50L;
+  }()};
+  return t;
+}
+
+// The piece size of our all-reduce's messages (run_small); must be the same on every rank, like
+// STRATA_DISTRIBUTED_FAST_PATH_MAX_BYTES (both decide which messages the ranks exchange).
+int64_t chunk_bytes() {
+  static const int64_t n = [] {
+    const char* v = std::getenv("STRATA_DISTRIBUTED_CHUNK_BYTES");
+    return v ? std::max<int64_t>(std::atoll(v), 1) : int64_t{4000};
+  }();
+  return n;
+}
+
+using Clock = std::chrono::steady_clock;
+
+// A call's time limit, read from the clock only once a wait does not end at its first test (most small collectives
+// of a busy loop complete at once: the clock read would be a tenth of their cost).
+struct Deadline {
+  double timeout_s;  // negative: none
+  BlockingHook* hook = nullptr;  // called before the first wait that does not end at once
+  bool napped = false;           // a wait went past its polling time (the peer was late)
+  bool set = false;
+  Clock::time_point at;
+  bool passed(Clock::time_point now) {
+    if (timeout_s < 0) return false;
+    if (!set) {
+      at = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+      set = true;
+    }
+    return now > at;
+  }
+};
+
+// Tests `reqs` until all are done (true) or the deadline (if given) passes (false; the requests stay in flight).
+bool wait_requests(int n, MPI_Request* reqs, Deadline* deadline) {
+  const Api& a = api();
+  int flag = 0;
+  check(a.MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE), "MPI_Testall");
+  if (flag) return true;
+  const auto start = Clock::now();
+  if (deadline && deadline->passed(start)) return false;
+  const auto poll_end = start + poll_time();
+  auto nap = std::chrono::microseconds(5);
+  for (unsigned i = 1;; ++i) {
+    check(a.MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE), "MPI_Testall");
+    if (flag) return true;
+    if ((i & 15) != 0) continue;
+    auto now = Clock::now();
+    if (deadline && deadline->passed(now)) return false;
+    if (now > poll_end) {
+      if (deadline) {
+        deadline->napped = true;
+        if (deadline->hook) {  // the GIL goes before the first nap, not before polling (docs/DISTRIBUTED.md)
+          deadline->hook->before_block();
+          deadline->hook = nullptr;
+        }
+      }
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, std::chrono::microseconds(100));
+    }
+  }
+}
+
+// acc[i] = acc[i] (op) in[i], the same bits whichever operand is whose (each rank of a pair computes it with the
+// operands swapped): integer sums and products wrap (unsigned arithmetic), MAX/MIN of floats propagate NaN and
+// order -0.0 below +0.0.
+template <class T>
+void reduce_into(T* acc, const T* in, int64_t n, RedOp op) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    switch (op) {
+      case RedOp::Sum: for (int64_t i = 0; i < n; ++i) acc[i] = static_cast<T>(static_cast<U>(acc[i]) + static_cast<U>(in[i])); break;
+      case RedOp::Prod: for (int64_t i = 0; i < n; ++i) acc[i] = static_cast<T>(static_cast<U>(acc[i]) * static_cast<U>(in[i])); break;
+      case RedOp::Max: for (int64_t i = 0; i < n; ++i) acc[i] = std::max(acc[i], in[i]); break;
+      case RedOp::Min: for (int64_t i = 0; i < n; ++i) acc[i] = std::min(acc[i], in[i]); break;
+    }
+  } else {
+    switch (op) {
+      case RedOp::Sum: for (int64_t i = 0; i < n; ++i) acc[i] = acc[i] + in[i]; break;
+      case RedOp::Prod: for (int64_t i = 0; i < n; ++i) acc[i] = acc[i] * in[i]; break;
+      case RedOp::Max:
+      case RedOp::Min: {
+        const bool mx = op == RedOp::Max;
+        for (int64_t i = 0; i < n; ++i) {
+          T x = acc[i], y = in[i];
+          if (x != x || y != y) acc[i] = x != x ? x : y;
+          else if (x == y) acc[i] = (std::signbit(x) != mx) ? x : y;  // max: the +0.0 of a pair; min: the -0.0
+          else acc[i] = ((x > y) == mx) ? x : y;
+        }
+        break;
+      }
+    }
+  }
+}
+
+bool own_allreduce_type(DataType t) {
+  switch (t) {
+    case DataType::Int8: case DataType::UInt8: case DataType::Int16: case DataType::Int32: case DataType::Int64:
+    case DataType::Float32: case DataType::Float64: return true;
+    default: return false;
+  }
+}
+
+void reduce_typed(void* acc, const void* in, int64_t n, DataType t, RedOp op) {
+  switch (t) {
+    case DataType::Int8: return reduce_into(static_cast<int8_t*>(acc), static_cast<const int8_t*>(in), n, op);
+    case DataType::UInt8: return reduce_into(static_cast<uint8_t*>(acc), static_cast<const uint8_t*>(in), n, op);
+    case DataType::Int16: return reduce_into(static_cast<int16_t*>(acc), static_cast<const int16_t*>(in), n, op);
+    case DataType::Int32: return reduce_into(static_cast<int32_t*>(acc), static_cast<const int32_t*>(in), n, op);
+    case DataType::Int64: return reduce_into(static_cast<int64_t*>(acc), static_cast<const int64_t*>(in), n, op);
+    case DataType::Float32: return reduce_into(static_cast<float*>(acc), static_cast<const float*>(in), n, op);
+    case DataType::Float64: return reduce_into(static_cast<double*>(acc), static_cast<const double*>(in), n, op);
+    default: throw std::logic_error("reduce_typed: unsupported type");
+  }
+}
+
+// Runs a small_route() job; false when `deadline` passed first (the engine's scratch then stays with the requests:
+// Engine::abandon_scratch). Needs the token.
+bool run_small(Engine& e, const Job& j, Deadline* deadline) {
+  const Api& a = api();
+  MPI_Comm c = e.comm(j.comm);
+  MPI_Datatype t = a.types[static_cast<int>(j.dtype)];
+  MPI_Op op = a.ops[static_cast<int>(j.op)];
+  const int n = static_cast<int>(j.count);
+  const size_t nb = static_cast<size_t>(j.count * kElemSize[static_cast<int>(j.dtype)]);
+  int rank = 0, size = 1;
+  a.MPI_Comm_rank(c, &rank);
+  a.MPI_Comm_size(c, &size);
+  MPI_Request req[2];
+  switch (j.kind) {
+    case Kind::Barrier:
+      check(a.MPI_Ibarrier(c, req), "MPI_Ibarrier");
+      return wait_requests(1, req, deadline);
+    case Kind::Broadcast: {
+      char* buf = e.scratch_for(nb);
+      if (rank == j.root) std::memcpy(buf, j.recv, nb);
+      check(a.MPI_Ibcast(buf, n, t, j.root, c, req), "MPI_Ibcast");
+      if (!wait_requests(1, req, deadline)) return false;
+      if (rank != j.root) std::memcpy(j.recv, buf, nb);
+      return true;
+    }
+    case Kind::Allgather: {
+      char* buf = e.scratch_for(nb * size);
+      std::memcpy(buf + nb * rank, j.send ? j.send : static_cast<const char*>(j.recv) + nb * rank, nb);
+      check(a.MPI_Iallgather(MPI_IN_PLACE, n, t, buf, n, t, c, req), "MPI_Iallgather");
+      if (!wait_requests(1, req, deadline)) return false;
+      std::memcpy(j.recv, buf, nb * size);
+      return true;
+    }
+    case Kind::ReduceScatter: {
+      char* in = e.scratch_for(nb * (size + 1));
+      char* out = in + nb * size;
+      std::memcpy(in, j.send ? j.send : j.recv, nb * size);
+      check(a.MPI_Ireduce_scatter_block(in, out, n, t, op, c, req), "MPI_Ireduce_scatter_block");
+      if (!wait_requests(1, req, deadline)) return false;
+      std::memcpy(j.recv, out, nb);
+      return true;
+    }
+    case Kind::Allreduce: {
+      char* acc = e.scratch_for(2 * nb);
+      char* in = acc + nb;
+      std::memcpy(acc, j.send ? j.send : j.recv, nb);
+      if ((size & (size - 1)) == 0 && own_allreduce_type(j.dtype)) {
+        MPI_Comm sc = e.shadow(j.comm);
+        // Each exchange travels in pieces of at most chunk_bytes(): under the shared-memory transport's eager limit
+        // (4 KiB with its header) a message is copied out at once; above it a rendezvous costs a round trip. At
+        // most 32 pieces.
+        const int64_t es = kElemSize[static_cast<int>(j.dtype)];
+        int64_t per = e.joined.count(j.comm) ? n : std::max<int64_t>(chunk_bytes() / es, 1);
+        per = std::max<int64_t>(per, (n + 31) / 32);
+        const int pieces = static_cast<int>((n + per - 1) / per);
+        MPI_Request reqs[64];
+        for (int mask = 1; mask < size; mask <<= 1) {  // recursive doubling
+          int peer = rank ^ mask;
+          for (int k = 0; k < pieces; ++k) {
+            int64_t off = k * per, m = std::min<int64_t>(per, n - off);
+            check(a.MPI_Irecv(in + off * es, static_cast<int>(m), t, peer, 0, sc, &reqs[2 * k]), "MPI_Irecv");
+            check(a.MPI_Isend(acc + off * es, static_cast<int>(m), t, peer, 0, sc, &reqs[2 * k + 1]), "MPI_Isend");
+          }
+          if (!wait_requests(2 * pieces, reqs, deadline)) return false;
+          reduce_typed(acc, in, n, j.dtype, j.op);
+        }
+      } else {
+        check(a.MPI_Iallreduce(MPI_IN_PLACE, acc, n, t, op, c, req), "MPI_Iallreduce");
+        if (!wait_requests(1, req, deadline)) return false;
+      }
+      std::memcpy(j.recv, acc, nb);
+      return true;
+    }
+    default: throw std::logic_error("run_small: not a small collective");
+  }
 }
 
 // Returns false for a point-to-point job, which stays in flight (Engine::pending) after this returns.
@@ -383,6 +689,10 @@ bool execute(Engine& e, const Job& j, const std::shared_ptr<Work>& w) {
         nap = std::min(nap * 2, std::chrono::microseconds(100));
       }
     }
+  }
+  if (small_route(e, j)) {
+    run_small(e, j, nullptr);  // on the communication thread: the caller keeps the time
+    return true;
   }
   switch (j.kind) {
     case Kind::Allreduce:
@@ -480,6 +790,7 @@ std::pair<int, int> init() {
         a.MPI_Comm_set_errhandler(a.world, a.errors_return);
         a.MPI_Comm_rank(a.world, &e.rank);
         a.MPI_Comm_size(a.world, &e.size);
+        e.add_shadow(0);
       },
       -1, "MPI_Init_thread");
   e.started = true;
@@ -488,13 +799,7 @@ std::pair<int, int> init() {
 
 // The profiler's name of a job: the collective, its bytes (per rank) and its communicator.
 static std::string profile_name(const Job& j) {
-  static const int64_t size[] = {1, 1, 2, 4, 8, 4, 8, 8, 16, 1, 1};
-  int64_t n = j.count;
-  if (j.kind == Kind::Alltoallv) {
-    n = 0;
-    for (int c : j.send_counts) n += c;
-  }
-  return "distributed::" + j.name + " [" + std::to_string(n * size[static_cast<int>(j.dtype)]) + " B, comm " +
+  return "distributed::" + j.name + " [" + std::to_string(job_bytes(j)) + " B, comm " +
          std::to_string(j.comm) + "]";
 }
 
@@ -531,94 +836,75 @@ std::shared_ptr<Work> submit(Job job) {
   return w;
 }
 
-// The watchdog of fast-path calls. A collective run on the caller's own thread cannot be abandoned: MPI offers no
-// way to leave a blocking collective, and the caller is inside it. So a thread started with the first fast-path
-// call looks at the call in progress every `tick` (a twentieth of its timeout, 10 ms to 1 s); when one has run past
-// its timeout it marks the engine broken, writes the same message a DistError would carry to stderr, and ends the
-// process (exit status 1): under the launcher or mpirun the other ranks are then stopped and the failure reported.
-// Without a fast path (STRATA_DISTRIBUTED_FAST_PATH=0) a timed-out synchronous call raises DistError instead.
+// The fast path: runs a small_route() job on the caller's thread when the communication thread is idle (see
+// Engine); false when it is not (or the job is not small). Its wait ends at the group's timeout: the engine is then
+// marked broken (the requests stay in flight; MPI cannot cancel a collective) and the caller gets the same error
+// as on the thread path.
 namespace {
-struct Watchdog {
-  std::mutex mu;
-  bool active = false;
-  std::chrono::steady_clock::time_point deadline;
-  std::chrono::milliseconds tick{1000};
-  double timeout_s = 0;
-  std::string what;
-  std::once_flag started;
-
-  void begin(const std::string& name, double t) {
-    if (t < 0) return;  // no timeout: nothing to watch
-    std::call_once(started, [this] { std::thread([this] { run(); }).detach(); });
-    std::lock_guard<std::mutex> lk(mu);
-    active = true;
-    timeout_s = t;
-    deadline = std::chrono::steady_clock::now() +
-               std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(t));
-    tick = std::chrono::milliseconds(std::clamp<int64_t>(static_cast<int64_t>(t * 50), 10, 1000));
-    what = name;
-  }
-  void end() {
-    std::lock_guard<std::mutex> lk(mu);
-    active = false;
-  }
-  [[noreturn]] void run() {
-    for (;;) {
-      std::chrono::milliseconds t;
-      {
-        std::lock_guard<std::mutex> lk(mu);
-        t = tick;
-        if (active && std::chrono::steady_clock::now() > deadline) {
-          std::string msg = timeout_message(what, timeout_s);
-          mark_broken(msg);
-          std::string out = "strata.distributed: " + msg +
-                            "; it ran on the calling thread (the synchronous fast path), which MPI cannot interrupt, "
-                            "so the process ends here (STRATA_DISTRIBUTED_FAST_PATH=0 keeps synchronous collectives "
-                            "on the communication thread, where a timeout raises DistError)\n";
-          std::fflush(nullptr);
-          ssize_t ignored = ::write(2, out.data(), out.size());
-          (void)ignored;
-          std::_Exit(1);
-        }
-      }
-      std::this_thread::sleep_for(t);
-    }
-  }
-};
-Watchdog& watchdog() {
-  static Watchdog* w = new Watchdog();  // leaked: its thread never ends
-  return *w;
-}
-
-// Runs `j` on the caller's thread when the communication thread is idle (see Engine); false when it is not.
-bool run_here(const Job& j, double timeout_s) {
+bool run_here(const Job& j, double timeout_s, BlockingHook* hook) {
   auto& e = engine();
   if (!fast_path_enabled() || e.thread_level < MPI_THREAD_SERIALIZED) return false;
-  if (j.async_op || j.kind == Kind::Send || j.kind == Kind::Recv || j.kind == Kind::RawAllreduce) return false;
+  if (j.async_op || !maybe_small(j)) return false;
   if (profiler::is_recording()) return false;  // profiled collectives are recorded on the thread's own track
-  static const int64_t elem_size[] = {1, 1, 2, 4, 8, 4, 8, 8, 16, 1, 1};
-  int64_t n = j.count;  // elements per rank; Alltoallv: count is 1 and the sizes are in send_counts
-  if (j.kind == Kind::Alltoallv) {
-    n = 0;
-    for (int c : j.send_counts) n += c;
+  if (int64_t until = e.fast_off_until.load(std::memory_order_relaxed)) {
+    if (Clock::now().time_since_epoch().count() < until) return false;
+    e.fast_off_until.store(0, std::memory_order_relaxed);  // try the fast path again
   }
-  if (n * elem_size[static_cast<int>(j.dtype)] > fast_path_max_bytes()) return false;
   {
     std::lock_guard<std::mutex> lk(e.mu);
     if (e.busy || !e.queue.empty() || !e.pending.empty()) return false;
     e.busy = true;
   }
+  bool small = false;
+  try {
+    small = small_route(e, j);
+  } catch (const std::exception&) {  // an unknown communicator: the thread path reports it
+  }
+  if (!small) {
+    bool more;
+    {
+      std::lock_guard<std::mutex> lk(e.mu);
+      e.busy = false;
+      more = !e.queue.empty();
+    }
+    if (more) e.cv.notify_one();
+    return false;
+  }
   std::string err;
+  bool timed_out = false;
   if (!broken_reason().empty()) {
     err = "the communication engine is unusable after an earlier failure: " + broken_reason();
   } else {
-    watchdog().begin(j.name, timeout_s);
+    Deadline deadline{timeout_s, hook};
     try {
-      execute(e, j, nullptr);
+      if (!run_small(e, j, &deadline)) {
+        timed_out = true;
+        e.abandon_scratch();
+        mark_broken(timeout_message(j.name, timeout_s));  // before the token goes back: queued jobs see it
+      }
     } catch (const std::exception& ex) {
       err = ex.what();
     }
-    watchdog().end();
+    // Back-off: when peers keep arriving late (at least kBackoffNaps of the last kWindow calls napped), the
+    // fast path is off for a while. On an over-subscribed machine a rank that polls without pause is soon
+    // preempted, and its peer then waits for it for a time slice; calls handed to the communication thread (the
+    // caller sleeping in between) stayed at ~9 us where fast-path calls drifted to 15-40 us (docs/DISTRIBUTED.md).
+    // Where each rank has a core, calls complete at their first tests and the fast path stays on.
+    // The time doubles (0.1 s to 3.2 s) while the window after each try backs off again, and falls back to 0.1 s
+    // after a window that does not.
+    constexpr int kWindow = 32, kBackoffNaps = 4;
+    e.window_naps += deadline.napped;
+    if (++e.window_calls == kWindow) {
+      if (e.window_naps >= kBackoffNaps) {
+        auto t = std::chrono::milliseconds(100) * (1 << e.backoff_level);
+        e.backoff_level = std::min(e.backoff_level + 1, 5);
+        e.fast_off_until.store((Clock::now() + t).time_since_epoch().count(), std::memory_order_relaxed);
+        e.fast_backoffs.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        e.backoff_level = 0;
+      }
+      e.window_calls = e.window_naps = 0;
+    }
   }
   bool more;
   {
@@ -628,20 +914,23 @@ bool run_here(const Job& j, double timeout_s) {
   }
   if (more) e.cv.notify_one();  // jobs queued meanwhile wait for the token
   e.fast_calls.fetch_add(1, std::memory_order_relaxed);
+  if (timed_out) throw std::runtime_error("strata.distributed: " + timeout_message(j.name, timeout_s));
   if (!err.empty()) throw std::runtime_error("strata.distributed: " + j.name + ": " + err);
   return true;
 }
 }  // namespace
 
-int run_sync(Job job, double timeout_s) {
+int run_sync(Job job, double timeout_s, BlockingHook* hook) {
   ensure_usable();
-  if (run_here(job, timeout_s)) return -1;
+  if (run_here(job, timeout_s, hook)) return -1;
   std::string name = job.name;
   auto w = submit(std::move(job));
+  if (hook) hook->before_block();
   return wait_work(*w, timeout_s, name);
 }
 
 int64_t fast_path_calls() { return engine().fast_calls.load(); }
+int64_t fast_path_backoffs() { return engine().fast_backoffs.load(); }
 
 int comm_split(int parent, int color, int key, double timeout_s) {
   ensure_usable();
@@ -655,6 +944,8 @@ int comm_split(int parent, int color, int key, double timeout_s) {
           api().MPI_Comm_set_errhandler(out, api().errors_return);
           id = e.next_id++;
           e.comms[id] = out;
+          e.add_shadow(id);
+          if (e.joined.count(parent)) e.joined.insert(id);
         }
       },
       timeout_s, "new_group (MPI_Comm_split)");
@@ -671,6 +962,12 @@ void comm_free(int comm) {
           if (it == e.comms.end()) return;
           api().MPI_Comm_free(&it->second);
           e.comms.erase(it);
+          e.joined.erase(comm);
+          auto sh = e.shadows.find(comm);
+          if (sh != e.shadows.end()) {
+            api().MPI_Comm_free(&sh->second);
+            e.shadows.erase(sh);
+          }
         },
         30, "MPI_Comm_free");
   } catch (const std::exception&) {
@@ -717,6 +1014,8 @@ static int merge_into_new(Engine& e, MPI_Comm inter, bool high) {
   a.MPI_Comm_disconnect(&inter);
   int id = e.next_id++;
   e.comms[id] = merged;
+  e.add_shadow(id);
+  e.joined.insert(id);
   return id;
 }
 
@@ -769,6 +1068,19 @@ double bench_raw_allreduce(int comm, void* buf, int64_t count, DataType dtype, i
   return seconds;
 }
 
+double bench_engine_allreduce(int comm, void* buf, int64_t count, DataType dtype, int iters, double timeout_s) {
+  Job j;
+  j.kind = Kind::Allreduce;
+  j.comm = comm;
+  j.recv = buf;
+  j.count = count;
+  j.dtype = dtype;
+  j.name = "all_reduce";
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) run_sync(j, timeout_s);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 void finalize(double timeout_s) {
   auto& e = engine();
   if (!e.started || e.finalized || !broken_reason().empty()) return;
@@ -777,6 +1089,8 @@ void finalize(double timeout_s) {
         [&e] {
           for (auto& [id, c] : e.comms) api().MPI_Comm_free(&c);
           e.comms.clear();
+          for (auto& [id, c] : e.shadows) api().MPI_Comm_free(&c);
+          e.shadows.clear();
           api().MPI_Finalize();
         },
         timeout_s, "MPI_Finalize");

@@ -6,6 +6,8 @@
 // rank). The caller hands a Job to the thread and sleeps on the Work's condition variable (no busy polling of its
 // own; MPI itself is asked to yield when idle, see mpi_comm.cpp), with the group's timeout. A Job that times out
 // leaves the thread stuck inside MPI: the engine is then marked broken and every later call fails at once.
+// Exception: a small synchronous collective may run on the caller's own thread when the engine is idle (run_sync,
+// the fast path); it is started non-blocking and tested until the group's deadline, so it can give up as well.
 //
 // The header needs no MPI headers: buffers are raw pointers, datatypes and reduction ops small integers.
 #pragma once
@@ -72,14 +74,24 @@ void mark_broken(const std::string& why);
 std::shared_ptr<Work> submit(Job job);
 // Runs a synchronous collective and waits for it (up to `timeout_s`; negative: forever); returns Work::source.
 // The fast path: when the communication thread has nothing queued or running (and no point-to-point message in
-// flight), the caller makes the MPI call itself, under the engine's token (mpi_comm.cpp: Engine), saving the
+// flight) and the job is small (mpi_comm.cpp: small_route), the caller makes the MPI calls itself, under the
+// engine's token (mpi_comm.cpp: Engine) and with the deadline, saving the
 // hand-off to the thread and back; otherwise the job is queued behind the others, as submit() does. Throws
 // std::runtime_error with the messages of wait_work(). STRATA_DISTRIBUTED_FAST_PATH=0 turns the fast path off.
-// A fast-path call that runs past its timeout ends the process (see mpi_comm.cpp: Watchdog).
-int run_sync(Job job, double timeout_s);
+// A fast-path call waits with a deadline (mpi_comm.cpp: run_small): past the timeout it raises like the thread path.
+// `hook` (optional): called once, on the calling thread, before the call first has to sleep (a fast-path collective
+// still not done after its polling time, or one handed to the thread): the binding releases the GIL there, so a
+// small collective that completes while polling never pays for releasing and taking it again.
+struct BlockingHook {
+  virtual void before_block() = 0;
+ protected:
+  ~BlockingHook() = default;
+};
+int run_sync(Job job, double timeout_s, BlockingHook* hook = nullptr);
 bool fast_path_enabled();
 int64_t fast_path_max_bytes();  // larger messages (bytes per rank) take the thread path
 int64_t fast_path_calls();  // how many calls took the fast path (tests)
+int64_t fast_path_backoffs();  // how often the fast path turned itself off for a while (mpi_comm.cpp: run_here)
 // Waits for a submitted job; on timeout marks the engine broken. Throws with "strata.distributed: " + message.
 int wait_work(Work& w, double timeout_s, const std::string& what);
 std::string timeout_message(const std::string& what, double timeout_s);
@@ -101,6 +113,10 @@ int connect_and_merge(const std::string& port, double timeout_s);
 // `iters` back-to-back MPI_Allreduce (sum, in place) calls on the communication thread, timed there: the library's
 // own speed with none of ours (bench/distributed.py's reference). Returns seconds for all of them.
 double bench_raw_allreduce(int comm, void* buf, int64_t count, DataType dtype, int iters, double timeout_s);
+
+// `iters` synchronous all_reduces (sum, in place) through run_sync from the calling thread, timed there: the engine
+// (fast path or thread hand-off, our small all-reduce or MPI's) with no Python (bench/distributed.py --small).
+double bench_engine_allreduce(int comm, void* buf, int64_t count, DataType dtype, int iters, double timeout_s);
 
 // MPI_Finalize (on the thread), once, at exit; skipped if the engine is broken.
 void finalize(double timeout_s);

@@ -17,6 +17,7 @@ STRATA_DEFINE_STUB(batched_gemm_stub, BatchedGemmFn);
 STRATA_DEFINE_STUB(bf16_out_gemm_stub, Bf16OutGemmFn);
 STRATA_DEFINE_STUB(complex_gemm_stub, ComplexGemmFn);
 STRATA_DEFINE_STUB(complex_dot_stub, ComplexDotFn);
+STRATA_DEFINE_STUB(tensor_gemm_stub, TensorGemmFn);
 
 namespace {
 
@@ -173,6 +174,8 @@ void gemm_into(const char* op, const Tensor& c, const Tensor& a, const Tensor& b
                const Scalar& alpha, bool reduce_batch) {
   if (c.device().is_meta() || c.numel() == 0) return;
   ScalarType dt = c.dtype();
+  if (c.device().type == DeviceType::CUDA) return tensor_gemm_stub(DeviceType::CUDA, op, c, a, b, beta, alpha,
+                                                                   reduce_batch);  // backends/cuda/cublas_gemm.cpp
   if (is_complex_type(dt)) return complex_gemm_into(op, c, a, b, beta, alpha, reduce_batch);
   if (dt == ScalarType::Float16 || dt == ScalarType::BFloat16) {
     // Accumulate in float32 and round once at the end. bfloat16 operands go

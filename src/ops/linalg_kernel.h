@@ -48,4 +48,11 @@ using ComplexDotFn = bool (*)(ScalarType dt, bool conj_x, int64_t n, const void*
                               int64_t incy, void* out);
 STRATA_DECLARE_STUB(complex_dot_stub, ComplexDotFn);
 
+// A device whose GEMM library takes tensors as they are (CUDA's cuBLAS: float16/bfloat16 operands and C directly,
+// strided operands through its transpose flags): c = beta c + alpha a @ b with gemm_into's conventions (same
+// number of batch dims, size-1 batch dims of a and b broadcast; reduce_batch as BatchedGemm's).
+using TensorGemmFn = void (*)(const char* op, const Tensor& c, const Tensor& a, const Tensor& b, const Scalar& beta,
+                              const Scalar& alpha, bool reduce_batch);
+STRATA_DECLARE_STUB(tensor_gemm_stub, TensorGemmFn);
+
 }  // namespace strata

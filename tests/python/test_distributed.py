@@ -459,14 +459,20 @@ n0 = C.fast_path_calls()
 dist.all_reduce(y)
 assert C.fast_path_calls() == n0 + 1, "the engine is idle again: the fast path"
 
-# Larger messages (over STRATA_DISTRIBUTED_FAST_PATH_MAX_BYTES, 4 KiB by default) take the thread path.
-big = strata.full((1025,), float(r + 1))
+# Larger messages take the thread path: all_reduce on 2^k ranks over STRATA_DISTRIBUTED_ALLREDUCE_MAX_BYTES (64 KiB
+# by default), the other small collectives over STRATA_DISTRIBUTED_FAST_PATH_MAX_BYTES (16 KiB).
+big = strata.full((16385,), float(r + 1))
 dist.all_reduce(big)
-assert big.tolist() == [3.0] * 1025 and C.fast_path_calls() == n0 + 1
-# ... also with given splits (the job's sizes are in its split lists): 16 KiB queues, 64 B runs here.
-o = strata.empty(4096)
-dist.all_to_all_single(o, strata.full((4096,), float(r)), [2048, 2048], [2048, 2048])
-assert o.tolist() == [0.0] * 2048 + [1.0] * 2048 and C.fast_path_calls() == n0 + 1
+assert big.tolist() == [3.0] * 16385 and C.fast_path_calls() == n0 + 1
+bb = strata.full((4097,), float(r))
+dist.broadcast(bb, src=1)
+assert bb.tolist() == [1.0] * 4097 and C.fast_path_calls() == n0 + 1
+# A 16 KiB all_reduce travels in 5 pieces (STRATA_DISTRIBUTED_CHUNK_BYTES: 4000); each piece lands where it belongs.
+v = strata.arange(4096, dtype=strata.float32) * (r + 1)
+dist.all_reduce(v)
+assert v.tolist() == [3.0 * i for i in range(4096)] and C.fast_path_calls() == n0 + 2
+# Collectives other than all_reduce, broadcast, all_gather, reduce_scatter and barrier take the thread path at
+# any size (64 B here).
 o = strata.empty(16)
 dist.all_to_all_single(o, strata.full((16,), float(r)), [8, 8], [8, 8])
 assert o.tolist() == [0.0] * 8 + [1.0] * 8 and C.fast_path_calls() == n0 + 2
@@ -522,15 +528,16 @@ if "OK_DIR" in os.environ:
 @pytest.mark.parametrize("mpi_runtime", [False, True])
 def test_fast_path_keeps_order_and_serves_threads(tmp_path, mpi_runtime):
     p = launch(tmp_path, FAST_PATH, 2, *(["--mpi-runtime"] if mpi_runtime else []), timeout=120,
-               env={"OK_DIR": str(tmp_path), "STRATA_DISTRIBUTED_FAST_PATH": "1"})
+               env={"OK_DIR": str(tmp_path)})
     assert p.returncode == 0, p.stdout + p.stderr
     assert (tmp_path / "ok0").exists() and (tmp_path / "ok1").exists(), p.stdout + p.stderr
 
 
 @pytest.mark.parametrize("mode", ["fast", "thread", "async"])
 def test_a_hung_rank_times_out_on_every_path(tmp_path, mode):
-    # fast: a synchronous call on the caller's thread cannot be abandoned: the watchdog reports it and ends the
-    # process (STRATA_DISTRIBUTED_FAST_PATH=1). thread (the default) and async: the caller raises DistError, the engine is broken.
+    # fast (the default: the caller's thread runs the small collective and waits for it with a deadline), thread
+    # (STRATA_DISTRIBUTED_FAST_PATH=0) and async: the caller raises DistError within the timeout, the engine is
+    # broken (later calls raise at once), and the process ends by itself (sys.exit(3) -> the launcher exits 1).
     code = r'''
     import datetime, sys, time, strata, strata.distributed as dist
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=2))
@@ -557,19 +564,165 @@ def test_a_hung_rank_times_out_on_every_path(tmp_path, mode):
     assert p.returncode == 1, p.stderr
     assert "did not complete within 2" in p.stderr, p.stderr
     assert "NOT REACHED" not in p.stderr
-    if mode == "fast":
-        assert "synchronous fast path" in p.stderr and "CAUGHT" not in p.stderr, p.stderr
-    else:
-        assert "CAUGHT" in p.stderr and "unusable after an earlier failure" in p.stderr, p.stderr
+    assert "CAUGHT" in p.stderr and "unusable after an earlier failure" in p.stderr, p.stderr
+    caught = float(p.stderr.split("CAUGHT after ")[1].split(" s")[0])
+    assert 1.5 < caught < 20, p.stderr  # the group's timeout (2 s), not the launcher's or the test's
     assert time.monotonic() - t0 < 40
 
 
-def test_the_fast_path_is_off_unless_asked_for():
-    # On it, a timed-out synchronous call ends the process instead of raising DistError.
+def test_the_fast_path_is_on_unless_turned_off():
     code = "import strata; print(strata._C._distributed.fast_path_enabled())"
     env = {k: v for k, v in os.environ.items() if k != "STRATA_DISTRIBUTED_FAST_PATH"}
     env["PYTHONPATH"] = os.path.abspath(PYTHON_DIR)
-    for value, want in ((None, "False"), ("0", "False"), ("1", "True")):
+    for value, want in ((None, "True"), ("0", "False"), ("off", "False"), ("1", "True")):
         e = dict(env, **({} if value is None else {"STRATA_DISTRIBUTED_FAST_PATH": value}))
         out = subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True, timeout=60)
         assert out.stdout.strip() == want, (value, out.stdout, out.stderr)
+
+
+# ---- small collectives: our own all-reduce (2^k ranks), MPI's non-blocking ones otherwise ----------------------
+
+SMALL = r'''
+import os
+r = int(os.environ["RANK"])
+if r == 1:  # one rank runs every collective on the communication thread: the route must not depend on the thread
+    os.environ["STRATA_DISTRIBUTED_FAST_PATH"] = "0"
+import strata, strata.distributed as dist
+dist.init_process_group("gloo")
+C = strata._C._distributed
+n_ranks = dist.get_world_size()
+R = dist.ReduceOp
+assert C.fast_path_enabled() == (r != 1)
+
+def data(rank, dt, n):
+    base = strata.arange(n, dtype=strata.int64) % 4
+    if dt.is_floating_point:
+        return ((base.to(dt) - 1.5) * (rank + 1) * 0.37).to(dt)
+    if dt == strata.uint8:
+        return (base + rank).to(dt)
+    return (base - 1 + rank).to(dt)  # -1 .. 2 + rank: products stay small
+
+def same_everywhere(t):
+    seen = [None] * n_ranks
+    dist.all_gather_object(seen, repr(t.tolist()))
+    assert all(s == seen[0] for s in seen), "ranks disagree"
+
+for dt in (strata.int8, strata.uint8, strata.int16, strata.int32, strata.int64, strata.float32, strata.float64):
+    esize = strata.empty(0, dtype=dt).element_size()
+    # 16 KiB and 64 KiB: several pieces of at most 4000 bytes (64 KiB: the own all-reduce's limit on 2^k ranks;
+    # on 3 ranks it is above the 16 KiB limit of the other route: the thread path's MPI_Allreduce)
+    for n in (5, 1000 // esize, 16384 // esize, 65536 // esize):
+        inputs = strata.stack([data(k, dt, n) for k in range(n_ranks)])
+        for op, want in ((R.SUM, inputs.sum(0)), (R.PRODUCT, inputs.prod(0)), (R.MIN, inputs.amin(0)),
+                         (R.MAX, inputs.amax(0))):
+            t = data(r, dt, n)
+            dist.all_reduce(t, op=op)
+            want = want.to(dt)
+            if dt.is_floating_point:
+                assert strata.allclose(t, want, rtol=1e-5, atol=1e-6), (dt, n, op, t[:6], want[:6])
+            else:
+                assert t.tolist() == want.tolist(), (dt, n, op, t[:6], want[:6])
+            same_everywhere(t)
+        t = data(r, dt, n)
+        dist.all_reduce(t, op=R.AVG)
+        want = inputs.sum(0) / n_ranks if dt.is_floating_point else strata.div(inputs.sum(0), n_ranks, rounding_mode="trunc")
+        assert strata.allclose(t.to(strata.float64), want.to(dt).to(strata.float64), rtol=1e-5), (dt, n, t[:6])
+
+if n_ranks & (n_ranks - 1) == 0:
+    # Our own all-reduce: NaN wins MAX and MIN on every rank; +0.0 is MAX of {-0.0, +0.0} and -0.0 its MIN.
+    nan = float("nan")
+    t = strata.tensor([nan if r == 0 else 1.0, -0.0 if r == 0 else 0.0, 2.0])
+    u = t.clone()
+    dist.all_reduce(t, op=R.MAX)
+    dist.all_reduce(u, op=R.MIN)
+    assert t[0].isnan().item() and u[0].isnan().item(), (t, u)
+    assert repr(t[1].item()) == "0.0" and repr(u[1].item()) == "-0.0", (t, u)
+    same_everywhere(t)
+    same_everywhere(u)
+
+# broadcast, all_gather_into_tensor, reduce_scatter_tensor and barrier, small (non-blocking MPI) and large (blocking)
+for n in (3, 3000):
+    b = strata.arange(n, dtype=strata.float64) * (r + 1)
+    dist.broadcast(b, src=n_ranks - 1)
+    assert b.tolist() == [float(i * n_ranks) for i in range(n)]
+    out = strata.empty(n * n_ranks, dtype=strata.int32)
+    dist.all_gather_into_tensor(out, strata.full((n,), r, dtype=strata.int32))
+    assert out.tolist() == [k for k in range(n_ranks) for _ in range(n)]
+    rs = strata.empty(n, dtype=strata.int64)
+    dist.reduce_scatter_tensor(rs, strata.arange(n * n_ranks, dtype=strata.int64))
+    assert rs.tolist() == [(r * n + i) * n_ranks for i in range(n)]
+    dist.barrier()
+print(f"rank {r}: {C.fast_path_calls()} calls on the fast path", flush=True)
+open(os.path.join(os.environ["OK_DIR"], f"ok{r}"), "w").close()
+'''
+
+
+@pytest.mark.parametrize("nproc,runtime", [(2, ""), (3, ""), (4, ""), (2, "--mpi-runtime"), (4, "--mpi-runtime")])
+def test_small_collectives_agree_across_routes_and_ranks(tmp_path, nproc, runtime):
+    # joined ranks (TCP: no pieces, the own all-reduce up to 16 KiB) and one mpirun job (shared memory: pieces, the
+    # own all-reduce up to 64 KiB)
+    p = launch(tmp_path, SMALL, nproc, *([runtime] if runtime else []), timeout=240, env={"OK_DIR": str(tmp_path)})
+    assert p.returncode == 0, p.stdout + p.stderr[-6000:]
+    for k in range(nproc):
+        assert (tmp_path / f"ok{k}").exists(), p.stdout + p.stderr[-6000:]
+    assert "rank 1: 0 calls" in p.stdout and "rank 0: 0 calls" not in p.stdout, p.stdout
+
+
+@pytest.mark.parametrize("what", ["broadcast", "barrier", "all_reduce_16k"])
+def test_a_hung_rank_times_out_in_other_small_collectives(tmp_path, what):
+    # The fast path's wait honours the group's timeout for every small collective it runs, not only all_reduce.
+    code = r'''
+    import datetime, sys, time, strata, strata.distributed as dist
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=2))
+    C = strata._C._distributed
+    if dist.get_rank() == 1:
+        time.sleep(120)
+    n0 = C.fast_path_calls()
+    try:
+        if WHAT == "broadcast":
+            dist.broadcast(strata.ones(8), src=1)  # the root of a small broadcast need not wait
+        elif WHAT == "barrier":
+            dist.barrier()
+        else:
+            dist.all_reduce(strata.ones(4096))
+    except dist.DistError as e:
+        print("CAUGHT on the fast path: %s" % (C.fast_path_calls() == n0 + 1), e, file=sys.stderr, flush=True)
+        sys.exit(3)
+    print("NOT REACHED", file=sys.stderr, flush=True)
+    '''.replace("WHAT", repr(what))
+    p = launch(tmp_path, code, 2, timeout=60)
+    assert p.returncode == 1, p.stderr
+    assert "CAUGHT on the fast path: True" in p.stderr and "did not complete within 2" in p.stderr, p.stderr
+
+
+def test_the_fast_path_backs_off_while_peers_arrive_late(tmp_path):
+    # Rank 1 comes 2 ms late to each of 32 all_reduces: rank 0's waits go past their polling time, so its fast path
+    # turns itself off for a while (the next call queues on the communication thread) and comes back afterwards.
+    code = r'''
+    import os, time, strata, strata.distributed as dist
+    dist.init_process_group("gloo")
+    C = strata._C._distributed
+    r = dist.get_rank()
+    x = strata.ones(4)
+    dist.barrier()
+    for i in range(32):
+        if r == 1:
+            time.sleep(0.002)
+        dist.all_reduce(x)
+    if r == 0:
+        assert C.fast_path_backoffs() == 1, C.fast_path_backoffs()
+        n0 = C.fast_path_calls()
+        dist.all_reduce(x)
+        assert C.fast_path_calls() == n0, "backed off: the thread path"
+        time.sleep(0.3)
+        dist.all_reduce(x)
+        assert C.fast_path_calls() == n0 + 1, "the fast path again"
+    else:
+        dist.all_reduce(x)
+        dist.all_reduce(x)
+    assert x.tolist() == [2.0 ** 34] * 4, x
+    open(os.path.join(os.environ["OK_DIR"], f"ok{r}"), "w").close()
+    '''
+    p = launch(tmp_path, code, 2, timeout=90, env={"OK_DIR": str(tmp_path)})
+    assert p.returncode == 0, p.stdout + p.stderr[-4000:]
+    assert (tmp_path / "ok0").exists() and (tmp_path / "ok1").exists(), p.stdout + p.stderr[-4000:]

@@ -24,6 +24,24 @@ __all__ = [
 _cc = _C._cuda
 
 
+def _cublas_dirs():
+    """Where the nvidia-cublas wheel puts libcublas.so.13 (nvidia/cu13/lib; nvidia/cublas/lib in older wheels),
+    under each sys.path entry: the places Strata's cuBLAS loader tries after STRATA_CUBLAS_DIR (docs/CUDA.md)."""
+    import os
+    import sys
+
+    found = []
+    for p in sys.path:
+        for sub in ("nvidia/cu13/lib", "nvidia/cublas/lib"):
+            d = os.path.join(p or ".", sub)
+            if d not in found and os.path.isdir(d):
+                found.append(d)
+    return found
+
+
+_cc.set_cublas_search_dirs(_cublas_dirs())
+
+
 def is_available_reason():
     """Why CUDA is not available in this process ("" when it is): e.g. no NVIDIA driver (libcuda.so.1 missing)."""
     return _cc.unavailable_reason()

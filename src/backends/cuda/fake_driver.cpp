@@ -610,5 +610,8 @@ void register_kernel(const std::string& name, HostKernel fn) {
   std::lock_guard g(state().mu);
   state().kernels[name] = fn;
 }
+CUresult enqueue_host_work(CUstream s, std::vector<std::pair<uintptr_t, size_t>> ranges, std::function<void()> work) {
+  return enqueue(s, std::move(ranges), std::move(work));
+}
 
 }  // namespace strata::cuda::fake

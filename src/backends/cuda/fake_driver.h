@@ -26,6 +26,8 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backends/cuda/driver_api.h"
 
@@ -56,5 +58,11 @@ int64_t alloc_calls();
 // that runs when the stream reaches it.
 using HostKernel = std::function<void()> (*)(void** params, unsigned grid_x, unsigned block_x);
 void register_kernel(const std::string& name, HostKernel fn);
+
+// Queues host work on `stream` (of the current device when 0) as a library's kernel would be queued (the fake
+// cuBLAS's GEMMs): the device ranges (base, bytes) it touches are checked now (CUDA_ERROR_INVALID_VALUE) and again
+// when it runs (CUDA_ERROR_ILLEGAL_ADDRESS, sticky on the stream). Needs a current context, as cuLaunchKernel.
+CUresult enqueue_host_work(CUstream stream, std::vector<std::pair<uintptr_t, size_t>> ranges,
+                           std::function<void()> work);
 
 }  // namespace strata::cuda::fake

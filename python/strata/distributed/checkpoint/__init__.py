@@ -6,6 +6,7 @@ replicas, as torch's default planner dedups them), each rank into its own data f
 metadata after gathering every rank's entries. `load` reads, on each rank, the keys of the given state dict and
 loads them in place: tensors are copied into (shape must match; dtype is converted, as copy_), other values are
 replaced in their dict or list. Without a process group (or with no_dist=True) one process does it all.
+`load` also reads a checkpoint written by torch.distributed.checkpoint.save (_torch_format.py).
 """
 
 
@@ -46,10 +47,31 @@ def _flatten(obj, prefix, out):
     return out
 
 
-def _leaves(state_dict, what):
+def _flatten_like_torch(obj, prefix, out):
+    """_flatten with torch's rule (torch.distributed.checkpoint's traversal), for checkpoints in torch's format:
+    dicts are always walked (an empty one has no leaves), a list only when it holds a tensor, a dict or such a list,
+    a tuple never."""
+    def terminal(v):
+        if isinstance(v, dict):
+            return False
+        if not isinstance(v, list):
+            return True
+        return not any(isinstance(x, strata.Tensor) or (isinstance(x, (dict, list)) and not terminal(x)) for x in v)
+
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj)
+    for k, v in items:
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) or not terminal(v):
+            _flatten_like_torch(v, key + ".", out)
+        else:
+            out.append((key, obj, k))
+    return out
+
+
+def _leaves(state_dict, what, torch_rule=False):
     if not isinstance(state_dict, dict):
         raise TypeError(f"{what}: state_dict must be a dict, got {type(state_dict).__name__}")
-    leaves = _flatten(state_dict, "", [])
+    leaves = (_flatten_like_torch if torch_rule else _flatten)(state_dict, "", [])
     keys = [k for k, _, _ in leaves]
     if len(set(keys)) != len(keys):
         dup = sorted({k for k in keys if keys.count(k) > 1})
@@ -99,7 +121,7 @@ def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, p
     if planner is not None and not isinstance(planner, DefaultSavePlanner):
         raise NotImplementedError(f"{what}: custom planners are not supported (got {type(planner).__name__})")
     w = _writer(storage_writer, checkpoint_id, what)
-    leaves = _leaves(state_dict, what)
+    leaves = _leaves(state_dict, what, torch_rule=w.torch_format)
     g = _process_group(process_group, no_dist)
     rank, world = (g.rank(), g.size()) if g is not None else (0, 1)
     # DTensors (sharded parameters, their optimizer state) are written whole: gathered here, collectively, in the
@@ -149,15 +171,23 @@ def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, p
     r = _reader(storage_reader, checkpoint_id, what)
     entries = r._raw_metadata()["entries"]
     leaves = _leaves(state_dict, what)
+    found = {key: _find_entry(entries, key) for key, _, _ in leaves}
     for key, c, i in leaves:
-        if key not in entries and not partial:
+        if found[key] is None and not partial and not (isinstance(c[i], dict) and not c[i]):
+            # (an empty dict has no leaves in torch's format: nothing to load)
             raise RuntimeError(f"{what}: Missing key in checkpoint state_dict: {key}.")
+    whole = {}  # values saved whole (torch keeps lists of non-tensors, e.g. param_groups, as one item)
     with strata.no_grad():
         for key, c, i in leaves:
-            e = entries.get(key)
-            if e is None:
+            if found[key] is None:
                 continue
-            v = r._read(e)
+            prefix, rest = found[key]
+            if not rest:
+                v = r._read(entries[prefix])
+            else:
+                if prefix not in whole:
+                    whole[prefix] = r._read(entries[prefix])
+                v = _descend(whole[prefix], rest, key, what)
             cur = c[i]
             if getattr(cur, "_strata_dtensor", False) and isinstance(v, strata.Tensor):
                 # a sharded tensor: copy this rank's piece of the saved whole tensor (any sharding)
@@ -174,6 +204,33 @@ def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, p
                 cur.copy_(v)
             else:
                 c[i] = v
+
+
+def _find_entry(entries, key):
+    """(saved key, remaining path) for the leaf `key`: the key itself, or the longest dotted prefix saved as one
+    value (a torch checkpoint keeps a list or dict without tensors as one item), or None."""
+    if key in entries:
+        return key, []
+    parts = key.split(".")
+    for n in range(len(parts) - 1, 0, -1):
+        prefix = ".".join(parts[:n])
+        if prefix in entries and entries[prefix]["kind"] not in ("tensor", "torch-tensor"):
+            return prefix, parts[n:]
+    return None
+
+
+def _descend(value, rest, key, what):
+    for p in rest:
+        try:
+            if isinstance(value, (list, tuple)):
+                value = value[int(p)]
+            elif isinstance(value, dict):
+                value = value[p] if p in value else value[int(p)]
+            else:
+                raise KeyError(p)
+        except (KeyError, IndexError, ValueError):
+            raise RuntimeError(f"{what}: Missing key in checkpoint state_dict: {key}.") from None
+    return value
 
 
 def save_state_dict(state_dict, storage_writer, process_group=None, coordinator_rank=0, no_dist=False, planner=None):

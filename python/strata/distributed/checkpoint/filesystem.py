@@ -53,8 +53,10 @@ class FileSystemWriter:
 
     def __init__(self, path, single_file_per_rank=True, sync_files=True, thread_count=1,
                  per_thread_copy_ahead=10_000_000,
-                 cache_staged_state_dict=False, overwrite=True, **kwargs):
+                 cache_staged_state_dict=False, overwrite=True, torch_format=False, **kwargs):
         self.path = os.fspath(path)
+        # torch_format=True: torch's own format (_torch_format.py), which torch.distributed.checkpoint.load reads
+        self.torch_format = torch_format
         self.sync_files = sync_files
         self.overwrite = overwrite
 
@@ -71,7 +73,11 @@ class FileSystemWriter:
         with open(tmp, "wb") as f:
             for key, v in items:
                 off = f.tell()
-                if isinstance(v, strata.Tensor):
+                if self.torch_format:
+                    from . import _torch_format
+                    b = _torch_format.item_bytes(v)
+                    entries[key] = _torch_format.entry_for(key, v, name, off, len(b))
+                elif isinstance(v, strata.Tensor):
                     b = tensor_bytes(v)
                     entries[key] = dict(kind="tensor", file=name, offset=off, nbytes=len(b), dtype=_dtype_name(v.dtype),
                                         shape=list(v.shape))
@@ -87,8 +93,13 @@ class FileSystemWriter:
 
     def _write_metadata(self, world_size, entries):
         tmp = os.path.join(self.path, METADATA + ".tmp")
-        with open(tmp, "w") as f:
-            json.dump(dict(format=FORMAT, version=VERSION, world_size=world_size, entries=entries), f)
+        if self.torch_format:
+            from . import _torch_format
+            data = _torch_format.metadata_bytes(entries)
+        else:
+            data = json.dumps(dict(format=FORMAT, version=VERSION, world_size=world_size, entries=entries)).encode()
+        with open(tmp, "wb") as f:
+            f.write(data)
             if self.sync_files:
                 f.flush()
                 os.fsync(f.fileno())
@@ -113,11 +124,16 @@ class FileSystemReader:
             if not os.path.exists(p):
                 raise FileNotFoundError(f"checkpoint: no {METADATA} in {self.path!r} (not a checkpoint directory, or "
                                         "its save did not finish)")
-            with open(p) as f:
-                m = json.load(f)
+            with open(p, "rb") as f:
+                data = f.read()
+            from . import _torch_format
+            if _torch_format.is_torch_metadata(data):  # written by torch.distributed.checkpoint.save
+                self._meta = _torch_format.read_metadata(data, p)
+                return self._meta
+            m = json.loads(data)
             if m.get("format") != FORMAT:
-                raise RuntimeError(f"checkpoint: {p} is not a Strata checkpoint (format {m.get('format')!r}); "
-                                   "torch's own DCP format is not read")
+                raise RuntimeError(f"checkpoint: {p} is neither a Strata checkpoint (format {m.get('format')!r}) "
+                                   "nor torch's")
             if m.get("version") != VERSION:
                 raise RuntimeError(f"checkpoint: {p} has format version {m.get('version')}, this Strata reads "
                                    f"{VERSION}")
@@ -125,6 +141,9 @@ class FileSystemReader:
         return self._meta
 
     def _read(self, entry):
+        if entry["kind"] in ("torch-tensor", "torch-bytes"):
+            from . import _torch_format
+            return _torch_format.read_entry(self.path, entry)
         with open(os.path.join(self.path, entry["file"]), "rb") as f:
             f.seek(entry["offset"])
             b = f.read(entry["nbytes"])

@@ -117,7 +117,7 @@ def from_entries(raw, checkpoint_id=None):
 
     sdm, storage = {}, {}
     for i, (key, e) in enumerate(raw["entries"].items()):
-        if e["kind"] == "tensor":
+        if e["kind"] in ("tensor", "torch-tensor"):
             size = _size(e["shape"])
             sdm[key] = TensorStorageMetadata(TensorProperties(dtype=_dtype(e["dtype"])), size,
                                              [ChunkStorageMetadata(_size([0] * len(size)), size)])
