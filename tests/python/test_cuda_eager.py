@@ -271,6 +271,15 @@ def g3(d):
     (S.where(a > 0, a * b, b - a) / (b.abs() + 1)).log_softmax(0).sum(1).mean().backward()
     return S.cat([a.grad.cpu(), b.grad.cpu().reshape(1, 3)]).to(d)
 run("backward: where, div, abs, log_softmax over dim 0, broadcasting", g3, 1e-6)
+def sgd_step(d):
+    # Linear (cuBLAS on cuda) + gelu + log_softmax + mean, backward, one SGD step: the weights after it.
+    S.manual_seed(0)
+    lin = S.nn.Linear(8, 4).to(d)
+    x = S.randn(5, 8, generator=S.Generator().manual_seed(3)).to(d)
+    S.nn.functional.log_softmax(S.nn.functional.gelu(lin(x)), -1).mean().backward()
+    S.optim.SGD(lin.parameters(), lr=0.1, momentum=0.9).step()
+    return S.cat([lin.weight.detach().cpu(), lin.bias.detach().cpu().reshape(4, 1)], 1).to(d)
+run("Linear + gelu + log_softmax backward and an SGD step", sgd_step, 1e-5)
 done()
 '''
 
