@@ -46,7 +46,9 @@ def cmp(name, g, e, tol):
     else:
         ok = bool(S.allclose(g.double(), e.double(), rtol=tol, atol=tol, equal_nan=True))
     if not ok: fails.append(f"{name}:\n{g}\nvs\n{e}")
+checks = []
 def run(name, f, tol=0.0):
+    checks.append(name)
     try:
         out = f("cuda")
         assert out.device.type == "cuda", out.device
@@ -54,7 +56,7 @@ def run(name, f, tol=0.0):
     except Exception as ex:
         fails.append(f"{name}: {type(ex).__name__}: {ex}")
 def done():
-    print("kernels built", _C._cuda.eager_kernels_built(), "launches", _C._cuda.eager_launches())
+    print("checks", len(checks), "kernels built", _C._cuda.eager_kernels_built(), "launches", _C._cuda.eager_launches())
     print("\n".join(fails) or "ALL OK")
 S.manual_seed(0)
 '''
