@@ -10,6 +10,7 @@
 #include "backends/cuda/caching_allocator.h"
 #include "backends/cuda/cublas_api.h"
 #include "backends/cuda/cuda_runtime.h"
+#include "backends/cuda/eager_kernels.h"
 #include "backends/cuda/fake_driver.h"
 #include "backends/cuda/pinned_memory.h"
 #include "bind.h"
@@ -39,6 +40,22 @@ void bind_cuda(nb::module_& parent) {
     return std::string();
   });
   m.def("driver_source", [] { return cuda::driver().source; });
+  // Eager kernels are built by python/strata/cuda/_eager.py (NVRTC, or g++ host emulation on the fake driver).
+  cuda::set_kernel_builder([](const std::string& source, const std::string& name, bool fake) -> std::string {
+    nb::gil_scoped_acquire gil;
+    try {
+      nb::object r = nb::module_::import_("strata.cuda._eager").attr("build")(source, name, fake);
+      if (nb::isinstance<nb::bytes>(r)) {
+        nb::bytes b = nb::borrow<nb::bytes>(r);
+        return std::string(b.c_str(), b.size());
+      }
+      return nb::cast<std::string>(r);
+    } catch (nb::python_error& e) {
+      throw Error(str("CUDA eager kernel ", name, ": building it failed: ", e.what()));
+    }
+  });
+  m.def("eager_kernels_built", [] { return cuda::eager_kernels_built(); });
+  m.def("eager_launches", [] { return cuda::eager_launches(); });
   m.def("is_fake", [] { return cuda::available() && cuda::driver().is_fake; });
   m.def("device_count", [] { return cuda::available() ? cuda::device_count() : 0; });
   m.def("lazy_init", [] { cuda::lazy_init(); });

@@ -173,6 +173,9 @@ Tensor scalar_to_tensor(const Scalar& s, ScalarType dtype, Device device, bool w
   // binding's do: it keeps its value, which a graph recorded on Meta (the
   // compiler's) must replay, and Meta kernels take CPU wrapped numbers.
   if (wrapped && device.is_meta()) device = Device();
+  // The same on a GPU: a wrapped number is a CPU scalar that any device's kernels take (the CUDA stubs copy it to
+  // the device in stream order); an empty device tensor here would have left the value unset.
+  if (wrapped && device.type == DeviceType::CUDA) device = Device();
   Tensor t = empty_tensor({}, dtype, device);
   if (device.is_cpu()) {
     visit_all_dtypes_and_float8(dtype, [&]<typename T>() { *t.data_ptr<T>() = s.to<T>(); });

@@ -188,8 +188,8 @@ void OperatorEntry::report_missing(DispatchKeySet ks) const {
   ss << "]";
   if (k == DispatchKey::CUDA) {
     ss << ". Strata's CUDA backend has no kernel for '" << schema_.full_name()
-       << "' yet (only factories, copies and views run on cuda devices): compute on the CPU with .cpu(), or see "
-          "docs/CUDA.md";
+       << "' yet (factories, copies, views, the common elementwise ops, the basic reductions and softmax run on "
+          "cuda devices): compute on the CPU with .cpu(), or see docs/CUDA.md";
   }
   throw NotImplementedError(ss.str());
 }

@@ -10,6 +10,7 @@
 // not belong to the destination keep their values). Correct, and slow; named in docs/CUDA.md.
 #include "backends/cuda/caching_allocator.h"
 #include "backends/cuda/cuda_runtime.h"
+#include "backends/cuda/eager_kernels.h"
 #include "backends/cuda/pinned_memory.h"
 #include "ops/api/core.h"
 #include "ops/creation_common.h"
@@ -106,6 +107,8 @@ Tensor copy_cuda(const Tensor& self, const Tensor& src, bool non_blocking) {
   if (same_layout && is_cuda(src) && src.device().index == dev) {
     check(driver().cuMemcpyDtoDAsync(dptr(self), dptr(src), bytes, current_stream(dev).handle),
           "cuMemcpyDtoDAsync");
+  } else if (is_cuda(src) && src.device().index == dev && copy_kernel(self, src)) {
+    // Converting, broadcasting or strided copy on one device: one kernel (Note [CUDA eager kernels]).
   } else if (same_layout && src.device().is_cpu() && is_pinned(src.data_ptr(), bytes)) {
     // From page-locked memory: asynchronous (Note [Pinned host memory]); non_blocking=False waits below.
     Stream s = current_stream(dev);
@@ -145,7 +148,7 @@ Tensor fill_cuda(const Tensor& self, const Scalar& value) {
     check(driver().cuMemsetD8Async(dptr(self), 0, static_cast<size_t>(self.numel()) * self.element_size(),
                                    current_stream(dev).handle),
           "cuMemsetD8Async");
-  } else {
+  } else if (!fill_kernel(self, value)) {
     auto [base, view] = read_span(self);  // Note [Copies without kernels]
     fill_(view, value);
     write_span(self, base);
@@ -248,6 +251,7 @@ void share_view_kernels() {
     if (!op || op->has_registered(DispatchKey::CUDA) || !op->has_registered(DispatchKey::CPU)) continue;
     d.register_kernel(*op, DispatchKey::CUDA, op->kernel_for(DispatchKey::CPU));
   }
+  share_pointwise_kernels();
 }
 
 namespace {

@@ -8,6 +8,8 @@
 // Only what the renderer emits is emulated: one-dimensional grids and blocks, full-warp shuffles.
 #pragma once
 
+#define STRATA_NVRTC_HOST_EMULATION 1
+
 #include <barrier>
 #include <cstdint>
 #include <cstring>
