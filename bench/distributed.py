@@ -55,6 +55,7 @@ def worker_allreduce(quick, small=False):
         if nbytes >= (64 << 20):
             iters = 4
         ours, raw, engine, general = [], [], [], []
+        backoffs = C.fast_path_backoffs()
         for _ in range(9 if small else 5):  # interleaved rounds, the best of each kept: the load changes over seconds
             dist.barrier()
             raw.append(C.bench_raw_allreduce(g._comm, x.data_ptr(), n, 5, iters, 600.0) / iters)
@@ -72,7 +73,7 @@ def worker_allreduce(quick, small=False):
             for _ in range(iters):
                 dist.all_reduce(x)
             ours.append((time.perf_counter() - t0) / iters)
-        rows.append((nbytes, min(ours), min(raw)) + ((min(engine), min(general)) if small else ()))
+        rows.append((nbytes, min(ours), min(raw)) + ((min(engine), min(general), C.fast_path_backoffs() - backoffs) if small else ()))
     if dist.get_rank() == 0:
         print(json.dumps({"allreduce": rows}), flush=True)
 
@@ -233,7 +234,7 @@ def main():
         for nbytes, ours, raw, *engine in res["allreduce"]:
             print(f"    {human(nbytes):>10}  time/call    {ours * 1e6:10.1f}us {raw * 1e6:12.1f}us" +
                   (f"   (engine from C++: {engine[0] * 1e6:.1f}us, {raw / engine[0]:.2f}x; Python path: "
-                   f"{engine[1] * 1e6:.1f}us, {raw / engine[1]:.2f}x)" if engine else ""))
+                   f"{engine[1] * 1e6:.1f}us, {raw / engine[1]:.2f}x; fast path backed off {engine[2]}x)" if engine else ""))
             print(f"                bandwidth    {nbytes / ours / 1e9:10.3f}GB/s {nbytes / raw / 1e9:10.3f}GB/s "
                   f"{raw / ours:7.2f}x")
     if args.small:
