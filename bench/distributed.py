@@ -7,7 +7,9 @@
     MPI_Allreduce called back to back on the same communicator by the communication thread itself (the library's
     own speed, none of ours). Bandwidth = bytes / time per call; ratio = ours / MPI's (1.0: no overhead). Ours runs
     on the calling thread up to 64 KiB under mpirun, 16 KiB for joined ranks (the synchronous fast path,
-    docs/DISTRIBUTED.md), on the communication thread above. --small adds our engine called from C++ (no Python). The reference is itself erratic from 16 KiB to 4 MiB on a busy machine (both ranks spin in MPI with no
+    docs/DISTRIBUTED.md), on the communication thread above. --small adds our engine called from C++ (no Python), the
+    Python function behind all_reduce's C entry (what all_reduce was before it) and how often the fast path backed
+    off during each size's rounds. The reference is itself erratic from 16 KiB to 4 MiB on a busy machine (both ranks spin in MPI with no
     pause between calls): compare several runs there.
 (b) a DDP training step (forward, backward, all-reduced gradients, SGD) of an MLP (4 Linear 1024x1024, ReLU;
     16 MiB of gradients; batch 64 per rank): strata DDP, strata without DDP (the same per-rank work with no
