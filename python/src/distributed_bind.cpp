@@ -88,11 +88,19 @@ bool sync_tensors_run(int kind, int comm, int group_size, nb::handle a, nb::hand
 // from the arguments, with no Python frame; anything else (other arguments, a tensor sync_tensors_run refuses, no
 // default group, the debug mode, a keyword it does not know) is handed, arguments untouched, to the Python
 // function it replaces (strata.distributed._collectives._all_reduce_general), which checks, raises and runs as
-// before. `self` is the tuple (general, state, ReduceOp.SUM, DistError).
+// before. Its `self` is the module it lives in (strata.distributed._collectives: it pickles by name, and reads as
+// a built-in function); what it needs is in g_entry (set once by make_all_reduce, kept alive for the process).
 std::atomic<int64_t> g_all_reduce_entry_calls{0};
 
-PyObject* all_reduce_entry(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
-  PyObject* general = PyTuple_GET_ITEM(self, 0);
+struct EntryRefs {
+  PyObject* general = nullptr;  // the Python function
+  PyObject* state = nullptr;    // strata.distributed._state
+  PyObject* sum = nullptr;      // ReduceOp.SUM
+  PyObject* dist_error = nullptr;
+} g_entry;
+
+PyObject* all_reduce_entry(PyObject*, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
+  PyObject* general = g_entry.general;
   auto fallback = [&] { return PyObject_Vectorcall(general, args, nargsf, kwnames); };
   static PyObject* s_op = PyUnicode_InternFromString("op");
   static PyObject* s_group = PyUnicode_InternFromString("group");
@@ -113,10 +121,10 @@ PyObject* all_reduce_entry(PyObject* self, PyObject* const* args, Py_ssize_t nar
     if (at < 0 || slot[at]) return fallback();
     slot[at] = args[nargs + k];
   }
-  if ((slot[1] && slot[1] != PyTuple_GET_ITEM(self, 2)) || (slot[2] && slot[2] != Py_None) ||
+  if ((slot[1] && slot[1] != g_entry.sum) || (slot[2] && slot[2] != Py_None) ||
       (slot[3] && slot[3] != Py_False))
     return fallback();
-  PyObject* state = PyTuple_GET_ITEM(self, 1);
+  PyObject* state = g_entry.state;
   PyObject* debug = PyObject_GetAttr(state, s_debug);
   if (!debug) return nullptr;
   Py_DECREF(debug);  // a bool: alive in the interpreter
@@ -167,7 +175,7 @@ PyObject* all_reduce_entry(PyObject* self, PyObject* const* args, Py_ssize_t nar
     done = sync_tensors_run(0, static_cast<int>(comm), static_cast<int>(size), args[0], nb::none(), 0, 0,
                             "all_reduce", timeout);
   } catch (const std::exception& e) {  // as the general path: raise DistError(str(e)) from None
-    PyErr_SetString(PyTuple_GET_ITEM(self, 3), e.what());
+    PyErr_SetString(g_entry.dist_error, e.what());
     return nullptr;
   }
   if (!done) return fallback();
@@ -286,9 +294,12 @@ void bind_distributed(nb::module_& parent) {
     return sync_tensors(0, comm, group_size, t, nb::none(), op, 0, "all_reduce", timeout);
   });
   // The C-level strata.distributed.all_reduce (all_reduce_entry above), made once by _collectives.
-  m.def("make_all_reduce", [](nb::object general, nb::object state, nb::object sum, nb::object dist_error) {
-    nb::object self = nb::make_tuple(general, state, sum, dist_error);
-    PyObject* f = PyCFunction_NewEx(&all_reduce_def, self.ptr(), nullptr);
+  m.def("make_all_reduce", [](nb::object general, nb::object state, nb::object sum, nb::object dist_error,
+                              nb::object module) {
+    for (PyObject** slot : {&g_entry.general, &g_entry.state, &g_entry.sum, &g_entry.dist_error}) Py_XDECREF(*slot);
+    g_entry = {general.release().ptr(), state.release().ptr(), sum.release().ptr(), dist_error.release().ptr()};
+    nb::object name = module.attr("__name__");
+    PyObject* f = PyCFunction_NewEx(&all_reduce_def, module.ptr(), name.ptr());
     if (!f) throw nb::python_error();
     return nb::steal(f);
   });

@@ -2,6 +2,7 @@
 runs there (its counter, _C._distributed.all_reduce_entry_calls, moves), every other call goes to the Python
 function behind it (the counter stays), with the same results and the same errors."""
 import json
+import pickle
 
 import pytest
 
@@ -98,6 +99,7 @@ def test_entry_is_the_module_attribute_and_errors_match_without_a_group():
     if not hasattr(strata._C._distributed, "make_all_reduce"):
         pytest.skip("binding without the C entry")
     assert dist.all_reduce is not dist._collectives._all_reduce_general
+    assert pickle.loads(pickle.dumps(dist.all_reduce)) is dist.all_reduce  # by name, as the Python function was
     gen = dist._collectives._all_reduce_general
     for args, kw in [((strata.ones(3),), {}), ((strata.ones(3),), {"op": dist.ReduceOp.SUM}), (("x",), {}),
                      ((strata.ones(3),), {"foo": 1}), ((), {})]:

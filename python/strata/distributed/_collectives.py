@@ -313,11 +313,13 @@ def _make_all_reduce():
     call (all_reduce(t) or all_reduce(t, op=ReduceOp.SUM), default group, async_op False, the debug mode off, a
     contiguous CPU tensor of a dtype MPI has) with no Python frame and hands everything else, arguments untouched, to
     _all_reduce_general above; _all_reduce_general itself where the binding lacks it."""
+    import sys
+
     try:
         make = _E().make_all_reduce
     except (ImportError, AttributeError):
         return _all_reduce_general
-    return make(_all_reduce_general, _state, _SUM, DistError)
+    return make(_all_reduce_general, _state, _SUM, DistError, sys.modules[__name__])
 
 
 _all_reduce_general = all_reduce  # its name stays all_reduce: a bad keyword's TypeError reads as before
