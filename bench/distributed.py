@@ -7,7 +7,9 @@
     MPI_Allreduce called back to back on the same communicator by the communication thread itself (the library's
     own speed, none of ours). Bandwidth = bytes / time per call; ratio = ours / MPI's (1.0: no overhead). Ours runs
     on the calling thread up to 64 KiB under mpirun, 16 KiB for joined ranks (the synchronous fast path,
-    docs/DISTRIBUTED.md), on the communication thread above. --small adds our engine called from C++ (no Python). The reference is itself erratic from 16 KiB to 4 MiB on a busy machine (both ranks spin in MPI with no
+    docs/DISTRIBUTED.md), on the communication thread above. --small adds our engine called from C++ (no Python), the
+    Python function behind all_reduce's C entry (what all_reduce was before it) and how often the fast path backed
+    off during each size's rounds. The reference is itself erratic from 16 KiB to 4 MiB on a busy machine (both ranks spin in MPI with no
     pause between calls): compare several runs there.
 (b) a DDP training step (forward, backward, all-reduced gradients, SGD) of an MLP (4 Linear 1024x1024, ReLU;
     16 MiB of gradients; batch 64 per rank): strata DDP, strata without DDP (the same per-rank work with no
@@ -54,19 +56,26 @@ def worker_allreduce(quick, small=False):
         iters = max(3, min(1000, (64 << 20) // nbytes * 4))
         if nbytes >= (64 << 20):
             iters = 4
-        ours, raw, engine = [], [], []
+        ours, raw, engine, general = [], [], [], []
+        backoffs = C.fast_path_backoffs()
         for _ in range(9 if small else 5):  # interleaved rounds, the best of each kept: the load changes over seconds
             dist.barrier()
             raw.append(C.bench_raw_allreduce(g._comm, x.data_ptr(), n, 5, iters, 600.0) / iters)
             if small:  # our engine called from C++: all but Python's share
                 dist.barrier()
                 engine.append(C.bench_engine_allreduce(g._comm, x.data_ptr(), n, 5, iters, 600.0) / iters)
+                dist.barrier()  # the Python function behind dist.all_reduce's C entry (what all_reduce was before)
+                gen = dist._collectives._all_reduce_general
+                t0 = time.perf_counter()
+                for _ in range(iters):
+                    gen(x)
+                general.append((time.perf_counter() - t0) / iters)
             dist.barrier()
             t0 = time.perf_counter()
             for _ in range(iters):
                 dist.all_reduce(x)
             ours.append((time.perf_counter() - t0) / iters)
-        rows.append((nbytes, min(ours), min(raw)) + ((min(engine),) if small else ()))
+        rows.append((nbytes, min(ours), min(raw)) + ((min(engine), min(general), C.fast_path_backoffs() - backoffs) if small else ()))
     if dist.get_rank() == 0:
         print(json.dumps({"allreduce": rows}), flush=True)
 
@@ -226,7 +235,8 @@ def main():
         print(f"\n(a) all_reduce float32 sum        {'strata':>12} {'MPI_Allreduce':>14} {'ratio':>7}")
         for nbytes, ours, raw, *engine in res["allreduce"]:
             print(f"    {human(nbytes):>10}  time/call    {ours * 1e6:10.1f}us {raw * 1e6:12.1f}us" +
-                  (f"   (engine from C++: {engine[0] * 1e6:.1f}us, {raw / engine[0]:.2f}x)" if engine else ""))
+                  (f"   (engine from C++: {engine[0] * 1e6:.1f}us, {raw / engine[0]:.2f}x; Python path: "
+                   f"{engine[1] * 1e6:.1f}us, {raw / engine[1]:.2f}x; fast path backed off {engine[2]}x)" if engine else ""))
             print(f"                bandwidth    {nbytes / ours / 1e9:10.3f}GB/s {nbytes / raw / 1e9:10.3f}GB/s "
                   f"{raw / ours:7.2f}x")
     if args.small:

@@ -308,6 +308,24 @@ def all_reduce(tensor, op=_SUM, group=None, async_op=False):
                 async_op=async_op, desc=_desc(what, tensor, op=int(op)))
 
 
+def _make_all_reduce():
+    """strata.distributed.all_reduce: the C-level callable of _C._distributed.make_all_reduce, which runs the common
+    call (all_reduce(t) or all_reduce(t, op=ReduceOp.SUM), default group, async_op False, the debug mode off, a
+    contiguous CPU tensor of a dtype MPI has) with no Python frame and hands everything else, arguments untouched, to
+    _all_reduce_general above; _all_reduce_general itself where the binding lacks it."""
+    import sys
+
+    try:
+        make = _E().make_all_reduce
+    except (ImportError, AttributeError):
+        return _all_reduce_general
+    return make(_all_reduce_general, _state, _SUM, DistError, sys.modules[__name__])
+
+
+_all_reduce_general = all_reduce  # its name stays all_reduce: a bad keyword's TypeError reads as before
+all_reduce = _make_all_reduce()
+
+
 def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
     if not async_op and not _state.debug:
         g = _fast_group(group)
