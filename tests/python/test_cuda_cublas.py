@@ -11,19 +11,7 @@ import textwrap
 import pytest
 
 import strata
-
-PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(strata.__file__)))
-
-
-def run_fake(code, **env):
-    e = dict(os.environ)
-    e.update({"STRATA_CUDA_DRIVER": "fake", "PYTHONPATH": PKG_PARENT})
-    e.update({k: str(v) for k, v in env.items()})
-    prelude = "import strata\nfrom strata import _C\ncc = _C._cuda\nfake = strata.cuda._fake\n"
-    r = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)], env=e, capture_output=True,
-                       text=True, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return r.stdout
+from _cuda_fake_run import PKG_PARENT, run_fake
 
 
 # Every product against the CPU's, for the four dtypes, with contiguous, transposed, sliced (a step: copied),

@@ -11,21 +11,9 @@ import textwrap
 import pytest
 
 import strata
+from _cuda_fake_run import PKG_PARENT, run_fake
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# The subprocesses import the same strata as this process (the in-place build, or a sanitizer build's copy).
-PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(strata.__file__)))
-
-
-def run_fake(code, **env):
-    e = dict(os.environ)
-    e.update({"STRATA_CUDA_DRIVER": "fake", "PYTHONPATH": PKG_PARENT})
-    e.update({k: str(v) for k, v in env.items()})
-    prelude = "import strata\nfrom strata import _C\ncc = _C._cuda\nfake = strata.cuda._fake\n"
-    r = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)], env=e, capture_output=True,
-                       text=True, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return r.stdout
 
 
 @pytest.mark.skipif(os.environ.get("STRATA_CUDA_DRIVER") == "fake" or strata.cuda.is_available(),
