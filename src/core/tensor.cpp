@@ -4,6 +4,7 @@
 #include "core/indexed_allocator.h"
 
 #include <atomic>
+#include <cstring>
 
 #include <algorithm>
 
@@ -39,6 +40,12 @@ std::atomic<IndexedAllocateFn> g_indexed_allocate[kNumDeviceTypes] = {};
 }  // namespace
 
 void set_indexed_allocate(DeviceType t, IndexedAllocateFn fn) { g_indexed_allocate[static_cast<int>(t)].store(fn); }
+
+namespace {
+std::atomic<DeviceReadFn> g_device_read[kNumDeviceTypes] = {};
+}  // namespace
+
+void set_device_read(DeviceType t, DeviceReadFn fn) { g_device_read[static_cast<int>(t)].store(fn); }
 
 STRATA_HOT intrusive_ptr<StorageImpl> make_storage(size_t nbytes, Device device) {
   if (device.type == DeviceType::CUDA) [[unlikely]] {
@@ -145,8 +152,20 @@ Scalar Tensor::item() const {
   STRATA_CHECK(!key_set().has(DispatchKey::Vmap), "vmap: item() on a batched tensor is not supported: inside "
                "vmap its value differs per batch entry (data-dependent control flow); use tensor ops instead");
   STRATA_CHECK(numel() == 1, "item(): a Tensor with ", numel(), " elements cannot be converted to Scalar");
-  STRATA_CHECK(device().is_cpu(), "item(): the tensor is on ", device().str(),
-               "; copy it to the cpu first (tensor.cpu())");
+  if (!device().is_cpu()) {
+    // A device with a registered reader (CUDA) copies the element to the host and waits, as torch's item() does.
+    DeviceReadFn read = device().is_meta() ? nullptr : g_device_read[static_cast<int>(device().type)].load();
+    STRATA_CHECK(read != nullptr, "item(): the tensor is on ", device().str(),
+                 "; copy it to the cpu first (tensor.cpu())");
+    alignas(16) unsigned char buf[16];
+    STRATA_CHECK(element_size() <= sizeof(buf), "item(): unexpected element size");
+    read(device(), data_ptr(), buf, element_size());
+    return visit_all_dtypes_and_float8(dtype(), [&]<typename T>() -> Scalar {
+      T v;
+      std::memcpy(&v, buf, sizeof(T));
+      return Scalar(v);
+    });
+  }
   return visit_all_dtypes_and_float8(dtype(), [&]<typename T>() -> Scalar { return Scalar(*data_ptr<T>()); });
 }
 
@@ -177,6 +196,8 @@ Tensor scalar_to_tensor(const Scalar& s, ScalarType dtype, Device device, bool w
   // the device in stream order); an empty device tensor here would have left the value unset.
   if (wrapped && device.type == DeviceType::CUDA) device = Device();
   Tensor t = empty_tensor({}, dtype, device);
+  // Only a CPU tensor gets the value here: on another device (CUDA, PrivateUse1) the 0-d tensor is left
+  // uninitialized, so ops that need a device scalar make it with full() instead.
   if (device.is_cpu()) {
     visit_all_dtypes_and_float8(dtype, [&]<typename T>() { *t.data_ptr<T>() = s.to<T>(); });
   }

@@ -110,9 +110,10 @@ Tensor angle_impl(const Tensor& self) {
   if (is_complex_type(self.dtype())) return atan2(imag(self), real(self));
   Tensor x = is_floating_type(self.dtype()) ? self : to_dtype(self, default_dtype());
   // 0-d tensors of x's dtype, not wrapped numbers: two wrapped numbers alone
-  // would promote to the default dtype inside the inner where.
-  Tensor pi = scalar_to_tensor(Scalar(3.14159265358979323846), x.dtype(), x.device(), false);
-  Tensor zero = scalar_to_tensor(Scalar(0.0), x.dtype(), x.device(), false);
+  // would promote to the default dtype inside the inner where. Made by full, so
+  // that they hold their value on any device (a CUDA one too).
+  Tensor pi = full({}, Scalar(3.14159265358979323846), x.dtype(), x.device());
+  Tensor zero = full({}, Scalar(0.0), x.dtype(), x.device());
   return where(isnan(x), x, where(lt(x, zero), pi, zero));
 }
 STRATA_IMPL_COMPOSITE(angle, angle_impl);

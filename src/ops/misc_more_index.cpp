@@ -559,7 +559,7 @@ Tensor index_fill_impl(const Tensor& self, int64_t dim, const Tensor& index, con
   check_index_vector(index, op);
   Tensor s1 = self.dim() == 0 ? reshape(self, DimVector{1}) : self;
   dim = wrap_dim(dim, s1.dim(), op);
-  Tensor v = scalar_to_tensor(value, self.dtype(), self.device(), false);
+  Tensor v = full({}, value, self.dtype(), self.device());  // holds its value on any device
   Tensor r = index_put(s1, std::vector<Tensor>{reshape(index, DimVector{-1})}, v, false, dim);
   if (self.dim() == 0) r = reshape(r, DimVector{});
   return finish_out(r, out, op, &self);

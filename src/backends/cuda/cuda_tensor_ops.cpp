@@ -9,6 +9,7 @@
 // on the CPU, and the destination's span is written back (a read-modify-write, so that bytes of the span that do
 // not belong to the destination keep their values). Correct, and slow; named in docs/CUDA.md.
 #include "backends/cuda/caching_allocator.h"
+#include "core/indexed_allocator.h"
 #include "backends/cuda/cuda_runtime.h"
 #include "backends/cuda/eager_kernels.h"
 #include "backends/cuda/pinned_memory.h"
@@ -258,6 +259,14 @@ namespace {
 
 const bool g_installed = [] {
   install_caching_allocator();
+  // Tensor::item() on a cuda tensor: one element copied on the current stream of its device, then a wait.
+  set_device_read(DeviceType::CUDA, [](Device device, const void* src, void* dst, size_t nbytes) {
+    sync_point("a copy from a cuda device to the host (.cpu(), .item(), .tolist(), print, bool(), copy_)");
+    DeviceGuard g(device.index);
+    Stream s = current_stream(device.index);
+    check(driver().cuMemcpyDtoHAsync(dst, reinterpret_cast<uintptr_t>(src), nbytes, s.handle), "cuMemcpyDtoHAsync");
+    s.synchronize();
+  });
   return true;
 }();
 

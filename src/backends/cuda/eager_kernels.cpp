@@ -218,9 +218,11 @@ int64_t eager_launches() { return g_launches.load(); }
 
 void launch_elementwise(const char* op, const std::string& expr, ScalarType compute, const std::vector<int64_t>& shape,
                         const std::vector<EwOperand>& operands, int device, double a, double b, double c, int64_t ia) {
-  STRATA_CHECK(ctype(compute), op, ": the CUDA kernels do not support ", dtype_name(compute), " yet");
+  STRATA_CHECK_T(NotImplementedError,
+                 ctype(compute), op, ": the CUDA kernels do not support ", dtype_name(compute), " yet");
   for (const auto& o : operands)
-    STRATA_CHECK(ctype(o.dtype), op, ": the CUDA kernels do not support ", dtype_name(o.dtype), " tensors yet");
+    STRATA_CHECK_T(NotImplementedError,
+                 ctype(o.dtype), op, ": the CUDA kernels do not support ", dtype_name(o.dtype), " tensors yet");
   int64_t n = 1;
   for (int64_t s : shape) n *= s;
   if (n == 0) return;

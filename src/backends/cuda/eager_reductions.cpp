@@ -91,7 +91,8 @@ std::string decompose(const char* idx, int nd, const char* sizes, std::initializ
 }
 
 void run_reduce(const RedOp& op, const Tensor& in, const Tensor& out, const ReduceGeom& g) {
-  STRATA_CHECK(eager_ctype(in.dtype()) && eager_ctype(out.dtype()), op.name, ": the CUDA kernels do not support ",
+  STRATA_CHECK_T(NotImplementedError,
+                 eager_ctype(in.dtype()) && eager_ctype(out.dtype()), op.name, ": the CUDA kernels do not support ",
                dtype_name(in.dtype()), " yet");
   if (g.nout == 0) return;
   const int K = static_cast<int>(g.keep_sizes.size()), R = static_cast<int>(g.red_sizes.size());
@@ -164,7 +165,8 @@ void all_cuda(const Tensor& in, const Tensor& out, const ReduceGeom& g, const Re
 void any_cuda(const Tensor& in, const Tensor& out, const ReduceGeom& g, const ReduceArgs&) { run_reduce(kAny, in, out, g); }
 
 void softmax_cuda(const Tensor& in, const Tensor& out, int64_t outer, int64_t n, int64_t inner, bool log) {
-  STRATA_CHECK(eager_ctype(in.dtype()), log ? "log_softmax" : "softmax", ": the CUDA kernels do not support ",
+  STRATA_CHECK_T(NotImplementedError,
+                 eager_ctype(in.dtype()), log ? "log_softmax" : "softmax", ": the CUDA kernels do not support ",
                dtype_name(in.dtype()), " yet");
   const int64_t rows = outer * inner;
   if (rows == 0 || n == 0) return;
@@ -218,7 +220,8 @@ void softmax_cuda(const Tensor& in, const Tensor& out, int64_t outer, int64_t n,
 void arg_reduce_cuda(const Tensor& in, const Tensor& values, const Tensor& indices, int64_t outer, int64_t n,
                      int64_t inner, bool is_max) {
   const char* op = is_max ? "argmax" : "argmin";
-  STRATA_CHECK(eager_ctype(in.dtype()), op, ": the CUDA kernels do not support ", dtype_name(in.dtype()), " yet");
+  STRATA_CHECK_T(NotImplementedError,
+                 eager_ctype(in.dtype()), op, ": the CUDA kernels do not support ", dtype_name(in.dtype()), " yet");
   const int64_t rows = outer * inner;
   if (rows == 0 || n == 0) return;
   const bool idx32 = outer * n * inner < (int64_t(1) << 30);

@@ -193,6 +193,8 @@ cublasStatus_t f_cublasGemmStridedBatchedEx(cublasHandle_t h, int transa, int tr
   if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (!alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
   auto* fh = reinterpret_cast<FakeHandle*>(h);
+  // Refused before alpha and beta are read: their type follows the compute type, which may not match the caller's.
+  if (!supported(at, bt, ct, compute)) return CUBLAS_STATUS_NOT_SUPPORTED;
   const bool f64 = compute == CUBLAS_COMPUTE_64F;
   const double al = f64 ? *static_cast<const double*>(alpha) : *static_cast<const float*>(alpha);
   const double be = f64 ? *static_cast<const double*>(beta) : *static_cast<const float*>(beta);
