@@ -168,26 +168,7 @@ def strip_comments(source):
 def load(source, nargs=2):
     """The kernel's strata_kernel function (ctypes), compiled on a miss of both caches; it takes a
     pointer array and nargs - 1 int64 sizes (pointwise kernels: n; row kernels: rows, cols)."""
-    source = strip_comments(source)
-    key = key_of(source)
-    with _lock:
-        fn = _memory.get(key)
-        if fn is not None:
-            stats["memory_hits"] += 1
-            return fn
-        src_hash = _source_hash(source)
-        d = cache_dir()
-        so = d / f"{key}.so"
-        if so.exists():
-            fn = _try_load(so, src_hash, nargs)
-            if fn is not None:
-                stats["disk_hits"] += 1
-                _memory[key] = fn
-                return fn
-            stats["corrupt"] += 1
-        fn = _compile(source, src_hash, d, so, nargs)
-        _memory[key] = fn
-        return fn
+    return _cached(strip_comments(source), nargs)
 
 
 def load_variants(sources, nargs=2):
@@ -202,27 +183,32 @@ def load_variants(sources, nargs=2):
         if src.count(marker) != 1:
             raise ValueError("load_variants: each source must define strata_kernel once")
         parts.append(src.replace(marker, f'extern "C" void strata_kernel_v{i}('))
-    source = "".join(parts)
-    symbols = [f"strata_kernel_v{i}" for i in range(len(sources))]
+    return _cached("".join(parts), nargs, [f"strata_kernel_v{i}" for i in range(len(sources))])
+
+
+def _cached(source, nargs, symbols=None):
+    """What _try_load/_compile give for source (strata_kernel, or the functions named by symbols): from
+    memory, else from the disk cache, else compiled; a cached file that is not this kernel's counts as
+    corrupt and is rebuilt."""
     key = key_of(source)
     with _lock:
-        fns = _memory.get(key)
-        if fns is not None:
+        fn = _memory.get(key)
+        if fn is not None:
             stats["memory_hits"] += 1
-            return fns
+            return fn
         src_hash = _source_hash(source)
         d = cache_dir()
         so = d / f"{key}.so"
         if so.exists():
-            fns = _try_load(so, src_hash, nargs, symbols)
-            if fns is not None:
+            fn = _try_load(so, src_hash, nargs, symbols)
+            if fn is not None:
                 stats["disk_hits"] += 1
-                _memory[key] = fns
-                return fns
+                _memory[key] = fn
+                return fn
             stats["corrupt"] += 1
-        fns = _compile(source, src_hash, d, so, nargs, symbols)
-        _memory[key] = fns
-        return fns
+        fn = _compile(source, src_hash, d, so, nargs, symbols)
+        _memory[key] = fn
+        return fn
 
 
 def _compile(source, src_hash, d, so, nargs=2, symbols=None):
