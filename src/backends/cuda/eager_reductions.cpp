@@ -77,6 +77,20 @@ std::string emu_entry(const std::string& name, const char* params) {
              "block, [&] { ", name, "(p); }); };\n}\n#endif\n");
 }
 
+// Finishes a kernel source s whose entry has `body` (the __global__ entry named after stem and the source's hash,
+// and the host emulation's entry) and launches it over `rows` rows, a block per row (fewer threads and blocks on
+// the fake driver, whose emulation runs a host thread per GPU thread).
+void launch_row_kernel(std::string s, const std::string& body, const char* stem, const char* params, int64_t rows,
+                       int device, std::vector<unsigned char>& buf) {
+  const std::string name = str("strata_eager_", stem, "_", std::hex, eager_hash(s + body));
+  s += str("extern \"C\" __global__ void __launch_bounds__(256) ", name, "(", params, " p) {\n", body, "}\n");
+  s += emu_entry(name, params);
+  const bool fake = driver().is_fake;
+  const unsigned block = fake ? 32 : 256;
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(rows, fake ? 2 : 65536));
+  launch_generated(s, name, device, grid, block, buf);
+}
+
 // Decomposes `idx` over dims (sizes/strides arrays named in the params), adding to the offsets listed.
 std::string decompose(const char* idx, int nd, const char* sizes, std::initializer_list<std::pair<const char*, const char*>>
                                                                      offs) {
@@ -120,9 +134,6 @@ void run_reduce(const RedOp& op, const Tensor& in, const Tensor& out, const Redu
                          "      acc = Combine{}(acc, ", op.map, ");\n    }\n",
                          "    const A r = strata_block_reduce(acc, Combine{}, sh);\n",
                          "    if (threadIdx.x == 0) out[ooff] = static_cast<O>(", op.final, ");\n  }\n");
-  const std::string name = str("strata_eager_", op.name, "_", std::hex, eager_hash(s + body));
-  s += str("extern \"C\" __global__ void __launch_bounds__(256) ", name, "(strata_eager_r::Params p) {\n", body, "}\n");
-  s += emu_entry(name, "strata_eager_r::Params");
   std::vector<unsigned char> buf;
   const char* pin = static_cast<const char*>(in.data_ptr());
   char* pout = static_cast<char*>(out.data_ptr());
@@ -135,10 +146,7 @@ void run_reduce(const RedOp& op, const Tensor& in, const Tensor& out, const Redu
   for (int d = 0; d < R; ++d) put_i(buf, g.red_in[d]);
   put_i(buf, g.nout);
   put_i(buf, g.nred);
-  const bool fake = driver().is_fake;
-  const unsigned block = fake ? 32 : 256;
-  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(g.nout, fake ? 2 : 65536));
-  launch_generated(s, name, out.device().index, grid, block, buf);
+  launch_row_kernel(std::move(s), body, op.name, "strata_eager_r::Params", g.nout, out.device().index, buf);
 }
 
 const RedOp kSum{"sum", "A(0)", "static_cast<A>(static_cast<strata::opmath_t<T>>(v))", "a + b", "r"};
@@ -198,9 +206,6 @@ void softmax_cuda(const Tensor& in, const Tensor& out, int64_t outer, int64_t n,
       "      const A x = static_cast<A>(in[base + j * inner]) - m;\n",
       log ? "      out[base + j * inner] = static_cast<T>(x - lz);\n" : "      out[base + j * inner] = static_cast<T>(std::exp(x) / z);\n",
       "    }\n  }\n");
-  const std::string name = str("strata_eager_", log ? "log_softmax" : "softmax", "_", std::hex, eager_hash(s + body));
-  s += str("extern \"C\" __global__ void __launch_bounds__(256) ", name, "(strata_eager_s::Params p) {\n", body, "}\n");
-  s += emu_entry(name, "strata_eager_s::Params");
   std::vector<unsigned char> buf;
   const char* pin = static_cast<const char*>(in.data_ptr());
   char* pout = static_cast<char*>(out.data_ptr());
@@ -209,10 +214,8 @@ void softmax_cuda(const Tensor& in, const Tensor& out, int64_t outer, int64_t n,
   put_i(buf, rows);
   put_i(buf, n);
   put_i(buf, inner);
-  const bool fake = driver().is_fake;
-  const unsigned block = fake ? 32 : 256;
-  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(rows, fake ? 2 : 65536));
-  launch_generated(s, name, out.device().index, grid, block, buf);
+  launch_row_kernel(std::move(s), body, log ? "log_softmax" : "softmax", "strata_eager_s::Params", rows,
+                    out.device().index, buf);
 }
 
 // max/min over a dim with indices, argmax/argmin: one block per row of the contiguous [outer, n, inner] view.
@@ -258,9 +261,6 @@ void arg_reduce_cuda(const Tensor& in, const Tensor& values, const Tensor& indic
       "      for (unsigned w = 1; w < (blockDim.x + 31) / 32; ++w) if (Better{}(sv[w], si[w], v, bi)) { v = sv[w]; bi = si[w]; }\n",
       "      indices[row] = bi;\n      if (values) values[row] = in[base + static_cast<I>(bi) * inner];\n    }\n",
       "    __syncthreads();\n  }\n");
-  const std::string name = str("strata_eager_", op, "_", std::hex, eager_hash(s + body));
-  s += str("extern \"C\" __global__ void __launch_bounds__(256) ", name, "(strata_eager_a::Params p) {\n", body, "}\n");
-  s += emu_entry(name, "strata_eager_a::Params");
   std::vector<unsigned char> buf;
   const char* pin = static_cast<const char*>(in.data_ptr());
   char* pv = values.defined() ? static_cast<char*>(values.data_ptr()) : nullptr;
@@ -271,10 +271,7 @@ void arg_reduce_cuda(const Tensor& in, const Tensor& values, const Tensor& indic
   put_i(buf, rows);
   put_i(buf, n);
   put_i(buf, inner);
-  const bool fake = driver().is_fake;
-  const unsigned block = fake ? 32 : 256;
-  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(rows, fake ? 2 : 65536));
-  launch_generated(s, name, indices.device().index, grid, block, buf);
+  launch_row_kernel(std::move(s), body, op, "strata_eager_a::Params", rows, indices.device().index, buf);
 }
 
 const StubRegistrar<ArgReduceFn> r_arg(arg_reduce_stub, DeviceType::CUDA, arg_reduce_cuda);
