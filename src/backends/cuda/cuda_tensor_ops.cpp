@@ -38,19 +38,20 @@ CUdeviceptr dptr(const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_pt
 
 bool is_cuda(const Tensor& t) { return t.device().type == DeviceType::CUDA; }
 
+// Copies bytes from device memory on `dev` to the host on the device's current stream and waits (a sync point).
+void read_device(int dev, void* dst, CUdeviceptr src, size_t bytes) {
+  sync_point("a copy from a cuda device to the host (.cpu(), .item(), .tolist(), print, bool(), copy_)");
+  DeviceGuard g(dev);
+  Stream s = current_stream(dev);
+  check(driver().cuMemcpyDtoHAsync(dst, src, bytes, s.handle), "cuMemcpyDtoHAsync");
+  s.synchronize();
+}
+
 // A CPU copy of the device bytes `t` spans, and the view of it with t's geometry. Waits for the copy.
 std::pair<Tensor, Tensor> read_span(const Tensor& t) {
   const int64_t n = span_elems(t);
   Tensor base = empty_tensor(std::vector<int64_t>{n}, t.dtype(), Device());
-  if (n > 0) {
-    const int dev = t.device().index;
-    sync_point("a copy from a cuda device to the host (.cpu(), .item(), .tolist(), print, bool(), copy_)");
-    DeviceGuard g(dev);
-    Stream s = current_stream(dev);
-    check(driver().cuMemcpyDtoHAsync(base.data_ptr(), dptr(t), static_cast<size_t>(n) * t.element_size(), s.handle),
-          "cuMemcpyDtoHAsync");
-    s.synchronize();
-  }
+  if (n > 0) read_device(t.device().index, base.data_ptr(), dptr(t), static_cast<size_t>(n) * t.element_size());
   Tensor view = make_view(base, DimVector(t.sizes().begin(), t.sizes().end()),
                           DimVector(t.strides().begin(), t.strides().end()), 0);
   return {base, view};
@@ -261,11 +262,7 @@ const bool g_installed = [] {
   install_caching_allocator();
   // Tensor::item() on a cuda tensor: one element copied on the current stream of its device, then a wait.
   set_device_read(DeviceType::CUDA, [](Device device, const void* src, void* dst, size_t nbytes) {
-    sync_point("a copy from a cuda device to the host (.cpu(), .item(), .tolist(), print, bool(), copy_)");
-    DeviceGuard g(device.index);
-    Stream s = current_stream(device.index);
-    check(driver().cuMemcpyDtoHAsync(dst, reinterpret_cast<uintptr_t>(src), nbytes, s.handle), "cuMemcpyDtoHAsync");
-    s.synchronize();
+    read_device(device.index, dst, reinterpret_cast<uintptr_t>(src), nbytes);
   });
   return true;
 }();
